@@ -1,0 +1,40 @@
+# Two commands do everything on a fresh machine with Python 3.11:
+#   make book   the virtual environment, every chapter executed, the HTML book
+#   make test   unit tests, every chapter under papermill, the book built with
+#               warnings as errors, and the checks on the built pages
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: book test lab install clean
+
+book: $(STAMP)
+	$(PY) tools/build.py
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks
+
+install: $(STAMP)
+
+# The venv, the package (editable), the widget scripts the book serves itself,
+# JupyterLab's "open text notebooks as notebooks" setting, and Chromium for the
+# browser checks (Debian's, driven by pip's playwright; skipped if present).
+$(STAMP): requirements.txt pyproject.toml tools/vendor_js.py tools/lab_settings.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) tools/vendor_js.py
+	$(PY) tools/lab_settings.py
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { echo "installing Debian's chromium for the browser checks"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	    echo "chromium could not be installed: the browser checks will be skipped"; }
+	touch $(STAMP)
+
+clean:
+	rm -rf _build

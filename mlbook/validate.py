@@ -1,0 +1,74 @@
+"""Input checks shared by every calculator.
+
+Each check returns the value it accepted, so a caller can write
+``seq_len = positive_int("seq_len", seq_len)``, and raises ValueError with a
+message that names the argument, the value it got and the rule it broke.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def positive(name: str, value):
+    """A finite real number above zero."""
+    if not _is_real(value) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number above 0, got {value!r}")
+    return value
+
+
+def non_negative(name: str, value):
+    """A finite real number at or above zero."""
+    if not _is_real(value) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number at or above 0, got {value!r}")
+    return value
+
+
+def positive_int(name: str, value) -> int:
+    """An integer above zero (bools are rejected)."""
+    if not isinstance(value, Integral) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be an integer above 0, got {value!r}")
+    return int(value)
+
+
+def at_least(name: str, value, minimum):
+    """A finite real number at or above ``minimum``."""
+    if not _is_real(value) or not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{name} must be a finite number at or above {minimum}, got {value!r}")
+    return value
+
+
+def fraction(name: str, value, *, allow_zero: bool = False, allow_one: bool = True):
+    """A number in (0, 1], with the ends included or not as asked."""
+    if not _is_real(value) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
+    low_ok = value >= 0 if allow_zero else value > 0
+    high_ok = value <= 1 if allow_one else value < 1
+    if not (low_ok and high_ok):
+        lo = "[0" if allow_zero else "(0"
+        hi = "1]" if allow_one else "1)"
+        raise ValueError(f"{name} must lie in {lo}, {hi}, got {value!r}")
+    return value
+
+
+def one_of(name: str, value, allowed):
+    """One of a fixed set of choices."""
+    if value not in allowed:
+        choices = ", ".join(repr(a) for a in allowed)
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
+    return value
+
+
+def divides(name: str, divisor: int, dividend_name: str, dividend: int) -> int:
+    """``divisor`` must divide ``dividend`` exactly."""
+    if dividend % divisor:
+        raise ValueError(
+            f"{name}={divisor} must divide {dividend_name}={dividend} exactly "
+            f"({dividend} % {divisor} = {dividend % divisor})"
+        )
+    return divisor

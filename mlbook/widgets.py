@@ -1,0 +1,60 @@
+"""Sliders that redraw a figure, for JupyterLab and for the rendered book.
+
+``live_figure(draw, **controls)`` first shows the figure at the controls'
+default values as a plain image (what a reader of the static HTML sees),
+then the widget: controls above an output area that ``draw`` redraws on
+every change. In the HTML book the widget manager renders the stored widget
+state and the CSS hides the duplicate static image.
+
+``draw(**values)`` must return a matplotlib Figure; keep it cheap (the book's
+budget is 100 ms a redraw).
+"""
+
+from __future__ import annotations
+
+import time
+
+import matplotlib.pyplot as plt
+
+
+def _show(fig):
+    from IPython.display import display
+
+    display(fig)
+    plt.close(fig)
+
+
+def live_figure(draw, **controls):
+    """Show draw(**defaults) statically, then the interactive controls."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    values = {name: c.value for name, c in controls.items()}
+    _show(draw(**values))
+    out = widgets.Output()
+
+    def redraw(**kw):
+        with out:
+            out.clear_output(wait=True)
+            _show(draw(**kw))
+
+    for c in controls.values():
+        c.style = {"description_width": "initial"}
+        c.continuous_update = False
+    ui = widgets.interactive_output(redraw, controls)
+    box = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), ui])
+    display(box)
+    redraw(**values)
+    return box
+
+
+def redraw_seconds(draw, repeats: int = 3, **values) -> float:
+    """Best-of-``repeats`` wall time of one draw and render to pixels."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fig = draw(**values)
+        fig.canvas.draw()
+        plt.close(fig)
+        best = min(best, time.perf_counter() - start)
+    return best
