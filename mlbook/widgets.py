@@ -25,26 +25,25 @@ def _show(fig):
 
 
 def live_figure(draw, **controls):
-    """Show draw(**defaults) statically, then the interactive controls."""
+    """Show draw(**defaults) statically, then the controls and a live figure."""
     import ipywidgets as widgets
     from IPython.display import display
 
-    values = {name: c.value for name, c in controls.items()}
-    _show(draw(**values))
+    _show(draw(**{name: c.value for name, c in controls.items()}))
     out = widgets.Output()
 
-    def redraw(**kw):
+    def redraw(_change=None):
         with out:
             out.clear_output(wait=True)
-            _show(draw(**kw))
+            _show(draw(**{name: c.value for name, c in controls.items()}))
 
     for c in controls.values():
         c.style = {"description_width": "initial"}
         c.continuous_update = False
-    ui = widgets.interactive_output(redraw, controls)
-    box = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), ui])
+        c.observe(redraw, names="value")
+    box = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), out])
     display(box)
-    redraw(**values)
+    redraw()
     return box
 
 

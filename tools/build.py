@@ -124,8 +124,9 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
         seconds, error = execute(chapter, out_dir, parameters)
         report["chapters"][chapter.stem] = {"seconds": round(seconds, 1), "error": error}
         print(f"  {chapter.stem}: {seconds:.1f} s" + (f"  FAILED: {error}" if error else ""), flush=True)
-    if only:  # a partial build: keep the toc to what was executed
-        restrict_toc(src, {c.stem for c in chapters(only)})
+    if only:  # a partial build: the other chapters appear as their title alone
+        for other in set(chapters()) - set(chapters(only)):
+            stub_page(other, src / other.parent.relative_to(ROOT))
     if html:
         print("building the HTML book (warnings are errors) ...", flush=True)
         result = build_html(src, dest)
@@ -137,16 +138,15 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
     return report
 
 
-def restrict_toc(src: Path, keep: set[str]) -> None:
-    import yaml
+def stub_page(page: Path, out_dir: Path) -> None:
+    """A chapter reduced to its first cell (label and title), unexecuted, so
+    that a partial build still resolves every cross-reference to it."""
+    import jupytext
+    import nbformat
 
-    toc_path = src / "_toc.yml"
-    toc = yaml.safe_load(toc_path.read_text())
-    for part in toc.get("parts", []):
-        part["chapters"] = [c for c in part["chapters"]
-                            if not c["file"].startswith("notebooks/") or c["file"].split("/")[1] in keep]
-    toc["parts"] = [p for p in toc["parts"] if p["chapters"]]
-    toc_path.write_text(yaml.safe_dump(toc, sort_keys=False))
+    nb = jupytext.read(page)
+    nb.cells = nb.cells[:1]
+    nbformat.write(nb, out_dir / f"{page.stem}.ipynb")
 
 
 def main(argv=None) -> int:

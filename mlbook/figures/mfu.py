@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config, flops, hardware, mfu
-from .style import new_figure, percent_axis
+from .style import new_figure, percent_axis, plain_log_axis
 
 GOOD_MFU = (0.35, 0.50)  # "good at scale" band for BF16 MFU (BRIEF, PaLM and Llama 3 reports)
 
@@ -14,11 +14,11 @@ def attention_share_vs_seq_len(presets=None, seq_lens=None):
     """Share of training FLOPs in the attention term 12Lhs against s."""
     presets = presets or [config.LLAMA2_7B, config.LLAMA3_70B, config.LLAMA3_405B]
     seq_lens = seq_lens if seq_lens is not None else 2 ** np.arange(9, 18)
-    fig, ax = new_figure()
+    fig, ax = new_figure(layout="constrained")
     for cfg in presets:
         share = [flops.attention_share(cfg, int(s)) for s in seq_lens]
         ax.plot(seq_lens, share, marker="o", label=f"{cfg.name} (h={cfg.d_model})")
-    ax.set_xscale("log", base=2)
+    plain_log_axis(ax, "x", base=2)
     ax.set_xlabel("sequence length s (tokens)")
     ax.set_ylabel("attention share of FLOPs")
     percent_axis(ax)
@@ -62,9 +62,10 @@ def training_days_planner(model: str, tokens_trillions: float, gpu: str, n_gpus:
     days = [mfu.training_days(n, tokens, peak, int(g), mfu_value) for g in gpus]
     chosen = mfu.training_days(n, tokens, peak, n_gpus, mfu_value)
     fig, ax = new_figure()
-    ax.loglog(gpus, days, color="C0")
+    ax.plot(gpus, days, color="C0")
     ax.plot([n_gpus], [chosen], "o", color="C3", ms=9)
-    ax.set_xscale("log", base=2)
+    plain_log_axis(ax, "x", base=2)
+    plain_log_axis(ax, "y")
     ax.set_xlabel("GPUs")
     ax.set_ylabel("days to train (6ND)")
     ax.set_title(f"{cfg.name}, {tokens_trillions:g}T tokens, {gpu} at {mfu_value:.0%} MFU: "
@@ -75,7 +76,7 @@ def training_days_planner(model: str, tokens_trillions: float, gpu: str, n_gpus:
 def published_mfu():
     """Published MFUs (PaLM Table 3, Llama 3 Table 4) as bars."""
     runs = mfu.PUBLISHED_MFU
-    fig, ax = new_figure(size=(7.0, 3.2))
+    fig, ax = new_figure(size=(7.0, 3.2), layout="constrained")
     labels = [f"{r.model}\n{r.n_chips or '?'} x {r.hardware}" for r in runs]
     ax.barh(labels, [r.mfu for r in runs], color="C0")
     ax.axvspan(*GOOD_MFU, color="C2", alpha=0.15)
