@@ -4,24 +4,33 @@ from __future__ import annotations
 
 
 class Text:
-    """A string that glues without quotes ({glue:text} shows its repr)."""
+    """A string to glue as text.
+
+    myst-nb's {glue:text} role runs ast.literal_eval on the stored text/plain,
+    which would turn "1,024" into the tuple (1, 24) and "1.0000" into 1.0; a
+    quoted Python literal comes back exactly as written.
+    """
 
     def __init__(self, text: str):
         self.text = text
 
     def __repr__(self) -> str:
-        return self.text
+        return repr(self.text)
 
 
-def glue(name: str, value, fmt: str | None = None):
+def glue(name: str, value, fmt: str | None = None) -> None:
     """Glue ``value`` under ``name`` without showing it in the cell.
 
     With ``fmt`` (a format spec such as ".1%" or ",.0f") the formatted text is
-    glued, so the page writes {glue:text}`name`; without it, the raw number is
-    glued and the page may format it in the role ({glue:text}`name:.2f`).
-    Returns the value, so a cell can glue and keep computing.
+    glued and the page writes {glue:text}`name`; a string is glued as it is.
+    Without ``fmt`` a number is glued raw and the page may format it in the
+    role ({glue:text}`name:.2f`). Returns None, so that a glue call ending a
+    cell prints nothing.
     """
     from myst_nb import glue as _glue
 
-    _glue(name, Text(format(value, fmt)) if fmt else value, display=False)
-    return value
+    if fmt is not None:
+        value = Text(format(value, fmt))
+    elif isinstance(value, str):
+        value = Text(value)
+    _glue(name, value, display=False)
