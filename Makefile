@@ -25,7 +25,6 @@ install: $(STAMP)
 # browser checks (Debian's, driven by pip's playwright; skipped if present).
 $(STAMP): requirements.txt pyproject.toml tools/vendor_js.py tools/lab_settings.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) tools/vendor_js.py
