@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import pickle
 import random
@@ -55,7 +56,6 @@ import shutil
 import threading
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +72,10 @@ LATEST = "latest"
 _PREFIX = "step-"
 _TMP_PREFIX = ".tmp-step-"
 
+# Outside a process group DCP warns on every call (also from async_save's
+# background thread) that it assumes a single process: that is the intent.
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+
 
 def _dist_on() -> bool:
     return dist.is_available() and dist.is_initialized()
@@ -83,15 +87,6 @@ def _rank() -> int:
 
 def _world() -> int:
     return dist.get_world_size() if _dist_on() else 1
-
-
-@contextmanager
-def _quiet_single_process():
-    """DCP warns on every call outside a process group that it assumes one
-    process; that is the intent here, so the warning is dropped."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
 
 
 def _fsync_dir(path: Path) -> None:
@@ -369,16 +364,14 @@ class Checkpointer:
         kw = {"storage_writer": writer, "process_group": self.pg, "no_dist": not self._dist}
         stats = SaveStats(step=step, async_=bool(async_), blocking_s=0.0)
         if async_:
-            with _quiet_single_process():
-                future = dcp.async_save(state, **kw)
+            future = dcp.async_save(state, **kw)
             stats.blocking_s = time.perf_counter() - start
             pending = {"step": step, "tmp": tmp, "future": future, "stats": stats,
                        "start": start, "done": threading.Event()}
             self._pending = pending
             future.add_done_callback(lambda f: self._finish_async(pending))
         else:
-            with _quiet_single_process():
-                dcp.save(state, **kw)
+            dcp.save(state, **kw)
             if self.rank == 0:
                 self._publish(step, tmp)
             self._barrier()
@@ -473,8 +466,7 @@ class Checkpointer:
             key = "train_state/rank0"
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd, key: io.BytesIO()}
-        with _quiet_single_process():
-            dcp.load(state, storage_reader=reader, process_group=self.pg, no_dist=not self._dist)
+        dcp.load(state, storage_reader=reader, process_group=self.pg, no_dist=not self._dist)
         set_state_dict(model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
         blob = state[key]
         blob.seek(0)
@@ -492,3 +484,288 @@ class Checkpointer:
             _set_rng_state(own["rng"])
         self._barrier()
         return Loaded(step=own["step"], path=path, extra=own["extra"], rng_restored=rng)
+
+    def load_model(self, model, step: int | None = None) -> Path:
+        """Load the weights alone (no optimizer, schedule, RNG or data
+        position): what a naive resume does. Returns the checkpoint's path."""
+        path = self.latest() if step is None else self.path(step)
+        if path is None or not self.is_complete(path):
+            raise FileNotFoundError(f"no complete checkpoint{'' if step is None else f' for step {step}'} "
+                                    f"under {self.root}")
+        model_sd, _ = get_state_dict(model, [])
+        state = {"model": model_sd}
+        dcp.load(state, storage_reader=dcp.FileSystemReader(path), process_group=self.pg,
+                 no_dist=not self._dist)
+        set_state_dict(model, [], model_state_dict=model_sd, optim_state_dict={})
+        self._barrier()
+        return path
+
+
+def directory_bytes(path) -> int:
+    """Bytes of all files under ``path`` (what one checkpoint weighs on disk)."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+# --- the chapter's experiments: a small GPT trained with checkpoints -----------------
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A small training run: the book's GPT on a synthetic token stream.
+
+    ``dropout`` is on, so a resume is exact only if the torch RNG is restored
+    too; the LR schedule (linear warm-up, then cosine) makes the scheduler
+    state matter as well.
+    """
+
+    n_layers: int = 2
+    d_model: int = 64
+    n_heads: int = 2
+    vocab_size: int = 256
+    seq_len: int = 32
+    batch_size: int = 8
+    n_samples: int = 512
+    steps: int = 40
+    lr: float = 3e-3
+    warmup: int = 5
+    dropout: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("n_layers", "d_model", "n_heads", "vocab_size", "seq_len", "batch_size",
+                     "n_samples", "steps", "warmup"):
+            validate.positive_int(name, getattr(self, name))
+        validate.positive("lr", self.lr)
+        validate.fraction("dropout", self.dropout, allow_zero=True, allow_one=False)
+        if self.batch_size > self.n_samples:
+            raise ValueError(f"batch_size={self.batch_size} must not exceed n_samples={self.n_samples}")
+
+    @property
+    def config(self):
+        from .model import tiny_config
+
+        return tiny_config(n_layers=self.n_layers, d_model=self.d_model, n_heads=self.n_heads,
+                           vocab_size=self.vocab_size)
+
+
+def token_dataset(spec: RunSpec) -> torch.utils.data.TensorDataset:
+    """(sample id, inputs, targets): arithmetic sequences mod V with a random
+    start and stride per sample, so the loss has something to learn."""
+    g = torch.Generator().manual_seed(10_000 + spec.seed)
+    start = torch.randint(0, spec.vocab_size, (spec.n_samples, 1), generator=g)
+    stride = torch.randint(1, 8, (spec.n_samples, 1), generator=g)
+    t = torch.arange(spec.seq_len + 1)
+    ids = (start + stride * t) % spec.vocab_size                     # (n, s + 1)
+    return torch.utils.data.TensorDataset(torch.arange(spec.n_samples), ids[:, :-1], ids[:, 1:])
+
+
+@dataclass
+class Run:
+    """Everything a training run owns; ``done`` counts completed steps."""
+
+    spec: RunSpec
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    sampler: ShardedSampler
+    dataset: torch.utils.data.TensorDataset
+    device: str = "cpu"
+    done: int = 0
+    _it: object = None
+
+    def next_batch(self):
+        """The next batch of the sampler's stream, moving to the next epoch when one ends."""
+        for _ in range(2):
+            if self._it is None:
+                # A DataLoader draws a base seed from the global torch RNG each
+                # time an iterator starts, which a resume would make one extra
+                # draw; its own generator keeps the global stream untouched.
+                loader = torch.utils.data.DataLoader(
+                    self.dataset, batch_size=self.spec.batch_size, sampler=self.sampler,
+                    drop_last=True, generator=torch.Generator().manual_seed(self.spec.seed))
+                self._it = iter(loader)
+            try:
+                return next(self._it)
+            except StopIteration:
+                self._it = None
+        raise RuntimeError("the sampler produced no batch in two epochs")
+
+
+def build_run(spec: RunSpec, device: str = "cpu") -> Run:
+    """A fresh run: every RNG seeded from ``spec.seed``, model, AdamW, schedule, sampler."""
+    from .model import GPT
+
+    random.seed(spec.seed)
+    np.random.seed(spec.seed)
+    torch.manual_seed(spec.seed)
+    model = GPT(spec.config, max_seq_len=spec.seq_len, dropout=spec.dropout).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
+
+    def lr_factor(step: int) -> float:
+        if step < spec.warmup:
+            return (step + 1) / spec.warmup
+        frac = (step - spec.warmup) / max(1, spec.steps - spec.warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    sampler = ShardedSampler(spec.n_samples, seed=spec.seed)
+    return Run(spec, model, opt, sched, sampler, token_dataset(spec), device)
+
+
+def train(run: Run, until: int, ckpt: Checkpointer | None = None, save_every: int = 0,
+          async_: bool = False, progress: bool = False) -> dict:
+    """Train ``run`` until ``until`` steps are done, saving every ``save_every`` steps.
+
+    Returns per-step losses, the sample ids of each step, each step's compute
+    time and each save's SaveStats; a step's time excludes its save, whose
+    stall is ``SaveStats.blocking_s``.
+    """
+    until = validate.positive_int("until", until)
+    if until < run.done:
+        raise ValueError(f"until={until} is before the run's current step {run.done}")
+    if not isinstance(save_every, int) or save_every < 0:
+        raise ValueError(f"save_every must be an integer at or above 0, got {save_every!r}")
+    if save_every and ckpt is None:
+        raise ValueError("save_every > 0 needs a Checkpointer")
+    out = {"steps": [], "losses": [], "seen": [], "step_s": [], "saves": []}
+    sync = torch.cuda.synchronize if run.device == "cuda" else (lambda: None)
+    run.model.train()
+    while run.done < until:
+        ids, x, y = run.next_batch()
+        start = time.perf_counter()
+        x, y = x.to(run.device), y.to(run.device)
+        run.optimizer.zero_grad(set_to_none=True)
+        _, loss = run.model(x, y)
+        loss.backward()
+        run.optimizer.step()
+        run.scheduler.step()
+        loss_value = loss.item()
+        sync()
+        out["step_s"].append(time.perf_counter() - start)
+        run.done += 1
+        out["steps"].append(run.done)
+        out["losses"].append(loss_value)
+        out["seen"].append(ids.tolist())
+        if save_every and run.done % save_every == 0:
+            out["saves"].append(ckpt.save(run.done, run.model, run.optimizer, run.scheduler,
+                                          run.sampler, async_=async_))
+        if progress and (run.done % 10 == 0 or run.done == until):
+            print(f"  step {run.done}/{until}: loss {loss_value:.3f}", flush=True)
+    if ckpt is not None:
+        ckpt.wait()
+    return out
+
+
+def weights(run: Run) -> dict:
+    """A CPU copy of the model's weights."""
+    return {k: v.detach().to("cpu").clone() for k, v in run.model.state_dict().items()}
+
+
+def compare_save_modes(spec: RunSpec, root, save_every: int, device: str = "cpu",
+                       progress: bool = False) -> dict:
+    """Train the same run without saves, with synchronous saves and with
+    async_save, every ``save_every`` steps; returns each mode's timings.
+
+    For each mode: ``wall_s`` (the whole loop), ``step_s`` (compute of each
+    step), ``blocking_s`` (training stall of each save) and ``total_s`` (each
+    save from start to published), plus ``checkpoint_bytes`` on disk.
+    """
+    results = {}
+    for mode in ("none", "sync", "async"):
+        if progress:
+            print(f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
+                  flush=True)
+        run = build_run(spec, device)
+        ckpt = None if mode == "none" else Checkpointer(Path(root) / mode, keep_last=2)
+        start = time.perf_counter()
+        out = train(run, spec.steps, ckpt, save_every if ckpt else 0, async_=(mode == "async"))
+        wall = time.perf_counter() - start
+        results[mode] = {
+            "wall_s": wall, "step_s": out["step_s"],
+            "blocking_s": [s.blocking_s for s in out["saves"]],
+            "total_s": [s.total_s for s in out["saves"]],
+            "checkpoint_bytes": directory_bytes(ckpt.latest()) if ckpt else 0,
+        }
+    return results
+
+
+def _multiset_gap(history: list[int], reference: list[int]) -> tuple[int, int]:
+    """(extra, missing): sample visits beyond the reference's, and visits it lacks."""
+    from collections import Counter
+
+    h, r = Counter(history), Counter(reference)
+    extra = sum((h - r).values())
+    missing = sum((r - h).values())
+    return extra, missing
+
+
+def resume_experiment(spec: RunSpec, root, save_every: int, crash_at: int,
+                      progress: bool = False) -> dict:
+    """An uninterrupted run against one that crashes and resumes, exactly or naively.
+
+    The interrupted run saves every ``save_every`` steps and dies after
+    ``crash_at`` steps (its unsaved steps are lost). The exact resume builds a
+    fresh run, scrambles every RNG (a new process would not share the old
+    one's state) and loads the full training state; the naive resume loads
+    the weights only and restarts the data stream, the optimizer and the
+    schedule. Both then train to ``spec.steps``. Runs on the CPU, where every
+    kernel is deterministic, so equality can be bitwise.
+    """
+    if not 0 < save_every <= crash_at < spec.steps:
+        raise ValueError(f"need 0 < save_every={save_every} <= crash_at={crash_at} < steps={spec.steps}")
+    say = print if progress else (lambda *a, **k: None)
+    say(f"uninterrupted: {spec.steps} steps", flush=True)
+    ref_run = build_run(spec)
+    ref = train(ref_run, spec.steps)
+    ref_weights = weights(ref_run)
+
+    say(f"interrupted: saves every {save_every}, crashes after step {crash_at}", flush=True)
+    ckpt = Checkpointer(Path(root), keep_last=2)
+    crashed = build_run(spec)
+    before = train(crashed, crash_at, ckpt, save_every)
+    del crashed                                               # the process died here
+
+    def scramble():
+        random.seed(12345)
+        np.random.seed(12345)
+        torch.manual_seed(12345)
+
+    say("exact resume: full training state", flush=True)
+    exact_run = build_run(spec)
+    scramble()
+    loaded = ckpt.load(exact_run.model, exact_run.optimizer, exact_run.scheduler, exact_run.sampler)
+    exact_run.done = loaded.step
+    exact = train(exact_run, spec.steps)
+    exact_weights = weights(exact_run)
+
+    say("naive resume: weights only", flush=True)
+    naive_run = build_run(spec)
+    scramble()
+    ckpt.load_model(naive_run.model)
+    naive_run.done = loaded.step
+    naive = train(naive_run, spec.steps)
+    naive_weights = weights(naive_run)
+
+    resumed_from = loaded.step
+    committed = [ids for s, ids in zip(before["steps"], before["seen"]) if s <= resumed_from]
+    flat = lambda batches: [i for b in batches for i in b]  # noqa: E731
+    ref_seen = flat(ref["seen"])
+    exact_seen = flat(committed + exact["seen"])
+    naive_seen = flat(committed + naive["seen"])
+    ref_tail = ref["losses"][resumed_from:]
+    naive_extra, naive_missing = _multiset_gap(naive_seen, ref_seen)
+    exact_extra, exact_missing = _multiset_gap(exact_seen, ref_seen)
+    max_diff = lambda w: max((w[k] - ref_weights[k]).abs().max().item() for k in w)  # noqa: E731
+    return {
+        "resumed_from": resumed_from, "crash_at": crash_at, "lost_steps": crash_at - resumed_from,
+        "ref_losses": ref["losses"], "exact_losses": exact["losses"], "naive_losses": naive["losses"],
+        "crashed_losses": before["losses"],
+        "exact_losses_equal": exact["losses"] == ref_tail,
+        "exact_weights_equal": all(torch.equal(exact_weights[k], ref_weights[k]) for k in ref_weights),
+        "exact_max_weight_diff": max_diff(exact_weights),
+        "naive_max_weight_diff": max_diff(naive_weights),
+        "naive_max_loss_diff": max(abs(a - b) for a, b in zip(naive["losses"], ref_tail)),
+        "exact_extra": exact_extra, "exact_missing": exact_missing,
+        "naive_extra": naive_extra, "naive_missing": naive_missing,
+        "samples_per_step": spec.batch_size,
+    }
