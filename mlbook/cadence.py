@@ -30,14 +30,18 @@ from .memory import ADAM_MIXED_STATE_BYTES, model_state_bytes
 HOUR_S = 3600.0
 
 
-def _check(interval_s=None, checkpoint_s=None, mtbf_s=None, restart_s=None):
-    if interval_s is not None:
+_UNSET = object()
+
+
+def _check(interval_s=_UNSET, checkpoint_s=_UNSET, mtbf_s=_UNSET, restart_s=_UNSET):
+    """Times must be finite and above 0 (a restart may cost 0)."""
+    if interval_s is not _UNSET:
         validate.positive("interval_s", interval_s)
-    if checkpoint_s is not None:
+    if checkpoint_s is not _UNSET:
         validate.positive("checkpoint_s", checkpoint_s)
-    if mtbf_s is not None:
+    if mtbf_s is not _UNSET:
         validate.positive("mtbf_s", mtbf_s)
-    if restart_s is not None:
+    if restart_s is not _UNSET:
         validate.non_negative("restart_s", restart_s)
 
 
@@ -81,7 +85,12 @@ def waste_fraction(interval_s, checkpoint_s: float, mtbf_s: float, restart_s: fl
 
 
 def _intervals(interval_s) -> np.ndarray:
-    i = np.asarray(interval_s, dtype=float)
+    if np.ndim(interval_s) == 0 and not isinstance(interval_s, np.ndarray):
+        return np.asarray(float(validate.positive("interval_s", interval_s)))
+    i = np.asarray(interval_s)
+    if i.dtype.kind not in "iuf":
+        raise ValueError(f"interval_s must be numbers, got {interval_s!r}")
+    i = i.astype(float)
     if i.size == 0 or not np.all(np.isfinite(i)) or np.any(i <= 0):
         raise ValueError(f"interval_s must be finite numbers above 0, got {interval_s!r}")
     return i
@@ -138,7 +147,7 @@ def simulate_waste(interval_s, checkpoint_s: float, mtbf_s: float, restart_s: fl
     scalar interval, else an array.
     """
     _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
-    i = _intervals(interval_s)
+    i = np.atleast_1d(_intervals(interval_s))
     horizon_s = 2000 * mtbf_s if horizon_s is None else validate.positive("horizon_s", horizon_s)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise ValueError(f"seed must be an integer, got {seed!r}")

@@ -1,0 +1,188 @@
+"""Checkpoint cadence: closed forms, the Monte Carlo, the storage calculator."""
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from mlbook import cadence as c
+
+H = c.HOUR_S
+
+
+# --- known answers ---------------------------------------------------------------
+
+def test_young_known_answers():
+    # sqrt(2 C T): C = 30 s, T = 3 h -> sqrt(648 000) s; C = 1 min -> sqrt(1 296 000) s
+    assert c.young_interval(30, 3 * H) == pytest.approx(804.98, abs=0.01)
+    assert c.young_interval(60, 3 * H) == pytest.approx(1138.42, abs=0.01)
+    assert c.young_interval(50, 100) == pytest.approx(100.0)
+
+
+def test_daly_known_answer_and_branches():
+    # C = 50, T = 100: C/(2T) = 1/4, sqrt(2CT) = 100 -> 100 (1 + 1/6 + 1/36) - 50
+    assert c.daly_interval(50, 100) == pytest.approx(100 * (1 + 1 / 6 + 1 / 36) - 50)
+    assert c.daly_interval(200, 100) == 100          # C >= 2T: checkpoint every T
+    assert c.daly_interval(250, 100) == 100
+    # small C/T: Daly tends to Young minus C
+    y, d = c.young_interval(1, 1e6), c.daly_interval(1, 1e6)
+    assert abs(d - (y - 1)) / y < 1e-3
+
+
+def test_daly_is_the_exact_optimum_to_high_order():
+    for cs, t in [(30, 3 * H), (60, 3 * H), (40, 2.5 * H), (600, 3 * H)]:
+        opt = c.optimal_interval(cs, t)
+        assert c.daly_interval(cs, t) == pytest.approx(opt, rel=2e-3)
+        assert abs(c.young_interval(cs, t) - opt) > abs(c.daly_interval(cs, t) - opt)
+
+
+def test_first_order_waste_minimum_is_sqrt_2c_over_t():
+    cs, t = 30, 3 * H
+    i = c.young_interval(cs, t)
+    assert c.waste_fraction(i, cs, t) == pytest.approx(math.sqrt(2 * cs / t))
+    grid = np.linspace(0.3 * i, 3 * i, 2001)
+    assert grid[np.argmin(c.waste_fraction(grid, cs, t))] == pytest.approx(i, rel=2e-3)
+
+
+def test_exact_waste_limits():
+    # no failures to speak of: the waste is the checkpoint share C / (I + C)
+    assert c.waste_fraction(100, 1, 1e12, exact=True) == pytest.approx(1 / 101, rel=1e-6)
+    # exact and first order agree when C << I << T
+    assert c.waste_fraction(100, 0.01, 1e7, exact=True) == pytest.approx(
+        c.waste_fraction(100, 0.01, 1e7), rel=1e-3)
+    # restarts only add waste
+    assert c.waste_fraction(800, 30, 3 * H, 300, exact=True) > c.waste_fraction(800, 30, 3 * H, exact=True)
+
+
+def test_waste_accepts_arrays():
+    out = c.waste_fraction(np.array([100.0, 800.0]), 30, 3 * H, exact=True)
+    assert out.shape == (2,)
+    assert isinstance(c.waste_fraction(800.0, 30, 3 * H), float)
+
+
+def test_cluster_mtbf():
+    assert c.cluster_mtbf(1000 * H, 1000) == pytest.approx(H)
+    assert c.cluster_mtbf(5.0, 1) == 5.0
+    # I* falls as the square root of the node count
+    ratio = c.young_interval(30, c.cluster_mtbf(1e6, 400)) / c.young_interval(30, c.cluster_mtbf(1e6, 100))
+    assert ratio == pytest.approx(0.5)
+
+
+# --- Monte Carlo against the closed form ----------------------------------------
+
+@pytest.mark.parametrize("cs,t,r", [(30, 3 * H, 0.0), (60, 3 * H, 600.0), (40, 2.5 * H, 120.0)])
+def test_monte_carlo_matches_exact_within_five_standard_errors(cs, t, r):
+    for i in (c.young_interval(cs, t) / 4, c.young_interval(cs, t), 4 * c.young_interval(cs, t)):
+        mc = c.simulate_waste(i, cs, t, restart_s=r, seed=1)
+        exact = c.waste_fraction(i, cs, t, r, exact=True)
+        se = c.monte_carlo_stderr(i, cs, t, r)
+        assert abs(mc - exact) < 5 * se, (i, mc, exact, se)
+        assert abs(mc - exact) / exact < 0.03          # the stated tolerance: 3 %
+
+
+def test_monte_carlo_optimum_near_daly():
+    cs, t = 30, 3 * H
+    grid = np.geomspace(200, 3000, 60)
+    mc = c.simulate_waste(grid, cs, t, horizon_s=20000 * t, seed=2)
+    best = grid[np.argmin(mc)]
+    # the waste curve is flat near its minimum: compare waste, not the argmin
+    assert c.waste_fraction(best, cs, t, exact=True) - c.waste_fraction(c.daly_interval(cs, t), cs, t, exact=True) < 2e-3
+
+
+def test_monte_carlo_is_seeded_and_vectorised():
+    grid = np.array([300.0, 800.0, 2000.0])
+    a = c.simulate_waste(grid, 30, 3 * H, seed=5)
+    b = c.simulate_waste(grid, 30, 3 * H, seed=5)
+    assert np.array_equal(a, b)
+    assert a.shape == (3,)
+    assert c.simulate_waste(800.0, 30, 3 * H, seed=5) == pytest.approx(a[1])
+    assert not np.array_equal(a, c.simulate_waste(grid, 30, 3 * H, seed=6))
+
+
+def test_monte_carlo_without_failures_wastes_only_checkpoints():
+    # horizon far below the MTBF: almost surely no failure
+    w = c.simulate_waste(90.0, 10.0, 1e15, horizon_s=1000.0, seed=0)
+    assert w == pytest.approx(100 / 1000)   # 10 segments, each 10 s of checkpoint
+
+
+def test_monte_carlo_is_fast():
+    import time
+
+    start = time.perf_counter()
+    c.simulate_waste(np.geomspace(100, 5000, 40), 30, 3 * H)
+    assert time.perf_counter() - start < 0.5
+
+
+# --- storage -----------------------------------------------------------------------
+
+def test_checkpoint_bytes_70b():
+    total = c.checkpoint_bytes(70e9)
+    parts = c.checkpoint_bytes(70e9, breakdown=True)
+    assert parts["bf16 weights"] == pytest.approx(140e9)
+    assert parts["fp32 master weights"] + parts["Adam m (fp32)"] + parts["Adam v (fp32)"] == pytest.approx(840e9)
+    assert total == pytest.approx(980e9)                 # "about 1 TB"
+    assert not any("gradient" in k for k in parts)
+
+
+def test_write_time_sharding():
+    b = 1e12
+    one = c.write_time_s(b, 1, 2e9, 100e9)
+    assert one == pytest.approx(500.0)
+    assert c.write_time_s(b, 10, 2e9, 100e9) == pytest.approx(50.0)
+    assert c.write_time_s(b, 1000, 2e9, 100e9) == pytest.approx(10.0)   # storage-bound
+
+
+# --- bad input -----------------------------------------------------------------------
+
+BAD = [0, -1, float("nan"), float("inf"), "30", None, True]
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_bad_times_raise_naming_the_value(bad):
+    for call, name in [
+        (lambda: c.young_interval(bad, 100), "checkpoint_s"),
+        (lambda: c.young_interval(30, bad), "mtbf_s"),
+        (lambda: c.daly_interval(bad, 100), "checkpoint_s"),
+        (lambda: c.daly_interval(30, bad), "mtbf_s"),
+        (lambda: c.waste_fraction(bad, 30, 100), "interval_s"),
+        (lambda: c.waste_fraction(100, bad, 100), "checkpoint_s"),
+        (lambda: c.waste_fraction(100, 30, bad), "mtbf_s"),
+        (lambda: c.simulate_waste(bad, 30, 100), "interval_s"),
+        (lambda: c.simulate_waste(100, bad, 100), "checkpoint_s"),
+        (lambda: c.simulate_waste(100, 30, bad), "mtbf_s"),
+        (lambda: c.simulate_waste(100, 30, 100, horizon_s=0 if bad is None else bad), "horizon_s"),
+        (lambda: c.cluster_mtbf(bad, 10), "node_mtbf_s"),
+        (lambda: c.checkpoint_bytes(bad), "n_params"),
+        (lambda: c.write_time_s(bad, 1, 1, 1), "checkpoint_bytes_total"),
+        (lambda: c.write_time_s(1, 1, bad, 1), "writer_bytes_per_s"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            call()
+
+
+def test_other_bad_input():
+    with pytest.raises(ValueError, match="restart_s"):
+        c.waste_fraction(100, 30, 100, restart_s=-1)
+    with pytest.raises(ValueError, match="restart_s"):
+        c.simulate_waste(100, 30, 100, restart_s=float("nan"))
+    with pytest.raises(ValueError, match="interval_s"):
+        c.waste_fraction(np.array([100.0, 0.0]), 30, 100)
+    with pytest.raises(ValueError, match="interval_s"):
+        c.simulate_waste(np.array([]), 30, 100)
+    with pytest.raises(ValueError, match="n_nodes"):
+        c.cluster_mtbf(100, 0)
+    with pytest.raises(ValueError, match="n_nodes"):
+        c.cluster_mtbf(100, 2.5)
+    with pytest.raises(ValueError, match="n_writers"):
+        c.write_time_s(1, 0, 1, 1)
+    with pytest.raises(ValueError, match="seed"):
+        c.simulate_waste(100, 30, 100, seed=1.5)
+
+
+def test_calculator_imports_no_torch():
+    import subprocess
+
+    code = "import sys, mlbook.cadence; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
