@@ -1,0 +1,435 @@
+"""The torch demos of the faults chapter.
+
+- ``run_elastic``: launch the torchrun job of ``mlbook.faults_elastic`` (two
+  gloo workers on CPU, restarts allowed) with or without a worker that dies,
+  and collect its timeline and final weights.
+- ``run_corruption``: launch ``mlbook.faults_corruption`` (data-parallel
+  replicas that compare gradient fingerprints before every optimizer step)
+  with bits flipped on purpose.
+- ``spike_run``: a small model hit by a window of bad batches, watched by a
+  spike detector and, if asked, rescued by rewind-and-skip.
+- ``seeded_run`` and ``nondeterministic_op``: bitwise reruns, and an operation
+  that is not deterministic unless torch is told to be.
+
+Every launch binds to 127.0.0.1, uses a free port, is bounded in time and
+kills its whole process group on the way out.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import faults, faults_train, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------
+# Launching torchrun
+# ---------------------------------------------------------------------------
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc), children before grandchildren."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
+
+
+@dataclass
+class Launch:
+    returncode: int
+    wall_s: float
+    output: str
+
+
+def torchrun(module: str, args: list[str], nproc: int = 2, max_restarts: int = 0,
+             timeout_s: float = 60.0, log_path: Path | None = None) -> Launch:
+    """Run ``python -m torch.distributed.run ... -m module args`` on this host.
+
+    c10d rendezvous on 127.0.0.1 at a free port, gloo over the loopback
+    interface, one thread per worker. The whole process group is killed if it
+    outlives ``timeout_s``, and any process it left behind is killed on the
+    way out of this function.
+    """
+    validate.positive_int("nproc", nproc)
+    validate.non_negative("max_restarts", max_restarts)
+    validate.positive("timeout_s", timeout_s)
+    port = free_port()
+    cmd = [sys.executable, "-m", "torch.distributed.run",
+           "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+           "--rdzv-id", f"mlbook-{os.getpid()}-{port}", "--monitor-interval", "0.1",
+           "-m", module, *args]
+    env = dict(os.environ)
+    env.update(MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    owned_log = log_path is None
+    log_path = Path(tempfile.mkstemp(suffix=".log")[1]) if owned_log else Path(log_path)
+    start = time.perf_counter()
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=ROOT, start_new_session=True)
+        rc = None
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            if rc is None:   # still running (timeout or interrupt): it and all it started must go
+                # torchrun puts each worker in a session of its own, so kill the
+                # agent's descendants by pid as well as the agent's own group;
+                # the agent is frozen first so that it cannot start new ones.
+                os.kill(proc.pid, signal.SIGSTOP)
+                for pid in _descendants(proc.pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    wall = time.perf_counter() - start
+    text = log_path.read_text(errors="replace")
+    if owned_log:
+        log_path.unlink(missing_ok=True)
+    if rc is None:
+        raise TimeoutError(f"torchrun {module} ran past timeout_s={timeout_s}; output:\n{text[-3000:]}")
+    return Launch(rc, wall, text)
+
+
+def _forked_worker(main, argv, env, log_path):
+    """Body of a forked worker: own log, own environment, exit code as the result."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = sys.stderr = open(fd, "w", buffering=1, closefd=False)
+    os.environ.update(env)
+    code = 0
+    try:
+        main(argv)
+    except BaseException:                 # report, then leave without running the parent's atexit
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -> Launch:
+    """Run ``main(argv)`` in ``nproc`` forked processes that form a gloo group.
+
+    The same environment torchrun gives its workers (RANK, WORLD_SIZE,
+    MASTER_ADDR=127.0.0.1, a free MASTER_PORT, no restarts), without paying
+    for a launcher and a fresh ``import torch`` per worker: the children are
+    forks of this process. Children still alive after ``timeout_s`` are killed.
+    """
+    import multiprocessing as mp
+
+    validate.positive_int("nproc", nproc)
+    validate.positive("timeout_s", timeout_s)
+    ctx = mp.get_context("fork")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="mlbook-fork-") as tmp:
+        procs, timed_out = [], False
+        start = time.perf_counter()
+        try:
+            for rank in range(nproc):
+                env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
+                       "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port), "GLOO_SOCKET_IFNAME": "lo",
+                       "TORCHELASTIC_RESTART_COUNT": "0"}
+                p = ctx.Process(target=_forked_worker,
+                                args=(main, argv, env, os.path.join(tmp, f"rank{rank}.log")))
+                p.start()
+                procs.append(p)
+            deadline = time.monotonic() + timeout_s
+            for p in procs:
+                p.join(max(0.0, deadline - time.monotonic()))
+        finally:
+            for p in procs:                   # only our own children, by pid
+                if p.is_alive():
+                    timed_out = True
+                    p.kill()
+                    p.join()
+        wall = time.perf_counter() - start
+        output = "".join(f"--- rank {r} ---\n" + Path(tmp, f"rank{r}.log").read_text(errors="replace")
+                         for r in range(nproc) if Path(tmp, f"rank{r}.log").exists())
+    if timed_out:
+        raise TimeoutError(f"forked group ran past timeout_s={timeout_s}; output:\n{output[-3000:]}")
+    return Launch(max(abs(p.exitcode) for p in procs), wall, output)
+
+
+# Setting up a gloo group on a loaded host now and then fails before training
+# starts ("connectFullMesh failed ... Connection refused"). That is not the
+# fault a demo injects, so such a launch is run again from scratch.
+GLOO_SETUP_ERRORS = ("connectFullMesh failed",)
+
+
+def _setup_failed(launch: Launch) -> bool:
+    return launch.returncode != 0 and any(e in launch.output for e in GLOO_SETUP_ERRORS)
+
+
+# ---------------------------------------------------------------------------
+# Elastic restart
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ElasticRun:
+    launch: Launch
+    events: list            # every rank's events, time-ordered
+    final_state: dict       # rank 0's weights at the end
+    summary: faults.TimelineSummary
+    t0: float = 0.0         # wall time of the first event
+    setup_retries: int = 0  # launches redone because the gloo group failed to form
+
+
+def _read_events(workdir: Path) -> list:
+    events = []
+    for path in sorted(workdir.glob("events-rank*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                events.append(json.loads(line))
+    return sorted(events, key=lambda e: e["t"])
+
+
+def run_elastic(steps: int = 40, ckpt_every: int = 10, fail_step: int | None = 27,
+                fail_rank: int = 1, nproc: int = 2, max_restarts: int = 1, step_s: float = 0.0,
+                seed: int = 0, timeout_s: float = 60.0, workdir=None,
+                launcher: str = "torchrun", setup_retries: int = 2) -> ElasticRun:
+    """Run the elastic job; ``fail_step=None`` runs it uninterrupted.
+
+    ``launcher="torchrun"`` starts it under torchrun, which restarts the group
+    up to ``max_restarts`` times; ``"fork"`` runs the same worker code in
+    forked processes (no launcher, no restarts, a few seconds faster), which
+    is how the chapter makes its uninterrupted reference run.
+    """
+    validate.one_of("launcher", launcher, ("torchrun", "fork"))
+    validate.non_negative("setup_retries", setup_retries)
+    if launcher == "fork" and fail_step is not None:
+        raise ValueError(f"launcher='fork' cannot restart a failed worker; use fail_step=None, got {fail_step!r}")
+    validate.positive_int("steps", steps)
+    validate.positive_int("ckpt_every", ckpt_every)
+    if fail_step is not None and not (isinstance(fail_step, int) and 0 < fail_step < steps):
+        raise ValueError(f"fail_step must be None or an integer in (0, steps={steps}), got {fail_step!r}")
+    if not (isinstance(fail_rank, int) and 0 <= fail_rank < nproc):
+        raise ValueError(f"fail_rank must be an integer in [0, nproc={nproc}), got {fail_rank!r}")
+    with tempfile.TemporaryDirectory(prefix="mlbook-elastic-") as tmp:
+        root = Path(workdir) if workdir is not None else Path(tmp)
+        for setup_try in range(1 + setup_retries):
+            work = root / f"try{setup_try}"
+            work.mkdir(parents=True, exist_ok=True)
+            args = ["--workdir", str(work), "--steps", str(steps), "--ckpt-every", str(ckpt_every),
+                    "--fail-step", str(-1 if fail_step is None else fail_step),
+                    "--fail-rank", str(fail_rank), "--step-s", str(step_s), "--seed", str(seed),
+                    "--timeout-s", str(timeout_s)]
+            if launcher == "torchrun":
+                launch = torchrun("mlbook.faults_elastic", args, nproc=nproc, max_restarts=max_restarts,
+                                  timeout_s=timeout_s, log_path=work / "torchrun.log")
+            else:
+                from . import faults_elastic
+
+                launch = fork_group(faults_elastic.main, args, nproc=nproc, timeout_s=timeout_s)
+            if not _setup_failed(launch):
+                break
+        events = _read_events(work)
+        final = work / "final.pt"
+        if launch.returncode != 0 or not final.exists():
+            raise RuntimeError(f"elastic run failed (exit {launch.returncode}); output:\n"
+                               f"{launch.output[-4000:]}")
+        state = torch.load(final, weights_only=True)
+    rank0 = [e for e in events if e["rank"] == 0 or e["kind"] == "fail"]
+    return ElasticRun(launch, events, state, faults.summarize_timeline(rank0),
+                      t0=events[0]["t"] if events else 0.0, setup_retries=setup_try)
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    """Bitwise equality of two state dicts."""
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ---------------------------------------------------------------------------
+# Silent corruption
+# ---------------------------------------------------------------------------
+
+def run_corruption(nproc: int = 3, steps: int = 8, flip_step: int = 3, flip_rank: int = 1,
+                   seed: int = 0, timeout_s: float = 60.0) -> dict:
+    """Run every scenario of ``mlbook.faults_corruption`` in one process group
+    of ``nproc`` forked replicas and return rank 0's report: {scenario: {"steps": [...], "replicas_agree": bool}}."""
+    validate.positive_int("steps", steps)
+    if not (isinstance(flip_step, int) and 0 <= flip_step < steps):
+        raise ValueError(f"flip_step must be an integer in [0, steps={steps}), got {flip_step!r}")
+    if not (isinstance(flip_rank, int) and 0 <= flip_rank < nproc):
+        raise ValueError(f"flip_rank must be an integer in [0, nproc={nproc}), got {flip_rank!r}")
+    with tempfile.TemporaryDirectory(prefix="mlbook-sdc-") as tmp:
+        out = Path(tmp) / "report.json"
+        args = ["--out", str(out), "--steps", str(steps), "--flip-step", str(flip_step),
+                "--flip-rank", str(flip_rank), "--seed", str(seed), "--timeout-s", str(timeout_s)]
+        from . import faults_corruption
+
+        for setup_try in range(3):
+            launch = fork_group(faults_corruption.main, args, nproc=nproc, timeout_s=timeout_s)
+            if not _setup_failed(launch):
+                break
+        if launch.returncode != 0 or not out.exists():
+            raise RuntimeError(f"corruption run failed (exit {launch.returncode}):\n{launch.output[-4000:]}")
+        report = json.loads(out.read_text())
+    report["_wall_s"] = launch.wall_s
+    report["_setup_retries"] = setup_try
+    return report
+
+
+# ---------------------------------------------------------------------------
+# Loss spikes
+# ---------------------------------------------------------------------------
+
+@dataclass
+class SpikeRun:
+    losses: list            # loss of each optimizer step, in step order
+    batches: list           # the data batch each step read
+    spikes: list            # steps the detector flagged
+    rewinds: list = field(default_factory=list)   # RewindPlans carried out
+
+
+def spike_run(steps: int = 150, bad: tuple = (60, 64), ckpt_every: int = 10,
+              policy: faults.RewindPolicy | None = None,
+              detector: faults.SpikeConfig = faults.SpikeConfig(window=30, z_threshold=6.0),
+              seed: int = 0, lr: float = 0.1, max_rewinds: int = 3) -> SpikeRun:
+    """Train the shared MLP with SGD on batches 0, 1, 2, ...; batches in
+    [bad[0], bad[1]) are corrupt. With a ``policy``, a detected spike rewinds
+    to a checkpoint and skips a window of batches (at most ``max_rewinds``
+    times); without one, training ploughs on."""
+    validate.positive_int("steps", steps)
+    validate.positive_int("ckpt_every", ckpt_every)
+    validate.positive("lr", lr)
+    if not (len(bad) == 2 and 0 <= bad[0] <= bad[1]):
+        raise ValueError(f"bad must be a (start, end) pair with 0 <= start <= end, got {bad!r}")
+    w = faults_train.teacher(seed)
+    model = faults_train.make_model(seed)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    det = faults.SpikeDetector(detector)
+    ckpts = {0: (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()))}
+    losses, batches, spikes, rewinds, skips = {}, {}, [], [], []
+    step = 0
+    while step < steps:
+        b = faults.batch_for_step(step, skips)
+        x, y = faults_train.batch(b, seed=seed, bad=bad[0] <= b < bad[1], w=w)
+        loss = faults_train.loss_fn(model, x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        value = loss.item()
+        _, is_spike = det.update(value)
+        losses[step], batches[step] = value, b
+        if is_spike:
+            spikes.append(step)
+        if is_spike and policy is not None and len(rewinds) < max_rewinds:
+            plan = policy.plan(step, ckpts, batch_offset=sum(n for _, n in skips))
+            rewinds.append(plan)
+            model_sd, opt_sd = ckpts[plan.resume_step]
+            model.load_state_dict(model_sd)
+            opt.load_state_dict(opt_sd)
+            skips.append((plan.resume_step, plan.skipped))
+            det = faults.SpikeDetector(detector)       # its history included the spike's lead-up
+            for s in range(plan.resume_step):          # re-seed it with the kept history
+                det.update(losses[s])
+            step = plan.resume_step
+            continue
+        step += 1
+        if step % ckpt_every == 0:
+            ckpts[step] = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()))
+    order = sorted(losses)
+    return SpikeRun([losses[s] for s in order], [batches[s] for s in order], spikes, rewinds)
+
+
+# ---------------------------------------------------------------------------
+# Determinism
+# ---------------------------------------------------------------------------
+
+def seeded_run(seed: int = 0, steps: int = 20, batch_size: int = 64, device: str = "cpu") -> dict:
+    """Train the shared MLP for ``steps`` steps from ``seed`` with dropout and
+    shuffled data drawn from seeded generators; return the final weights."""
+    validate.positive_int("steps", steps)
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Dropout(0.1), faults_train.make_model(seed)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = faults_train.dataset(1024, seed)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch_size,
+                                         shuffle=True, generator=torch.Generator().manual_seed(seed))
+    batches = iter(loader)
+    for _ in range(steps):
+        try:
+            xb, yb = next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            xb, yb = next(batches)
+        loss = faults_train.loss_fn(model, xb.to(device), yb.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def nondeterministic_op(deterministic: bool, n: int = 1_000_000, buckets: int = 100,
+                        repeats: int = 8, device: str = "cpu", seed: int = 0) -> dict:
+    """Accumulate ``n`` float32 values into ``buckets`` slots with
+    ``index_put_(accumulate=True)`` ``repeats`` times, with
+    torch.use_deterministic_algorithms set as asked.
+
+    The fast path adds with atomics from many threads (CPU) or many GPU
+    threads, in whatever order they arrive; float addition is not associative,
+    so the bits change from call to call. Returns the number of distinct
+    results, the largest difference between them, and the median seconds a call.
+    """
+    validate.positive_int("n", n)
+    validate.positive_int("buckets", buckets)
+    validate.positive_int("repeats", repeats)
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randn(n, generator=g).to(device)                         # (n,)
+    idx = torch.randint(0, buckets, (n,), generator=g).to(device)        # (n,)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        outs, times = [], []
+        for _ in range(repeats + 1):                                     # the first call warms up
+            if device == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            out = torch.zeros(buckets, device=device).index_put_((idx,), src, accumulate=True)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+            outs.append(out.cpu())
+    finally:
+        torch.use_deterministic_algorithms(before)
+    outs, times = outs[1:], sorted(times[1:])
+    distinct = len({o.numpy().tobytes() for o in outs})
+    spread = max(float((o - outs[0]).abs().max()) for o in outs)
+    return {"distinct": distinct, "max_diff": spread, "median_s": times[len(times) // 2],
+            "repeats": repeats}
