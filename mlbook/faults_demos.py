@@ -372,10 +372,21 @@ def spike_run(steps: int = 150, bad: tuple = (60, 64), ckpt_every: int = 10,
 # Determinism
 # ---------------------------------------------------------------------------
 
-def seeded_run(seed: int = 0, steps: int = 20, batch_size: int = 64, device: str = "cpu") -> dict:
+def seeded_run(seed: int = 0, steps: int = 20, batch_size: int = 64, device: str = "cpu",
+               deterministic: bool = False) -> dict:
     """Train the shared MLP for ``steps`` steps from ``seed`` with dropout and
-    shuffled data drawn from seeded generators; return the final weights."""
+    shuffled data drawn from seeded generators; return the final weights.
+    ``deterministic`` runs it under torch.use_deterministic_algorithms(True)."""
     validate.positive_int("steps", steps)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        return _seeded_run(seed, steps, batch_size, device)
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def _seeded_run(seed, steps, batch_size, device):
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Dropout(0.1), faults_train.make_model(seed)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

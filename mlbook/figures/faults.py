@@ -132,10 +132,11 @@ def spike_runs(plain, rescued, clean=None, bad=(60, 64)):
     ax.plot(rescued.losses, color="C0", lw=1.2, label="rewind and skip")
     ax.axvspan(*bad, color="C3", alpha=0.15, label="bad batches")
     for p in rescued.rewinds:
-        ax.annotate("", xy=(p.resume_step, rescued.losses[p.resume_step]),
-                    xytext=(p.spike_step, max(plain.losses[p.spike_step], 1.0)),
-                    arrowprops={"arrowstyle": "->", "color": "C0"})
         ax.plot([p.spike_step], [plain.losses[p.spike_step]], "v", color="C3", ms=8)
+        ax.annotate(f"spike: rewind to step {p.resume_step},\nskip batches {p.skip_start}-{p.skip_end - 1}",
+                    xy=(p.resume_step, rescued.losses[p.resume_step]),
+                    xytext=(p.spike_step + 8, plain.losses[p.spike_step]), fontsize=8, color="C0", va="top",
+                    arrowprops={"arrowstyle": "->", "color": "C0", "ls": "--"})
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss (cross-entropy)")
