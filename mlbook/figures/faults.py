@@ -24,6 +24,7 @@ def llama3_causes(rows=faults.LLAMA3_INTERRUPTIONS, log=faults.LLAMA3_405B_LOG):
     ax.legend(handles=[Patch(color=c, label=k) for k, c in CATEGORY_COLORS.items()],
               loc="lower right", fontsize=8, title="category")
     ax.set_xlabel("unexpected interruptions (count)")
+    ax.set_ylabel("root cause")
     ax.set_title(f"{log.name}: {log.unexpected} unexpected interruptions in {log.days:g} days",
                  fontsize=10)
     ax.tick_params(axis="y", labelsize=8)
