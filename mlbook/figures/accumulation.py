@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 from .. import validate
 from ..accumulation_cost import StepCostModel, divisors
 from .style import new_figure
 
 MIB = 2**20
+
+
+def _plain_log2(ax, axis: str = "x"):
+    """A base-2 log axis labelled 1, 2, 4, ... rather than 2^0, 2^1, ..."""
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(fmt)
 
 
 def identity_vs_k(ks, diffs: dict, exact_below: float = 1e-6, broken_above: float = 1e-4):
@@ -19,7 +27,7 @@ def identity_vs_k(ks, diffs: dict, exact_below: float = 1e-6, broken_above: floa
         ax.plot(ks, values, marker="o", color=f"C{i}", label=label)
     ax.axhline(exact_below, color="C2", ls="--", lw=1, label=f"{exact_below:g}: float rounding")
     ax.axhline(broken_above, color="C3", ls=":", lw=1, label=f"{broken_above:g}")
-    ax.set_xscale("log", base=2)
+    _plain_log2(ax)
     ax.set_yscale("log")
     ax.set_xlabel("accumulation steps k (global batch fixed)")
     ax.set_ylabel("max |grad difference|")
@@ -46,7 +54,6 @@ def token_weights(counts, k: int):
     right.bar(j + 0.2, np.ones(k), width=0.4, color="C2", label="normalised by N: 1")
     right.set_xlabel("micro-batch j")
     right.set_ylabel("weight per token (x 1/N)")
-    right.set_yscale("log")
     right.legend(fontsize=8)
     right.set_title("Weight of one token in the loss")
     return fig
@@ -64,7 +71,7 @@ def k_sweep(sweep: dict, model: StepCostModel, device_label: str):
     ax_t.plot(ks, [r["step_s"] * 1e3 for r in rows], "o", color="C0", label="measured (median)")
     ax_t.plot(fine, [model.step_s(B, int(k)) * 1e3 for k in fine], "-", color="C0", alpha=0.6,
               label=f"fit: +{model.per_micro_batch_s * 1e3:.2f} ms per micro-batch")
-    ax_t.set_xscale("log", base=2)
+    _plain_log2(ax_t)
     ax_t.set_xlabel("accumulation steps k")
     ax_t.set_ylabel("step time (ms)")
     ax_t.set_ylim(bottom=0)
@@ -77,11 +84,11 @@ def k_sweep(sweep: dict, model: StepCostModel, device_label: str):
     if any(r.get("peak_bytes") is not None for r in rows):
         ax_m.plot(ks, [r["peak_bytes"] / MIB for r in rows], "s", color="C4",
                   label="CUDA peak above model state")
-    ax_m.set_xscale("log", base=2)
-    ax_m.set_yscale("log", base=2)
+    _plain_log2(ax_m)
+    _plain_log2(ax_m, "y")
     ax_m.set_xlabel("accumulation steps k")
     ax_m.set_ylabel("activation memory (MiB)")
-    ax_m.legend(fontsize=8)
+    ax_m.legend(fontsize=8, loc="lower left")
     ax_m.set_title("Activation memory")
     fig.suptitle(device_label, fontsize=9)
     return fig
@@ -114,11 +121,12 @@ def cost_explorer(global_batch: int, micro_batch: int, model: StepCostModel, mea
         fig.suptitle(f"b={b} does not divide B={B}: no whole number of micro-batches",
                      color="C3", fontsize=9)
     for ax in (ax_t, ax_m):
-        ax.set_xscale("log", base=2)
+        _plain_log2(ax)
         ax.set_xlabel("accumulation steps k = B / b")
-        ax.legend(fontsize=8)
+    ax_t.legend(fontsize=8, loc="upper left")
+    ax_m.legend(fontsize=8, loc="lower left")
     ax_t.set_ylabel("step time (ms)")
     ax_t.set_ylim(bottom=0)
-    ax_m.set_yscale("log", base=2)
+    _plain_log2(ax_m, "y")
     ax_m.set_ylabel("activation memory (MiB)")
     return fig
