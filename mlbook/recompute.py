@@ -28,6 +28,9 @@ from . import validate
 from .memory import activation_bytes_per_layer
 
 STRATEGIES = ("none", "selective", "sqrt", "full")
+# The items of block_saved_items that are s x s per head (the a s^2 b terms):
+# what selective recompute and fused attention kernels do not keep.
+SCORE_ITEMS = ("softmax output", "softmax dropout mask", "dropped-out probabilities (for P V)")
 
 
 def _check_d_ff_mult(d_ff_mult):
@@ -232,4 +235,6 @@ REPORTED_TIME_OVERHEAD = {
     "selective": 0.07,
     "selective + sequence parallel": 0.04,
 }
+# Table 5: selective recompute's throughput gain over full recompute, 22B to 1T models.
+REPORTED_THROUGHPUT_GAIN = (0.29, 0.32)
 REPORTED_SOURCE = "Korthikanti et al. 2022, arXiv:2205.05198, Table 4 (22B model, one layer)"

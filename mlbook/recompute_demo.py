@@ -27,7 +27,7 @@ from torch.utils.checkpoint import (
 from . import measure, validate
 from .config import TransformerConfig
 from .model import GPT, Block, random_batch
-from .recompute import block_saved_items
+from .recompute import SCORE_ITEMS, block_saved_items
 
 # Saved bytes of a real block agree with the formula for that block (fp32 or
 # bf16 values, the device's dropout-mask size) to within this share; what is
@@ -122,8 +122,7 @@ def compare_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "fp32",
                               mask_bytes=dropout_mask_bytes(device, act_bytes),
                               dropout=dropout > 0, d_ff_mult=cfg.d_ff / cfg.d_model)
     if attn_impl == "sdpa":
-        items = {k: v for k, v in items.items()
-                 if k not in ("softmax output", "softmax dropout mask", "dropped-out probabilities (for P V)")}
+        items = {k: v for k, v in items.items() if k not in SCORE_ITEMS}
     measured = sum(t.nbytes for t in saved)
     formula = sum(items.values())
     extras = {}
@@ -228,6 +227,12 @@ class StrategyResult:
     @property
     def median_s(self) -> float:
         return measure.median_s(self.step_s)
+
+    @property
+    def best_s(self) -> float:
+        """The fastest step: on a shared machine, the one least disturbed by
+        other work, so the fairest comparison between strategies."""
+        return min(self.step_s)
 
 
 def measure_strategies(cfg: TransformerConfig, s: int, b: int, device: str = "cpu",
