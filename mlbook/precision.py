@@ -353,22 +353,24 @@ def drifting_grad_max(n_steps: int, seed: int = 0, start: float = 0.5, end: floa
 
 def capture_gradients(model, idx, targets, max_values: int | None = 1_000_000,
                       seed: int = 0) -> dict:
-    """One forward and backward in fp32; returns flat fp32 tensors of the
-    weight gradients and of the activation gradients (the gradient of the loss
-    with respect to each block's output and to the logits), and how many
-    values each group held. A group larger than ``max_values`` is sampled
+    """One forward and backward in fp32; returns flat fp32 tensors of three
+    groups of gradients: "weights", "activations" (the gradient of the loss
+    with respect to each block's output) and "logits" (with respect to the
+    LM head's output), and how many values each group held ("n_weights", ...). A group larger than ``max_values`` is sampled
     uniformly at random (with replacement) down to that size: the logits alone
     hold b x s x V values, and a histogram or a fraction needs far fewer."""
     if max_values is not None:
         validate.positive_int("max_values", max_values)
-    acts = []
+    acts, logits = [], []
 
-    def keep(module, args, out):
-        t = out[0] if isinstance(out, tuple) else out
-        t.register_hook(lambda g: acts.append(g.detach().flatten().float()))
+    def keeper(store):
+        def keep(module, args, out):
+            t = out[0] if isinstance(out, tuple) else out
+            t.register_hook(lambda g: store.append(g.detach().flatten().float()))
+        return keep
 
-    handles = [b.register_forward_hook(keep) for b in model.blocks]
-    handles.append(model.head.register_forward_hook(keep))
+    handles = [b.register_forward_hook(keeper(acts)) for b in model.blocks]
+    handles.append(model.head.register_forward_hook(keeper(logits)))
     try:
         model.zero_grad(set_to_none=True)
         _, loss = model(idx, targets)
@@ -380,6 +382,7 @@ def capture_gradients(model, idx, targets, max_values: int | None = 1_000_000,
         "weights": torch.cat([p.grad.detach().flatten().float() for p in model.parameters()
                               if p.grad is not None]),
         "activations": torch.cat(acts),
+        "logits": torch.cat(logits),
     }
     gen = torch.Generator().manual_seed(seed)
     out = {}

@@ -7,6 +7,7 @@ import torch
 
 from mlbook import precision as P
 from mlbook.figures import precision as figs
+from mlbook.figures.style import new_figure
 from mlbook.model import GPT, random_batch, tiny_config
 from mlbook.widgets import redraw_seconds
 
@@ -343,9 +344,15 @@ def test_capture_gradients_shapes_and_sampling():
     g = P.capture_gradients(model, idx, tgt, max_values=None)
     n_params = sum(p.numel() for p in model.parameters())
     assert g["weights"].numel() == g["n_weights"] == n_params
-    assert g["n_activations"] == 2 * 16 * 32 * 2 + 2 * 16 * 64       # two block outputs + logits
+    assert g["n_activations"] == 2 * (2 * 16 * 32)                   # two block outputs (b, s, h)
+    assert g["n_logits"] == g["logits"].numel() == 2 * 16 * 64       # (b, s, V)
     small = P.capture_gradients(model, idx, tgt, max_values=100)
-    assert small["activations"].numel() == 100 and small["n_activations"] == g["n_activations"]
+    assert small["logits"].numel() == 100 and small["n_logits"] == g["n_logits"]
+    assert small["activations"].numel() == 100
+    # the logit gradient of a mean cross-entropy is (softmax - onehot) / (b s)
+    probs = model(idx).softmax(-1).detach()
+    want = (probs - torch.nn.functional.one_hot(tgt, 64)) / (2 * 16)
+    assert torch.allclose(g["logits"], want.flatten(), atol=1e-7)
 
 
 # --- figures --------------------------------------------------------------------------
@@ -378,15 +385,29 @@ def test_state_bytes_figure_says_16_bytes():
     assert "x 16 bytes" in figs.state_bytes(7).axes[0].get_title()
 
 
+def _bare_figure():
+    fig, ax = new_figure()
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_title("t")
+    return fig
+
+
 @pytest.mark.parametrize("which", ["histogram", "scaler", "state"])
 def test_slider_redraw_under_100_ms(which, hists):
+    """The budget is 100 ms a redraw. On a machine busy with other work even a
+    bare one-line figure can take half that, so the budget stretches to 2.5
+    bare figures when that is more: the test catches a slow figure, not a
+    busy machine."""
+    budget = max(0.1, 2.5 * redraw_seconds(_bare_figure, repeats=5))
     g = P.drifting_grad_max(2000)
     draw, values = {
         "histogram": (lambda log2_scale: figs.gradient_histogram(hists, log2_scale), dict(log2_scale=12)),
         "scaler": (lambda gi, bf: figs.scaler_run(g, gi, bf), dict(gi=100, bf=0.5)),
         "state": (figs.state_bytes, dict(n_params_billions=70.0)),
     }[which]
-    assert redraw_seconds(draw, repeats=5, **values) < 0.1
+    assert redraw_seconds(draw, repeats=5, **values) < budget
 
 
 # --- matmul throughput ----------------------------------------------------------------

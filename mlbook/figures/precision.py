@@ -210,7 +210,7 @@ def matmul_throughput(results: dict, device_name: str):
 def state_bytes(n_params_billions: float = 7.0):
     """Slider figure: the 16 bytes per parameter of mixed-precision Adam, in GiB."""
     items = memory.model_state_bytes(n_params_billions * 1e9, breakdown=True)
-    fig, ax = new_figure(size=(7.0, 2.4))
+    fig, ax = new_figure(size=(7.0, 2.8))
     left = 0.0
     for i, (name, nbytes) in enumerate(items.items()):
         gib = nbytes / GIB
@@ -221,7 +221,7 @@ def state_bytes(n_params_billions: float = 7.0):
     per_param = sum(memory.ADAM_MIXED_STATE_BYTES.values())
     ax.set_title(f"{n_params_billions:g}B parameters x {per_param} bytes = {left:,.0f} GiB", fontsize=9,
                  y=1.01)
-    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.6))
     ax.set_xlim(0, left * 1.02)
-    fig.subplots_adjust(bottom=0.45, top=0.85)
+    fig.subplots_adjust(bottom=0.5, top=0.85)
     return fig
