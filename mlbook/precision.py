@@ -660,13 +660,15 @@ def fp8_error_sweep(sigmas, size: int = 4096, seed: int = 0) -> dict:
 # --- matmul throughput by dtype ------------------------------------------------------
 
 def matmul_throughput_by_dtype(device: str, n: int, probe_n: int = 128,
-                               min_run_time_s: float = 0.3, max_call_s: float = 0.05) -> dict:
+                               min_run_time_s: float = 0.3, max_call_s: float = 0.25) -> dict:
     """Measured FLOP/s of an n^3 matmul in fp32, bf16 and fp16 on ``device``.
 
     Many CPUs have no fast fp16 matmul kernel, where a large fp16 matmul takes
     seconds. So on a CPU fp16 is first probed at ``probe_n``; only if that
     rate would finish an n^3 matmul within ``max_call_s`` is it measured at n
-    too. Returns {dtype: (flops_per_s, size measured)}.
+    too. (The bound is loose on purpose: a slow kernel runs at about 1
+    GFLOP/s, a fast one at tens or hundreds, and a busy machine should not
+    move a CPU from one class to the other.) Returns {dtype: (flops_per_s, size measured)}.
     """
     from . import hardware
 

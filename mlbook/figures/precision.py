@@ -92,7 +92,7 @@ def gradient_histogram(hists: dict, log2_scale: int = 0):
     fr = P.fp16_fractions(hists[first], scale)
     ax.set_title(f"scale 2^{log2_scale}: {first} {fr['flushed']:.1%} flushed to zero, "
                  f"{fr['subnormal']:.1%} subnormal, {fr['overflow']:.2%} overflow", fontsize=9, y=1.01)
-    ax.legend(handles=ax.lines + ax.patches + ax.artists, fontsize=7, loc="upper left")
+    ax.legend(handles=ax.lines + ax.patches + ax.artists, fontsize=7, loc="upper right")
     fig.subplots_adjust(left=0.12)
     return fig
 
@@ -221,7 +221,7 @@ def state_bytes(n_params_billions: float = 7.0):
     per_param = sum(memory.ADAM_MIXED_STATE_BYTES.values())
     ax.set_title(f"{n_params_billions:g}B parameters x {per_param} bytes = {left:,.0f} GiB", fontsize=9,
                  y=1.01)
-    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.6))
+    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.45))
     ax.set_xlim(0, left * 1.02)
-    fig.subplots_adjust(bottom=0.5, top=0.85)
+    fig.subplots_adjust(bottom=0.45, top=0.85)
     return fig
