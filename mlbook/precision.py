@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 import torch
@@ -177,7 +178,8 @@ class DynamicLossScaler:
     def __init__(self, init_scale: float = 65536.0, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000):
         validate.positive("init_scale", init_scale)
-        if not validate._is_real(growth_factor) or not math.isfinite(growth_factor) or growth_factor <= 1:
+        if (not isinstance(growth_factor, Real) or isinstance(growth_factor, bool)
+                or not math.isfinite(growth_factor) or growth_factor <= 1):
             raise ValueError(f"growth_factor must be a finite number above 1, got {growth_factor!r}")
         validate.fraction("backoff_factor", backoff_factor, allow_one=False)
         self.growth_interval = validate.positive_int("growth_interval", growth_interval)

@@ -48,7 +48,7 @@ def format_ranges(formats=None):
                 color="C1", label="subnormal" if i == 0 else None)
         ax.barh(i, f.max - f.smallest_normal, left=f.smallest_normal, height=0.6, color="C0",
                 label="normal" if i == 0 else None)
-        ax.text(f.max * 4, i, f"max {f.max:.3g}, eps {f.eps:.2g}", va="center", fontsize=7)
+        ax.text(f.max * 4, i, f"max {f.max:.3g}, eps {f.eps:.3g}", va="center", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlim(1e-46, 1e60)
     ax.set_yticks(range(len(formats)), [f.name for f in formats])
