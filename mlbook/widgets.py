@@ -47,6 +47,27 @@ def live_figure(draw, **controls):
     return box
 
 
+REDRAW_BUDGET_S = 0.1  # the book's budget for one slider redraw on an idle laptop
+
+
+def _bare_figure():
+    from .figures.style import new_figure
+
+    fig, ax = new_figure()
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_title("t")
+    return fig
+
+
+def redraw_budget_s() -> float:
+    """REDRAW_BUDGET_S, stretched to 2.5 bare one-line figures on a machine so
+    busy that a bare figure alone takes 40 ms or more: a test against it
+    catches a slow figure, not a busy machine."""
+    return max(REDRAW_BUDGET_S, 2.5 * redraw_seconds(_bare_figure, repeats=5))
+
+
 def redraw_seconds(draw, repeats: int = 3, **values) -> float:
     """Best-of-``repeats`` wall time of one draw and render to pixels."""
     best = float("inf")

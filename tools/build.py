@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book", "mlbook", "_vendor")
+CELL_TIMEOUT_S = 300
 
 
 def is_notebook(page: Path) -> bool:
@@ -86,6 +87,7 @@ def execute(chapter: Path, out_dir: Path, parameters: dict) -> tuple[float, str 
             papermill.execute_notebook(
                 str(raw), str(out), parameters=parameters, kernel_name="python3",
                 cwd=tmp, progress_bar=False, log_output=False,
+                execution_timeout=CELL_TIMEOUT_S,  # a lost kernel message fails, not hangs
             )
         except papermill.PapermillExecutionError as exc:
             error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index})"
