@@ -186,3 +186,37 @@ def test_calculator_imports_no_torch():
     code = "import sys, mlbook.cadence; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- figures ---------------------------------------------------------------------------
+
+def test_slider_figure_redraws_within_budget():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mlbook.figures import cadence as figs
+    from mlbook.widgets import redraw_budget_s, redraw_seconds
+
+    seconds = redraw_seconds(figs.waste_explorer, repeats=5, checkpoint_s=30.0, node_mtbf_h=1011.0,
+                             restart_s=300.0, n_nodes=128)
+    assert seconds < redraw_budget_s(), seconds
+
+
+def test_figures_have_labelled_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mlbook.figures import cadence as figs
+
+    modes = {m: {"wall_s": 1.0, "step_s": [0.1, 0.2], "blocking_s": [] if m == "none" else [0.05, 0.04],
+                 "total_s": [] if m == "none" else [0.05, 0.3]} for m in ("none", "sync", "async")}
+    res = {"ref_losses": [3.0, 2.9, 2.8, 2.7], "exact_losses": [2.8, 2.7], "naive_losses": [2.9, 2.85],
+           "crashed_losses": [3.0, 2.9, 2.8], "resumed_from": 2, "crash_at": 3}
+    for fig in (figs.waste_curve(30, 3 * H), figs.waste_explorer(30, 1000, 0, 64),
+                figs.interval_vs_cluster(1000 * H, [30]), figs.save_stall(modes, "CPU"),
+                figs.resume_losses(res), figs.checkpoint_storage(70e9, "70B", 1e9, 200e9)):
+        for ax in fig.axes:
+            assert ax.get_xlabel() and ax.get_ylabel()
+        plt.close(fig)

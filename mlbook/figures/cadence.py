@@ -107,6 +107,7 @@ def save_stall(results: dict, device: str):
     for b, s in zip(bars, step_ms):
         right.annotate(f"step {s:.0f} ms", (b.get_x() + b.get_width() / 2, b.get_height()),
                        ha="center", va="bottom", fontsize=7)
+    right.set_xlabel("checkpointing")
     right.set_ylabel("wall time of the whole loop (s)")
     right.set_title("the whole run (median step time on top)", fontsize=9)
     fig.suptitle(f"measured on {device}", fontsize=9)
@@ -142,6 +143,7 @@ def checkpoint_storage(n_params: float, name: str, writer_bytes_per_s: float,
     left.barh(list(parts), [v / 1e9 for v in parts.values()], color="C0")
     left.invert_yaxis()
     left.set_xlabel("GB (10^9 bytes)")
+    left.set_ylabel("what is saved")
     left.set_title(f"{name}: {total / 1e12:.2f} TB per checkpoint", fontsize=9)
     left.tick_params(axis="y", labelsize=8)
     c = [cadence.write_time_s(total, int(w), writer_bytes_per_s, storage_bytes_per_s) for w in writers]
