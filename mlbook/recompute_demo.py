@@ -236,16 +236,30 @@ class StrategyResult:
 
 
 def measure_strategies(cfg: TransformerConfig, s: int, b: int, device: str = "cpu",
-                       rounds: int = 3, seed: int = 0, log=print) -> dict:
+                       rounds: int = 3, seed: int = 0, cpu_threads: int | None = 1,
+                       log=print) -> dict:
     """Counted FLOPs, activation memory and step times of the small GPT under
     each strategy, on one model and one batch.
 
     Steps are timed in interleaved rounds (none, selective, full, none, ...)
-    so that a machine whose speed drifts treats every strategy alike. Also
+    so that a machine whose speed drifts treats every strategy alike. On a
+    CPU everything runs on ``cpu_threads`` threads (None: torch's setting):
+    with one, other programs sharing the machine cannot stall a parallel
+    region halfway, which makes two-thread timings swing tenfold. Also
     counts the FLOPs of full recompute with early stopping off ("full, whole
     forward") and of a forward alone.
     """
     validate.positive_int("rounds", rounds)
+    threads = torch.get_num_threads()
+    if device == "cpu" and cpu_threads is not None:
+        torch.set_num_threads(validate.positive_int("cpu_threads", cpu_threads))
+    try:
+        return _measure_strategies(cfg, s, b, device, rounds, seed, log)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> dict:
     torch.manual_seed(seed)
     model = GPT(cfg, max_seq_len=s).to(device)
     gen = torch.Generator().manual_seed(seed)

@@ -291,3 +291,12 @@ def test_measured_figure(measured):
     fig = figs.measured_strategies(measured, "CPU test")
     assert all(ax.get_ylabel() for ax in fig.axes)
     matplotlib.pyplot.close(fig)
+
+
+def test_measure_strategies_rejects_bad_settings_and_restores_threads():
+    threads = torch.get_num_threads()
+    with pytest.raises(ValueError, match="rounds"):
+        recompute_demo.measure_strategies(CFG, 16, 1, rounds=0)
+    with pytest.raises(ValueError, match="cpu_threads"):
+        recompute_demo.measure_strategies(CFG, 16, 1, cpu_threads=0)
+    assert torch.get_num_threads() == threads
