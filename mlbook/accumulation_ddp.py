@@ -170,9 +170,9 @@ def run(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,
         rows = out["modes"][mode]["steps"]
         counts_other = [r["allreduces"] for r in results[1]["modes"][mode]["steps"]]
         out["summary"][mode] = {
-            "allreduces_per_step": statistics.median(r["allreduces"] for r in rows),
+            "allreduces_per_step": statistics.median_low(r["allreduces"] for r in rows),
             "ranks_agree": counts_other == [r["allreduces"] for r in rows],
-            "allreduce_bytes_per_step": statistics.median(r["allreduce_bytes"] for r in rows),
+            "allreduce_bytes_per_step": statistics.median_low(r["allreduce_bytes"] for r in rows),
             "allreduce_s_per_step": statistics.median(r["allreduce_s"] for r in rows),
             "step_s": statistics.median(r["step_s"] for r in rows),
             "grad_diff": out["modes"][mode]["grad_diff"],
