@@ -97,7 +97,7 @@ def measured_strategies(results: dict, device_name: str):
     rel_ax.axhline(4 / 3, color="0.3", ls="--", lw=1, label="4/3")
     rel_ax.set_xticks(x, names)
     rel_ax.set_ylabel("relative to no recompute")
-    rel_ax.legend(fontsize=8, loc="lower right")
+    rel_ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(f"small GPT measured on {device_name}", fontsize=10)
     return fig
 
