@@ -71,27 +71,41 @@ def stage(dest: Path) -> Path:
 
 def execute(chapter: Path, out_dir: Path, parameters: dict) -> tuple[float, str | None]:
     """Run one chapter; returns (seconds, error or None). The executed
-    notebook is written even when a cell fails, so the error can be read."""
+    notebook is written even when a cell fails, so the error can be read.
+
+    A cell that outlives CELL_TIMEOUT_S (a kernel that stopped answering, not
+    a slow cell: every chapter's budget is 60 s in all) fails the run, which
+    is then tried once more from a fresh kernel, and says so.
+    """
     import jupytext
     import nbformat
     import papermill
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     nb = jupytext.read(chapter)
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / f"{chapter.stem}.ipynb"
-        nbformat.write(nb, raw)
-        out = out_dir / f"{chapter.stem}.ipynb"
-        start = time.perf_counter()
-        error = None
-        try:
-            papermill.execute_notebook(
-                str(raw), str(out), parameters=parameters, kernel_name="python3",
-                cwd=tmp, progress_bar=False, log_output=False,
-                execution_timeout=CELL_TIMEOUT_S,  # a lost kernel message fails, not hangs
-            )
-        except papermill.PapermillExecutionError as exc:
-            error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index})"
-        seconds = time.perf_counter() - start
+    out = out_dir / f"{chapter.stem}.ipynb"
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(tmp) / f"{chapter.stem}.ipynb"
+            nbformat.write(nb, raw)
+            start = time.perf_counter()
+            error = None
+            try:
+                papermill.execute_notebook(
+                    str(raw), str(out), parameters=parameters, kernel_name="python3",
+                    cwd=tmp, progress_bar=False, log_output=False,
+                    execution_timeout=CELL_TIMEOUT_S,
+                )
+            except papermill.PapermillExecutionError as exc:
+                error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index})"
+            except (CellTimeoutError, DeadKernelError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if attempt == 1:
+                    print(f"  {chapter.stem}: the kernel stopped answering ({error.splitlines()[0]}); "
+                          "running the chapter once more", flush=True)
+                    continue
+            seconds = time.perf_counter() - start
+        break
     hide_injected_parameters(out)
     return seconds, error
 
