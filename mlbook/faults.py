@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import validate
+from .cadence import HOUR_S, MTTF_1024_GPUS_S, MTTF_16384_GPUS_PROJECTED_S
 
 # ---------------------------------------------------------------------------
 # What breaks: the Llama 3 405B interruption log
@@ -88,8 +89,9 @@ LLAMA3_405B_LOG = RunLog("Llama 3 405B pre-training", 54, 466, 47, 419, 0.78, 0.
 OPT_175B_LOG = {"gpus": 992, "gpu": "A100", "manual_restarts_at_least": 35, "hosts_cycled_over": 100,
                 "months": 2,
                 "source": "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)"}
-META_RSC_MTTF = {"gpus_measured": 1024, "mttf_hours_measured": 7.9,
-                 "gpus_projected": 16384, "mttf_hours_projected": 1.8,
+# Kokolis et al.'s figures live once, in mlbook.cadence, which plans around them.
+META_RSC_MTTF = {"gpus_measured": 1024, "mttf_hours_measured": MTTF_1024_GPUS_S / HOUR_S,
+                 "gpus_projected": 16384, "mttf_hours_projected": MTTF_16384_GPUS_PROJECTED_S / HOUR_S,
                  "source": "Kokolis et al. 2024, arXiv:2410.21680"}
 PALM_SPIKES = {"spikes": 20, "rewind_steps": 100, "skip_batches": (200, 500),
                "source": "Chowdhery et al. 2022, PaLM, arXiv:2204.02311, Sec. 5.1"}
