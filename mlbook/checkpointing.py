@@ -671,6 +671,11 @@ def compare_save_modes(spec: RunSpec, root, save_every: int, device: str = "cpu"
     save from start to published), plus ``checkpoint_bytes`` on disk.
     """
     results = {}
+    # One untimed step and save first: the first step and the first save of a
+    # process pay one-off costs (allocator, lazy imports) no mode should carry.
+    warm = build_run(spec, device)
+    train(warm, 1, Checkpointer(Path(root) / "warmup", keep_last=1), save_every=1)
+    del warm
     for mode in ("none", "sync", "async"):
         if progress:
             print(f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
