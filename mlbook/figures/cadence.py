@@ -78,7 +78,9 @@ def waste_explorer(checkpoint_s: float, node_mtbf_h: float, restart_s: float, n_
     ax.set_ylim(0, min(1.0, 2.5 * max(w_daly, 1e-3)))
     percent_axis(ax)
     ax.set_xlabel("checkpoint interval I (minutes)")
-    ax.set_ylabel("fraction of time lost (blue: first order, orange: exact)")
+    ax.set_ylabel("fraction of time lost")
+    ax.text(0.02, 0.96, "blue: first order\norange: exact\nstar: Daly optimum\ndashed: Young",
+            transform=ax.transAxes, va="top", fontsize=7)
     ax.set_title(f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, C = {checkpoint_s:g} s, "
                  f"R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, {w_daly:.1%} lost", fontsize=9)
     return fig
