@@ -194,7 +194,8 @@ def device_description(device: str) -> str:
             name = m.group(1).strip() if m else name
     except OSError:
         pass
-    return f"CPU: {name}, {torch.get_num_threads()} threads"
+    n = torch.get_num_threads()
+    return f"CPU: {name}, {n} thread" + ("s" if n != 1 else "")
 
 
 def nominal_peak_flops_per_s(device: str, dtype: str) -> tuple[float, str]:

@@ -57,3 +57,14 @@ def test_calculators_import_no_torch():
     code = ("import sys, mlbook.config, mlbook.flops, mlbook.mfu, mlbook.hardware, mlbook.memory, "
             "mlbook.validate; assert 'torch' not in sys.modules, 'a calculator imported torch'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_device_description_counts_threads_in_english():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert hardware.device_description("cpu").endswith(", 1 thread")
+    finally:
+        torch.set_num_threads(before)
