@@ -11,18 +11,13 @@ import pytest
 import build  # tools/build.py (tests/conftest.py puts tools/ on the path)
 
 ROOT = Path(__file__).resolve().parent.parent
-DEST = ROOT / "_build" / "test"
+from conftest import BOOK_DEST as DEST
+
 HTML = DEST / "_build" / "html"
 CHAPTERS = [p.stem for p in build.chapters()]
 SMALL_BUDGET_S = 60  # the per-chapter budget, held at test sizes too
 
 pytestmark = pytest.mark.book
-
-
-@pytest.fixture(scope="session")
-def book():
-    shutil.rmtree(DEST, ignore_errors=True)
-    return build.build(DEST, small=True)
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
@@ -155,3 +150,13 @@ def test_solutions_hidden_until_opened(browser):
         assert "with 12Lhs" in body.inner_text()
     finally:
         context.close()
+
+
+def test_mfu_page_claims(book):
+    from conftest import glued_values
+
+    g = glued_values("mfu")
+    assert g["count_math_ratio"] == "1.0000"          # written-out attention: counter == formula
+    assert g["palm_mt_6n"] == "29.7%" and g["palm_mt_full"] == "30.2%"
+    assert g["device_name"].startswith(("CPU:", "GPU:"))
+    assert 0 < float(g["meas_mfu_nominal"].rstrip("%")) < float(g["meas_mfu_gemm"].rstrip("%")) <= 100
