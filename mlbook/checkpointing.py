@@ -56,6 +56,7 @@ import shutil
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -661,8 +662,25 @@ def weights(run: Run) -> dict:
     return {k: v.detach().to("cpu").clone() for k, v in run.model.state_dict().items()}
 
 
+@contextmanager
+def cpu_threads(n: int | None):
+    """Run torch's CPU kernels on ``n`` threads inside the block (None: leave
+    as is). Small models gain nothing from more threads, and on a busy shared
+    CPU extra threads wait on each other far more than they help."""
+    if n is None:
+        yield
+        return
+    n = validate.positive_int("cpu_threads", n)
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def compare_save_modes(spec: RunSpec, root, save_every: int, device: str = "cpu",
-                       progress: bool = False) -> dict:
+                       progress: bool = False, threads: int | None = 1) -> dict:
     """Train the same run without saves, with synchronous saves and with
     async_save, every ``save_every`` steps; returns each mode's timings.
 
@@ -670,7 +688,14 @@ def compare_save_modes(spec: RunSpec, root, save_every: int, device: str = "cpu"
     step), ``blocking_s`` (training stall of each save) and ``total_s`` (each
     save from start to published), plus ``checkpoint_bytes`` on disk.
     """
-    results = {}
+    with cpu_threads(threads if device == "cpu" else None):
+        return _compare_save_modes(spec, root, save_every, device, progress)
+
+
+def _compare_save_modes(spec, root, save_every, device, progress) -> dict:
+    from .hardware import device_description
+
+    results = {"device": device_description(device)}
     # One untimed step and save first: the first step and the first save of a
     # process pay one-off costs (allocator, lazy imports) no mode should carry.
     warm = build_run(spec, device)
@@ -705,7 +730,7 @@ def _multiset_gap(history: list[int], reference: list[int]) -> tuple[int, int]:
 
 
 def resume_experiment(spec: RunSpec, root, save_every: int, crash_at: int,
-                      progress: bool = False) -> dict:
+                      progress: bool = False, threads: int | None = 1) -> dict:
     """An uninterrupted run against one that crashes and resumes, exactly or naively.
 
     The interrupted run saves every ``save_every`` steps and dies after
@@ -718,6 +743,11 @@ def resume_experiment(spec: RunSpec, root, save_every: int, crash_at: int,
     """
     if not 0 < save_every <= crash_at < spec.steps:
         raise ValueError(f"need 0 < save_every={save_every} <= crash_at={crash_at} < steps={spec.steps}")
+    with cpu_threads(threads):
+        return _resume_experiment(spec, root, save_every, crash_at, progress)
+
+
+def _resume_experiment(spec, root, save_every, crash_at, progress) -> dict:
     say = print if progress else (lambda *a, **k: None)
     say(f"uninterrupted: {spec.steps} steps", flush=True)
     ref_run = build_run(spec)

@@ -331,7 +331,7 @@ def test_compare_save_modes(tmp_path):
     spec = ck.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
                       n_samples=128, steps=6, warmup=2)
     m = ck.compare_save_modes(spec, tmp_path, save_every=3)
-    assert set(m) == {"none", "sync", "async"}
+    assert set(m) == {"none", "sync", "async", "device"} and m["device"].endswith("1 thread")
     assert m["none"]["blocking_s"] == [] and len(m["sync"]["blocking_s"]) == len(m["async"]["blocking_s"]) == 2
     assert all(t is not None and t >= b for t, b in zip(m["async"]["total_s"], m["async"]["blocking_s"]))
     assert m["sync"]["checkpoint_bytes"] > 0 and len(m["none"]["step_s"]) == 6
@@ -354,3 +354,15 @@ def test_experiment_bad_input(tmp_path):
     ck.train(run, 2)
     with pytest.raises(ValueError, match="until"):
         ck.train(run, 1)
+
+
+def test_cpu_threads_is_restored():
+    before = torch.get_num_threads()
+    with ck.cpu_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with ck.cpu_threads(None):
+        assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="cpu_threads"):
+        with ck.cpu_threads(0):
+            pass
