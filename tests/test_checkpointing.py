@@ -17,6 +17,8 @@ import torch
 from mlbook import checkpointing as ck
 from mlbook.checkpointing import Checkpointer, ShardedSampler
 
+# DCP says on every call outside a process group that it assumes one process: intended here.
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 torch.set_num_threads(1)   # small models; threads only fight each other on a shared CPU
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ck.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
