@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book", "mlbook", "_vendor")
 CELL_TIMEOUT_S = 300
+POLL_SLICE_S = 0.5
 
 
 def is_notebook(page: Path) -> bool:
@@ -69,6 +70,37 @@ def stage(dest: Path) -> Path:
     return src
 
 
+def _poll_in_short_slices() -> None:
+    """Work around a lost wake-up in async ZMQ polling (nbclient issue 312).
+
+    nbclient waits for a cell's reply with one long ``socket.poll``; now and
+    then, at cells that display widgets, that poll misses a reply that has
+    already arrived and sleeps until its timeout (forever without one), while
+    the kernel sits idle. Polling in slices of half a second re-checks the
+    socket, so a missed wake-up costs at most that.
+    """
+    from queue import Empty
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    if getattr(AsyncZMQSocketChannel.get_msg, "_sliced", False):
+        return
+    original = AsyncZMQSocketChannel.get_msg
+
+    async def get_msg(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = POLL_SLICE_S if deadline is None else max(0.0, min(POLL_SLICE_S, deadline - time.monotonic()))
+            try:
+                return await original(self, timeout=left)
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    get_msg._sliced = True
+    AsyncZMQSocketChannel.get_msg = get_msg
+
+
 def execute(chapter: Path, out_dir: Path, parameters: dict) -> tuple[float, str | None]:
     """Run one chapter; returns (seconds, error or None). The executed
     notebook is written even when a cell fails, so the error can be read.
@@ -82,6 +114,7 @@ def execute(chapter: Path, out_dir: Path, parameters: dict) -> tuple[float, str 
     import papermill
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    _poll_in_short_slices()
     nb = jupytext.read(chapter)
     out = out_dir / f"{chapter.stem}.ipynb"
     for attempt in (1, 2):
