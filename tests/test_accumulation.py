@@ -342,10 +342,33 @@ def test_k_that_does_not_divide_says_so():
     (lambda: cost.fit_line([1, 2], [2]), "must match"),
     (lambda: cost.divisors(0), "n"),
     (lambda: figs.token_weights([1, 2, 3], 2), "counts"),
+    (lambda: acc.identity_demo(8, [1]), "k > 1"),
+    (lambda: acc.identity_demo(8, [3]), "k"),
 ])
 def test_bad_input_raises_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def _sweep(step_ms):
+    rows = [{"k": k, "micro_batch": 8 // k, "step_s": t / 1e3, "saved_bytes": 2**20 // k}
+            for k, t in zip((1, 2, 4, 8), step_ms)]
+    return {"global_batch": 8, "rows": rows, "optimizer_s": 1e-3, "device": "cpu"}
+
+
+@pytest.mark.parametrize("step_ms, clause, verdict", [
+    ((10, 20, 40, 80), "times as long", "nobody accumulates"),      # overhead dominates
+    ((50, 50.1, 50.2, 50.3), "about the same", "hardly shows"),     # overhead invisible
+    ((50, 49, 48, 40), "timing noise", "hardly shows"),             # noise made k=8 faster
+])
+def test_sweep_sentences_follow_the_result(monkeypatch, capsys, step_ms, clause, verdict):
+    """The page's machine-dependent sentences are chosen from the measurement."""
+    glued = {}
+    monkeypatch.setattr(acc, "_glue", lambda name, value, fmt=None: glued.__setitem__(name, value))
+    sweep = _sweep(step_ms)
+    acc.sweep_report(sweep, cost.fit_cost_model(sweep), "test")
+    assert clause in glued["acc_time_clause"] and verdict in glued["acc_overhead_verdict"]
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 90
 
 
 # --- the chapter under papermill ---------------------------------------------------------

@@ -19,14 +19,20 @@ def _plain_log2(ax, axis: str = "x"):
     (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(fmt)
 
 
+def _power_label(v: float) -> str:
+    """1e-06 -> "1e-6": a power of ten written as the text would write it."""
+    mant, exp = f"{v:.0e}".split("e")
+    return f"{mant}e{int(exp)}"
+
+
 def identity_vs_k(ks, diffs: dict, exact_below: float = 1e-6, broken_above: float = 1e-4):
     """Largest |accumulated - full-batch| gradient entry against k, one line
     per model (``diffs`` maps a label to a list aligned with ``ks``)."""
-    fig, ax = new_figure()
+    fig, ax = new_figure(layout="constrained")
     for i, (label, values) in enumerate(diffs.items()):
         ax.plot(ks, values, marker="o", color=f"C{i}", label=label)
-    ax.axhline(exact_below, color="C2", ls="--", lw=1, label=f"{exact_below:g}: float rounding")
-    ax.axhline(broken_above, color="C3", ls=":", lw=1, label=f"{broken_above:g}")
+    ax.axhline(exact_below, color="C2", ls="--", lw=1, label=f"{_power_label(exact_below)}: float rounding")
+    ax.axhline(broken_above, color="C3", ls=":", lw=1, label=f"{_power_label(broken_above)}: the BatchNorm bar")
     _plain_log2(ax)
     ax.set_yscale("log")
     ax.set_xlabel("accumulation steps k (global batch fixed)")
@@ -44,7 +50,7 @@ def token_weights(counts, k: int):
     if len(counts) != k or (counts <= 0).any():
         raise ValueError(f"counts must hold k={k} positive token counts, got {counts.tolist()}")
     total = counts.sum()
-    fig, (left, right) = new_figure(ncols=2)
+    fig, (left, right) = new_figure(ncols=2, layout="constrained")
     j = np.arange(1, k + 1)
     left.bar(j, counts, color="C0")
     left.set_xlabel("micro-batch j")
@@ -67,7 +73,7 @@ def k_sweep(sweep: dict, model: StepCostModel, device_label: str):
     ks = np.array([r["k"] for r in rows])
     fine = np.array(divisors(B))
     fine = fine[(fine >= ks.min()) & (fine <= ks.max())]
-    fig, (ax_t, ax_m) = new_figure(ncols=2)
+    fig, (ax_t, ax_m) = new_figure(ncols=2, layout="constrained")
     ax_t.plot(ks, [r["step_s"] * 1e3 for r in rows], "o", color="C0", label="measured (median)")
     ax_t.plot(fine, [model.step_s(B, int(k)) * 1e3 for k in fine], "-", color="C0", alpha=0.6,
               label=f"fit: +{model.per_micro_batch_s * 1e3:.2f} ms per micro-batch")
@@ -88,7 +94,9 @@ def k_sweep(sweep: dict, model: StepCostModel, device_label: str):
     _plain_log2(ax_m, "y")
     ax_m.set_xlabel("accumulation steps k")
     ax_m.set_ylabel("activation memory (MiB)")
-    ax_m.legend(fontsize=8, loc="lower left")
+    lo, hi = ax_m.get_ylim()
+    ax_m.set_ylim(lo / 1.3, hi * 4)          # headroom: the legend sits above the falling points
+    ax_m.legend(fontsize=8, loc="upper right")
     ax_m.set_title("Activation memory")
     fig.suptitle(device_label, fontsize=9)
     return fig
