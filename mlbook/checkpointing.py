@@ -53,6 +53,7 @@ import os
 import pickle
 import random
 import shutil
+import statistics
 import threading
 import time
 import warnings
@@ -803,4 +804,92 @@ def _resume_experiment(spec, root, save_every, crash_at, progress) -> dict:
         "exact_extra": exact_extra, "exact_missing": exact_missing,
         "naive_extra": naive_extra, "naive_missing": naive_missing,
         "samples_per_step": spec.batch_size,
+    }
+
+
+# --- the chapter's tables ------------------------------------------------------------
+# Each report prints a short table and returns {glue key: (value, format)}; a
+# format of None glues a string as it is.
+
+def median_stall_s(modes: dict, mode: str) -> float:
+    """Median training stall per save of ``mode`` ("sync" or "async"), in seconds."""
+    return statistics.median(modes[mode]["blocking_s"])
+
+
+def save_modes_report(modes: dict, spec: RunSpec, save_every: int) -> dict:
+    """Print the three modes' timings; return the values the page quotes.
+
+    Whether async_save changed the step time is judged against the spread
+    (interquartile range over median) of the steps of the run without saves.
+    """
+    for m in ("none", "sync", "async"):
+        r = modes[m]
+        stall = (f", stall per save {statistics.median(r['blocking_s']) * 1e3:,.0f} ms"
+                 if r["blocking_s"] else "")
+        print(f"{m:>5}: loop {r['wall_s']:.2f} s, "
+              f"median step {statistics.median(r['step_s']) * 1e3:,.1f} ms{stall}")
+    sync_c, async_c = median_stall_s(modes, "sync"), median_stall_s(modes, "async")
+    async_total = statistics.median(modes["async"]["total_s"])
+    nbytes = modes["sync"]["checkpoint_bytes"]
+    print(f"checkpoint on disk: {nbytes / 1e6:,.1f} MB; "
+          f"async save published after {async_total * 1e3:,.0f} ms")
+    step_none = statistics.median(modes["none"]["step_s"])
+    step_async = statistics.median(modes["async"]["step_s"])
+    q1, _, q3 = statistics.quantiles(modes["none"]["step_s"], n=4)
+    spread, change = (q3 - q1) / step_none, step_async / step_none - 1
+    word = "slower" if change > 0 else "faster"
+    if abs(change) <= spread:
+        verdict = "inside that spread, so here it is noise"
+    elif change > 0:
+        verdict = "more than that spread, so here the background write did slow the steps"
+    else:
+        verdict = ("more than that spread but in the other direction, so the background "
+                   "write cost nothing visible here")
+    return {
+        "stall_device": (modes["device"], None),
+        "stall_steps": (spec.steps, "d"),
+        "stall_every": (save_every, "d"),
+        "ckpt_mb": (nbytes / 1e6, ",.1f"),
+        "sync_ms": (sync_c * 1e3, ",.0f"),
+        "async_ms": (async_c * 1e3, ",.0f"),
+        "async_total_ms": (async_total * 1e3, ",.0f"),
+        "async_vs_sync": (async_c / sync_c, ".0%"),
+        "write_mb_s": (nbytes / sync_c / 1e6, ",.0f" if nbytes / sync_c >= 1e7 else ".2g"),
+        "step_none_ms": (step_none * 1e3, ",.1f"),
+        "step_async_ms": (step_async * 1e3, ",.1f"),
+        "step_spread": (spread, ".0%"),
+        "step_async_change": (f"{abs(change):.0%} {word}", None),
+        "step_async_verdict": (verdict, None),
+    }
+
+
+def resume_report(res: dict, spec: RunSpec, save_every: int, crash_at: int) -> dict:
+    """Print the resume experiment's outcome; return the values the page quotes."""
+    print(f"resumed from step {res['resumed_from']}; {res['lost_steps']} steps lost to the crash")
+    print(f"exact resume: losses identical: {res['exact_losses_equal']}, weights identical: "
+          f"{res['exact_weights_equal']} (max |diff| {res['exact_max_weight_diff']:.1e})")
+    print(f"naive resume: max loss difference {res['naive_max_loss_diff']:.3f}, "
+          f"max weight difference {res['naive_max_weight_diff']:.2e}")
+    print(f"sample visits beyond the uninterrupted run's: exact {res['exact_extra']}, "
+          f"naive {res['naive_extra']}")
+    print(f"sample visits missing: exact {res['exact_missing']}, naive {res['naive_missing']}")
+    exact_ok = res["exact_losses_equal"] and res["exact_weights_equal"]
+    naive_end, ref_end = res["naive_losses"][-1], res["ref_losses"][-1]
+    return {
+        "res_steps": (spec.steps, "d"),
+        "res_every": (save_every, "d"),
+        "res_crash": (crash_at, "d"),
+        "res_from": (res["resumed_from"], "d"),
+        "res_lost": (res["lost_steps"], "d"),
+        "res_exact": ("identical" if exact_ok else "NOT identical", None),
+        "res_exact_diff": (res["exact_max_weight_diff"], ".1e"),
+        "res_naive_extra": (res["naive_extra"], ",d"),
+        "res_naive_missing": (res["naive_missing"], ",d"),
+        "res_naive_steps": (res["naive_extra"] // spec.batch_size, "d"),
+        "res_naive_loss": (res["naive_max_loss_diff"], ".2f"),
+        "res_exact_gap": (res["exact_extra"] + res["exact_missing"], "d"),
+        "res_naive_end": (naive_end, ".2f"),
+        "res_ref_end": (ref_end, ".2f"),
+        "res_naive_why": ("lower, because the replayed samples are ones the model has already fitted"
+                          if naive_end < ref_end else "higher", None),
     }

@@ -220,3 +220,54 @@ def test_figures_have_labelled_axes():
         for ax in fig.axes:
             assert ax.get_xlabel() and ax.get_ylabel()
         plt.close(fig)
+
+
+def test_storage_figure_shows_the_floor():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mlbook.figures import cadence as figs
+
+    for writer_bw in (11.4e6, 1e9):      # saturates past 8192 writers, and well before
+        fig = figs.checkpoint_storage(70e9, "70B", writer_bw, 200e9)
+        x = fig.axes[1].lines[0].get_xdata()
+        assert x.max() >= 4 * 200e9 / writer_bw
+        plt.close(fig)
+
+
+# --- the chapter's reports -------------------------------------------------------------
+
+def test_monte_carlo_report_sentence_follows_the_z_score(monkeypatch, capsys):
+    vals = c.monte_carlo_report(30.0, 3 * H, 20_000, seed=0)
+    assert vals["mc_sigma"][0] < 2 and "within" in vals["mc_verdict"][0]
+    exact = c.waste_fraction(c.daly_interval(30.0, 3 * H), 30.0, 3 * H, exact=True)
+    se = c.monte_carlo_stderr(c.daly_interval(30.0, 3 * H), 30.0, 3 * H, horizon_s=20_000 * 3 * H)
+    monkeypatch.setattr(c, "simulate_waste", lambda *a, **k: exact + 3 * se)
+    vals = c.monte_carlo_report(30.0, 3 * H, 20_000, seed=0)
+    assert abs(vals["mc_sigma"][0] - 3) < 1e-9
+    assert "within" not in vals["mc_verdict"][0] and "3.0 standard errors" in vals["mc_takeaway"][0]
+    assert all(len(line) <= 90 for line in capsys.readouterr().out.splitlines())
+
+
+def test_monte_carlo_is_unbiased_over_seeds():
+    """Many independent runs average to the exact waste (the simulation has no bias)."""
+    t = 3 * H
+    d = c.daly_interval(30.0, t)
+    runs = np.array([c.simulate_waste(d, 30.0, t, horizon_s=300 * t, seed=s) for s in range(200)])
+    exact = c.waste_fraction(d, 30.0, t, exact=True)
+    assert abs(runs.mean() - exact) < 4 * runs.std() / math.sqrt(len(runs))
+
+
+def test_reports_print_narrow_tables(capsys):
+    c.worked_cases_report()
+    c.cluster_report(c.MTTF_1024_GPUS_S * 128, 8)
+    c.measured_interval_report({"sync": 0.09, "async": 0.009}, c.MTTF_1024_GPUS_S)
+    vals = c.storage_report(70e9, 11.4e6, 200e9, 2 * H)
+    assert vals["s_writer_mb_s"][0] == "11" and vals["bytes_per_param"][0] == 14
+    assert all(len(line) <= 90 for line in capsys.readouterr().out.splitlines())
+
+
+def test_mb_s_text():
+    assert c.mb_s_text(11.4e6) == "11" and c.mb_s_text(2.5e9) == "2,500" and c.mb_s_text(8.5e5) == "0.85"

@@ -368,3 +368,24 @@ def test_cpu_threads_is_restored():
     with pytest.raises(ValueError, match="cpu_threads"):
         with ck.cpu_threads(0):
             pass
+
+
+# --- the chapter's reports -------------------------------------------------------------
+
+def _modes(async_step_s):
+    none_steps = [0.10, 0.11, 0.09, 0.10, 0.12, 0.10]
+    return {"device": "CPU", **{m: {"wall_s": 1.0, "step_s": none_steps if m != "async" else async_step_s,
+                                    "blocking_s": [] if m == "none" else [0.05, 0.04],
+                                    "total_s": [] if m == "none" else [0.06, 0.3],
+                                    "checkpoint_bytes": 0 if m == "none" else 4_000_000}
+                                for m in ("none", "sync", "async")}}
+
+
+@pytest.mark.parametrize("steps, word", [([0.10, 0.105, 0.1], "noise"), ([0.2, 0.21, 0.2], "did slow"),
+                                         ([0.05, 0.05, 0.05], "other direction")])
+def test_save_modes_report_verdict_follows_the_spread(steps, word, capsys):
+    vals = ck.save_modes_report(_modes(steps), TINY, 3)
+    assert word in vals["step_async_verdict"][0]
+    assert vals["async_vs_sync"][0] == pytest.approx(1.0)   # same stalls in both modes here
+    assert vals["write_mb_s"][0] == pytest.approx(4_000_000 / 0.045 / 1e6)
+    assert all(len(line) <= 90 for line in capsys.readouterr().out.splitlines())

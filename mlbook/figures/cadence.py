@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from .. import cadence
-from .style import new_figure, percent_axis
+from .style import new_figure, percent_axis, plain_log_axis
 
 MIN = 60.0
 
@@ -111,7 +112,7 @@ def interval_vs_cluster(node_mtbf_s: float, checkpoint_s_values, n_nodes=None, g
 
 def save_stall(results: dict, device: str):
     """Per-save training stall (sync against async_save) and the loop's wall time."""
-    fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.4))
+    fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.8), layout="constrained")
     n = len(results["sync"]["blocking_s"])
     x = np.arange(1, n + 1)
     left.bar(x - 0.2, np.asarray(results["sync"]["blocking_s"]) * 1e3, 0.4, color="C0", label="sync: stall")
@@ -120,11 +121,13 @@ def save_stall(results: dict, device: str):
     left.plot(x + 0.2, np.asarray(results["async"]["total_s"]) * 1e3, "o", color="C3",
               label="async_save: until published")
     top = max(max(results["sync"]["blocking_s"]), max(results["async"]["total_s"])) * 1e3
-    left.set_ylim(0, 1.5 * top)                      # room for the legend above the bars
+    left.set_ylim(0, 1.1 * top)
     left.set_xlabel("save number")
     left.set_ylabel("milliseconds")
     left.set_xticks(x)
-    left.legend(fontsize=7, loc="upper center", ncols=2)
+    # below both panels, clear of the title and the ticks
+    fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=7,
+               frameon=False)
     left.set_title("each save", fontsize=9)
     modes = ["none", "sync", "async"]
     step_ms = [statistics.median(results[m]["step_s"]) * 1e3 for m in modes]
@@ -164,8 +167,11 @@ def checkpoint_storage(n_params: float, name: str, writer_bytes_per_s: float,
     """What a checkpoint holds (bars) and its write time against the number of writers."""
     parts = cadence.checkpoint_bytes(n_params, breakdown=True)
     total = sum(parts.values())
-    writers = writers if writers is not None else np.unique(np.geomspace(1, 8192, 40).astype(int))
-    fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.4))
+    n_sat = storage_bytes_per_s / writer_bytes_per_s          # writers that saturate storage
+    if writers is None:   # far enough past saturation that the floor shows
+        last = 2 ** math.ceil(math.log2(max(8192, 8 * n_sat)))
+        writers = np.unique(np.geomspace(1, last, 60).astype(int))
+    fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.4), layout="constrained")
     left.barh(list(parts), [v / 1e9 for v in parts.values()], color="C0")
     left.invert_yaxis()
     left.set_xlabel("GB (10^9 bytes)")
@@ -173,9 +179,18 @@ def checkpoint_storage(n_params: float, name: str, writer_bytes_per_s: float,
     left.set_title(f"{name}: {total / 1e12:.2f} TB per checkpoint", fontsize=9)
     left.tick_params(axis="y", labelsize=8)
     c = [cadence.write_time_s(total, int(w), writer_bytes_per_s, storage_bytes_per_s) for w in writers]
-    right.loglog(writers, c, color="C1")
+    right.plot(writers, c, color="C1")
+    plain_log_axis(right, "x")
+    plain_log_axis(right, "y")
+    floor = total / storage_bytes_per_s
+    right.axhline(floor, color="k", ls=":", lw=1)
+    right.axvline(n_sat, color="k", ls="--", lw=1)
+    right.annotate(f"storage floor {floor:.1f} s", (writers[0], floor), xytext=(2, 3),
+                   textcoords="offset points", ha="left", va="bottom", fontsize=7)
+    right.annotate(f"{n_sat:,.0f} writers\nsaturate storage", (n_sat, max(c)), xytext=(-4, 0),
+                   textcoords="offset points", ha="right", va="top", fontsize=7)
     right.set_xlabel("ranks writing a shard each")
     right.set_ylabel("checkpoint write time C (s)")
-    right.set_title(f"{writer_bytes_per_s / 1e9:.2g} GB/s per writer, "
+    right.set_title(f"{cadence.mb_s_text(writer_bytes_per_s)} MB/s per writer,\n"
                     f"{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling", fontsize=9)
     return fig
