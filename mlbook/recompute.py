@@ -238,3 +238,118 @@ REPORTED_TIME_OVERHEAD = {
 # Table 5: selective recompute's throughput gain over full recompute, 22B to 1T models.
 REPORTED_THROUGHPUT_GAIN = (0.29, 0.32)
 REPORTED_SOURCE = "Korthikanti et al. 2022, arXiv:2205.05198, Table 4 (22B model, one layer)"
+
+
+# --- page helpers: what the chapter's cells print and glue ---------------------------
+
+@dataclass
+class PageReport:
+    """Lines a page cell prints and the values it glues into the prose
+    (name -> (value, format spec or None))."""
+    lines: list
+    glues: dict
+
+    def show(self) -> None:
+        from .page import glue
+
+        for line in self.lines:
+            print(line)
+        for name, (value, fmt) in self.glues.items():
+            glue(name, value, fmt)
+
+
+def comparison(x: float, y: float, close: float = 0.05) -> str:
+    """"more than", "about as much as" or "less than": x against y, with
+    ``close`` the relative band counted as about equal."""
+    validate.positive("y", y)
+    if x > y * (1 + close):
+        return "more than"
+    if x < y * (1 - close):
+        return "less than"
+    return "about as much as"
+
+
+def item_coefficients(s: int, b: int, h: int, a: int) -> PageReport:
+    """Korthikanti's item list for one layer, each item in units of sbh or
+    a s^2 b, and their sums (glued as coef_linear and coef_square)."""
+    items = block_saved_items(s, b, h, a)
+    sbh, ass = s * b * h, a * s * s * b
+    lines = []
+    for name, nbytes in items.items():
+        square = name in SCORE_ITEMS
+        unit = "a s^2 b" if square else "sbh"
+        lines.append(f"{name:>38}: {nbytes / (ass if square else sbh):>3.0f} {unit}")
+    linear = sum(v for k, v in items.items() if k not in SCORE_ITEMS) / sbh
+    square = sum(v for k, v in items.items() if k in SCORE_ITEMS) / ass
+    lines.append(f"total: {linear:.0f} sbh + {square:.0f} a s^2 b")
+    if sum(items.values()) != activation_bytes_per_layer(s, b, h, a):
+        raise AssertionError("block_saved_items does not sum to activation_bytes_per_layer")
+    return PageReport(lines, {"coef_linear": (linear, ".0f"), "coef_square": (square, ".0f")})
+
+
+def reference_case(cfg, s: int, b: int = 1) -> PageReport:
+    """The four strategies for ``cfg`` (the page uses Llama-2-7B) at s tokens:
+    a table, the model state for scale, c*, and the selective/sqrt(L) crossover."""
+    from .flops import n_params
+    from .memory import GIB, model_state_bytes
+
+    h, a, L = cfg.d_model, cfg.n_heads, cfg.n_layers
+    swiglu_mult = 1.5 * cfg.d_ff / h     # three h x d_ff matmuls = two of width 1.5 d_ff
+    plans = checkpoint_plans(s, b, h, a, L, d_ff_mult=swiglu_mult)
+    A = activation_bytes_per_layer(s, b, h, a)
+    I = activation_bytes_per_layer(s, b, h, a, "full")
+    state = model_state_bytes(n_params(cfg))
+    lines = [f"{cfg.name}: s={s}, b={b}, h={h}, a={a}, L={L}",
+             f"one layer keeps A = {A / GIB:.2f} GiB",
+             f"{'strategy':>10} {'memory (GiB)':>13} {'extra FLOPs':>12}"]
+    lines += [f"{p.strategy:>10} {p.memory_bytes / GIB:>13.2f} {p.extra_flops_fraction:>12.1%}"
+              for p in plans.values()]
+    lines.append(f"for scale: weights, gradients and Adam state take {state / GIB:.0f} GiB")
+    g = {f"l7_{k}_gib": (p.memory_bytes / GIB, ".1f") for k, p in plans.items()}
+    vs_state = comparison(plans["none"].memory_bytes, state)
+    g |= {
+        "l7_layer_gib": (A / GIB, ".2f"),
+        "l7_sqrt_c": (plans["sqrt"].segments, "d"),
+        "l7_sel_extra": (plans["selective"].extra_flops_fraction, ".1%"),
+        "l7_sel_extra_4h": (selective_extra_flops_fraction(s, h), ".1%"),
+        "l7_swiglu_mult": (swiglu_mult, ".2f"),
+        "l7_state_gib": (state / GIB, ".0f"),
+        "l7_vs_state": (vs_state, None),
+        "l7_vs_state_mem": (vs_state.replace("much", "much memory").replace(" than", " memory than"),
+                            None),
+        "l7_sel_saving": (plans["none"].memory_bytes / plans["selective"].memory_bytes, ".1f"),
+        "l7_a_over_i": (A / I, ".0f"),
+        "l7_cstar": (optimal_segments(L, A, I), ".1f"),
+        "l7_best_c": (best_segments(L, A, I), "d"),
+        "cross_s": (selective_sqrt_crossover_seq_len(h, a, L), ",.0f"),
+    }
+    for n in (2048, 4096):
+        p = checkpoint_plans(n, b, h, a, L)
+        g[f"cmp_{n}_sel"] = (p["selective"].memory_bytes / GIB, ".1f")
+        g[f"cmp_{n}_sqrt"] = (p["sqrt"].memory_bytes / GIB, ".1f")
+    big = checkpoint_plans(32768, b, h, a, L)
+    g["cmp_32k_sel"] = (big["selective"].memory_bytes / GIB, ".0f")
+    g["cmp_32k_full"] = (big["full"].memory_bytes / GIB, ".0f")
+    return PageReport(lines, g)
+
+
+def reported_overheads() -> PageReport:
+    """Korthikanti et al.'s measured overheads (Tables 4 and 5), to glue."""
+    g = {"rep_full": (REPORTED_TIME_OVERHEAD["full"], ".0%"),
+         "rep_sel": (REPORTED_TIME_OVERHEAD["selective"], ".0%"),
+         "rep_sel_sp": (REPORTED_TIME_OVERHEAD["selective + sequence parallel"], ".0%"),
+         "rep_gain_lo": (REPORTED_THROUGHPUT_GAIN[0], ".0%"),
+         "rep_gain_hi": (REPORTED_THROUGHPUT_GAIN[1], ".0%")}
+    return PageReport([], g)
+
+
+def selective_overhead_table(h: int, target: float) -> PageReport:
+    """The exercise: the s where selective's extra FLOPs pass ``target``, in
+    closed form and by a scan, and the extra at a few lengths."""
+    s_star = seq_len_for_selective_overhead(h, target)
+    scan = next(s for s in range(1, 10 * h) if selective_extra_flops_fraction(s, h) > target)
+    lines = [f"closed form: s = {s_star:,.0f} tokens ({s_star / h:.2f} h)",
+             f"first whole s above {target:.0%} in a scan: {scan:,}"]
+    lines += [f"  s = {s:>6,}: selective adds {selective_extra_flops_fraction(s, h):.1%}"
+              for s in (2048, 4096, 8192, 16384, 32768)]
+    return PageReport(lines, {"ex_s_star": (s_star, ",.0f"), "ex_ratio": (s_star / h, ".2f")})

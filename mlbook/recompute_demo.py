@@ -27,7 +27,8 @@ from torch.utils.checkpoint import (
 from . import measure, validate
 from .config import TransformerConfig
 from .model import GPT, Block, random_batch
-from .recompute import SCORE_ITEMS, block_saved_items
+from .memory import activation_bytes_per_layer
+from .recompute import SCORE_ITEMS, PageReport, block_saved_items
 
 # Saved bytes of a real block agree with the formula for that block (fp32 or
 # bf16 values, the device's dropout-mask size) to within this share; what is
@@ -291,3 +292,149 @@ def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> dict:
         for k in STRATEGIES:
             results[k].step_s += measure.time_steps(steps[k], steps=1, warmup=0, device=device)
     return results
+
+
+# --- page helpers: what the chapter's cells print and glue ---------------------------
+
+BLOCK_CASES = (("fp32, no dropout", "fp32", 0.0, "math"), ("fp32, dropout 0.1", "fp32", 0.1, "math"),
+               ("bf16, dropout 0.1", "bf16", 0.1, "math"), ("fp32, fused SDPA", "fp32", 0.0, "sdpa"))
+
+
+def block_checks(cfg: TransformerConfig, s: int, b: int, device: str, device_name: str,
+                 seed: int = 0) -> tuple[PageReport, dict]:
+    """compare_block for the page's four cases: a table, the glued values, and
+    the per-case results (the caller lists one case's tensors)."""
+    h, a = cfg.d_model, cfg.n_heads
+    lines = [f"one block: s={s}, b={b}, h={h}, a={a}, on {device_name}",
+             f"{'case':>18} {'measured':>11} {'formula':>11} {'LN stats':>9} {'mask/lse':>9}"
+             f" {'rest':>5} {'ratio':>7}"]
+    checks = {}
+    for label, dtype, p, impl in BLOCK_CASES:
+        r = compare_block(cfg, s, b, dtype, p, device, impl, seed=seed)
+        checks[label] = r
+        ln = r["extras"].get("LayerNorm statistics", 0)
+        other = sum(r["extras"].values()) - ln
+        lines.append(f"{label:>18} {r['measured_bytes']:>11,} {r['formula_bytes']:>11,} {ln:>9,}"
+                     f" {other:>9,} {r['residual_bytes']:>5,}"
+                     f" {r['measured_bytes'] / r['formula_bytes']:>7.4f}")
+    lines.append("ratio = measured / formula")
+    worst = max(abs(r["measured_bytes"] / r["formula_bytes"] - 1) for r in checks.values())
+    if worst > SAVED_BYTES_TOLERANCE:
+        raise AssertionError(f"measured saved bytes differ from the formula by {worst:.2%}")
+    no_drop, drop = checks["fp32, no dropout"], checks["fp32, dropout 0.1"]
+    fused = checks["fp32, fused SDPA"]
+    fp32_vs_paper = no_drop["measured_bytes"] / activation_bytes_per_layer(s, b, h, a)
+    zero = all(r["residual_bytes"] == 0 for r in checks.values())
+    g = {
+        "tol": (SAVED_BYTES_TOLERANCE, ".0%"),
+        "worst": (worst, ".2%"),
+        "all_residual_zero": ("zero" if zero else "not zero (see the table)", None),
+        "fp32_vs_paper": (fp32_vs_paper, ".2f"),
+        "fp32_vs_twice": ("less than" if fp32_vs_paper < 2 else "more than", None),
+        "mask_bytes_here": (dropout_mask_bytes(device, 4), "d"),
+        "extras_share": (sum(no_drop["extras"].values()) / no_drop["measured_bytes"], ".2%"),
+        "dropout_extra": (drop["measured_bytes"] - no_drop["measured_bytes"], ",d"),
+        "fused_saving": (1 - fused["measured_bytes"] / no_drop["measured_bytes"], ".0%"),
+        "square_share": ((no_drop["formula_bytes"] - fused["formula_bytes"])
+                         / no_drop["formula_bytes"], ".0%"),
+        "sdpa_kernel": ("the CPU flash kernel" if device == "cpu"
+                        else "the kernel PyTorch picks for this GPU and dtype", None),
+    }
+    return PageReport(lines, g), checks
+
+
+def strategies_table(res: dict) -> PageReport:
+    """Memory, fastest step and counted FLOPs of each strategy (from
+    measure_strategies), relative to no recompute."""
+    base = res["none"]
+    lines = [f"{'strategy':>10} {'kept MiB':>9} {'peak MiB':>9} {'best ms':>8} {'time':>6}"
+             f" {'counted FLOPs':>15} {'FLOPs':>7}"]
+    for k in STRATEGIES:
+        r = res[k]
+        lines.append(f"{k:>10} {r.kept_bytes / 2**20:>9.2f} {r.peak_bytes / 2**20:>9.2f}"
+                     f" {r.best_s * 1e3:>8.1f} {r.best_s / base.best_s:>6.2f}"
+                     f" {r.flops:>15,} {r.flops / base.flops:>7.4f}")
+    lines.append("time and FLOPs: relative to none; best ms: the fastest step")
+    return PageReport(lines, {})
+
+
+def _time_word(extra_time: float, extra_flops: float, close: float = 0.02) -> str:
+    if extra_time > extra_flops + close:
+        return "more"
+    if extra_time < extra_flops - close:
+        return "less"
+    return "about as much"
+
+
+def _time_vs_flops(extra_t: dict, extra_f: dict) -> str:
+    """"both took more extra time", or one clause per strategy: measured time
+    overheads against the FLOP overheads."""
+    sel = _time_word(extra_t["selective"], extra_f["selective"])
+    full = _time_word(extra_t["full"], extra_f["full"])
+    if sel == full:
+        return f"both took {sel} extra time"
+    return f"selective recompute took {sel} extra time and full recompute {full}"
+
+
+def flop_check(res: dict, cfg: TransformerConfig, s: int, b: int, rounds: int) -> PageReport:
+    """Counted extra FLOPs of each strategy against the formulas (asserted
+    equal to the FLOP), and the glued memory, time and FLOP figures, with the
+    sentences about time chosen from the measurement."""
+    from .recompute import layer_forward_flops, selective_extra_flops_fraction
+
+    L, h = cfg.n_layers, cfg.d_model
+    base = res["none"]
+    head_train = head_flops(cfg, s, b)
+    blocks_fwd = res["forward_flops"] - head_flops(cfg, s, b, backward=False)
+    layer_f = layer_forward_flops(s, b, h)
+    core = 4 * b * s * s * h                     # Q K^T and P V, forward, one layer
+    last_mm = 2 * b * s * cfg.d_ff * h           # the MLP's second matmul, forward, one layer
+    whole = res["full_whole_forward_flops"]
+    rows = [("selective - none", res["selective"].flops - base.flops, int(L * core),
+             "L x attention core"),
+            ("full (whole forward) - none", whole - base.flops, int(L * layer_f), "L x F"),
+            ("full (PyTorch default) - none", res["full"].flops - base.flops,
+             int(L * (layer_f - last_mm)), "L x (F - last matmul)")]
+    lines = [f"{'extra FLOPs':>30} {'counted':>13} {'formula':>13}  formula"]
+    lines += [f"{name:>30} {got:>13,} {want:>13,}  {how}" for name, got, want, how in rows]
+    if blocks_fwd != L * layer_f or any(got != want for _, got, want, _ in rows):
+        raise AssertionError("counted FLOPs differ from the formulas")
+    blocks_ratio = (whole - head_train) / (base.flops - head_train)
+    lines.append(f"blocks' FLOPs with full recompute / without: {blocks_ratio:.6f}"
+                 f" (4/3 = {4 / 3:.6f})")
+    g = {"blocks_ratio": (blocks_ratio, ".4f"),
+         "whole_ratio": (whole / base.flops, ".4f"),
+         "default_ratio": (res["full"].flops / base.flops, ".4f"),
+         "sel_ratio": (res["selective"].flops / base.flops, ".4f"),
+         "sel_formula": (selective_extra_flops_fraction(s, h), ".2%"),
+         "sel_measured_extra": ((res["selective"].flops - base.flops) / (base.flops - head_train),
+                                ".2%"),
+         "run_rounds": (rounds, "d"),
+         "run_none_ms": (base.best_s * 1e3, ".0f"),
+         "run_tokens": (b * s, ",d")}
+    extra_t, extra_f = {}, {}
+    for k in STRATEGIES:
+        g[f"run_{k}_kept"] = (res[k].kept_bytes / 2**20, ".1f")
+        g[f"run_{k}_peak"] = (res[k].peak_bytes / 2**20, ".1f")
+        extra_t[k] = res[k].best_s / base.best_s - 1
+        extra_f[k] = res[k].flops / base.flops - 1
+        g[f"run_{k}_time"] = (extra_t[k], "+.0%")
+        g[f"run_{k}_flops"] = (extra_f[k], "+.0%")
+    if extra_t["selective"] < extra_t["full"]:
+        order = ("Selective recompute was the faster of the two here, as its fewer extra "
+                 "FLOPs suggest")
+    else:
+        order = ("Selective recompute was no faster than full recompute here, although it "
+                 "reruns fewer FLOPs")
+    if any(extra_t[k] > extra_f[k] + 0.02 for k in ("selective", "full")):
+        why = ("Some costs do not shrink with the FLOPs: the checkpoint machinery runs once "
+               "per block, and selective checkpointing inspects every operator in a Python "
+               "dispatch mode, which can cost more than the FLOPs it saves")
+    else:
+        why = ("At this size the checkpoint machinery, which runs once per block, and "
+               "selective checkpointing's per-operator dispatch mode cost no more than the "
+               "recomputed FLOPs")
+    g["time_order"] = (order, None)
+    g["time_why"] = (why, None)
+    g["time_vs_flops"] = (_time_vs_flops(extra_t, extra_f), None)
+    return PageReport(lines, g)

@@ -81,7 +81,7 @@ def measured_strategies(results: dict, device_name: str):
     GPT under each strategy, relative to no recompute."""
     names = [k for k in ("none", "selective", "full") if k in results]
     base = results["none"]
-    fig, (mem_ax, rel_ax) = new_figure(2, size=(9.0, 3.4))
+    fig, (mem_ax, rel_ax) = new_figure(2, size=(9.0, 3.6), layout="constrained")
     x = np.arange(len(names))
     kept = [results[k].kept_bytes / 2**20 for k in names]
     peak = [results[k].peak_bytes / 2**20 for k in names]
@@ -89,7 +89,6 @@ def measured_strategies(results: dict, device_name: str):
     mem_ax.bar(x + 0.2, peak, 0.4, label="peak during the step", color="C1")
     mem_ax.set_xticks(x, names)
     mem_ax.set_ylabel("tensor memory beyond weights (MiB)")
-    mem_ax.legend(fontsize=8)
     time_ratio = [results[k].best_s / base.best_s for k in names]
     flop_ratio = [results[k].flops / base.flops for k in names]
     rel_ax.bar(x - 0.2, time_ratio, 0.4, label="step time (fastest)", color="C2")
@@ -97,7 +96,11 @@ def measured_strategies(results: dict, device_name: str):
     rel_ax.axhline(4 / 3, color="0.3", ls="--", lw=1, label="4/3")
     rel_ax.set_xticks(x, names)
     rel_ax.set_ylabel("relative to no recompute")
-    rel_ax.legend(fontsize=8, loc="upper left")
+    # One legend row in headroom above the tallest bar, so it covers no bar.
+    for ax, top, ncol in ((mem_ax, max(kept + peak), 2),
+                          (rel_ax, max(time_ratio + flop_ratio + [4 / 3]), 3)):
+        ax.set_ylim(0, top * 1.3)
+        ax.legend(fontsize=8, loc="upper center", ncol=ncol, frameon=False)
     fig.suptitle(f"small GPT measured on {device_name}", fontsize=10)
     return fig
 
