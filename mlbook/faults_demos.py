@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from . import faults, faults_train, validate
+from . import faults, faults_train, hardware, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -407,10 +407,23 @@ def _seeded_run(seed, steps, batch_size, device):
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
 
+def accumulating_op(device: str) -> str:
+    """The name of the accumulating operation ``nondeterministic_op`` runs on
+    ``device``: the one torch lists as nondeterministic there."""
+    return "index_add_" if device == "cuda" else "index_put_(accumulate=True)"
+
+
+def _accumulate(idx, src, buckets, device):
+    out = torch.zeros(buckets, device=device)
+    if device == "cuda":                          # CUDA index_add_ adds with atomics
+        return out.index_add_(0, idx, src)
+    return out.index_put_((idx,), src, accumulate=True)   # CPU: atomics across threads
+
+
 def nondeterministic_op(deterministic: bool, n: int = 1_000_000, buckets: int = 100,
                         repeats: int = 8, device: str = "cpu", seed: int = 0) -> dict:
     """Accumulate ``n`` float32 values into ``buckets`` slots with
-    ``index_put_(accumulate=True)`` ``repeats`` times, with
+    ``accumulating_op(device)`` ``repeats`` times, with
     torch.use_deterministic_algorithms set as asked.
 
     The fast path adds with atomics from many threads (CPU) or many GPU
@@ -432,7 +445,7 @@ def nondeterministic_op(deterministic: bool, n: int = 1_000_000, buckets: int = 
             if device == "cuda":
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            out = torch.zeros(buckets, device=device).index_put_((idx,), src, accumulate=True)
+            out = _accumulate(idx, src, buckets, device)
             if device == "cuda":
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
@@ -444,3 +457,68 @@ def nondeterministic_op(deterministic: bool, n: int = 1_000_000, buckets: int = 
     spread = max(float((o - outs[0]).abs().max()) for o in outs)
     return {"distinct": distinct, "max_diff": spread, "median_s": times[len(times) // 2],
             "repeats": repeats}
+
+
+def time_steps(steps: int, seed: int = 0, batch_size: int = 64, device: str = "cpu",
+               threads: int | None = 1) -> dict:
+    """Median seconds of one training step of the ``seeded_run`` model, default
+    and deterministic.
+
+    One model trains for ``2 * steps`` steps after two warm-up steps, switching
+    torch.use_deterministic_algorithms on every step, so both modes see the same
+    model, the same warm caches and the same bursts of load from elsewhere on a
+    shared machine; the median of each mode's steps ignores the bursts. On the
+    CPU it runs on ``threads`` threads (None: as set): a step this small only
+    waits for its threads to sync when the CPU is shared."""
+    validate.positive_int("steps", steps)
+    if threads is not None:
+        validate.positive_int("threads", threads)
+    threads_before = torch.get_num_threads()
+    if threads is not None and device != "cuda":
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Dropout(0.1), faults_train.make_model(seed)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = faults_train.dataset(batch_size * 4, seed)
+    before = torch.are_deterministic_algorithms_enabled()
+    times = {False: [], True: []}
+    try:
+        for i in range(2 * steps + 2):
+            det = bool(i % 2)
+            torch.use_deterministic_algorithms(det)
+            j = (i % 4) * batch_size
+            xb, yb = x[j:j + batch_size].to(device), y[j:j + batch_size].to(device)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            loss = faults_train.loss_fn(model, xb, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if i >= 2:                                        # the first two steps warm up
+                times[det].append(time.perf_counter() - start)
+        where = hardware.device_description(device)
+    finally:
+        torch.use_deterministic_algorithms(before)
+        torch.set_num_threads(threads_before)
+    return {**{det: sorted(t)[len(t) // 2] for det, t in times.items()}, "device": where}
+
+
+def determinism_demo(n: int = 1_000_000, buckets: int = 10, repeats: int = 12, steps: int = 40,
+                     op_device: str = "cpu", seed: int = 0) -> dict:
+    """Everything the determinism section measures: two seeded runs with the
+    same seed and one with another; the accumulating op on ``op_device`` with
+    and without deterministic algorithms; and the per-step time of the MLP
+    on the CPU (one thread) in both modes."""
+    a, b, c = (seeded_run(seed=s) for s in (seed, seed, seed + 1))
+    fast = nondeterministic_op(False, n=n, buckets=buckets, repeats=repeats, device=op_device,
+                               seed=seed)
+    safe = nondeterministic_op(True, n=n, buckets=buckets, repeats=repeats, device=op_device,
+                               seed=seed)
+    step_s = time_steps(steps, seed=seed)
+    return {"same_seed": same_weights(a, b), "other_seed": same_weights(a, c),
+            "op": accumulating_op(op_device), "n": n, "buckets": buckets,
+            "fast": fast, "safe": safe, "step_s": step_s, "steps": steps,
+            "step_device": step_s["device"], "step_ratio": step_s[True] / step_s[False]}

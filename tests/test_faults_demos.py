@@ -140,3 +140,22 @@ def test_demo_bad_input():
         faults_demos.torchrun("mlbook.faults_elastic", [], nproc=0)
     with pytest.raises(ValueError, match="repeats"):
         faults_demos.nondeterministic_op(True, repeats=0)
+
+
+def test_time_steps_interleaves_and_restores_settings():
+    threads = torch.get_num_threads()
+    s = faults_demos.time_steps(5)
+    assert s[False] > 0 and s[True] > 0 and "1 thread" in s["device"]
+    assert torch.get_num_threads() == threads
+    assert not torch.are_deterministic_algorithms_enabled()
+    with pytest.raises(ValueError, match="steps"):
+        faults_demos.time_steps(0)
+    with pytest.raises(ValueError, match="threads"):
+        faults_demos.time_steps(5, threads=0)
+
+
+def test_determinism_demo_reruns_bitwise():
+    d = faults_demos.determinism_demo(n=50_000, repeats=3, steps=5)
+    assert d["same_seed"] and not d["other_seed"]
+    assert d["safe"]["distinct"] == 1
+    assert d["op"] == faults_demos.accumulating_op("cpu")

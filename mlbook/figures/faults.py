@@ -91,7 +91,7 @@ def straggler_waits(times: np.ndarray, straggler_rank: int | None = None):
 def elastic_timeline(run, reference=None):
     """Steps completed against wall time, per attempt, with the failure, the
     restart gap and the redone steps marked."""
-    fig, ax = new_figure(size=(7.5, 3.8), layout="constrained")
+    fig, ax = new_figure(size=(9.0, 3.8), layout="constrained")
     t0 = run.t0
     events = [e for e in run.events if e["rank"] == 0 or e["kind"] == "fail"]
     attempts = sorted({e["attempt"] for e in events})
@@ -119,14 +119,15 @@ def elastic_timeline(run, reference=None):
                    label=f"{s.redone_steps} steps redone")
     ax.set_xlabel("wall time since the first worker started (s)")
     ax.set_ylabel("optimizer steps completed")
-    ax.legend(fontsize=8, loc="lower right")
+    # Outside the axes: inside, it would cover the first steps or the restart.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
 
 
 def spike_runs(plain, rescued, clean=None, bad=(60, 64)):
     """Loss per step: a run hit by bad batches, the same run with rewind-and-skip,
     and a run that never saw them."""
-    fig, ax = new_figure(size=(7.5, 3.6), layout="constrained")
+    fig, ax = new_figure(size=(9.0, 3.6), layout="constrained")
     if clean is not None:
         ax.plot(clean.losses, color="C7", lw=1, label="never saw the bad batches")
     ax.plot(plain.losses, color="C3", lw=1, label="ploughs on")
@@ -141,5 +142,6 @@ def spike_runs(plain, rescued, clean=None, bad=(60, 64)):
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss (cross-entropy)")
-    ax.legend(fontsize=8, loc="upper right")
+    # Outside the axes, so that it never covers the annotation of the rewind.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
