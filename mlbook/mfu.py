@@ -90,13 +90,14 @@ class PublishedRun:
     n_chips: int | None  # None where the source gives no count
     mfu: float
     source: str
+    hfu: float | None = None  # where the source reports it too
 
 
 PUBLISHED_MFU = (
     PublishedRun("GPT-3 175B", "V100", None, 0.213, "PaLM, arXiv:2204.02311, Table 3"),
     PublishedRun("Gopher 280B", "TPU v3", 4096, 0.325, "PaLM, arXiv:2204.02311, Table 3"),
     PublishedRun("MT-NLG 530B", "A100", 2240, 0.302, "PaLM, arXiv:2204.02311, Table 3"),
-    PublishedRun("PaLM 540B", "TPU v4", 6144, 0.462, "PaLM, arXiv:2204.02311, Table 3"),
+    PublishedRun("PaLM 540B", "TPU v4", 6144, 0.462, "PaLM, arXiv:2204.02311, Table 3", hfu=0.578),
     PublishedRun("Llama 3 405B, s=8192", "H100", 8192, 0.43, "Llama 3, arXiv:2407.21783, Table 4"),
     PublishedRun("Llama 3 405B, s=8192", "H100", 16_384, 0.41, "Llama 3, arXiv:2407.21783, Table 4"),
     PublishedRun("Llama 3 405B, s=131072", "H100", 16_384, 0.38, "Llama 3, arXiv:2407.21783, Table 4"),

@@ -77,9 +77,11 @@ def published_mfu():
     """Published MFUs (PaLM Table 3, Llama 3 Table 4) as bars."""
     runs = mfu.PUBLISHED_MFU
     fig, ax = new_figure(size=(7.0, 3.2), layout="constrained")
-    labels = [f"{r.model}\n{r.n_chips or '?'} x {r.hardware}" for r in runs]
-    ax.barh(labels, [r.mfu for r in runs], color="C0")
-    ax.axvspan(*GOOD_MFU, color="C2", alpha=0.15)
+    labels = [f"{r.model}\n" + (f"{r.n_chips} x {r.hardware}" if r.n_chips else f"{r.hardware} (count not given)")
+              for r in runs]
+    ax.barh(labels, [r.mfu for r in runs], color="C0", label="reported MFU")
+    ax.axvspan(*GOOD_MFU, color="C2", alpha=0.15, label="35-50 %: good at scale")
+    ax.legend(loc="lower right", fontsize=8)
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("model FLOPs utilisation")
