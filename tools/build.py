@@ -194,7 +194,9 @@ def stub_page(page: Path, out_dir: Path) -> None:
     import nbformat
 
     nb = jupytext.read(page)
-    nb.cells = nb.cells[:1]
+    lines = nb.cells[0].source.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("# "))
+    nb.cells = [nbformat.v4.new_markdown_cell("\n".join(lines[: title + 1]))]
     nbformat.write(nb, out_dir / f"{page.stem}.ipynb")
 
 
