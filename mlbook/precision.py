@@ -687,3 +687,260 @@ def matmul_throughput_by_dtype(device: str, n: int, probe_n: int = 128,
                 continue
         results[dtype] = (hardware.measure_matmul_flops_per_s(dtype, size, device, min_run_time_s), size)
     return results
+
+
+# --- page helpers: the chapter's printed tables and glued texts --------------------
+# Each *_texts function returns {glue key: text}; the page glues them in a loop.
+
+LLAMA2_VOCAB = 32000  # Llama 2's tokenizer vocabulary (Touvron et al. 2023)
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage that never hides a small non-zero value:
+    one decimal from 0.1 % up, two significant digits below, "0%" for zero."""
+    fraction = float(fraction)
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
+    if fraction == 0:
+        return "0%"
+    if fraction >= 1e-3:
+        return f"{fraction:.1%}"
+    pct = fraction * 100
+    digits = 1 - math.floor(math.log10(pct))
+    return f"{pct:.{digits}f}%" if digits <= 6 else f"{pct:.1e}%"
+
+
+def _pow2(x: float) -> str:
+    return f"2^{math.log2(x):.0f}"
+
+
+def format_table_text(table) -> str:
+    """The formats' limits as a fixed-width text table."""
+    lines = [f"{'format':>9} {'exp':>4} {'mant':>5} {'max':>11} {'min normal':>11} "
+             f"{'min subnormal':>14} {'eps':>10}"]
+    for f in table:
+        lines.append(f"{f.name:>9} {f.exponent_bits:>4} {f.mantissa_bits:>5} {f.max:>11.4g} "
+                     f"{f.smallest_normal:>11.3g} {f.smallest_subnormal:>14.3g} {f.eps:>10.3g}")
+    return "\n".join(lines)
+
+
+def format_texts(table) -> dict:
+    """Glue texts for the formats section."""
+    fmt = {f.name: f for f in table}
+    fp16, bf16, e4, e5 = fmt["fp16"], fmt["bf16"], fmt["fp8 E4M3"], fmt["fp8 E5M2"]
+    out = {
+        "fp16_max": f"{fp16.max:,.0f}", "fp16_normal": f"{fp16.smallest_normal:.2e}",
+        "fp16_sub": f"{fp16.smallest_subnormal:.2e}",
+        "fp16_normal_pow": _pow2(fp16.smallest_normal),
+        "fp16_sub_pow": _pow2(fp16.smallest_subnormal),
+        "bf16_max": f"{bf16.max:.2e}", "fp32_max": f"{fmt['fp32'].max:.2e}",
+        "e4m3_max": f"{e4.max:,.0f}", "e5m2_max": f"{e5.max:,.0f}",
+        "bf16_exp_bits": f"{bf16.exponent_bits}", "bf16_mant_bits": f"{bf16.mantissa_bits}",
+        "bf16_sig_bits": f"{bf16.mantissa_bits + 1}", "fp8_payload_bits": f"{e4.bits - 1}",
+        "e4m3_mant_bits": f"{e4.mantissa_bits}", "e5m2_mant_bits": f"{e5.mantissa_bits}",
+        "e4m3_eps": f"{e4.eps:g}", "e5m2_eps": f"{e5.eps:g}",
+    }
+    for f in (bf16, fp16):
+        out[f"{f.name}_eps"] = f"{f.eps:.2g} ({_pow2(f.eps)})"
+    return out
+
+
+GRADIENT_GROUPS = {"logits": "logit gradients", "activations": "hidden-state gradients",
+                   "weights": "weight gradients"}
+
+
+@dataclass
+class GradientStudy:
+    """Gradients of one backward pass, their histograms and the largest safe
+    fp16 loss scale (``hists`` is keyed by the printed labels)."""
+
+    grads: dict
+    hists: dict
+    everything: torch.Tensor
+    hist_all: dict
+    safe_scale: float
+
+
+def gradient_study(grads: dict) -> GradientStudy:
+    """Histograms and the largest safe fp16 scale of capture_gradients' output."""
+    missing = [k for k in GRADIENT_GROUPS if k not in grads]
+    if missing:
+        raise ValueError(f"grads must hold the groups {list(GRADIENT_GROUPS)}, missing {missing}")
+    hists = {label: log2_histogram(grads[key]) for key, label in GRADIENT_GROUPS.items()}
+    everything = torch.cat([grads[key] for key in GRADIENT_GROUPS])
+    return GradientStudy(grads, hists, everything, log2_histogram(everything),
+                         max_safe_scale(everything, "fp16"))
+
+
+def gradient_report(study: GradientStudy) -> str:
+    """Per group: how many values, the median, and what fp16 does to them
+    unscaled and at the safe scale; then the figure's fractions checked
+    against a real cast."""
+    lines = []
+    g = study.grads
+    for key, label in GRADIENT_GROUPS.items():
+        lines.append(f"{label}: {g['n_' + key]:,} values ({g[key].numel():,} sampled), "
+                     f"median |g| {g[key].abs().median():.2e}")
+        for scale in (1.0, study.safe_scale):
+            fr = fp16_fractions(study.hists[label], scale)
+            lines.append(f"    scale {scale:>13,.0f}: "
+                         f"{percent(underflow_fraction(g[key], 'fp16', scale)):>9} become 0, "
+                         f"{percent(fr['subnormal']):>6} subnormal, "
+                         f"{percent(overflow_fraction(g[key], 'fp16', scale))} inf")
+    fig_frac = fp16_fractions(study.hists["logit gradients"])["flushed"]
+    lines.append(f"logits flushed to zero: {fig_frac:.4%} read from the figure's sorted "
+                 f"magnitudes,\n{'':>23}{underflow_fraction(g['logits'], 'fp16'):.4%} from "
+                 f"a real cast")
+    return "\n".join(lines)
+
+
+def gradient_texts(study: GradientStudy, cfg, batch: int, seq: int) -> dict:
+    """Glue texts for the gradients section, including the sentences whose
+    claim depends on the measured result (how many logit gradients flush)."""
+    g, safe = study.grads, study.safe_scale
+    vocab = cfg.vocab_size
+    bsv = batch * seq * vocab
+    threshold = fp16_flush_threshold()
+    out = {
+        "g_model": f"{cfg.n_layers} layers, h={cfg.d_model}, V={vocab:,}, b={batch}, s={seq}",
+        "g_vocab": f"{vocab:,}",
+        "g_vocab_whose": ("the size of Llama 2's" if vocab == LLAMA2_VOCAB else
+                          f"{'smaller' if vocab < LLAMA2_VOCAB else 'larger'} than "
+                          f"Llama 2's {LLAMA2_VOCAB:,}"),
+        "g_n_logits": f"{g['n_logits'] / 1e6:.1f}",
+        "g_n_hidden": f"{g['n_activations'] / 1e6:.2f}",
+        "g_1_over_bsv": f"{1 / bsv:.1e}", "g_bsv": f"{bsv / 1e6:.1f}",
+        "g_flush": f"{threshold:.1e}", "g_flush_pow": _pow2(threshold),
+        "g_inv_flush": f"{1 / threshold / 1e6:.0f}",
+        "g_safe": f"{safe:,.0f}", "g_safe_pow": _pow2(safe),
+        "g_bf16_zero": percent(underflow_fraction(study.everything, "bf16")),
+    }
+    frac = {key: fp16_fractions(study.hists[label]) for key, label in GRADIENT_GROUPS.items()}
+    for key in GRADIENT_GROUPS:
+        out[f"g_{key}_median"] = f"{float(g[key].abs().median()):.1e}"
+        out[f"g_{key}_zero"] = percent(underflow_fraction(g[key], "fp16"))
+        out[f"g_{key}_sub"] = percent(frac[key]["subnormal"])
+        out[f"g_{key}_zero_scaled"] = percent(underflow_fraction(g[key], "fp16", safe))
+    zero = underflow_fraction(g["logits"], "fp16")
+    median = float(g["logits"].abs().median())
+    if zero >= 0.01:
+        where = "at or below" if median <= threshold else "just above"
+        out["g_logits_verdict"] = (f"That is {where} the threshold, and unscaled "
+                                   f"{percent(zero)} of them become zero in fp16")
+    else:
+        few = "none of them becomes" if zero == 0 else f"only {percent(zero)} of them become"
+        out["g_logits_verdict"] = (f"That is above the threshold, so with this small "
+                                   f"micro-batch {few} zero in fp16")
+    ratio = float(g["weights"].abs().median()) / median
+    out["g_weights_ratio"] = f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}"
+    sub = max(fp16_fractions(h, safe)["subnormal"] for h in study.hists.values())
+    out["g_sub_scaled_clause"] = ("no value of any group is subnormal" if sub == 0 else
+                                  f"no group has more than {percent(sub)} subnormal")
+    return out
+
+
+def scaler_comparison(grad_max, growth_interval: int) -> dict:
+    """Run the from-scratch scaler and GradScaler on the same scripted
+    gradients and the tensor-free simulation; return the three traces, the
+    agreement counts, a printable report and the glue texts."""
+    n = len(grad_max)
+    ours = loss_scaling_run(grad_max, "mlbook", growth_interval=growth_interval)
+    theirs = loss_scaling_run(grad_max, "torch", growth_interval=growth_interval)
+    sim = simulate_scaler(grad_max, growth_interval=growth_interval)
+    same_scale = sum(a == b for a, b in zip(ours.scales, theirs.scales))
+    same_skip = sum(a == b for a, b in zip(ours.skipped, theirs.skipped))
+    sim_agrees = sim.scales == ours.scales and sim.skipped == ours.skipped
+    report = "\n".join([
+        f"same scale after {same_scale} of {n} steps, same skip decision on {same_skip}",
+        f"skipped steps: mlbook {ours.n_skipped}, GradScaler {theirs.n_skipped}; "
+        f"final scale {ours.scales[-1]:,.0f} vs {theirs.scales[-1]:,.0f}",
+        f"the tensor-free simulation (used by the slider) agrees: {sim_agrees}"])
+    texts = {"sc_steps": f"{n:,}", "sc_interval": f"{growth_interval:,}",
+             "sc_same": f"{same_scale:,}", "sc_skipped": f"{ours.n_skipped:,}",
+             "sc_skipped_frac": f"{ours.n_skipped / n:.1%}", "sc_final": f"{ours.scales[-1]:,.0f}"}
+    return {"ours": ours, "theirs": theirs, "sim": sim, "same_scale": same_scale,
+            "same_skip": same_skip, "sim_agrees": sim_agrees, "report": report, "texts": texts}
+
+
+def master_weight_report(mw: dict) -> str:
+    """One line per mode of master_weight_experiment's result."""
+    lines = []
+    for mode in MASTER_MODES:
+        r = mw[mode]
+        lines.append(f"{mode:>18}: loss {r['loss'][0]:.2e} -> {r['loss'][-1]:.2e}, "
+                     f"{r['unchanged_updates']:.1%} of weight updates lost")
+        lines.append(f"{'':>20}largest weight error {mw['initial_error']:.3f} -> "
+                     f"{r['final_error']:.3f}")
+    return "\n".join(lines)
+
+
+def master_weight_texts(mw: dict) -> dict:
+    """Glue texts for the master-weights result."""
+    out = {"mw_loss0": f"{mw['pure bf16']['loss'][0]:.2e}"}
+    for key, mode in (("fp32", "fp32"), ("master", "bf16 + fp32 master"), ("pure", "pure bf16")):
+        out[f"mw_{key}_loss"] = f"{mw[mode]['loss'][-1]:.2e}"
+        out[f"mw_{key}_lost"] = f"{mw[mode]['unchanged_updates']:.1%}"
+    return out
+
+
+def fp8_gradient_cast(std: float = 1e-6, size: int = 4096, seed: int = 0) -> tuple[str, dict]:
+    """A Gaussian tensor of gradient-sized values cast to each fp8 format with
+    and without a per-tensor scale; returns (report, glue texts)."""
+    validate.positive("std", std)
+    x = std * torch.randn(size, generator=torch.Generator().manual_seed(seed))
+    lines, out = [], {"f8_grad_std": f"{std:.0e}"}
+    for name in FP8_DTYPES:
+        plain = quant_error(x, name)
+        scaled = quant_error(x, name, fp8_scale(float(x.abs().max()), name))
+        lines.append(f"{name}, a tensor with std {std:g}: no scale {plain.rel_rms_error:.1%} "
+                     f"error ({plain.underflow:.1%} flushed),\n{'':>10}per-tensor scale "
+                     f"{scaled.rel_rms_error:.1%} error")
+        tag = name[-4:]
+        out[f"f8_{tag}_plain"] = f"{plain.rel_rms_error:.0%}"
+        out[f"f8_{tag}_flushed"] = f"{plain.underflow:.0%}"
+        out[f"f8_{tag}_scaled"] = f"{scaled.rel_rms_error:.1%}"
+    return "\n".join(lines), out
+
+
+def scaling_run_report(run: dict, jump_at: int) -> tuple[str, dict]:
+    """Median and worst error per policy of scaling_run, the delayed
+    scaler at the jump; returns (report, glue texts)."""
+    err = {k: [e.rel_rms_error for e in run[k]] for k in ("none", "current", "delayed")}
+    lines = [f"{k:>8}: median error {np.median(err[k]):.1%}, worst {max(err[k]):.1%}"
+             for k in err]
+    lines.append(f"delayed scaling at the jump: {run['delayed'][jump_at].saturated:.1%} "
+                 f"of values saturated")
+    out = {"f8_jump_step": f"{jump_at + 1}",
+           "f8_delayed_median": f"{np.median(err['delayed']):.1%}",
+           "f8_current_median": f"{np.median(err['current']):.1%}",
+           "f8_none_median": f"{np.median(err['none']):.0%}",
+           "f8_jump_sat": f"{run['delayed'][jump_at].saturated:.0%}",
+           "f8_jump_err": f"{err['delayed'][jump_at]:.0%}",
+           "f8_after_err": f"{err['delayed'][jump_at + 1]:.1%}"}
+    return "\n".join(lines), out
+
+
+def matmul_report(results: dict, device: str, n: int) -> tuple[str, dict]:
+    """Printable rates of matmul_throughput_by_dtype's result and glue texts,
+    including which kind of machine measured them."""
+    from . import hardware
+
+    lines = [f"{d:>5}: {rate / 1e9:10,.1f} GFLOP/s  (n = {size})" for d, (rate, size) in results.items()]
+    fp32, bf16, (fp16, fp16_n) = results["fp32"][0], results["bf16"][0], results["fp16"]
+    if device != "cpu":
+        note = f"a GPU, so every dtype ran at n = {n}"
+    elif fp16_n == n:
+        note = ("a CPU whose fp16 probe was fast, so fp16 ran at full size too: this CPU "
+                "has a fast fp16 path, which many CPUs lack. No GPU was used, so no "
+                "tensor-core figure was measured; run the chapter on a GPU to get one")
+    else:
+        note = (f"a CPU with no fast fp16 kernel: the probe at n = {fp16_n} was too slow "
+                "to run fp16 at full size, so its figure is for that tiny matmul. No GPU was "
+                "used, so no tensor-core figure was measured; run the chapter on a GPU to get one")
+    h100 = {d: hardware.peak_flops_per_s("H100", d) for d in ("fp32", "bf16", "fp8")}
+    out = {"mm_n": f"{n}", "mm_fp32": f"{fp32 / 1e9:,.1f}", "mm_bf16": f"{bf16 / 1e9:,.1f}",
+           "mm_fp16": f"{fp16 / 1e9:,.1f}", "mm_bf16_over_fp32": f"{bf16 / fp32:.1f}",
+           "mm_fp16_over_fp32": f"{fp16 / fp32:.1f}", "mm_note": note,
+           "h100_bf16_over_fp32": f"{h100['bf16'] / h100['fp32']:.0f}",
+           "h100_fp8_over_bf16": f"{h100['fp8'] / h100['bf16']:.1f}"}
+    return "\n".join(lines), out

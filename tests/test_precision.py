@@ -418,3 +418,76 @@ def test_tiny_loops_restore_the_thread_count():
     before = torch.get_num_threads()
     P.loss_scaling_run([1.0, 1.0], "mlbook")
     assert torch.get_num_threads() == before
+
+
+# --- page helpers ----------------------------------------------------------------
+
+@pytest.mark.parametrize("fraction,text", [
+    (0.0, "0%"), (1.0, "100.0%"), (0.5037, "50.4%"), (0.0013545, "0.1%"),
+    (0.00019, "0.019%"), (1.4e-6, "0.00014%"),
+])
+def test_percent_shows_small_nonzero_fractions(fraction, text):
+    assert P.percent(fraction) == text
+
+
+def test_percent_never_prints_zero_for_a_nonzero_fraction():
+    for k in range(3, 12):
+        assert P.percent(10.0**-k).strip("0.%e+-") != ""
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5])
+def test_percent_bad_input(bad):
+    with pytest.raises(ValueError, match="fraction"):
+        P.percent(bad)
+
+
+def test_format_texts_and_table_text():
+    table = P.format_table()
+    texts = P.format_texts(table)
+    assert texts["fp16_max"] == "65,504"
+    assert texts["fp16_sub_pow"] == "2^-24"
+    assert texts["bf16_sig_bits"] == "8"
+    assert texts["e4m3_max"] == "448"
+    text = P.format_table_text(table)
+    assert len(text.splitlines()) == len(table) + 1
+    assert max(len(line) for line in text.splitlines()) <= 90
+
+
+def _fake_grads(logit_scale):
+    gen = torch.Generator().manual_seed(0)
+    return {"logits": logit_scale * (0.5 + torch.rand(10_000, generator=gen)),
+            "activations": 1e-3 * torch.rand(1000, generator=gen) + 1e-9,
+            "weights": 1e-4 * torch.rand(1000, generator=gen) + 1e-9,
+            "n_logits": 10_000, "n_activations": 1000, "n_weights": 1000}
+
+
+def test_gradient_texts_follow_the_result():
+    cfg = tiny_config(n_layers=1, d_model=16, n_heads=2, vocab_size=P.LLAMA2_VOCAB)
+    # logits around 1e-8: well below the flush threshold (2^-25 ~ 3e-8)
+    low = P.gradient_texts(P.gradient_study(_fake_grads(2e-8)), cfg, 2, 512)
+    assert low["g_logits_verdict"].startswith("That is at or below the threshold")
+    assert low["g_vocab_whose"] == "the size of Llama 2's"
+    # logits around 1e-5: none flush
+    high = P.gradient_texts(P.gradient_study(_fake_grads(2e-5)), cfg, 2, 64)
+    assert "none of them becomes zero" in high["g_logits_verdict"]
+    assert high["g_logits_zero"] == "0%"
+    small_v = tiny_config(n_layers=1, d_model=16, n_heads=2, vocab_size=4096)
+    assert "smaller than" in P.gradient_texts(P.gradient_study(_fake_grads(2e-5)),
+                                              small_v, 2, 64)["g_vocab_whose"]
+
+
+def test_gradient_study_bad_input():
+    with pytest.raises(ValueError, match="missing"):
+        P.gradient_study({"logits": torch.ones(3)})
+
+
+def test_gradient_report_lines_fit():
+    report = P.gradient_report(P.gradient_study(_fake_grads(2e-8)))
+    assert max(len(line) for line in report.splitlines()) <= 90
+
+
+def test_scaler_comparison_agrees():
+    grad_max = P.drifting_grad_max(60, seed=0, spike=1e3)
+    cmp = P.scaler_comparison(grad_max, 10)
+    assert cmp["same_scale"] == cmp["same_skip"] == 60 and cmp["sim_agrees"]
+    assert cmp["texts"]["sc_steps"] == "60"

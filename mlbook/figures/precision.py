@@ -133,21 +133,22 @@ def scaler_run(grad_max, growth_interval: int = 100, backoff_factor: float = 0.5
 
 def master_weights(result: dict):
     """Loss and one weight against step, with and without an fp32 master."""
-    fig, (ax_loss, ax_w) = new_figure(ncols=2, size=(8.0, 3.4))
+    fig, (ax_loss, ax_w) = new_figure(ncols=2, size=(8.0, 3.8), layout="constrained")
     for i, mode in enumerate(P.MASTER_MODES):
         run = result[mode]
         steps = np.arange(1, len(run["loss"]) + 1)
         ls = "--" if mode == "fp32" else "-"
         ax_loss.plot(steps, run["loss"], ls, color=f"C{i}", label=mode)
         ax_w.plot(steps, run["weight"], ls, color=f"C{i}", label=mode)
-    ax_w.axhline(result["w_true"], color="k", lw=0.8, alpha=0.6, label="target")
+    ax_w.axhline(result["w_true"], color="k", lw=1.0, ls=":", label="target")
     ax_loss.set_yscale("log")
     ax_loss.set_xlabel("step")
     ax_loss.set_ylabel("mean squared error")
     ax_w.set_xlabel("step")
     ax_w.set_ylabel("first weight")
-    ax_loss.legend(fontsize=7)
-    ax_w.legend(fontsize=7)
+    # One legend for both panels, below them, so that no line is hidden behind it.
+    fig.legend(*ax_w.get_legend_handles_labels(), loc="outside lower center", ncols=4,
+               fontsize=7)
     fig.suptitle("Adam, lr small against |w| ~ 1: pure bf16 weights do not move", fontsize=9)
     return fig
 
