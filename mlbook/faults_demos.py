@@ -372,6 +372,15 @@ def spike_run(steps: int = 150, bad: tuple = (60, 64), ckpt_every: int = 10,
 # Determinism
 # ---------------------------------------------------------------------------
 
+def spike_trio(steps: int, bad: tuple, ckpt_every: int, policy: faults.RewindPolicy,
+               seed: int = 0) -> tuple[SpikeRun, SpikeRun, SpikeRun]:
+    """The three runs the spike section compares: hit by the ``bad`` batches
+    and ploughing on, hit and rescued by ``policy``, and never hit."""
+    return (spike_run(steps=steps, bad=bad, ckpt_every=ckpt_every, seed=seed),
+            spike_run(steps=steps, bad=bad, ckpt_every=ckpt_every, policy=policy, seed=seed),
+            spike_run(steps=steps, bad=(0, 0), ckpt_every=ckpt_every, seed=seed))
+
+
 def seeded_run(seed: int = 0, steps: int = 20, batch_size: int = 64, device: str = "cpu",
                deterministic: bool = False) -> dict:
     """Train the shared MLP for ``steps`` steps from ``seed`` with dropout and
