@@ -19,7 +19,16 @@ from mlbook.checkpointing import Checkpointer, ShardedSampler
 
 # DCP says on every call outside a process group that it assumes one process: intended here.
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-torch.set_num_threads(1)   # small models; threads only fight each other on a shared CPU
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small models; threads only fight each other on a shared CPU. Scoped to
+    this module so that later tests keep torch's default thread count."""
+    with ck.cpu_threads(1):
+        yield
+
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ck.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
                   n_samples=128, steps=12, warmup=3)
