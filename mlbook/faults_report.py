@@ -2,37 +2,20 @@
 
 Each ``*_report`` function takes the results a cell computed and returns a
 ``Report``: the lines the cell prints (each at most 90 characters) and the
-values it glues into the prose, as ``name -> (value, format)``. The page
-prints ``report.lines`` and loops over ``report.values`` to glue them, so the
+values it glues into the prose, as ``name -> (value, format)``
+(``mlbook.page.Report``). The page calls ``report.show()``, so the
 cells stay short and every sentence that could differ between runs is chosen
 here from the measured result.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from . import faults
+from .page import Report
 
 WIDTH = 90
-
-
-@dataclass
-class Report:
-    lines: list[str] = field(default_factory=list)
-    values: dict[str, tuple] = field(default_factory=dict)
-
-    def say(self, text: str) -> None:
-        self.lines.append(text)
-
-    def put(self, name: str, value, fmt: str | None = None) -> None:
-        self.values[name] = (value, fmt)
-
-    def print(self) -> None:
-        for line in self.lines:
-            print(line)
 
 
 # ---------------------------------------------------------------------------

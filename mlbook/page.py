@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 
 class Text:
     """A string to glue as text.
@@ -34,3 +36,31 @@ def glue(name: str, value, fmt: str | None = None) -> None:
     elif isinstance(value, str):
         value = Text(value)
     _glue(name, value, display=False)
+
+
+@dataclass
+class Report:
+    """What one page cell shows: lines to print and values to glue.
+
+    A chapter's report functions build one (``say`` a line, ``put`` a value
+    with its format spec) so the cell that calls them stays a line or two:
+    ``report.show()`` prints the lines and glues every value.
+    """
+
+    lines: list = field(default_factory=list)
+    values: dict = field(default_factory=dict)   # name -> (value, format spec or None)
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
+
+    def put(self, name: str, value, fmt: str | None = None) -> None:
+        self.values[name] = (value, fmt)
+
+    def print(self) -> None:
+        for line in self.lines:
+            print(line)
+
+    def show(self) -> None:
+        self.print()
+        for name, (value, fmt) in self.values.items():
+            glue(name, value, fmt)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from . import validate
 from .memory import activation_bytes_per_layer
+from .page import Report
 
 STRATEGIES = ("none", "selective", "sqrt", "full")
 # The items of block_saved_items that are s x s per head (the a s^2 b terms):
@@ -242,22 +243,6 @@ REPORTED_SOURCE = "Korthikanti et al. 2022, arXiv:2205.05198, Table 4 (22B model
 
 # --- page helpers: what the chapter's cells print and glue ---------------------------
 
-@dataclass
-class PageReport:
-    """Lines a page cell prints and the values it glues into the prose
-    (name -> (value, format spec or None))."""
-    lines: list
-    glues: dict
-
-    def show(self) -> None:
-        from .page import glue
-
-        for line in self.lines:
-            print(line)
-        for name, (value, fmt) in self.glues.items():
-            glue(name, value, fmt)
-
-
 def comparison(x: float, y: float, close: float = 0.05) -> str:
     """"more than", "about as much as" or "less than": x against y, with
     ``close`` the relative band counted as about equal."""
@@ -269,7 +254,7 @@ def comparison(x: float, y: float, close: float = 0.05) -> str:
     return "about as much as"
 
 
-def item_coefficients(s: int, b: int, h: int, a: int) -> PageReport:
+def item_coefficients(s: int, b: int, h: int, a: int) -> Report:
     """Korthikanti's item list for one layer, each item in units of sbh or
     a s^2 b, and their sums (glued as coef_linear and coef_square)."""
     items = block_saved_items(s, b, h, a)
@@ -284,10 +269,10 @@ def item_coefficients(s: int, b: int, h: int, a: int) -> PageReport:
     lines.append(f"total: {linear:.0f} sbh + {square:.0f} a s^2 b")
     if sum(items.values()) != activation_bytes_per_layer(s, b, h, a):
         raise AssertionError("block_saved_items does not sum to activation_bytes_per_layer")
-    return PageReport(lines, {"coef_linear": (linear, ".0f"), "coef_square": (square, ".0f")})
+    return Report(lines, {"coef_linear": (linear, ".0f"), "coef_square": (square, ".0f")})
 
 
-def reference_case(cfg, s: int, b: int = 1) -> PageReport:
+def reference_case(cfg, s: int, b: int = 1) -> Report:
     """The four strategies for ``cfg`` (the page uses Llama-2-7B) at s tokens:
     a table, the model state for scale, c*, and the selective/sqrt(L) crossover."""
     from .flops import n_params
@@ -330,20 +315,20 @@ def reference_case(cfg, s: int, b: int = 1) -> PageReport:
     big = checkpoint_plans(32768, b, h, a, L)
     g["cmp_32k_sel"] = (big["selective"].memory_bytes / GIB, ".0f")
     g["cmp_32k_full"] = (big["full"].memory_bytes / GIB, ".0f")
-    return PageReport(lines, g)
+    return Report(lines, g)
 
 
-def reported_overheads() -> PageReport:
+def reported_overheads() -> Report:
     """Korthikanti et al.'s measured overheads (Tables 4 and 5), to glue."""
     g = {"rep_full": (REPORTED_TIME_OVERHEAD["full"], ".0%"),
          "rep_sel": (REPORTED_TIME_OVERHEAD["selective"], ".0%"),
          "rep_sel_sp": (REPORTED_TIME_OVERHEAD["selective + sequence parallel"], ".0%"),
          "rep_gain_lo": (REPORTED_THROUGHPUT_GAIN[0], ".0%"),
          "rep_gain_hi": (REPORTED_THROUGHPUT_GAIN[1], ".0%")}
-    return PageReport([], g)
+    return Report([], g)
 
 
-def selective_overhead_table(h: int, target: float) -> PageReport:
+def selective_overhead_table(h: int, target: float) -> Report:
     """The exercise: the s where selective's extra FLOPs pass ``target``, in
     closed form and by a scan, and the extra at a few lengths."""
     s_star = seq_len_for_selective_overhead(h, target)
@@ -352,4 +337,4 @@ def selective_overhead_table(h: int, target: float) -> PageReport:
              f"first whole s above {target:.0%} in a scan: {scan:,}"]
     lines += [f"  s = {s:>6,}: selective adds {selective_extra_flops_fraction(s, h):.1%}"
               for s in (2048, 4096, 8192, 16384, 32768)]
-    return PageReport(lines, {"ex_s_star": (s_star, ",.0f"), "ex_ratio": (s_star / h, ".2f")})
+    return Report(lines, {"ex_s_star": (s_star, ",.0f"), "ex_ratio": (s_star / h, ".2f")})

@@ -28,7 +28,8 @@ from . import measure, validate
 from .config import TransformerConfig
 from .model import GPT, Block, random_batch
 from .memory import activation_bytes_per_layer
-from .recompute import SCORE_ITEMS, PageReport, block_saved_items
+from .page import Report
+from .recompute import SCORE_ITEMS, block_saved_items
 
 # Saved bytes of a real block agree with the formula for that block (fp32 or
 # bf16 values, the device's dropout-mask size) to within this share; what is
@@ -301,7 +302,7 @@ BLOCK_CASES = (("fp32, no dropout", "fp32", 0.0, "math"), ("fp32, dropout 0.1", 
 
 
 def block_checks(cfg: TransformerConfig, s: int, b: int, device: str, device_name: str,
-                 seed: int = 0) -> tuple[PageReport, dict]:
+                 seed: int = 0) -> tuple[Report, dict]:
     """compare_block for the page's four cases: a table, the glued values, and
     the per-case results (the caller lists one case's tensors)."""
     h, a = cfg.d_model, cfg.n_heads
@@ -340,10 +341,10 @@ def block_checks(cfg: TransformerConfig, s: int, b: int, device: str, device_nam
         "sdpa_kernel": ("the CPU flash kernel" if device == "cpu"
                         else "the kernel PyTorch picks for this GPU and dtype", None),
     }
-    return PageReport(lines, g), checks
+    return Report(lines, g), checks
 
 
-def strategies_table(res: dict) -> PageReport:
+def strategies_table(res: dict) -> Report:
     """Memory, fastest step and counted FLOPs of each strategy (from
     measure_strategies), relative to no recompute."""
     base = res["none"]
@@ -355,7 +356,7 @@ def strategies_table(res: dict) -> PageReport:
                      f" {r.best_s * 1e3:>8.1f} {r.best_s / base.best_s:>6.2f}"
                      f" {r.flops:>15,} {r.flops / base.flops:>7.4f}")
     lines.append("time and FLOPs: relative to none; best ms: the fastest step")
-    return PageReport(lines, {})
+    return Report(lines, {})
 
 
 def _time_word(extra_time: float, extra_flops: float, close: float = 0.02) -> str:
@@ -376,7 +377,7 @@ def _time_vs_flops(extra_t: dict, extra_f: dict) -> str:
     return f"selective recompute took {sel} extra time and full recompute {full}"
 
 
-def flop_check(res: dict, cfg: TransformerConfig, s: int, b: int, rounds: int) -> PageReport:
+def flop_check(res: dict, cfg: TransformerConfig, s: int, b: int, rounds: int) -> Report:
     """Counted extra FLOPs of each strategy against the formulas (asserted
     equal to the FLOP), and the glued memory, time and FLOP figures, with the
     sentences about time chosen from the measurement."""
@@ -437,4 +438,4 @@ def flop_check(res: dict, cfg: TransformerConfig, s: int, b: int, rounds: int) -
     g["time_order"] = (order, None)
     g["time_why"] = (why, None)
     g["time_vs_flops"] = (_time_vs_flops(extra_t, extra_f), None)
-    return PageReport(lines, g)
+    return Report(lines, g)

@@ -314,16 +314,16 @@ def test_comparison_words():
 
 def test_page_reports_glue_the_computed_numbers():
     items = recompute.item_coefficients(1024, 1, 1024, 16)
-    assert items.glues["coef_linear"] == (34, ".0f") and items.glues["coef_square"] == (5, ".0f")
+    assert items.values["coef_linear"] == (34, ".0f") and items.values["coef_square"] == (5, ".0f")
     ref = recompute.reference_case(config.LLAMA2_7B, 4096)
-    g = ref.glues
+    g = ref.values
     # 97.0 GiB of activations against 100 GiB of model state: "about as much as", not "more"
     assert g["l7_none_gib"][0] == pytest.approx(97.0)
     assert g["l7_vs_state"][0] == "about as much as"
     assert g["l7_vs_state_mem"][0] == "about as much memory as"
     assert g["l7_best_c"][0] == 32 and g["l7_cstar"][0] > 32
     ex = recompute.selective_overhead_table(4096, 0.10)
-    assert ex.glues["ex_s_star"][0] == pytest.approx(recompute.seq_len_for_selective_overhead(4096, 0.10))
+    assert ex.values["ex_s_star"][0] == pytest.approx(recompute.seq_len_for_selective_overhead(4096, 0.10))
     for rep in (items, ref, ex):
         assert all(len(line) <= 90 for line in rep.lines)
 
@@ -332,7 +332,7 @@ def test_page_tables_fit_90_columns_and_time_sentences_follow_the_result(measure
     rep = recompute_demo.flop_check(measured, CFG, 32, 2, rounds=1)
     assert all(len(line) <= 90 for line in rep.lines + recompute_demo.strategies_table(measured).lines)
     faster = measured["selective"].best_s < measured["full"].best_s
-    assert ("faster of the two" in rep.glues["time_order"][0]) == faster
+    assert ("faster of the two" in rep.values["time_order"][0]) == faster
     assert recompute_demo._time_vs_flops({"selective": 0.5, "full": 0.5},
                                          {"selective": 0.05, "full": 0.3}) == "both took more extra time"
     assert recompute_demo._time_vs_flops({"selective": 0.05, "full": 0.1},
@@ -343,7 +343,7 @@ def test_page_tables_fit_90_columns_and_time_sentences_follow_the_result(measure
 def test_block_checks_report():
     rep, checks = recompute_demo.block_checks(CFG, 16, 1, "cpu", "CPU test")
     assert set(checks) == {c[0] for c in recompute_demo.BLOCK_CASES}
-    assert rep.glues["all_residual_zero"][0] == "zero"
-    assert rep.glues["fp32_vs_twice"][0] == ("less than" if rep.glues["fp32_vs_paper"][0] < 2
+    assert rep.values["all_residual_zero"][0] == "zero"
+    assert rep.values["fp32_vs_twice"][0] == ("less than" if rep.values["fp32_vs_paper"][0] < 2
                                              else "more than")
     assert all(len(line) <= 90 for line in rep.lines)
