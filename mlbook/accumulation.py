@@ -331,17 +331,13 @@ def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device:
     if not ks:
         raise ValueError("ks is empty; give at least one k")
     validate.positive_int("steps", steps)
-    if threads is not None:
-        validate.positive_int("threads", threads)
     model = copy.deepcopy(model).to(device)
     X, y = X.to(device), y.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     micro = {k: list(zip(X.chunk(k), y.chunk(k))) for k in ks}
     steps_of = {k: (lambda mb=micro[k]: accumulation_step(model, opt, loss_fn, mb)) for k in ks}
-    old_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with measure.cpu_threads(threads, name="threads"):
+        used_threads = torch.get_num_threads()
         times = {k: [] for k in ks}
         for r in range(steps + 1):                          # round 0 warms up
             for k in ks:
@@ -365,10 +361,8 @@ def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device:
             act = saved_activation_bytes(model, loss_fn, *micro[k][0])
             rows.append({"k": k, "micro_batch": B // k, "step_s": measure.median_s(times[k]),
                          "times_s": times[k], "saved_bytes": act, "peak_bytes": peak})
-    finally:
-        torch.set_num_threads(old_threads)
     return {"global_batch": B, "rows": rows, "optimizer_s": opt_s, "device": device,
-            "threads": threads or old_threads}
+            "threads": used_threads}
 
 
 def ddp_allreduce_counts(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,

@@ -57,7 +57,6 @@ import statistics
 import threading
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +67,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from . import validate
+from .measure import cpu_threads  # noqa: F401  (part of this module's API: ck.cpu_threads)
 
 MARKER = "COMPLETE"
 LATEST = "latest"
@@ -661,23 +661,6 @@ def train(run: Run, until: int, ckpt: Checkpointer | None = None, save_every: in
 def weights(run: Run) -> dict:
     """A CPU copy of the model's weights."""
     return {k: v.detach().to("cpu").clone() for k, v in run.model.state_dict().items()}
-
-
-@contextmanager
-def cpu_threads(n: int | None):
-    """Run torch's CPU kernels on ``n`` threads inside the block (None: leave
-    as is). Small models gain nothing from more threads, and on a busy shared
-    CPU extra threads wait on each other far more than they help."""
-    if n is None:
-        yield
-        return
-    n = validate.positive_int("cpu_threads", n)
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def compare_save_modes(spec: RunSpec, root, save_every: int, device: str = "cpu",

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from . import faults, faults_train, hardware, validate
+from . import faults, faults_train, hardware, measure, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -451,12 +451,10 @@ def nondeterministic_op(deterministic: bool, n: int = 1_000_000, buckets: int = 
     try:
         outs, times = [], []
         for _ in range(repeats + 1):                                     # the first call warms up
-            if device == "cuda":
-                torch.cuda.synchronize()
+            measure.sync(device)
             start = time.perf_counter()
             out = _accumulate(idx, src, buckets, device)
-            if device == "cuda":
-                torch.cuda.synchronize()
+            measure.sync(device)
             times.append(time.perf_counter() - start)
             outs.append(out.cpu())
     finally:
@@ -480,11 +478,11 @@ def time_steps(steps: int, seed: int = 0, batch_size: int = 64, device: str = "c
     CPU it runs on ``threads`` threads (None: as set): a step this small only
     waits for its threads to sync when the CPU is shared."""
     validate.positive_int("steps", steps)
-    if threads is not None:
-        validate.positive_int("threads", threads)
-    threads_before = torch.get_num_threads()
-    if threads is not None and device != "cuda":
-        torch.set_num_threads(threads)
+    with measure.cpu_threads(threads, device, name="threads"):
+        return _interleaved_step_times(steps, batch_size, seed, device)
+
+
+def _interleaved_step_times(steps, batch_size, seed, device) -> dict:
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Dropout(0.1), faults_train.make_model(seed)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -497,21 +495,18 @@ def time_steps(steps: int, seed: int = 0, batch_size: int = 64, device: str = "c
             torch.use_deterministic_algorithms(det)
             j = (i % 4) * batch_size
             xb, yb = x[j:j + batch_size].to(device), y[j:j + batch_size].to(device)
-            if device == "cuda":
-                torch.cuda.synchronize()
+            measure.sync(device)
             start = time.perf_counter()
             loss = faults_train.loss_fn(model, xb, yb)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            if device == "cuda":
-                torch.cuda.synchronize()
+            measure.sync(device)
             if i >= 2:                                        # the first two steps warm up
                 times[det].append(time.perf_counter() - start)
         where = hardware.device_description(device)
     finally:
         torch.use_deterministic_algorithms(before)
-        torch.set_num_threads(threads_before)
     return {**{det: sorted(t)[len(t) // 2] for det, t in times.items()}, "device": where}
 
 

@@ -13,7 +13,6 @@ This is a torch demo module: it imports torch.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from numbers import Real
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 
 from . import validate
+from .measure import cpu_threads
 
 # The formats the chapter compares, by the names the page prints.
 DTYPES = {
@@ -42,22 +42,6 @@ def torch_dtype(dtype) -> torch.dtype:
         return dtype
     validate.one_of("dtype", dtype, tuple(DTYPES))
     return DTYPES[dtype]
-
-
-@contextlib.contextmanager
-def _one_cpu_thread(device: str = "cpu"):
-    """Run tiny-tensor loops on one CPU thread. Their ops are microseconds
-    long, and on a busy machine a second OpenMP thread that must be woken for
-    each of them made such loops ten times slower in this book's tests."""
-    if device != "cpu":
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # --- the formats ----------------------------------------------------------------
@@ -298,7 +282,7 @@ def loss_scaling_run(grad_max, scaler: str = "mlbook", init_scale: float = 65536
     else:
         amp = DynamicLossScaler(init_scale, growth_factor, backoff_factor, growth_interval)
     scales, skipped = [], []
-    with _one_cpu_thread():
+    with cpu_threads(1):
         _scaler_loop(grad_max, scaler, amp, w, opt, shape, stepped, scales, skipped)
     return ScalerTrace(scales, skipped)
 
@@ -478,7 +462,7 @@ def master_weight_experiment(steps: int = 400, lr: float = 1e-4, n_features: int
     w0 = 1 + 0.25 * torch.rand(n_features, generator=gen)                    # (d,)
     w_true = w0 + offset * torch.randn(n_features, generator=gen)            # (d,)
     batches = [torch.randn(batch_size, n_features, generator=gen) for _ in range(min(steps, 64))]
-    with _one_cpu_thread(device):
+    with cpu_threads(1, device):
         out = {mode: _master_run(mode, w0, w_true, batches, steps, lr, device) for mode in MASTER_MODES}
     out["w0"] = float(w0[0])
     out["w_true"] = float(w_true[0])

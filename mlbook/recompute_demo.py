@@ -252,13 +252,8 @@ def measure_strategies(cfg: TransformerConfig, s: int, b: int, device: str = "cp
     forward") and of a forward alone.
     """
     validate.positive_int("rounds", rounds)
-    threads = torch.get_num_threads()
-    if device == "cpu" and cpu_threads is not None:
-        torch.set_num_threads(validate.positive_int("cpu_threads", cpu_threads))
-    try:
+    with measure.cpu_threads(cpu_threads, device):
         return _measure_strategies(cfg, s, b, device, rounds, seed, log)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> dict:

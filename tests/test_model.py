@@ -59,3 +59,15 @@ def test_time_steps_counts():
     calls = []
     times = measure.time_steps(lambda: calls.append(1), steps=3, warmup=2)
     assert len(times) == 3 and len(calls) == 5
+
+
+def test_cpu_threads_sets_and_restores_and_leaves_gpus_alone():
+    before = torch.get_num_threads()
+    with measure.cpu_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with measure.cpu_threads(1, device="cuda"):
+        assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads must be an integer above 0"):
+        with measure.cpu_threads(0, name="threads"):
+            pass
