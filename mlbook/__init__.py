@@ -1,8 +1,27 @@
-"""mlbook: the tested code behind the chapters of the book.
+"""mlbook: the tested calculators, experiments and figures behind the book.
 
-Calculators (config, hardware, flops, mfu, ...) are pure Python and import no
-torch, so they load instantly. Torch demos live in their own modules
-(model, ...) and import torch when they are imported.
+The tree reads as the table of contents. One package per chapter::
+
+    mfu/           MFU and the FLOPs of a training step
+    accumulation/  gradient accumulation
+    precision/     mixed precision
+    recompute/     activation recompute
+    cadence/       checkpoint cadence and resumable state
+    faults/        failures, stragglers, elastic training, corruption, spikes, determinism
+
+and what several chapters share, once::
+
+    common/        torch-free: validation, units, TransformerConfig and presets,
+                   the accelerator table, model-state bytes
+    common_torch/  torch: the small GPT, toy models, timing and device helpers,
+                   process launch, the checkpointer and sampler
+    plotting/      matplotlib: figure style and live (slider) figures
+
+Inside a chapter package, ``formulas.py`` (and any other plain module) holds
+pure-number calculators that import neither torch nor matplotlib;
+``experiments*.py`` run torch; ``figures.py`` draw; ``*_script.py`` are what
+torchrun starts. tests/test_layering.py enforces that rule.
+
+The package returns numbers and typed results. It does not print, word
+sentences or glue values into pages: the pages do that.
 """
-
-__version__ = "0.1.0"

@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mlbook import accumulation as acc
-from mlbook import accumulation_cost as cost
-from mlbook.figures import accumulation as figs
-from mlbook.model import GPT, random_batch, tiny_config
-from mlbook.widgets import redraw_budget_s, redraw_seconds
+from mlbook.accumulation import experiments as acc
+from mlbook.accumulation import formulas as cost
+from mlbook.accumulation import figures as figs
+from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
+from mlbook.plotting.widgets import redraw_budget_s, redraw_seconds
 
 TINY_GPT = tiny_config(n_layers=1, d_model=32, n_heads=2, vocab_size=64)
 
@@ -262,7 +262,7 @@ def _ddp_children() -> list[int]:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if b"mlbook.accumulation_ddp" in (p / "cmdline").read_bytes():
+                if b"mlbook.accumulation.experiments_ddp" in (p / "cmdline").read_bytes():
                     found.append(int(p.name))
             except OSError:
                 pass

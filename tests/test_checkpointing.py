@@ -4,7 +4,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,8 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from mlbook import checkpointing as ck
-from mlbook.checkpointing import Checkpointer, ShardedSampler
+from mlbook.cadence import experiments as cx
+from mlbook.common_torch import checkpoint as ck
+from mlbook.common_torch.launch import free_port
+from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler
 
 # DCP says on every call outside a process group that it assumes one process: intended here.
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
@@ -30,7 +31,7 @@ def _one_thread():
 
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ck.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
+TINY = cx.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
                   n_samples=128, steps=12, warmup=3)
 
 
@@ -117,8 +118,8 @@ def test_sampler_bad_input():
 # --- the checkpointer in one process --------------------------------------------------
 
 def _trained(spec=TINY, steps=4):
-    run = ck.build_run(spec)
-    ck.train(run, steps)
+    run = cx.build_run(spec)
+    cx.train(run, steps)
     return run
 
 
@@ -126,13 +127,13 @@ def test_round_trip_restores_everything(tmp_path):
     run = _trained()
     ckpt = Checkpointer(tmp_path)
     ckpt.save(run.done, run.model, run.optimizer, run.scheduler, run.sampler, extra={"note": "x"})
-    w, opt_sd = ck.weights(run), run.optimizer.state_dict()
+    w, opt_sd = cx.weights(run), run.optimizer.state_dict()
     draws = (random.random(), np.random.rand(), torch.rand(2))
-    fresh = ck.build_run(TINY)
+    fresh = cx.build_run(TINY)
     random.seed(1), np.random.seed(1), torch.manual_seed(1)
     loaded = ckpt.load(fresh.model, fresh.optimizer, fresh.scheduler, fresh.sampler)
     assert loaded.step == 4 and loaded.extra == {"note": "x"} and loaded.rng_restored
-    assert all(torch.equal(w[k], v) for k, v in ck.weights(fresh).items())
+    assert all(torch.equal(w[k], v) for k, v in cx.weights(fresh).items())
     got = fresh.optimizer.state_dict()
     for i, st in opt_sd["state"].items():
         for k, v in st.items():
@@ -178,7 +179,7 @@ def test_same_step_saved_again_replaces_it(tmp_path):
     ckpt = Checkpointer(tmp_path)
     ckpt.save(3, run.model, run.optimizer, extra={"v": 1})
     ckpt.save(3, run.model, run.optimizer, extra={"v": 2})
-    fresh = ck.build_run(TINY)
+    fresh = cx.build_run(TINY)
     assert ckpt.load(fresh.model, fresh.optimizer).extra == {"v": 2}
     assert ckpt.steps() == [3]
 
@@ -186,16 +187,16 @@ def test_same_step_saved_again_replaces_it(tmp_path):
 def test_async_save_is_a_snapshot(tmp_path):
     run = _trained(steps=2)
     ckpt = Checkpointer(tmp_path)
-    w = ck.weights(run)
+    w = cx.weights(run)
     stats = ckpt.save(2, run.model, run.optimizer, async_=True)
     with torch.no_grad():                      # training goes on while the write runs
         for p in run.model.parameters():
             p.add_(1.0)
     ckpt.wait()
     assert stats.async_ and stats.total_s is not None and stats.total_s >= stats.blocking_s
-    fresh = ck.build_run(TINY)
+    fresh = cx.build_run(TINY)
     ckpt.load(fresh.model, fresh.optimizer)
-    assert all(torch.equal(w[k], v) for k, v in ck.weights(fresh).items())
+    assert all(torch.equal(w[k], v) for k, v in cx.weights(fresh).items())
 
 
 def test_async_then_sync_then_close(tmp_path):
@@ -212,9 +213,9 @@ def test_load_model_alone(tmp_path):
     run = _trained(steps=2)
     ckpt = Checkpointer(tmp_path)
     ckpt.save(2, run.model, run.optimizer)
-    fresh = ck.build_run(TINY)
+    fresh = cx.build_run(TINY)
     assert ckpt.load_model(fresh.model) == ckpt.path(2)
-    assert all(torch.equal(ck.weights(run)[k], v) for k, v in ck.weights(fresh).items())
+    assert all(torch.equal(cx.weights(run)[k], v) for k, v in cx.weights(fresh).items())
     assert len(fresh.optimizer.state) == 0
 
 
@@ -246,7 +247,7 @@ def test_checkpointer_bad_input(tmp_path):
 @pytest.mark.parametrize("where", ["write", "publish"])
 def test_sigkill_mid_write_keeps_the_previous_checkpoint(tmp_path, where):
     root = tmp_path / "ckpt"
-    proc = subprocess.Popen([sys.executable, "-m", "mlbook.checkpointing_worker", "crash", str(root), where],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.checkpoint_worker", "crash", str(root), where],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines, deadline = [], time.monotonic() + 120
@@ -290,16 +291,10 @@ def test_sigkill_mid_write_keeps_the_previous_checkpoint(tmp_path, where):
 
 # --- two ranks in a process group ----------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_gloo_ranks(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--nnodes", "1",
-           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
-           "-m", "mlbook.checkpointing_worker", "ranks", str(tmp_path)]
+           "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+           "-m", "tests.helpers.checkpoint_worker", "ranks", str(tmp_path)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -315,9 +310,9 @@ def test_two_gloo_ranks(tmp_path):
 # --- the chapter's experiments ---------------------------------------------------------------
 
 def test_exact_resume_is_bitwise_and_naive_is_not(tmp_path):
-    spec = ck.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
+    spec = cx.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
                       n_samples=128, steps=16, warmup=3)
-    r = ck.resume_experiment(spec, tmp_path, save_every=5, crash_at=8)
+    r = cx.resume_experiment(spec, tmp_path, save_every=5, crash_at=8)
     assert r["resumed_from"] == 5 and r["lost_steps"] == 3
     assert r["exact_losses_equal"] and r["exact_weights_equal"] and r["exact_max_weight_diff"] == 0.0
     assert r["exact_extra"] == r["exact_missing"] == 0
@@ -339,9 +334,9 @@ def test_without_dataloader_generator_the_resume_would_drift(tmp_path):
 
 
 def test_compare_save_modes(tmp_path):
-    spec = ck.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
+    spec = cx.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
                       n_samples=128, steps=6, warmup=2)
-    m = ck.compare_save_modes(spec, tmp_path, save_every=3)
+    m = cx.compare_save_modes(spec, tmp_path, save_every=3)
     assert set(m) == {"none", "sync", "async", "device"} and m["device"].endswith("1 thread")
     assert m["none"]["blocking_s"] == [] and len(m["sync"]["blocking_s"]) == len(m["async"]["blocking_s"]) == 2
     assert all(t is not None and t >= b for t, b in zip(m["async"]["total_s"], m["async"]["blocking_s"]))
@@ -350,21 +345,21 @@ def test_compare_save_modes(tmp_path):
 
 def test_experiment_bad_input(tmp_path):
     with pytest.raises(ValueError, match="crash_at"):
-        ck.resume_experiment(TINY, tmp_path, save_every=5, crash_at=3)
+        cx.resume_experiment(TINY, tmp_path, save_every=5, crash_at=3)
     with pytest.raises(ValueError, match="crash_at"):
-        ck.resume_experiment(TINY, tmp_path, save_every=5, crash_at=TINY.steps)
+        cx.resume_experiment(TINY, tmp_path, save_every=5, crash_at=TINY.steps)
     with pytest.raises(ValueError, match="batch_size"):
-        ck.RunSpec(batch_size=9, n_samples=8)
+        cx.RunSpec(batch_size=9, n_samples=8)
     with pytest.raises(ValueError, match="dropout"):
-        ck.RunSpec(dropout=1.0)
+        cx.RunSpec(dropout=1.0)
     with pytest.raises(ValueError, match="steps"):
-        ck.RunSpec(steps=0)
-    run = ck.build_run(TINY)
+        cx.RunSpec(steps=0)
+    run = cx.build_run(TINY)
     with pytest.raises(ValueError, match="save_every"):
-        ck.train(run, 2, save_every=2)
-    ck.train(run, 2)
+        cx.train(run, 2, save_every=2)
+    cx.train(run, 2)
     with pytest.raises(ValueError, match="until"):
-        ck.train(run, 1)
+        cx.train(run, 1)
 
 
 def test_cpu_threads_is_restored():
@@ -393,7 +388,7 @@ def _modes(async_step_s):
 @pytest.mark.parametrize("steps, word", [([0.10, 0.105, 0.1], "noise"), ([0.2, 0.21, 0.2], "did slow"),
                                          ([0.05, 0.05, 0.05], "other direction")])
 def test_save_modes_report_verdict_follows_the_spread(steps, word, capsys):
-    vals = ck.save_modes_report(_modes(steps), TINY, 3)
+    vals = cx.save_modes_report(_modes(steps), TINY, 3)
     assert word in vals["step_async_verdict"][0]
     assert vals["async_vs_sync"][0] == pytest.approx(1.0)   # same stalls in both modes here
     assert vals["write_mb_s"][0] == pytest.approx(4_000_000 / 0.045 / 1e6)

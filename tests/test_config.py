@@ -1,7 +1,7 @@
 import pytest
 
-from mlbook import config
-from mlbook.config import TransformerConfig
+from mlbook.common import transformer as config
+from mlbook.common.transformer import TransformerConfig
 
 
 def test_kv_heads_default_to_heads():

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from mlbook import faults, faults_demos
+from mlbook.faults import formulas as faults
+from mlbook.faults import experiments as faults_demos
 
 MULTIPROCESS_BUDGET_S = 60
 
@@ -48,7 +49,7 @@ def test_torchrun_timeout_kills_every_process(tmp_path):
     marker = str(tmp_path / "slow")
     Path(marker).mkdir()
     with pytest.raises(TimeoutError, match="timeout_s"):
-        faults_demos.torchrun("mlbook.faults_elastic",
+        faults_demos.torchrun("mlbook.faults.elastic_script",
                               ["--workdir", marker, "--steps", "1000", "--step-s", "1.0"],
                               nproc=2, timeout_s=8)
     time.sleep(0.5)
@@ -137,7 +138,7 @@ def test_demo_bad_input():
     with pytest.raises(ValueError, match="flip_step"):
         faults_demos.run_corruption(steps=4, flip_step=4)
     with pytest.raises(ValueError, match="nproc"):
-        faults_demos.torchrun("mlbook.faults_elastic", [], nproc=0)
+        faults_demos.torchrun("mlbook.faults.elastic_script", [], nproc=0)
     with pytest.raises(ValueError, match="repeats"):
         faults_demos.nondeterministic_op(True, repeats=0)
 

@@ -7,8 +7,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from mlbook import faults, faults_demos, widgets  # noqa: E402
-from mlbook.figures import faults as figs  # noqa: E402
+from mlbook.faults import formulas as faults  # noqa: E402
+from mlbook.faults import experiments as faults_demos  # noqa: E402
+from mlbook.plotting import widgets  # noqa: E402
+from mlbook.faults import figures as figs  # noqa: E402
 
 
 def _labelled(fig):

@@ -4,7 +4,8 @@ chosen from what was measured."""
 import numpy as np
 import pytest
 
-from mlbook import faults, faults_report
+from mlbook.faults import formulas as faults
+from mlbook.faults import report as faults_report
 
 
 def _det(fast_distinct=5, safe_distinct=1, fast_ms=40.0, safe_ms=10.0, step_ratio=1.0):

@@ -1,7 +1,8 @@
 import pytest
 
-from mlbook import config, flops
-from mlbook.config import TransformerConfig
+from mlbook.common import transformer as config
+from mlbook.mfu import flops
+from mlbook.common.transformer import TransformerConfig
 
 
 def test_llama2_7b_parameter_count():

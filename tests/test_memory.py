@@ -2,7 +2,15 @@ import math
 
 import pytest
 
-from mlbook import config, flops, memory
+from mlbook.common import transformer as config
+
+
+# --- model state ---------------------------------------------------------------------
+from mlbook.mfu import flops
+
+
+# --- model state ---------------------------------------------------------------------
+from mlbook.common import memory
 
 
 # --- model state ---------------------------------------------------------------------

@@ -1,6 +1,9 @@
 import pytest
 
-from mlbook import config, flops, hardware, mfu
+from mlbook.common import transformer as config
+from mlbook.mfu import flops
+from mlbook.common import accelerators as hardware
+from mlbook.mfu import formulas as mfu
 
 A100 = 312e12
 H100 = 989e12

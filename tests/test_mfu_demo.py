@@ -1,5 +1,6 @@
-from mlbook import flops, mfu_demo
-from mlbook.model import tiny_config
+from mlbook.mfu import flops
+from mlbook.mfu import experiments as mfu_demo
+from mlbook.common_torch.gpt import tiny_config
 
 CFG = tiny_config(n_layers=1, d_model=64, n_heads=2, vocab_size=128)
 

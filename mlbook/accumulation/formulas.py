@@ -1,0 +1,96 @@
+"""What gradient accumulation costs: a two-line model of step time and
+activation memory, fitted to measurements. Pure Python, no torch.
+
+At a fixed global batch B split into k micro-batches of b = B / k examples:
+
+    step_s(B, k)        = optimizer_s + k * per_micro_batch_s + B * per_example_s
+    activation_bytes(b) = fixed_bytes + b * per_example_bytes
+
+per_micro_batch_s is the fixed cost every forward and backward pays however
+small the micro-batch (kernel launches, Python, layers too small to fill the
+device): accumulation pays it k times. Activations live for one micro-batch
+at a time, so their memory follows b, not B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlbook.common import validate
+
+
+def check_k(k: int, batch_size: int) -> int:
+    """k must be a positive integer that divides the batch exactly."""
+    validate.positive_int("k", k)
+    validate.positive_int("batch_size", batch_size)
+    return validate.divides("k", k, "batch_size", batch_size)
+
+
+def divisors(n: int) -> list[int]:
+    """Every k that splits a batch of n into equal micro-batches."""
+    validate.positive_int("n", n)
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def fit_line(xs, ys) -> tuple[float, float]:
+    """Least-squares intercept and slope of ys against xs."""
+    xs, ys = [float(x) for x in xs], [float(y) for y in ys]
+    if len(xs) != len(ys):
+        raise ValueError(f"xs has {len(xs)} values but ys has {len(ys)}; they must match")
+    if len(set(xs)) < 2:
+        raise ValueError(f"a line needs at least two distinct x values, got {xs!r}")
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
+@dataclass(frozen=True)
+class StepCostModel:
+    """Step time and activation memory of an accumulated step (see module doc)."""
+
+    optimizer_s: float
+    per_micro_batch_s: float
+    per_example_s: float
+    per_example_bytes: float
+    fixed_bytes: float = 0.0
+
+    def __post_init__(self):
+        for name in ("optimizer_s", "per_micro_batch_s", "per_example_s",
+                     "per_example_bytes", "fixed_bytes"):
+            validate.non_negative(name, getattr(self, name))
+
+    def step_s(self, global_batch: int, k: int) -> float:
+        check_k(k, global_batch)
+        return self.optimizer_s + k * self.per_micro_batch_s + global_batch * self.per_example_s
+
+    def activation_bytes(self, micro_batch: int) -> float:
+        validate.positive_int("micro_batch", micro_batch)
+        return self.fixed_bytes + micro_batch * self.per_example_bytes
+
+    def slowdown(self, global_batch: int, k: int) -> float:
+        """Step time at k over the step time of one true large batch."""
+        return self.step_s(global_batch, k) / self.step_s(global_batch, 1)
+
+
+def fit_cost_model(sweep: dict) -> StepCostModel:
+    """Fit StepCostModel to a measured sweep at one global batch.
+
+    ``sweep`` is what accumulation.measure_k_sweep returns: global_batch,
+    optimizer_s and rows of k, micro_batch, step_s, saved_bytes. The slope of
+    step time against k is the per-micro-batch overhead; what is left of the
+    intercept after the optimizer step, divided by B, is the per-example
+    cost. Negative fitted values (noise) are clipped to zero.
+    """
+    rows = sweep["rows"]
+    B = validate.positive_int("global_batch", sweep["global_batch"])
+    opt_s = validate.non_negative("optimizer_s", sweep["optimizer_s"])
+    intercept, per_micro = fit_line([r["k"] for r in rows], [r["step_s"] for r in rows])
+    fixed, per_example_bytes = fit_line([r["micro_batch"] for r in rows],
+                                        [r["saved_bytes"] for r in rows])
+    return StepCostModel(
+        optimizer_s=opt_s,
+        per_micro_batch_s=max(per_micro, 0.0),
+        per_example_s=max(intercept - opt_s, 0.0) / B,
+        per_example_bytes=max(per_example_bytes, 0.0),
+        fixed_bytes=max(fixed, 0.0),
+    )

@@ -1,0 +1,1 @@
+"""Chapter: checkpoint cadence and resumable training state."""

@@ -1,0 +1,350 @@
+"""How often to checkpoint: the waste of a run that fails, in closed form and simulated.
+
+Symbols as in book/notation.md: interval I (useful work between two
+checkpoints, seconds), checkpoint write time C, mean time between failures T,
+restart cost R (detect, reschedule, reload). Failures arrive as a Poisson
+process (exponential gaps with mean T).
+
+First order (Young 1974): per interval you pay C, and a failure throws away on
+average half an interval, so the wasted fraction of time is about
+C/I + I/(2T), smallest at I* = sqrt(2CT), where it is sqrt(2C/T).
+
+Exact for this failure model (Daly 2006): a segment of I work
+plus C checkpoint, with failures possible anywhere (also while writing or
+restarting), takes T e^{R/T} (e^{(I+C)/T} - 1) seconds on average, so the
+waste is 1 - I / that. Daly's higher-order optimum
+sqrt(2CT) [1 + (1/3) sqrt(C/(2T)) + (1/9) C/(2T)] - C (for C < 2T, else T)
+approximates its minimum. ``simulate_waste`` checks both with a Monte Carlo
+run. No torch here: everything is numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mlbook.common import validate
+from mlbook.common.memory import ADAM_MIXED_STATE_BYTES, model_state_bytes
+
+HOUR_S = 3600.0
+
+# Kokolis et al. 2024 (arXiv:2410.21680), Meta's research clusters: measured
+# mean time to failure of 1,024-GPU jobs, and their projection for 16,384 GPUs.
+MTTF_1024_GPUS_S = 7.9 * HOUR_S
+MTTF_16384_GPUS_PROJECTED_S = 1.8 * HOUR_S
+
+# Not a measurement: an aggregate bandwidth for a shared parallel file system,
+# chosen to illustrate where sharded writes stop scaling. Change it freely.
+ASSUMED_STORAGE_BYTES_PER_S = 200e9
+
+
+_UNSET = object()
+
+
+def _check(interval_s=_UNSET, checkpoint_s=_UNSET, mtbf_s=_UNSET, restart_s=_UNSET):
+    """Times must be finite and above 0 (a restart may cost 0)."""
+    if interval_s is not _UNSET:
+        validate.positive("interval_s", interval_s)
+    if checkpoint_s is not _UNSET:
+        validate.positive("checkpoint_s", checkpoint_s)
+    if mtbf_s is not _UNSET:
+        validate.positive("mtbf_s", mtbf_s)
+    if restart_s is not _UNSET:
+        validate.non_negative("restart_s", restart_s)
+
+
+def young_interval(checkpoint_s: float, mtbf_s: float) -> float:
+    """Young's first-order optimum interval sqrt(2 C T), in seconds."""
+    _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s)
+    return math.sqrt(2 * checkpoint_s * mtbf_s)
+
+
+def daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
+    """Daly's higher-order optimum interval, in seconds.
+
+    sqrt(2CT) [1 + (1/3) sqrt(C/(2T)) + (1/9) C/(2T)] - C when C < 2T,
+    else T (Daly 2006).
+    """
+    _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s)
+    c, t = checkpoint_s, mtbf_s
+    if c >= 2 * t:
+        return t
+    x = c / (2 * t)
+    return math.sqrt(2 * c * t) * (1 + math.sqrt(x) / 3 + x / 9) - c
+
+
+def waste_fraction(interval_s, checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0,
+                   exact: bool = False):
+    """Fraction of wall time that does not advance training.
+
+    exact=False: Young's first-order C/I + I/(2T) (+ R/T for restarts).
+    exact=True: 1 - I / (T e^{R/T} (e^{(I+C)/T} - 1)), the expectation under
+    exponential failures that may also strike during a write or a restart.
+    ``interval_s`` may be a number or a NumPy array of numbers.
+    """
+    _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
+    i = _intervals(interval_s)
+    c, t, r = checkpoint_s, mtbf_s, restart_s
+    if exact:
+        out = 1 - i / (t * math.exp(r / t) * np.expm1((i + c) / t))
+    else:
+        out = c / i + i / (2 * t) + r / t
+    return float(out) if np.ndim(interval_s) == 0 else out
+
+
+def _intervals(interval_s) -> np.ndarray:
+    if np.ndim(interval_s) == 0 and not isinstance(interval_s, np.ndarray):
+        return np.asarray(float(validate.positive("interval_s", interval_s)))
+    i = np.asarray(interval_s)
+    if i.dtype.kind not in "iuf":
+        raise ValueError(f"interval_s must be numbers, got {interval_s!r}")
+    i = i.astype(float)
+    if i.size == 0 or not np.all(np.isfinite(i)) or np.any(i <= 0):
+        raise ValueError(f"interval_s must be finite numbers above 0, got {interval_s!r}")
+    return i
+
+
+def optimal_interval(checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+    """The interval that minimises the exact waste (golden-section search), in seconds.
+
+    R scales the exact waste's denominator by e^{R/T} and so does not move the
+    optimum; it is accepted for symmetry with ``waste_fraction``.
+    """
+    _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
+    f = lambda i: waste_fraction(i, checkpoint_s, mtbf_s, restart_s, exact=True)  # noqa: E731
+    lo, hi = 1e-9 * mtbf_s, 20 * mtbf_s
+    lo, hi = math.log(lo), math.log(hi)
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = f(math.exp(a)), f(math.exp(b))
+    for _ in range(200):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = f(math.exp(a))
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = f(math.exp(b))
+    return math.exp((lo + hi) / 2)
+
+
+def cluster_mtbf(node_mtbf_s: float, n_nodes: int) -> float:
+    """MTBF of a job that stops when any of ``n_nodes`` independent nodes fails.
+
+    The minimum of n exponential failure times is exponential with n times
+    the rate, so T_cluster = T_node / n: double the cluster, halve the MTBF.
+    """
+    validate.positive("node_mtbf_s", node_mtbf_s)
+    n = validate.positive_int("n_nodes", n_nodes)
+    return node_mtbf_s / n
+
+
+def simulate_waste(interval_s, checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0,
+                   horizon_s: float | None = None, seed: int = 0):
+    """Monte Carlo waste fraction of a run of ``horizon_s`` wall seconds.
+
+    Failures arrive with exponential gaps of mean ``mtbf_s``. After each
+    failure the job restarts (``restart_s``, during which it can fail again)
+    from its last checkpoint; between failures it completes
+    floor(uptime / (I + C)) segments, each committing I seconds of work, and
+    the rest of the uptime is lost. The last window is cut by the horizon,
+    not by a failure, so its partial work counts. All intervals share one
+    failure trace (common random numbers), so a curve over ``interval_s`` is
+    smooth. Default horizon: 2000 T. Vectorised; returns a float for a
+    scalar interval, else an array.
+    """
+    _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
+    i = np.atleast_1d(_intervals(interval_s))
+    horizon_s = 2000 * mtbf_s if horizon_s is None else validate.positive("horizon_s", horizon_s)
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    expected = horizon_s / mtbf_s
+    n_draw = int(expected + 10 * math.sqrt(expected) + 10)
+    times = np.cumsum(rng.exponential(mtbf_s, n_draw))
+    while times[-1] < horizon_s:   # rare: draw more gaps
+        times = np.concatenate([times, times[-1] + np.cumsum(rng.exponential(mtbf_s, n_draw))])
+    times = times[times < horizon_s]
+    starts = np.concatenate([[0.0], times])                   # each window starts at t=0 or a failure
+    ends = np.concatenate([times, [horizon_s]])
+    # the first window starts fresh; every later one first pays the restart
+    restart = np.full(starts.shape, float(restart_s))
+    restart[0] = 0.0
+    up = np.maximum(ends - starts - restart, 0.0)             # (windows,) time spent training
+    seg = (i + checkpoint_s)[:, None]                         # (intervals, 1)
+    committed = np.floor(up[None, :] / seg) * i[:, None]      # (intervals, windows)
+    tail = np.minimum(up[-1] - np.floor(up[-1] / seg[:, 0]) * seg[:, 0], i)  # last window's open work
+    useful = committed.sum(axis=1) + tail
+    out = 1 - useful / horizon_s
+    return float(out[0]) if np.ndim(interval_s) == 0 else out
+
+
+def monte_carlo_stderr(interval_s: float, checkpoint_s: float, mtbf_s: float,
+                       restart_s: float = 0.0, horizon_s: float | None = None) -> float:
+    """Rough standard error of ``simulate_waste``: failure count noise plus
+    the spread of the lost work per failure (uniform over a segment)."""
+    _check(interval_s=interval_s, checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
+    horizon_s = 2000 * mtbf_s if horizon_s is None else validate.positive("horizon_s", horizon_s)
+    n = horizon_s / mtbf_s
+    seg = interval_s + checkpoint_s
+    per_failure_mean = seg / 2 + restart_s
+    per_failure_sd = seg / math.sqrt(12)
+    return math.sqrt(n * (per_failure_mean**2 + per_failure_sd**2)) / horizon_s
+
+
+# --- what a checkpoint holds -------------------------------------------------------
+
+# Gradients are recomputed by the next step, so a checkpoint stores every
+# item of mixed-precision Adam's state except them.
+CHECKPOINT_ITEMS = tuple(k for k in ADAM_MIXED_STATE_BYTES if "gradient" not in k)
+
+
+def checkpoint_bytes(n_params: float, breakdown: bool = False):
+    """Bytes a training checkpoint of an ``n_params`` model holds.
+
+    Mixed-precision Adam (mlbook.common.memory): bf16 weights 2 + fp32 master
+    weights 4 + Adam m 4 + Adam v 4 = 14 bytes per parameter; the bf16
+    gradients (2 bytes) are not saved. RNG states and the data position are
+    bytes, not gigabytes, and are left out.
+    """
+    items = model_state_bytes(n_params, breakdown=True)
+    kept = {k: v for k, v in items.items() if k in CHECKPOINT_ITEMS}
+    return kept if breakdown else sum(kept.values())
+
+
+def write_time_s(checkpoint_bytes_total: float, n_writers: int, writer_bytes_per_s: float,
+                 storage_bytes_per_s: float) -> float:
+    """Seconds to write a checkpoint split evenly over ``n_writers`` ranks.
+
+    Each rank writes its shard at up to ``writer_bytes_per_s``; together they
+    cannot exceed the storage's aggregate ``storage_bytes_per_s``. One writer
+    (an unsharded checkpoint) gives C = bytes / writer bandwidth; sharding
+    divides C by the number of writers until storage saturates.
+    """
+    validate.positive("checkpoint_bytes_total", checkpoint_bytes_total)
+    n = validate.positive_int("n_writers", n_writers)
+    validate.positive("writer_bytes_per_s", writer_bytes_per_s)
+    validate.positive("storage_bytes_per_s", storage_bytes_per_s)
+    return checkpoint_bytes_total / min(n * writer_bytes_per_s, storage_bytes_per_s)
+
+
+# --- the chapter's tables ------------------------------------------------------------
+# Each report prints a short table and returns {glue key: (value, format)}; a
+# format of None glues a string as it is.
+
+def mb_s_text(bytes_per_s: float) -> str:
+    """A rate in MB/s with sensible digits (a slow disk shows 0.85, not 0)."""
+    mb = bytes_per_s / 1e6
+    return f"{mb:,.0f}" if mb >= 10 else f"{mb:.2g}"
+
+
+def monte_carlo_report(checkpoint_s: float, mtbf_s: float, horizon_mtbfs: int,
+                       seed: int = 0) -> dict:
+    """Monte Carlo waste at Daly's interval against the exact expectation.
+
+    Its distance in standard errors decides the sentence: under 2 the
+    simulation agrees within its noise; otherwise the page says so.
+    """
+    horizon = horizon_mtbfs * mtbf_s
+    daly = daly_interval(checkpoint_s, mtbf_s)
+    mc = simulate_waste(daly, checkpoint_s, mtbf_s, horizon_s=horizon, seed=seed)
+    exact = waste_fraction(daly, checkpoint_s, mtbf_s, exact=True)
+    first = waste_fraction(daly, checkpoint_s, mtbf_s)
+    z = (mc - exact) / monte_carlo_stderr(daly, checkpoint_s, mtbf_s, horizon_s=horizon)
+    print(f"C = {checkpoint_s:g} s, T = {mtbf_s / HOUR_S:g} h, interval = Daly's {daly:.0f} s, "
+          f"{horizon_mtbfs:,} MTBFs simulated")
+    print(f"waste: Monte Carlo {mc:.3%}, exact {exact:.3%}, first order {first:.3%}")
+    print(f"Monte Carlo - exact = {mc - exact:+.3%} = {z:+.1f} standard errors")
+    within = abs(z) < 2
+    return {
+        "mc_failures": (horizon_mtbfs, ",d"),
+        "mc_waste": (mc, ".2%"),
+        "mc_exact": (exact, ".2%"),
+        "mc_sigma": (abs(z), ".1f"),
+        "mc_verdict": ("well within the simulation's noise" if within else
+                       "more than the two that noise alone usually gives", None),
+        "mc_takeaway": (f"agrees with a Monte Carlo of exponential failures to within its "
+                        f"noise ({abs(z):.1f} standard errors)" if within else
+                        f"matches a Monte Carlo of exponential failures in expectation; this "
+                        f"run landed {abs(z):.1f} standard errors away", None),
+    }
+
+
+def worked_cases_report(cases=((30.0, 3 * HOUR_S, "c30"), (60.0, 3 * HOUR_S, "c60"))) -> dict:
+    """Young's and Daly's intervals and their waste for (C, T, key) cases."""
+    print(f"{'C':>5} {'T':>4} | {'Young I*':>10} {'waste':>6} | {'Daly I*':>10} {'waste':>6} "
+          f"| exact optimum")
+    out = {}
+    for c, t, key in cases:
+        y, d = young_interval(c, t), daly_interval(c, t)
+        wy, wd = waste_fraction(y, c, t), waste_fraction(d, c, t, exact=True)
+        print(f"{c:>4g}s {t / HOUR_S:>3g}h | {y / 60:>6.1f} min {wy:>6.2%} | "
+              f"{d / 60:>6.1f} min {wd:>6.2%} | {optimal_interval(c, t) / 60:.1f} min")
+        out.update({f"{key}_young": (y / 60, ".1f"), f"{key}_daly": (d / 60, ".1f"),
+                    f"{key}_wy": (wy, ".1%"), f"{key}_wd": (wd, ".1%")})
+    out["c_ratio"] = (young_interval(60, 3 * HOUR_S) / young_interval(30, 3 * HOUR_S), ".2f")
+    return out
+
+
+def cluster_report(node_mtbf_s: float, gpus_per_node: int, checkpoint_s: float = 30.0) -> dict:
+    """The linear failure model at 16,384 GPUs against Kokolis et al.'s projection."""
+    linear_16k = cluster_mtbf(node_mtbf_s, 16384 // gpus_per_node)
+    i_16k = daly_interval(checkpoint_s, linear_16k)
+    print(f"node MTBF implied by {MTTF_1024_GPUS_S / HOUR_S:g} h at 1,024 GPUs: "
+          f"{node_mtbf_s / 86400:,.0f} days")
+    print(f"16,384 GPUs: linear model {linear_16k / HOUR_S:.2f} h; "
+          f"Kokolis et al. project {MTTF_16384_GPUS_PROJECTED_S / HOUR_S:g} h")
+    return {
+        "gpus_per_node": (gpus_per_node, "d"),
+        "kok_1024": (MTTF_1024_GPUS_S / HOUR_S, ".1f"),
+        "kok_16k": (MTTF_16384_GPUS_PROJECTED_S / HOUR_S, ".1f"),
+        "node_mtbf_days": (node_mtbf_s / 86400, ",.0f"),
+        "lin_16k": (linear_16k / HOUR_S, ".2f"),
+        "lin_16k_min": (linear_16k / 60, ".0f"),
+        "i_16k": (i_16k / 60, ".1f"),
+        "w_16k": (waste_fraction(i_16k, checkpoint_s, linear_16k, exact=True), ".1%"),
+    }
+
+
+def measured_interval_report(stalls_s: dict, mtbf_s: float) -> dict:
+    """Daly's interval and the exact waste for each measured stall {name: C}."""
+    out = {}
+    for name, c in stalls_s.items():
+        i_opt = daly_interval(c, mtbf_s)
+        w = waste_fraction(i_opt, c, mtbf_s, exact=True)
+        print(f"{name:>5}: C = {c * 1e3:,.0f} ms -> I* = {i_opt:,.0f} s ({i_opt / 60:.1f} min), "
+              f"waste {w:.3%} at T = {mtbf_s / HOUR_S:g} h")
+        out[f"meas_i_{name}"] = (i_opt, ",.0f")
+        out[f"meas_w_{name}"] = (w, ".2%")
+    return out
+
+
+def storage_report(n_params: float, writer_bytes_per_s: float, storage_bytes_per_s: float,
+                   mtbf_s: float, writers=(1, 64, 512)) -> dict:
+    """A checkpoint's size, and its write time and waste for a few writer counts."""
+    parts = checkpoint_bytes(n_params, breakdown=True)
+    total = sum(parts.values())
+    for k, v in parts.items():
+        print(f"{k:>22}: {v / 1e9:,.0f} GB")
+    print(f"{'total':>22}: {total / 1e12:.2f} TB")
+    out = {
+        "bytes_per_param": (checkpoint_bytes(1), "g"),
+        "s70_w": (parts["bf16 weights"] / 1e9, ",.0f"),
+        "s70_rest": ((total - parts["bf16 weights"]) / 1e9, ",.0f"),
+        "s70_total": (total / 1e12, ".2f"),
+        "s_writer_mb_s": (mb_s_text(writer_bytes_per_s), None),
+        "s_storage_bw": (storage_bytes_per_s / 1e9, ",.0f"),
+        "s_t_cluster": (mtbf_s / HOUR_S, ".2f"),
+        "s_n_sat": (storage_bytes_per_s / writer_bytes_per_s, ",.0f"),
+        "s_c_floor": (total / storage_bytes_per_s, ".1f"),
+    }
+    for n in writers:
+        c = write_time_s(total, n, writer_bytes_per_s, storage_bytes_per_s)
+        i_opt = daly_interval(c, mtbf_s)
+        w = waste_fraction(i_opt, c, mtbf_s, exact=True)
+        print(f"{n:>4} writers: C = {c:,.0f} s, I* = {i_opt / 60:,.1f} min, waste {w:.1%}")
+        out[f"s_c_{n}"] = (c, ",.0f")
+        out[f"s_w_{n}"] = (w, ".1%")
+    return out

@@ -1,0 +1,165 @@
+"""Accelerator specifications in one table, and a matmul throughput probe.
+
+Every hardware number the book uses lives here, once, with its source and the
+date it was read. Peaks are dense tensor-core throughput (no 2:4 sparsity).
+Memory sizes are the vendor's decimal gigabytes (10^9 bytes), as printed on
+the datasheets; the book converts to GiB where it reports memory.
+
+The table imports nothing heavy; ``measure_matmul_flops_per_s`` imports torch
+only when called.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from mlbook.common import validate
+
+TERA = 1e12
+GIGA = 1e9
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One device's nominal numbers. peak_flops_per_s maps a dtype to FLOP/s."""
+
+    name: str
+    peak_flops_per_s: dict = field(hash=False)
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    source: str
+    as_of: str
+
+    def peak(self, dtype: str = "bf16") -> float:
+        validate.one_of("dtype", dtype, DTYPES)
+        if dtype not in self.peak_flops_per_s:
+            raise ValueError(
+                f"{self.name} has no {dtype} peak in the table; it lists "
+                + ", ".join(sorted(self.peak_flops_per_s))
+            )
+        return self.peak_flops_per_s[dtype]
+
+
+ACCELERATORS = {
+    a.name: a
+    for a in (
+        Accelerator(
+            "V100 SXM2",
+            {"fp32": 15.7 * TERA, "fp16": 125 * TERA},
+            32 * GIGA, 900 * GIGA,
+            "NVIDIA Tesla V100 datasheet (SXM2, 32 GB)", "2026-11",
+        ),
+        Accelerator(
+            "A100 SXM",
+            {"fp32": 19.5 * TERA, "tf32": 156 * TERA, "bf16": 312 * TERA, "fp16": 312 * TERA},
+            80 * GIGA, 2039 * GIGA,
+            "NVIDIA A100 Tensor Core GPU datasheet (SXM 80 GB, dense)", "2026-11",
+        ),
+        Accelerator(
+            "H100 SXM",
+            {"fp32": 67 * TERA, "tf32": 494.5 * TERA, "bf16": 989 * TERA, "fp16": 989 * TERA,
+             "fp8": 1979 * TERA},
+            80 * GIGA, 3350 * GIGA,
+            "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense = half the sparse figure)", "2026-11",
+        ),
+        Accelerator(
+            "H100 PCIe",
+            {"fp32": 51 * TERA, "tf32": 378 * TERA, "bf16": 756 * TERA, "fp16": 756 * TERA,
+             "fp8": 1513 * TERA},
+            80 * GIGA, 2000 * GIGA,
+            "NVIDIA H100 Tensor Core GPU datasheet (PCIe, dense)", "2026-11",
+        ),
+        Accelerator(
+            "H200 SXM",
+            {"fp32": 67 * TERA, "tf32": 494.5 * TERA, "bf16": 989 * TERA, "fp16": 989 * TERA,
+             "fp8": 1979 * TERA},
+            141 * GIGA, 4800 * GIGA,
+            "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense): H100 compute, more and faster HBM3e",
+            "2026-11",
+        ),
+    )
+}
+
+# Short names a reader types, mapped to table rows.
+ALIASES = {
+    "V100": "V100 SXM2", "A100": "A100 SXM", "H100": "H100 SXM", "H200": "H200 SXM",
+}
+
+
+def accelerator(name: str) -> Accelerator:
+    """Look a device up by table name or alias; an unknown name is an error."""
+    key = ALIASES.get(name, name)
+    if key not in ACCELERATORS:
+        known = ", ".join(list(ACCELERATORS) + list(ALIASES))
+        raise ValueError(f"unknown device {name!r}; the table knows {known}")
+    return ACCELERATORS[key]
+
+
+def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
+    """Nominal dense peak of ``device`` for ``dtype`` from the table."""
+    return accelerator(device).peak(dtype)
+
+
+def match_cuda_name(cuda_name: str) -> Accelerator | None:
+    """The table row for a CUDA device name such as 'NVIDIA H100 80GB HBM3'."""
+    upper = cuda_name.upper()
+    for chip in ("H200", "H100", "A100", "V100"):
+        if chip in upper:
+            if chip == "H100" and "PCIE" in upper:
+                return ACCELERATORS["H100 PCIe"]
+            return ACCELERATORS[ALIASES[chip]]
+    return None
+
+
+# --- CPUs -------------------------------------------------------------------
+# A CPU's nominal peak is cores x clock x FLOPs per cycle per core. FLOPs per
+# cycle depends on the vector units, which /proc/cpuinfo names as flags. The
+# figures assume two FMA ports per core (true of recent server cores; some
+# parts have one, which halves the peak): an FMA is 2 FLOPs per lane.
+_CPU_FLOPS_PER_CYCLE = {
+    # dtype: [(flag that enables it, FLOPs per cycle per core), ...] best first
+    "fp32": [("avx512f", 2 * 16 * 2), ("avx2", 2 * 8 * 2)],
+    # AMX: one 16x32 by 32x16 bf16 tile multiply (16 384 MACs) per 16 cycles.
+    "bf16": [("amx_bf16", 1024), ("avx512_bf16", 2 * 32 * 2)],
+}
+
+
+def _cpuinfo() -> tuple[set, float | None, int]:
+    flags: set = set()
+    mhz = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return flags, None, os.cpu_count() or 1
+    m = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+    if m:
+        flags = set(m.group(1).split())
+    m = re.search(r"^bogomips\s*:\s*([\d.]+)$", text, re.M | re.I)
+    if m:  # on x86 BogoMIPS is twice the base (nominal) clock in MHz
+        mhz = float(m.group(1)) / 2
+    return flags, mhz, len(os.sched_getaffinity(0))
+
+
+def cpu_nominal_peak_flops_per_s(dtype: str = "fp32") -> tuple[float, str]:
+    """This CPU's nominal peak FLOP/s for ``dtype`` and how it was worked out.
+
+    Returns (flops_per_s, explanation). Raises ValueError where /proc/cpuinfo
+    does not say enough to compute one.
+    """
+    validate.one_of("dtype", dtype, tuple(_CPU_FLOPS_PER_CYCLE))
+    flags, mhz, cores = _cpuinfo()
+    if mhz is None:
+        raise ValueError("cannot read this CPU's clock from /proc/cpuinfo, so it has no nominal peak")
+    for flag, per_cycle in _CPU_FLOPS_PER_CYCLE[dtype]:
+        if flag in flags:
+            peak = cores * mhz * 1e6 * per_cycle
+            how = f"{cores} cores x {mhz / 1000:.2f} GHz x {per_cycle} FLOP/cycle ({flag})"
+            return peak, how
+    if dtype == "bf16":  # no bf16 units: bf16 runs at best at the fp32 rate
+        return cpu_nominal_peak_flops_per_s("fp32")
+    raise ValueError(f"this CPU has none of the vector units the table knows for {dtype}")

@@ -1,0 +1,80 @@
+"""The device a notebook runs on: which one, its name, its nominal peak, and a
+matmul throughput probe."""
+
+from __future__ import annotations
+
+import re
+
+from mlbook.common import validate
+from mlbook.common.accelerators import cpu_nominal_peak_flops_per_s, match_cuda_name
+
+# --- the device a notebook runs on ---------------------------------------------
+
+def pick_device(requested: str = "auto") -> str:
+    """'cuda' when asked for 'auto' and a GPU is there, else 'cpu'."""
+    import torch
+
+    validate.one_of("device", requested, ("auto", "cpu", "cuda"))
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but torch sees no CUDA GPU")
+    return requested
+
+
+def device_description(device: str) -> str:
+    """A human name for the device that produced a measurement."""
+    import platform
+
+    import torch
+
+    if device == "cuda":
+        return f"GPU: {torch.cuda.get_device_name()}"
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+            name = m.group(1).strip() if m else name
+    except OSError:
+        pass
+    n = torch.get_num_threads()
+    return f"CPU: {name}, {n} thread" + ("s" if n != 1 else "")
+
+
+def nominal_peak_flops_per_s(device: str, dtype: str) -> tuple[float, str]:
+    """The nominal peak of the device a notebook runs on, and where it came from."""
+    if device == "cuda":
+        import torch
+
+        row = match_cuda_name(torch.cuda.get_device_name())
+        if row is None:
+            raise ValueError(f"no table row for GPU {torch.cuda.get_device_name()!r}")
+        return row.peak(dtype), f"{row.name} datasheet ({row.source})"
+    return cpu_nominal_peak_flops_per_s(dtype)
+
+
+_TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def measure_matmul_flops_per_s(dtype: str = "fp32", n: int = 1024, device: str = "cpu",
+                               min_run_time_s: float = 0.3) -> float:
+    """Measured FLOP/s of an n x n x n matmul on ``device`` in ``dtype``.
+
+    Timed with torch.utils.benchmark (which synchronises CUDA and warms up);
+    a matmul is 2 n^3 FLOPs. The fastest of the timed blocks is used: this is
+    a ceiling for comparison, and on a shared CPU the median can fall well
+    below what the same kernels reach a second later. Keep n small for fp16
+    on a CPU without fast fp16 kernels.
+    """
+    import torch
+    from torch.utils import benchmark
+
+    validate.one_of("dtype", dtype, tuple(_TORCH_DTYPES))
+    validate.positive_int("n", n)
+    validate.positive("min_run_time_s", min_run_time_s)
+    torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
+    a = torch.randn(n, n, device=device, dtype=torch_dtype)
+    b = torch.randn(n, n, device=device, dtype=torch_dtype)
+    timer = benchmark.Timer(stmt="torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b})
+    seconds = min(timer.blocked_autorange(min_run_time=min_run_time_s).times)
+    return 2 * n**3 / seconds

@@ -1,0 +1,1 @@
+"""Chapter: faults (failures, stragglers, elastic training, silent corruption, loss spikes, determinism)."""

@@ -1,0 +1,1 @@
+"""Chapter: MFU and the FLOPs of a training step."""

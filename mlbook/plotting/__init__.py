@@ -1,0 +1,1 @@
+"""Matplotlib pieces: the book's figure style and live (slider) figures."""

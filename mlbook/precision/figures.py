@@ -1,0 +1,228 @@
+"""Figures of the mixed-precision chapter.
+
+The slider figures (gradient_histogram, scaler_run, state_bytes) draw from
+precomputed data or pure-Python simulations, so a redraw stays well under
+100 ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.patches import Rectangle
+
+from mlbook.common import memory
+from mlbook.precision import experiments as P
+from mlbook.plotting.style import new_figure, percent_axis
+
+GIB = 2**30
+
+
+def _pow2_axis(ax, axis: str, lo_log2: float, hi_log2: float, max_ticks: int = 7):
+    """A base-2 log axis from 2^lo to 2^hi with plain "2^k" tick labels:
+    matplotlib's default labels go through mathtext, which costs tens of ms a
+    redraw."""
+    from matplotlib.ticker import NullLocator
+
+    lo, hi = int(np.floor(lo_log2)), int(np.ceil(hi_log2))
+    step = max(1, int(np.ceil((hi - lo) / max_ticks)))
+    ks = np.arange(lo - lo % step, hi + 1, step)
+    ks = ks[(ks >= lo) & (ks <= hi)]
+    if axis == "x":
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(2.0**lo, 2.0**hi)
+        ax.set_xticks(2.0**ks, [f"2^{k}" for k in ks])
+        ax.xaxis.set_minor_locator(NullLocator())
+    else:
+        ax.set_yscale("log", base=2)
+        ax.set_ylim(2.0**lo, 2.0**hi)
+        ax.set_yticks(2.0**ks, [f"2^{k}" for k in ks])
+        ax.yaxis.set_minor_locator(NullLocator())
+
+
+def format_ranges(formats=None):
+    """Each format's magnitudes on one log axis: subnormals thin, normals thick."""
+    formats = formats or P.format_table()
+    fig, ax = new_figure(size=(7.0, 3.0))
+    for i, f in enumerate(formats):
+        ax.barh(i, f.smallest_normal - f.smallest_subnormal, left=f.smallest_subnormal, height=0.25,
+                color="C1", label="subnormal" if i == 0 else None)
+        ax.barh(i, f.max - f.smallest_normal, left=f.smallest_normal, height=0.6, color="C0",
+                label="normal" if i == 0 else None)
+        ax.text(f.max * 4, i, f"max {f.max:.3g}, eps {f.eps:.3g}", va="center", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlim(1e-46, 1e60)
+    ax.set_yticks(range(len(formats)), [f.name for f in formats])
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="k", lw=0.8, alpha=0.5)
+    ax.set_xlabel("magnitude (smallest subnormal to max, log scale)")
+    ax.legend(loc="lower left", fontsize=8)
+    ax.set_title("Range of each format (values read from torch.finfo)")
+    return fig
+
+
+def gradient_histogram(hists: dict, log2_scale: int = 0):
+    """Histogram of |gradient| x 2^log2_scale against fp16's zones.
+
+    ``hists`` maps a label to a precision.log2_histogram; the title gives,
+    for the first label, the fractions flushed to zero, subnormal and
+    overflowed in fp16 at this scale.
+    """
+    scale = 2.0 ** log2_scale
+    fmt = P.float_format("fp16")
+    flush, inf = P.fp16_flush_threshold(), P.overflow_threshold("fp16")
+    fig, ax = new_figure()
+    for i, (label, h) in enumerate(hists.items()):
+        edges = 2.0 ** (h["edges_log2"] + log2_scale)
+        share = h["counts"] / h["n"]
+        ax.plot(edges, np.append(share, share[-1]), drawstyle="steps-post", color=f"C{i}", lw=1.5,
+                label=label)
+    for x0, x1, colour, alpha, label in ((2.0**-80, flush, "C3", 0.12, "flushes to 0"),
+                                         (flush, fmt.smallest_normal, "C1", 0.12, "subnormal"),
+                                         (inf, 2.0**80, "C3", 0.25, "overflows to inf")):
+        # a patch in axes-height units, added without autoscaling (axvspan's cost)
+        ax.add_artist(Rectangle((x0, 0), x1 - x0, 1, transform=ax.get_xaxis_transform(),
+                                color=colour, alpha=alpha, label=label, lw=0))
+    lo = min(h["edges_log2"][0] for h in hists.values()) + log2_scale - 2
+    hi = max(h["edges_log2"][-1] for h in hists.values()) + log2_scale + 2
+    _pow2_axis(ax, "x", min(lo, -27), max(hi, 18))
+    ax.set_xlabel(f"|gradient| x {scale:,.0f} (log scale)")
+    ax.set_ylabel("share of values per bin")
+    percent_axis(ax)
+    first = next(iter(hists))
+    fr = P.fp16_fractions(hists[first], scale)
+    ax.set_title(f"scale 2^{log2_scale}: {first} {fr['flushed']:.1%} flushed to zero, "
+                 f"{fr['subnormal']:.1%} subnormal, {fr['overflow']:.2%} overflow", fontsize=9, y=1.01)
+    ax.legend(handles=ax.lines + ax.patches + ax.artists, fontsize=7, loc="upper right")
+    fig.subplots_adjust(left=0.12)
+    return fig
+
+
+def _draw_scaler(ax, grad_max, trace, title):
+    steps = np.arange(1, len(trace.scales) + 1)
+    ceiling = P.float_format("fp16").max / np.asarray(grad_max, dtype=float)
+    ax.plot(steps, ceiling, color="0.6", lw=0.8, label="fp16 max / largest gradient")
+    ax.step(steps, trace.scales, where="post", color="C0", lw=1.5, label="loss scale")
+    skipped = np.flatnonzero(trace.skipped)
+    if skipped.size:
+        ax.plot(steps[skipped], np.asarray(trace.scales)[skipped], "v", color="C3", ms=5,
+                label=f"skipped steps ({skipped.size})")
+    both = np.concatenate([np.log2(trace.scales), np.log2(ceiling[np.isfinite(ceiling) & (ceiling > 0)])])
+    _pow2_axis(ax, "y", both.min() - 0.5, both.max() + 0.5)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss scale (log)")
+    ax.set_title(title, fontsize=9, y=1.01)   # a fixed y skips the title's layout pass
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def scaler_trace(grad_max, trace, title="dynamic loss scale"):
+    """A loss scaler's run: scale per step, skipped steps marked, and the
+    largest scale that would not overflow fp16 at each step."""
+    fig, ax = new_figure()
+    _draw_scaler(ax, grad_max, trace, title)
+    return fig
+
+
+def scaler_run(grad_max, growth_interval: int = 100, backoff_factor: float = 0.5,
+               init_scale: float = 65536.0, growth_factor: float = 2.0):
+    """Slider figure: simulate the scaler on ``grad_max`` and draw it."""
+    trace = P.simulate_scaler(grad_max, init_scale, growth_factor, backoff_factor, growth_interval)
+    return scaler_trace(grad_max, trace,
+                        f"growth interval {growth_interval}, backoff {backoff_factor}: "
+                        f"{trace.n_skipped} of {len(trace.scales)} steps skipped")
+
+
+def master_weights(result: dict):
+    """Loss and one weight against step, with and without an fp32 master."""
+    fig, (ax_loss, ax_w) = new_figure(ncols=2, size=(8.0, 3.8), layout="constrained")
+    for i, mode in enumerate(P.MASTER_MODES):
+        run = result[mode]
+        steps = np.arange(1, len(run["loss"]) + 1)
+        ls = "--" if mode == "fp32" else "-"
+        ax_loss.plot(steps, run["loss"], ls, color=f"C{i}", label=mode)
+        ax_w.plot(steps, run["weight"], ls, color=f"C{i}", label=mode)
+    ax_w.axhline(result["w_true"], color="k", lw=1.0, ls=":", label="target")
+    ax_loss.set_yscale("log")
+    ax_loss.set_xlabel("step")
+    ax_loss.set_ylabel("mean squared error")
+    ax_w.set_xlabel("step")
+    ax_w.set_ylabel("first weight")
+    # One legend for both panels, below them, so that no line is hidden behind it.
+    fig.legend(*ax_w.get_legend_handles_labels(), loc="outside lower center", ncols=4,
+               fontsize=7)
+    fig.suptitle("Adam, lr small against |w| ~ 1: pure bf16 weights do not move", fontsize=9)
+    return fig
+
+
+def fp8_error_vs_magnitude(sigmas, sweep: dict):
+    """Relative error of an fp8 cast against the tensor's magnitude."""
+    fig, ax = new_figure()
+    for i, name in enumerate(P.FP8_DTYPES):
+        ax.plot(sigmas, sweep[name]["none"], "-o", ms=3, color=f"C{i}", label=f"{name}, no scale")
+        ax.plot(sigmas, sweep[name]["scaled"], "--", color=f"C{i}", label=f"{name}, per-tensor scale")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("standard deviation of the tensor (log scale)")
+    ax.set_ylabel("relative RMS error after the cast")
+    ax.legend(fontsize=7)
+    ax.set_title("fp8 without a scale works only in a window of magnitudes", fontsize=9)
+    return fig
+
+
+def delayed_scaling(run: dict, dtype="fp8 E4M3"):
+    """Delayed scaling over a run: the tensor's amax against the largest value
+    the delayed scale can hold, and the error of each policy per step."""
+    fig, (ax_a, ax_e) = new_figure(ncols=2, size=(8.0, 3.4))
+    steps = np.arange(1, len(run["amax"]) + 1)
+    fmax = P.float_format(dtype).max
+    ax_a.plot(steps, run["amax"], color="k", lw=1.2, label="amax of this step's tensor")
+    ax_a.plot(steps, [fmax / s for s in run["delayed_scale"]], color="C2", lw=1.2,
+              label="largest value the delayed scale holds")
+    ax_a.set_yscale("log")
+    ax_a.set_xlabel("step")
+    ax_a.set_ylabel("magnitude (log)")
+    ax_a.legend(fontsize=7)
+    for i, (key, label) in enumerate((("none", "no scale"), ("current", "scale from this tensor"),
+                                      ("delayed", "delayed (amax history)"))):
+        ax_e.plot(steps, [e.rel_rms_error for e in run[key]], color=f"C{i}", lw=1.2, label=label)
+    ax_e.set_yscale("log")
+    ax_e.set_xlabel("step")
+    ax_e.set_ylabel("relative RMS error")
+    ax_e.legend(fontsize=7)
+    fig.suptitle(f"{dtype}: delayed scaling lags a jump by one step", fontsize=9)
+    return fig
+
+
+def matmul_throughput(results: dict, device_name: str):
+    """Measured matmul GFLOP/s per dtype; ``results`` maps dtype -> (flops_per_s, n)."""
+    fig, ax = new_figure(size=(7.0, 2.8))
+    names = list(results)
+    values = [results[d][0] / 1e9 for d in names]
+    ax.barh(names, values, color="C0")
+    for i, d in enumerate(names):
+        ax.text(values[i], i, f" {values[i]:,.1f} GFLOP/s (n={results[d][1]})", va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(min(values) / 3, max(values) * 30)
+    ax.invert_yaxis()
+    ax.set_xlabel("measured n x n x n matmul throughput (GFLOP/s, log scale)")
+    ax.set_title(device_name, fontsize=9)
+    return fig
+
+
+def state_bytes(n_params_billions: float = 7.0):
+    """Slider figure: the 16 bytes per parameter of mixed-precision Adam, in GiB."""
+    items = memory.model_state_bytes(n_params_billions * 1e9, breakdown=True)
+    fig, ax = new_figure(size=(7.0, 2.8))
+    left = 0.0
+    for i, (name, nbytes) in enumerate(items.items()):
+        gib = nbytes / GIB
+        ax.barh(0, gib, left=left, color=f"C{i}", label=f"{name}: {gib:,.0f} GiB")
+        left += gib
+    ax.set_yticks([])
+    ax.set_xlabel("GiB of model state (activations come on top)")
+    per_param = sum(memory.ADAM_MIXED_STATE_BYTES.values())
+    ax.set_title(f"{n_params_billions:g}B parameters x {per_param} bytes = {left:,.0f} GiB", fontsize=9,
+                 y=1.01)
+    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.45))
+    ax.set_xlim(0, left * 1.02)
+    fig.subplots_adjust(bottom=0.45, top=0.85)
+    return fig

@@ -1,0 +1,171 @@
+"""The package's shape: torch-free modules stay torch-free, nothing imports
+in a circle, and a plain (non-editable) install carries every subpackage.
+
+Which modules may import torch or matplotlib is a naming rule, so a new
+module is checked without being listed anywhere:
+
+- torch: everything under ``mlbook/common_torch/``, and in a chapter package
+  ``experiments*.py`` and ``*_script.py`` (what torchrun starts);
+- matplotlib (and ipywidgets): everything under ``mlbook/plotting/``, and
+  ``figures.py`` in a chapter package;
+- every other module imports neither, so it loads instantly and can run
+  inside a slider.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "mlbook"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def may_use_torch(name: str) -> bool:
+    parts = name.split(".")
+    leaf = parts[-1]
+    return (len(parts) > 1 and parts[1] in ("common_torch", "plotting")) or leaf.startswith("experiments") \
+        or leaf.endswith("_script") or leaf == "figures"
+
+
+def torch_free_modules() -> list[str]:
+    return [n for n in all_modules() if not may_use_torch(n)]
+
+
+def test_the_rule_leaves_torch_free_modules_to_check():
+    free = torch_free_modules()
+    assert "mlbook.common.validate" in free and "mlbook.mfu.formulas" in free
+    assert not any(n.startswith("mlbook.common_torch") for n in free)
+
+
+def test_torch_free_modules_import_neither_torch_nor_matplotlib():
+    """Each torch-free module is imported, one after another, in one fresh
+    interpreter; after each import, torch and matplotlib must still be absent."""
+    code = (
+        "import importlib, json, sys\n"
+        f"names = {torch_free_modules()!r}\n"
+        "bad = {}\n"
+        "for n in names:\n"
+        "    importlib.import_module(n)\n"
+        "    heavy = [m for m in ('torch', 'matplotlib', 'ipywidgets') if m in sys.modules]\n"
+        "    if heavy:\n"
+        "        bad[n] = heavy\n"
+        "        break\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    bad = json.loads(out.stdout.strip().splitlines()[-1])
+    assert bad == {}, f"a torch-free module pulled in a heavy import: {bad}"
+
+
+def _resolve(importer: str, node: ast.ImportFrom | ast.Import, modules: set[str]) -> set[str]:
+    """The mlbook modules an import statement loads (submodules included)."""
+    found = set()
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    else:
+        if node.level:
+            base = importer.split(".")
+            pkg = base if importer in modules and (PKG / "/".join(base[1:]) / "__init__.py").exists() else base[:-1]
+            pkg = pkg[: len(pkg) - (node.level - 1)]
+            root = ".".join(pkg + ([node.module] if node.module else []))
+        else:
+            root = node.module or ""
+        targets = [root] + [f"{root}.{a.name}" for a in node.names]
+    for t in targets:
+        if t in modules:
+            found.add(t)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = all_modules()
+    names = set(mods)
+    graph = {}
+    for name, path in mods.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                edges |= _resolve(name, node, names)
+        # a package's own __init__ is loaded on the way to any submodule: not an edge worth a cycle
+        graph[name] = {e for e in edges if e != name and not name.startswith(e + ".")}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                cyc = visit(m)
+                if cyc:
+                    return cyc
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            cyc = visit(n)
+            if cyc:
+                return cyc
+    return None
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles():
+    """Imports inside functions count too: two modules that import each other
+    lazily are still one tangle."""
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+@pytest.fixture(scope="module")
+def plain_install(tmp_path_factory):
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(ROOT)], check=True, capture_output=True, text=True)
+    return target
+
+
+def test_plain_install_carries_every_module(plain_install):
+    shipped = {p.relative_to(plain_install).as_posix() for p in (plain_install / "mlbook").rglob("*.py")}
+    source = {p.relative_to(ROOT).as_posix() for p in PKG.rglob("*.py") if "__pycache__" not in p.parts}
+    assert source - shipped == set(), f"left out of a plain install: {sorted(source - shipped)}"
+
+
+def test_every_subpackage_imports_from_a_plain_install(plain_install, tmp_path):
+    packages = sorted(n for n, p in all_modules().items() if p.name == "__init__.py")
+    code = ("import importlib, sys\n"
+            f"for n in {packages!r}:\n"
+            "    m = importlib.import_module(n)\n"
+            f"    assert m.__file__.startswith({str(plain_install)!r}), (n, m.__file__)\n"
+            "print(len(sys.modules))\n")
+    env = {"PYTHONPATH": str(plain_install), "PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"}
+    subprocess.run([sys.executable, "-I", "-c", code.replace("import importlib, sys\n",
+                    f"import importlib, sys\nsys.path.insert(0, {str(plain_install)!r})\n")],
+                   check=True, cwd=tmp_path, env=env)
