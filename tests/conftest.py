@@ -1,3 +1,6 @@
+import ast
+import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -7,7 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-BOOK_DEST = ROOT / "_build" / "test"
+BOOK_DEST = Path(os.environ.get("MLBOOK_TEST_DEST", ROOT / "_build" / "test"))
+# For development only: MLBOOK_TEST_ONLY=mfu,faults builds just those chapters
+# (the others become title-only stubs). CI never sets it.
+ONLY = [n for n in os.environ.get("MLBOOK_TEST_ONLY", "").split(",") if n] or None
 
 
 @pytest.fixture(scope="session")
@@ -17,7 +23,23 @@ def book():
     import build
 
     shutil.rmtree(BOOK_DEST, ignore_errors=True)
-    return build.build(BOOK_DEST, small=True)
+    return build.build(BOOK_DEST, small=True, only=ONLY)
+
+
+def page_values(page: str) -> dict:
+    """The values a page glued into its prose in the test build (the `book`
+    fixture must have run): name -> plain value, numbers as numbers and
+    labels as strings. Read from _build/test/values/<page>.json, which
+    tools/build.py writes; parsed from the executed notebook where that file
+    is not there yet."""
+    path = BOOK_DEST / "values" / f"{page}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    import nbformat
+
+    nb = nbformat.read(next((BOOK_DEST / "src").rglob(f"{page}.ipynb")), as_version=4)
+    return {o["metadata"]["scrapbook"]["name"]: ast.literal_eval(o["data"]["text/plain"])
+            for c in nb.cells for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
 
 
 def glued_values(chapter: str) -> dict:
