@@ -1,0 +1,158 @@
+"""The maximum achievable matmul FLOP/s (MAMF) of a device: a ceiling a
+training step cannot beat.
+
+One square matmul is not a ceiling: a step whose own GEMMs have friendlier
+shapes can run faster than it (this book saw a step at 110 % of a 1024^3
+probe). In the style of Bekman's MAMF finder (ML Engineering, "maximum
+achievable matmul FLOPS"), ``find_ceiling`` sweeps matmul shapes (m, n, k)
+over a grid of multiples of 64/128 plus the shapes the model itself runs,
+times each with torch.utils.benchmark (which synchronises CUDA and warms up),
+and keeps the best, within a budget of seconds. Bekman's published H100 SXM
+BF16 figure is about 794.5 of 989 TFLOP/s (80 %), A100 SXM BF16 about 271 of
+312 (87 %).
+
+``refine`` re-times the best shapes found so far; a page calls it between
+measurements of the step it compares against, so that a machine whose speed
+drifts is probed at the same times as the step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.utils import benchmark
+
+from mlbook.common import validate
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class MatmulTiming:
+    m: int
+    n: int
+    k: int
+    flops_per_s: float
+
+
+@dataclass(frozen=True)
+class MatmulCeiling:
+    """The best matmul found: its FLOP/s, shape and dtype, and every shape timed."""
+
+    flops_per_s: float
+    m: int
+    n: int
+    k: int
+    dtype: str
+    device: str
+    timings: tuple           # MatmulTiming for every shape timed, best first
+    grid_size: int           # how many shapes the sweep had to choose from
+    seconds: float           # wall time the sweep took
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+
+def shape_grid(max_dim: int = 2048, min_dim: int = 256, step: int = 256,
+               include: tuple = ()) -> list[tuple[int, int, int]]:
+    """(m, n, k) shapes: every combination of multiples of ``step`` from
+    ``min_dim`` to ``max_dim`` (step a multiple of 64), plus ``include`` (the
+    model's own GEMM shapes), duplicates removed, the model's shapes first."""
+    validate.positive_int("max_dim", max_dim)
+    validate.positive_int("min_dim", min_dim)
+    validate.positive_int("step", step)
+    if step % 64:
+        raise ValueError(f"step={step} must be a multiple of 64 (the tile sizes matmul kernels use)")
+    if min_dim > max_dim:
+        raise ValueError(f"min_dim={min_dim} must not exceed max_dim={max_dim}")
+    dims = range(min_dim, max_dim + 1, step)
+    out, seen = [], set()
+    for shape in list(include) + list(itertools.product(dims, dims, dims)):
+        shape = tuple(int(x) for x in shape)
+        if len(shape) != 3 or any(x <= 0 for x in shape):
+            raise ValueError(f"a matmul shape is three positive sizes (m, n, k), got {shape!r}")
+        if shape not in seen:
+            seen.add(shape)
+            out.append(shape)
+    return out
+
+
+def _order(grid, include_count: int):
+    """The model's shapes first, then the grid from large to small volume,
+    interleaved with a deterministic shuffle so a short budget still samples
+    every size."""
+    own, rest = grid[:include_count], grid[include_count:]
+    rest = sorted(rest, key=lambda s: -(s[0] * s[1] * s[2]))
+    g = torch.Generator().manual_seed(0)
+    perm = torch.randperm(len(rest), generator=g).tolist()
+    # alternate: biggest remaining, random remaining
+    order, used = [], set()
+    big = iter(range(len(rest)))
+    for r in perm:
+        for idx in (next(big, None), r):
+            if idx is not None and idx not in used:
+                used.add(idx)
+                order.append(rest[idx])
+    return own + order
+
+
+def time_matmul(m: int, n: int, k: int, dtype: str = "fp32", device: str = "cpu",
+                min_run_time_s: float = 0.05) -> float:
+    """Best-of-blocks FLOP/s of one (m x k) @ (k x n) matmul: 2 m n k FLOPs."""
+    validate.one_of("dtype", dtype, tuple(TORCH_DTYPES))
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        validate.positive_int(name, v)
+    validate.positive("min_run_time_s", min_run_time_s)
+    a = torch.randn(m, k, device=device, dtype=TORCH_DTYPES[dtype])
+    b = torch.randn(k, n, device=device, dtype=TORCH_DTYPES[dtype])
+    timer = benchmark.Timer(stmt="torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b})
+    seconds = min(timer.blocked_autorange(min_run_time=min_run_time_s).times)
+    return 2 * m * n * k / seconds
+
+
+def find_ceiling(dtype: str = "fp32", device: str = "cpu", budget_s: float = 5.0, include: tuple = (),
+                 max_dim: int | None = None, min_dim: int = 256, step: int | None = None,
+                 min_run_time_s: float = 0.02) -> MatmulCeiling:
+    """Sweep matmul shapes for ``budget_s`` seconds and return the best.
+
+    The grid runs to 2048 on a CPU and 8192 on a GPU in steps of 256 (512 on
+    a GPU) unless told otherwise; ``include`` adds the model's own shapes,
+    which are timed first. At least one shape is always timed.
+    """
+    validate.one_of("dtype", dtype, tuple(TORCH_DTYPES))
+    validate.positive("budget_s", budget_s)
+    on_gpu = str(device).startswith("cuda")
+    max_dim = max_dim or (8192 if on_gpu else 2048)
+    step = step or (512 if on_gpu else 256)
+    grid = shape_grid(max_dim, min_dim, step, include)
+    start = time.perf_counter()
+    timings = []
+    for m, n, k in _order(grid, len(set(map(tuple, include)))):
+        if timings and time.perf_counter() - start > budget_s:
+            break
+        timings.append(MatmulTiming(m, n, k, time_matmul(m, n, k, dtype, device, min_run_time_s)))
+    return _ceiling(timings, dtype, device, len(grid), time.perf_counter() - start)
+
+
+def _ceiling(timings, dtype, device, grid_size, seconds) -> MatmulCeiling:
+    timings = sorted(timings, key=lambda t: -t.flops_per_s)
+    best = timings[0]
+    return MatmulCeiling(best.flops_per_s, best.m, best.n, best.k, dtype, str(device), tuple(timings),
+                         grid_size, seconds)
+
+
+def refine(ceiling: MatmulCeiling, top: int = 3, min_run_time_s: float = 0.05) -> MatmulCeiling:
+    """Time the ``top`` best shapes again and keep, per shape, the better of
+    the two measurements: call it between measurements of a step, so the
+    ceiling is probed while the machine runs as fast as it did for the step."""
+    validate.positive_int("top", top)
+    again = {(t.m, t.n, t.k): t for t in ceiling.timings}
+    for t in ceiling.timings[:top]:
+        f = time_matmul(t.m, t.n, t.k, ceiling.dtype, ceiling.device, min_run_time_s)
+        if f > t.flops_per_s:
+            again[(t.m, t.n, t.k)] = MatmulTiming(t.m, t.n, t.k, f)
+    return _ceiling(list(again.values()), ceiling.dtype, ceiling.device, ceiling.grid_size, ceiling.seconds)

@@ -1,0 +1,60 @@
+"""The matmul ceiling probe: it keeps the best shape, respects its budget and
+stays below the nominal peak."""
+
+import pytest
+import torch
+
+from mlbook.common.accelerators import cpu_nominal_peak_flops_per_s
+from mlbook.common_torch import mamf
+
+
+def test_grid_holds_multiples_of_64_and_the_models_shapes_first():
+    grid = mamf.shape_grid(max_dim=512, min_dim=256, step=128, include=((100, 200, 300), (256, 256, 256)))
+    assert grid[0] == (100, 200, 300) and grid[1] == (256, 256, 256)
+    assert len(grid) == 1 + 3 ** 3            # 256, 384, 512 in each of m, n, k; the duplicate dropped
+    assert all(d % 64 == 0 for shape in grid[1:] for d in shape)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(step=100), "multiple of 64"), (dict(min_dim=1024, max_dim=512), "min_dim"),
+    (dict(include=((0, 1, 1),)), "three positive sizes"), (dict(max_dim=0), "max_dim"),
+])
+def test_grid_rejects_bad_shapes(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mamf.shape_grid(**kwargs)
+
+
+def test_ceiling_is_the_best_timed_shape_and_below_the_nominal_peak():
+    with torch.inference_mode():
+        c = mamf.find_ceiling("fp32", budget_s=0.5, max_dim=512, min_run_time_s=0.01)
+    assert c.flops_per_s == max(t.flops_per_s for t in c.timings)
+    assert (c.m, c.n, c.k) == (c.timings[0].m, c.timings[0].n, c.timings[0].k)
+    peak, _ = cpu_nominal_peak_flops_per_s("fp32")
+    assert 0 < c.flops_per_s < peak           # a measurement above the datasheet is a broken probe
+
+
+def test_a_tiny_budget_still_times_one_shape_and_stops():
+    c = mamf.find_ceiling("fp32", budget_s=1e-6, max_dim=1024, min_run_time_s=0.01)
+    assert len(c.timings) == 1 and c.grid_size == 64
+
+
+def test_the_models_own_shapes_are_timed_first():
+    c = mamf.find_ceiling("fp32", budget_s=1e-6, include=((64, 96, 160),), min_run_time_s=0.01)
+    assert c.shape == (64, 96, 160)
+
+
+def test_refine_never_lowers_the_ceiling():
+    c = mamf.find_ceiling("fp32", budget_s=0.2, max_dim=512, min_run_time_s=0.01)
+    r = mamf.refine(c, top=2, min_run_time_s=0.01)
+    assert r.flops_per_s >= c.flops_per_s and len(r.timings) == len(c.timings)
+
+
+def test_time_matmul_counts_2mnk():
+    """A 1x1x1 matmul still counts 2 FLOPs; a bigger one proportionally more work,
+    so its rate is finite and positive."""
+    f = mamf.time_matmul(64, 64, 64, min_run_time_s=0.01)
+    assert f > 0
+    with pytest.raises(ValueError, match="dtype"):
+        mamf.time_matmul(64, 64, 64, dtype="int8")
+    with pytest.raises(ValueError, match="budget_s"):
+        mamf.find_ceiling(budget_s=0)
