@@ -21,10 +21,11 @@ def test_gpt3_175b_count():
 
 
 def test_matmul_params_exclude_embedding_but_count_head():
-    c = config.LLAMA2_7B
-    emb = c.vocab_size * c.d_model
-    norms = (2 * c.n_layers + 1) * c.d_model
-    assert flops.n_params(c) - flops.matmul_params(c) == emb + norms
+    # Llama-2-7B by hand: N_matmul = 32 (4 * 4096^2 + 3 * 4096 * 11008) + 32000 * 4096 (head)
+    #   = 6,607,077,376; the rest of N = 6,738,415,616 is the embedding 32000 * 4096 = 131,072,000
+    #   and 65 norm gains of 4096 = 266,240.
+    assert flops.matmul_params(config.LLAMA2_7B) == 6_607_077_376
+    assert flops.n_params(config.LLAMA2_7B) == 6_607_077_376 + 131_072_000 + 266_240
 
 
 def test_tied_embeddings_counted_once():
@@ -42,10 +43,10 @@ def test_swiglu_has_three_mlp_matrices():
 
 
 def test_train_is_six_n_plus_twelve_lhs():
-    c, s = config.LLAMA2_7B, 4096
-    n = flops.matmul_params(c)
-    assert flops.flops_per_token(c, s) == 6 * n + 12 * c.n_layers * c.d_model * s
-    assert flops.flops_per_token(c, s, "forward") == 2 * n + 4 * c.n_layers * c.d_model * s
+    # Llama-2-7B at s = 4096, by hand: 6 * 6,607,077,376 + 12 * 32 * 4096 * 4096
+    #   = 39,642,464,256 + 6,442,450,944 = 46,084,915,200; forward is a third: 15,361,638,400.
+    assert flops.flops_per_token(config.LLAMA2_7B, 4096) == 46_084_915_200
+    assert flops.flops_per_token(config.LLAMA2_7B, 4096, "forward") == 15_361_638_400
 
 
 def test_full_recompute_is_four_thirds():
@@ -54,9 +55,11 @@ def test_full_recompute_is_four_thirds():
 
 
 def test_attention_term_is_about_a_seventh_for_llama2_7b():
-    # BRIEF section 1: at s=4096 the attention term adds roughly a seventh.
+    # BRIEF section 1: at s=4096 the attention term is roughly a seventh. By hand:
+    # 6,442,450,944 / 46,084,915,200 = 0.139795...; a seventh is 0.142857.
     share = flops.attention_share(config.LLAMA2_7B, 4096)
-    assert 0.12 < share < 0.17
+    assert share == pytest.approx(0.139795, abs=1e-6)
+    assert share == pytest.approx(1 / 7, abs=0.005)   # "roughly": within half a point of 1/7
 
 
 def test_six_nd():
@@ -67,6 +70,13 @@ def test_six_nd():
 def test_bad_seq_len(bad):
     with pytest.raises(ValueError, match="seq_len"):
         flops.flops_per_token(config.LLAMA2_7B, bad)
+
+
+@pytest.mark.parametrize("fn", [flops.attention_params_per_layer, flops.mlp_params_per_layer,
+                                flops.matmul_params, flops.n_params])
+def test_a_config_is_required(fn):
+    with pytest.raises(ValueError, match="cfg must be a TransformerConfig"):
+        fn({"n_layers": 32})
 
 
 def test_bad_mode_and_recompute_forward():

@@ -1,6 +1,3 @@
-import subprocess
-import sys
-
 import pytest
 
 from mlbook.common import accelerators as hardware
@@ -30,6 +27,8 @@ def test_h200_has_more_and_faster_memory_than_h100():
 def test_unknown_device_and_dtype():
     with pytest.raises(ValueError, match="unknown device 'B300'"):
         hardware.peak_flops_per_s("B300")
+    with pytest.raises(ValueError, match="device must be a name"):
+        hardware.accelerator(100)
     with pytest.raises(ValueError, match="dtype must be one of"):
         hardware.peak_flops_per_s("A100", "int4")
     with pytest.raises(ValueError, match="no fp8 peak"):
@@ -41,6 +40,8 @@ def test_cuda_name_matching():
     assert hardware.match_cuda_name("NVIDIA H100 PCIe").name == "H100 PCIe"
     assert hardware.match_cuda_name("NVIDIA H200").name == "H200 SXM"
     assert hardware.match_cuda_name("Tesla T4") is None
+    with pytest.raises(ValueError, match="cuda_name must be a string"):
+        hardware.match_cuda_name(None)
 
 
 def test_cpu_nominal_peak_is_positive_and_explained():
@@ -65,3 +66,27 @@ def test_device_description_counts_threads_in_english():
         assert devices.device_description("cpu").endswith(", 1 thread")
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("bad", ["gpu", "CUDA", "mps", "", None, 0])
+def test_pick_device_rejects_unknown_names(bad):
+    with pytest.raises(ValueError, match="device must be one of 'auto', 'cpu', 'cuda'"):
+        devices.pick_device(bad)
+
+
+def test_pick_device_choices():
+    import torch
+
+    assert devices.pick_device("cpu") == "cpu"
+    assert devices.pick_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.cuda.is_available():
+        assert devices.pick_device("cuda") == "cuda"
+    else:
+        with pytest.raises(ValueError, match="device='cuda' was asked for but torch sees no CUDA GPU"):
+            devices.pick_device("cuda")
+
+
+@pytest.mark.parametrize("fn", [devices.device_description, lambda d: devices.nominal_peak_flops_per_s(d, "fp32")])
+def test_device_helpers_reject_unknown_devices(fn):
+    with pytest.raises(ValueError, match="device must be one of 'cpu', 'cuda'"):
+        fn("cuda:0")

@@ -16,9 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from mlbook.common import validate
-
-TERA = 1e12
-GIGA = 1e9
+from mlbook.common.units import GIGA, TERA
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -92,6 +90,8 @@ ALIASES = {
 
 def accelerator(name: str) -> Accelerator:
     """Look a device up by table name or alias; an unknown name is an error."""
+    if not isinstance(name, str):
+        raise ValueError(f"device must be a name such as 'H100', got {name!r}")
     key = ALIASES.get(name, name)
     if key not in ACCELERATORS:
         known = ", ".join(list(ACCELERATORS) + list(ALIASES))
@@ -105,7 +105,10 @@ def peak_flops_per_s(device: str, dtype: str = "bf16") -> float:
 
 
 def match_cuda_name(cuda_name: str) -> Accelerator | None:
-    """The table row for a CUDA device name such as 'NVIDIA H100 80GB HBM3'."""
+    """The table row for a CUDA device name such as 'NVIDIA H100 80GB HBM3',
+    or None when the table has no row for it."""
+    if not isinstance(cuda_name, str):
+        raise ValueError(f"cuda_name must be a string such as 'NVIDIA H100 80GB HBM3', got {cuda_name!r}")
     upper = cuda_name.upper()
     for chip in ("H200", "H100", "A100", "V100"):
         if chip in upper:

@@ -65,10 +65,26 @@ def one_of(name: str, value, allowed):
 
 
 def divides(name: str, divisor: int, dividend_name: str, dividend: int) -> int:
-    """``divisor`` must divide ``dividend`` exactly."""
+    """``divisor`` must divide ``dividend`` exactly (both integers above 0)."""
+    positive_int(name, divisor)
+    positive_int(dividend_name, dividend)
     if dividend % divisor:
         raise ValueError(
             f"{name}={divisor} must divide {dividend_name}={dividend} exactly "
             f"({dividend} % {divisor} = {dividend % divisor})"
         )
     return divisor
+
+
+def boolean(name: str, value) -> bool:
+    """True or False; 0, 1, None and strings are refused (a flag is not a count)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def instance_of(name: str, value, cls):
+    """An instance of ``cls`` (for example a TransformerConfig)."""
+    if not isinstance(value, cls):
+        raise ValueError(f"{name} must be a {cls.__name__}, got {type(value).__name__} {value!r}")
+    return value

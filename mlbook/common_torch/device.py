@@ -28,6 +28,7 @@ def device_description(device: str) -> str:
 
     import torch
 
+    validate.one_of("device", device, ("cpu", "cuda"))
     if device == "cuda":
         return f"GPU: {torch.cuda.get_device_name()}"
     name = platform.processor() or platform.machine()
@@ -43,6 +44,7 @@ def device_description(device: str) -> str:
 
 def nominal_peak_flops_per_s(device: str, dtype: str) -> tuple[float, str]:
     """The nominal peak of the device a notebook runs on, and where it came from."""
+    validate.one_of("device", device, ("cpu", "cuda"))
     if device == "cuda":
         import torch
 

@@ -3,18 +3,16 @@ MFU of the small GPT's training step on the current device."""
 
 from __future__ import annotations
 
-from mlbook.common_torch import device as devices
-
 from dataclasses import dataclass
 
 import torch
 
-from mlbook.mfu import flops
-from mlbook.common import accelerators as hardware
-from mlbook.common_torch import timing as measure
-from mlbook.mfu import formulas as mfu
 from mlbook.common.transformer import TransformerConfig
+from mlbook.common_torch import device as devices
+from mlbook.common_torch import timing as measure
 from mlbook.common_torch.gpt import GPT, random_batch, train_step
+from mlbook.mfu import flops
+from mlbook.mfu import formulas as mfu
 
 
 @dataclass(frozen=True)
@@ -58,13 +56,15 @@ class MfuMeasurement:
 
 
 def measure_mfu(cfg: TransformerConfig, seq_len: int, batch: int, steps: int, device: str,
-                gemm_n: int, min_run_time_s: float = 0.5, log=print) -> MfuMeasurement:
+                gemm_n: int, min_run_time_s: float = 0.5, log=None) -> MfuMeasurement:
     """Time the small GPT's training step and compute its MFU against the
     nominal peak and against a matmul measured on the same device.
 
     On a GPU the step runs under bf16 autocast and is compared with bf16
-    peaks; on a CPU it trains in fp32 against fp32 peaks.
+    peaks; on a CPU it trains in fp32 against fp32 peaks. ``log`` (for
+    example ``print``) is called with a line before each long part.
     """
+    log = log or (lambda *_: None)
     on_gpu = device == "cuda"
     dtype = "bf16" if on_gpu else "fp32"
     log(f"measuring a {gemm_n}^3 {dtype} matmul on {device} ...")

@@ -15,15 +15,19 @@ from mlbook.common.transformer import TransformerConfig
 MODES = ("forward", "train")
 
 
+def _config(cfg) -> TransformerConfig:
+    return validate.instance_of("cfg", cfg, TransformerConfig)
+
+
 def attention_params_per_layer(cfg: TransformerConfig) -> int:
     """Q and O are h x h; K and V are h x kv_dim (smaller under GQA)."""
-    h = cfg.d_model
+    h = _config(cfg).d_model
     return 2 * h * h + 2 * h * cfg.kv_dim
 
 
 def mlp_params_per_layer(cfg: TransformerConfig) -> int:
     """SwiGLU has three h x d_ff matrices (gate, up, down); a GELU MLP two."""
-    n_mats = 3 if cfg.mlp == "swiglu" else 2
+    n_mats = 3 if _config(cfg).mlp == "swiglu" else 2
     return n_mats * cfg.d_model * cfg.d_ff
 
 
@@ -34,14 +38,14 @@ def matmul_params(cfg: TransformerConfig) -> int:
     a gather (a table look-up), not a matmul, so it is left out even when it
     shares its weights with the head. Biases and norm gains are left out too.
     """
-    per_layer = attention_params_per_layer(cfg) + mlp_params_per_layer(cfg)
+    per_layer = attention_params_per_layer(_config(cfg)) + mlp_params_per_layer(cfg)
     return cfg.n_layers * per_layer + cfg.vocab_size * cfg.d_model
 
 
 def n_params(cfg: TransformerConfig) -> int:
     """All parameters: matmul weights, the input embedding (unless tied) and
     the RMSNorm/LayerNorm gains (two per layer and a final one)."""
-    embedding = 0 if cfg.tied_embeddings else cfg.vocab_size * cfg.d_model
+    embedding = 0 if _config(cfg).tied_embeddings else cfg.vocab_size * cfg.d_model
     norms = (2 * cfg.n_layers + 1) * cfg.d_model
     return matmul_params(cfg) + embedding + norms
 
@@ -53,6 +57,7 @@ def attention_flops_per_token(cfg: TransformerConfig, seq_len: int) -> int:
     query head meets every key of the sequence; GQA shares K/V but does not
     reduce this), so 4 L h s in all.
     """
+    _config(cfg)
     validate.positive_int("seq_len", seq_len)
     return 4 * cfg.n_layers * cfg.d_model * seq_len
 
@@ -69,6 +74,7 @@ def flops_per_token(cfg: TransformerConfig, seq_len: int, mode: str = "train",
               (for HFU); the model's FLOPs (for MFU) stay 3 x forward.
     """
     validate.one_of("mode", mode, MODES)
+    validate.boolean("recompute", recompute)
     forward = 2 * matmul_params(cfg) + attention_flops_per_token(cfg, seq_len)
     if mode == "forward":
         if recompute:

@@ -4,6 +4,11 @@ planning arithmetic that turns a FLOP budget into days.
 MFU = tokens/s x (6 N + 12 L h s) / (G x peak)   (PaLM, Chowdhery et al. 2022,
 Sec. 4.1 and App. B). tokens_per_s is the throughput of the whole job, over
 all n_gpus; peak_flops_per_s is one GPU's dense peak for the dtype trained in.
+
+Two FLOP conventions meet in planning. The MFU equation counts 6 N_matmul +
+12 L h s FLOPs a token; the planning formula T = 6 N D / (G x peak x MFU)
+counts 6 N, so the MFU it divides by is one counted without attention.
+``training_days`` takes the attention term as an option so both can be shown.
 """
 
 from __future__ import annotations
@@ -12,9 +17,8 @@ from dataclasses import dataclass
 
 from mlbook.common import validate
 from mlbook.common.transformer import TransformerConfig
+from mlbook.common.units import DAY_S
 from mlbook.mfu.flops import flops_per_token, six_nd
-
-SECONDS_PER_DAY = 86_400
 
 
 class ImpossibleUtilisation(ValueError):
@@ -50,6 +54,7 @@ def hfu(tokens_per_s: float, cfg: TransformerConfig, seq_len: int,
     """HFU: the FLOPs the hardware executed, a second forward included when
     activations are recomputed. With full recompute HFU = 4/3 MFU."""
     _check_inputs(tokens_per_s, peak_flops_per_s, n_gpus)
+    validate.boolean("recompute", recompute)
     flops = tokens_per_s * flops_per_token(cfg, seq_len, "train", recompute=recompute)
     return _utilisation("HFU", flops, peak_flops_per_s, n_gpus)
 
@@ -62,15 +67,33 @@ def mfu_from_six_nd(n_params: float, tokens_per_s: float, peak_flops_per_s: floa
     return _utilisation("MFU", 6 * n_params * tokens_per_s, peak_flops_per_s, n_gpus)
 
 
-def training_days(n_params: float, tokens: float, peak_flops_per_s: float,
-                  n_gpus: int, mfu: float) -> float:
-    """T_days = 6 N D / (G x peak x MFU x 86 400)."""
+def max_tokens_per_s(cfg: TransformerConfig, seq_len: int, peak_flops_per_s: float,
+                     n_gpus: int = 1) -> float:
+    """The job throughput at 100 % MFU: G x peak / (6 N + 12 L h s).
+
+    No run reaches it; it is where a tokens/s slider must end."""
     validate.positive("peak_flops_per_s", peak_flops_per_s)
     validate.positive_int("n_gpus", n_gpus)
-    if isinstance(mfu, (int, float)) and mfu > 1:
+    return n_gpus * peak_flops_per_s / flops_per_token(cfg, seq_len, "train")
+
+
+def training_days(n_params: float, tokens: float, peak_flops_per_s: float,
+                  n_gpus: int, mfu: float, attention_flops_per_token: float = 0.0) -> float:
+    """T_days = (6 N + A) D / (G x peak x MFU x 86 400).
+
+    With the default A = 0 this is the planning formula 6 N D, and ``mfu``
+    must then be an MFU counted with 6 N FLOPs a token. Pass A = 12 L h s
+    (``3 * flops.attention_flops_per_token(cfg, s)``) to plan with an MFU
+    counted as the MFU equation counts it, attention included.
+    """
+    validate.positive("peak_flops_per_s", peak_flops_per_s)
+    validate.positive_int("n_gpus", n_gpus)
+    validate.non_negative("attention_flops_per_token", attention_flops_per_token)
+    if isinstance(mfu, (int, float)) and not isinstance(mfu, bool) and mfu > 1:
         raise ImpossibleUtilisation(f"mfu={mfu!r} is above 1: no job runs faster than its peak")
     validate.fraction("mfu", mfu)
-    return six_nd(n_params, tokens) / (n_gpus * peak_flops_per_s * mfu * SECONDS_PER_DAY)
+    total_flops = six_nd(n_params, tokens) + attention_flops_per_token * tokens
+    return total_flops / (n_gpus * peak_flops_per_s * mfu * DAY_S)
 
 
 def nanogpt_estimate_mfu(n_params: float, n_layers: int, n_heads: int, head_dim: int,
@@ -79,6 +102,11 @@ def nanogpt_estimate_mfu(n_params: float, n_layers: int, n_heads: int, head_dim:
     """nanoGPT's estimate_mfu convention: 6 N + 12 L H Q T per token, where N
     excludes position embeddings, H Q = h and T = s; per-GPU, A100 bf16 peak.
     Written here to show that it is the same formula as ``mfu``."""
+    validate.positive("n_params", n_params)
+    for name, value in (("n_layers", n_layers), ("n_heads", n_heads), ("head_dim", head_dim),
+                        ("seq_len", seq_len)):
+        validate.positive_int(name, value)
+    _check_inputs(tokens_per_s, peak_flops_per_s, 1)
     flops_per_tok = 6 * n_params + 12 * n_layers * n_heads * head_dim * seq_len
     return _utilisation("MFU", flops_per_tok * tokens_per_s, peak_flops_per_s, 1)
 
