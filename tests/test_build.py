@@ -272,6 +272,7 @@ def tree(tmp_path, monkeypatch):
         "mlbook/delta/launcher.py": 'SCRIPT = "worker.py"\n',
         "mlbook/delta/worker.py": "",
         "mlbook/epsilon.py": "import importlib\nm = importlib.import_module('mlbook.' + 'beta')\n",
+        "mlbook/zeta.py": '"""Documents mlbook.beta.calc and worker.py; imports neither."""\n',
         "mlbook/table.json": "{}\n",
     })
     return tmp_path
@@ -299,6 +300,8 @@ def test_keys_follow_module_names_and_file_names_in_strings(tree):
     assert why is None and {"mlbook/delta/script.py", "mlbook/alpha/core.py"} <= set(files)
     files, _ = deps_of(tree, "from mlbook.delta.launcher import SCRIPT")   # Path(...) / "worker.py"
     assert "mlbook/delta/worker.py" in files
+    files, _ = deps_of(tree, "from mlbook import zeta")   # a docstring naming modules runs nothing
+    assert "mlbook/beta/calc.py" not in files and "mlbook/delta/worker.py" not in files
 
 
 @pytest.mark.parametrize("code", ["from mlbook.nowhere import x",

@@ -286,6 +286,7 @@ def _references(code: str, module: str | None, is_package: bool) -> tuple[set[st
     "x.py" file names in its strings."""
     tree = ast.parse(code)
     must, maybe, files = set(), set(), set()
+    inert = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}   # docstrings name modules too
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             must.update(alias.name for alias in node.names)
@@ -311,7 +312,7 @@ def _references(code: str, module: str | None, is_package: bool) -> tuple[set[st
                     raise _Unresolved(f"{fname}() of a computed name in {module or 'a page'}")
                 if not arg.value.startswith("."):
                     must.add(arg.value)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inert:
             maybe.update(_MODULE_STRING.findall(node.value))
             files.update(_FILE_STRING.findall(node.value))
     return must, maybe, files
@@ -412,6 +413,8 @@ def gpu_models() -> list[str]:
         except OSError:
             model = "unknown"
         models.append(model)
+    if not models:   # a container may show the device nodes without the driver's /proc entries
+        models = ["nvidia (model unknown)" for dev in Path("/dev").glob("nvidia[0-9]*")]
     return models
 
 
@@ -801,7 +804,7 @@ def html_fingerprint(src: Path) -> str:
             digest.update(f"{package}=={metadata.version(package)}".encode())
         except metadata.PackageNotFoundError:
             pass
-    digest.update(" ".join(_html_command(src, Path("DEST"))).encode())
+    digest.update(" ".join(_html_command(Path("SRC"), Path("DEST"))[1:]).encode())   # not the venv's path
     return digest.hexdigest()
 
 
