@@ -1,5 +1,3 @@
-import ast
-import json
 import os
 import shutil
 import sys
@@ -30,16 +28,10 @@ def page_values(page: str) -> dict:
     """The values a page glued into its prose in the test build (the `book`
     fixture must have run): name -> plain value, numbers as numbers and
     labels as strings. Read from _build/test/values/<page>.json, which
-    tools/build.py writes; parsed from the executed notebook where that file
-    is not there yet."""
-    path = BOOK_DEST / "values" / f"{page}.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    import nbformat
+    tools/build.py writes."""
+    import build
 
-    nb = nbformat.read(next((BOOK_DEST / "src").rglob(f"{page}.ipynb")), as_version=4)
-    return {o["metadata"]["scrapbook"]["name"]: ast.literal_eval(o["data"]["text/plain"])
-            for c in nb.cells for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
+    return build.read_values(BOOK_DEST, page)
 
 
 def glued_values(chapter: str) -> dict:
