@@ -1,0 +1,253 @@
+"""Property tests for the shared torch-free modules: validation (valid in,
+returned unchanged; invalid, a ValueError naming the argument), the
+accelerator table and model-state bytes.
+
+memory.activation_bytes_per_layer is the recompute chapter's and is tested
+there."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlbook.common import accelerators, memory, validate
+from mlbook.common.transformer import LLAMA2_7B, TransformerConfig
+
+PROPERTY_COVERS = {
+    "mlbook.common.validate.positive",
+    "mlbook.common.validate.non_negative",
+    "mlbook.common.validate.positive_int",
+    "mlbook.common.validate.at_least",
+    "mlbook.common.validate.fraction",
+    "mlbook.common.validate.one_of",
+    "mlbook.common.validate.divides",
+    "mlbook.common.validate.boolean",
+    "mlbook.common.validate.instance_of",
+    "mlbook.common.accelerators.accelerator",
+    "mlbook.common.accelerators.peak_flops_per_s",
+    "mlbook.common.accelerators.match_cuda_name",
+    "mlbook.common.accelerators.cpu_nominal_peak_flops_per_s",
+    "mlbook.common.memory.model_state_bytes",
+}
+
+FEW = settings(max_examples=50, deadline=None)
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+not_numbers = st.sampled_from([math.nan, math.inf, -math.inf, True, False, "1", None, [1], 1j])
+
+
+# --- validate -----------------------------------------------------------------------
+
+@FEW
+@given(names, st.one_of(st.floats(min_value=1e-300, allow_nan=False, allow_infinity=False),
+                        st.integers(1, 10**18)))
+def test_positive_returns_what_it_accepts(name, value):
+    assert validate.positive(name, value) is value
+    assert validate.non_negative(name, value) is value
+    assert validate.at_least(name, value, value) is value
+
+
+@FEW
+@given(names, st.one_of(not_numbers, st.floats(max_value=0, allow_nan=False), st.integers(max_value=0)))
+def test_positive_names_what_it_refuses(name, bad):
+    with pytest.raises(ValueError, match=f"^{name} must be a finite number above 0, got"):
+        validate.positive(name, bad)
+
+
+@FEW
+@given(names, st.one_of(not_numbers, st.floats(max_value=-1e-300, allow_nan=False), st.integers(max_value=-1)))
+def test_non_negative_names_what_it_refuses(name, bad):
+    assert validate.non_negative(name, 0) == 0
+    with pytest.raises(ValueError, match=f"^{name} must be a finite number at or above 0"):
+        validate.non_negative(name, bad)
+
+
+@FEW
+@given(names, finite, finite)
+def test_at_least_splits_at_its_minimum(name, value, minimum):
+    if value >= minimum:
+        assert validate.at_least(name, value, minimum) is value
+    else:
+        with pytest.raises(ValueError, match=f"^{name} must be a finite number at or above"):
+            validate.at_least(name, value, minimum)
+    with pytest.raises(ValueError, match=f"^{name} "):
+        validate.at_least(name, math.nan, minimum)
+
+
+@FEW
+@given(names, st.integers(1, 10**18))
+def test_positive_int_returns_what_it_accepts(name, value):
+    assert validate.positive_int(name, value) == value
+
+
+@FEW
+@given(names, st.one_of(not_numbers, st.integers(max_value=0), st.floats(0.5, 1e6)))
+def test_positive_int_names_what_it_refuses(name, bad):
+    with pytest.raises(ValueError, match=f"^{name} must be an integer above 0, got"):
+        validate.positive_int(name, bad)
+
+
+@FEW
+@given(names, st.floats(0, 1), st.booleans(), st.booleans())
+def test_fraction_keeps_its_ends_as_asked(name, value, allow_zero, allow_one):
+    inside = (value > 0 or (allow_zero and value == 0)) and (value < 1 or (allow_one and value == 1))
+    if inside:
+        assert validate.fraction(name, value, allow_zero=allow_zero, allow_one=allow_one) is value
+    else:
+        with pytest.raises(ValueError, match=f"^{name} must lie in"):
+            validate.fraction(name, value, allow_zero=allow_zero, allow_one=allow_one)
+
+
+@FEW
+@given(names, st.one_of(not_numbers, st.floats(1.0000001, 1e9), st.floats(-1e9, -1e-9)))
+def test_fraction_names_what_it_refuses(name, bad):
+    with pytest.raises(ValueError, match=f"^{name} must "):
+        validate.fraction(name, bad)
+
+
+@FEW
+@given(names, st.lists(st.text(max_size=5), min_size=1, max_size=5, unique=True), st.data())
+def test_one_of_accepts_only_its_choices(name, allowed, data):
+    choice = data.draw(st.sampled_from(allowed))
+    assert validate.one_of(name, choice, tuple(allowed)) is choice
+    other = data.draw(st.text(max_size=6).filter(lambda t: t not in allowed))
+    with pytest.raises(ValueError, match=f"^{name} must be one of"):
+        validate.one_of(name, other, tuple(allowed))
+
+
+@FEW
+@given(st.integers(1, 1000), st.integers(1, 1000))
+def test_divides_accepts_exact_divisors_only(divisor, quotient):
+    assert validate.divides("k", divisor, "batch", divisor * quotient) == divisor
+    if divisor > 1:
+        with pytest.raises(ValueError, match=f"^k={divisor} must divide batch={divisor * quotient + 1}"):
+            validate.divides("k", divisor, "batch", divisor * quotient + 1)
+
+
+@FEW
+@given(st.one_of(not_numbers, st.integers(max_value=0), st.floats(0.5, 100)))
+def test_divides_names_a_bad_divisor_or_dividend(bad):
+    with pytest.raises(ValueError, match="^k must be an integer above 0"):
+        validate.divides("k", bad, "batch", 8)
+    with pytest.raises(ValueError, match="^batch must be an integer above 0"):
+        validate.divides("k", 2, "batch", bad)
+
+
+@FEW
+@given(names, st.booleans(), st.one_of(st.integers(), st.text(max_size=3), st.none(), st.floats()))
+def test_boolean_accepts_only_true_and_false(name, flag, bad):
+    assert validate.boolean(name, flag) is flag
+    with pytest.raises(ValueError, match=f"^{name} must be True or False"):
+        validate.boolean(name, bad)
+
+
+@FEW
+@given(names, st.one_of(st.integers(), st.text(max_size=3), st.none(), st.floats(allow_nan=False)))
+def test_instance_of_checks_the_type(name, bad):
+    assert validate.instance_of(name, LLAMA2_7B, TransformerConfig) is LLAMA2_7B
+    with pytest.raises(ValueError, match=f"^{name} must be a TransformerConfig"):
+        validate.instance_of(name, bad, TransformerConfig)
+
+
+# --- the accelerator table ------------------------------------------------------------
+
+known_devices = st.sampled_from(list(accelerators.ACCELERATORS) + list(accelerators.ALIASES))
+
+
+@FEW
+@given(known_devices)
+def test_every_listed_device_has_finite_peaks_falling_with_precision(name):
+    row = accelerators.accelerator(name)
+    peaks = row.peak_flops_per_s
+    assert all(math.isfinite(p) and p > 0 for p in peaks.values())
+    # narrower numbers, more FLOPs: fp8 >= the 16-bit types >= tf32 >= fp32
+    order = ["fp32", "tf32", "bf16", "fp8"]
+    present = [peaks[d] for d in order if d in peaks]
+    assert present == sorted(present)
+    for dtype in peaks:
+        assert accelerators.peak_flops_per_s(name, dtype) == peaks[dtype]
+
+
+@FEW
+@given(st.text(max_size=12).filter(lambda t: t not in accelerators.ACCELERATORS and t not in accelerators.ALIASES))
+def test_unknown_device_names_are_refused_by_name(name):
+    with pytest.raises(ValueError, match="unknown device"):
+        accelerators.accelerator(name)
+    with pytest.raises(ValueError, match="unknown device"):
+        accelerators.peak_flops_per_s(name)
+
+
+@FEW
+@given(known_devices, st.text(max_size=6).filter(lambda t: t not in accelerators.DTYPES))
+def test_unknown_dtypes_are_refused_by_name(name, dtype):
+    with pytest.raises(ValueError, match="^dtype must be one of"):
+        accelerators.peak_flops_per_s(name, dtype)
+
+
+@FEW
+@given(st.one_of(st.integers(), st.none(), st.floats(), st.lists(st.text(), max_size=2)))
+def test_device_names_must_be_strings(bad):
+    with pytest.raises(ValueError, match="device must be a name"):
+        accelerators.accelerator(bad)
+    with pytest.raises(ValueError, match="cuda_name must be a string"):
+        accelerators.match_cuda_name(bad)
+
+
+CHIPS = ("H200", "H100", "A100", "V100")
+no_chip = st.text(max_size=20).filter(lambda t: not any(c in t.upper() for c in CHIPS + ("PCIE",)))
+
+
+@FEW
+@given(no_chip, no_chip, st.sampled_from([("H200", "H200 SXM"), ("H100", "H100 SXM"), ("A100", "A100 SXM"),
+                                          ("V100", "V100 SXM2")]))
+def test_cuda_names_match_the_chip_they_contain(prefix, suffix, chip_row):
+    chip, row = chip_row
+    assert accelerators.match_cuda_name(f"{prefix}{chip}{suffix}").name == row
+    assert accelerators.match_cuda_name(f"{prefix}{chip.lower()} PCIe{suffix}").name == \
+        ("H100 PCIe" if chip == "H100" else row)
+    if not any(c in f"{prefix}{suffix}".upper() for c in CHIPS):
+        assert accelerators.match_cuda_name(f"{prefix}{suffix}") is None
+
+
+@FEW
+@given(st.sampled_from(["fp32", "bf16"]))
+def test_cpu_peak_is_finite_and_bf16_is_no_slower(dtype):
+    try:
+        peak, how = accelerators.cpu_nominal_peak_flops_per_s(dtype)
+    except ValueError as e:            # a CPU whose /proc/cpuinfo does not say enough
+        pytest.skip(str(e))
+    assert math.isfinite(peak) and peak > 0 and "GHz" in how
+    assert accelerators.cpu_nominal_peak_flops_per_s("bf16")[0] >= accelerators.cpu_nominal_peak_flops_per_s("fp32")[0]
+
+
+@FEW
+@given(st.text(max_size=6).filter(lambda t: t not in ("fp32", "bf16")))
+def test_cpu_peak_names_a_bad_dtype(dtype):
+    with pytest.raises(ValueError, match="^dtype must be one of"):
+        accelerators.cpu_nominal_peak_flops_per_s(dtype)
+
+
+# --- model state ----------------------------------------------------------------------
+
+@FEW
+@given(st.floats(1, 1e13))
+def test_model_state_is_sixteen_bytes_a_parameter(n):
+    # ZeRO (Rajbhandari et al. 2020, Sec. 3.1): 2 + 2 + 4 + 4 + 4 bytes of mixed-precision Adam state
+    total = memory.model_state_bytes(n)
+    assert total == pytest.approx(16 * n, rel=1e-12)
+    assert memory.model_state_bytes(2 * n) > total
+    parts = memory.model_state_bytes(n, breakdown=True)
+    assert sum(parts.values()) == pytest.approx(total, rel=1e-12) and min(parts.values()) > 0
+
+
+@FEW
+@given(st.one_of(not_numbers, st.floats(max_value=0, allow_nan=False)), st.one_of(st.integers(), st.none()))
+def test_model_state_names_its_bad_argument(bad, bad_flag):
+    with pytest.raises(ValueError, match="^n_params must be"):
+        memory.model_state_bytes(bad)
+    with pytest.raises(ValueError, match="^breakdown must be True or False"):
+        memory.model_state_bytes(7e9, breakdown=bad_flag)
