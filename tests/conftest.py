@@ -43,3 +43,33 @@ def glued_values(chapter: str) -> dict:
     nb = nbformat.read(path, as_version=4)
     return {o["metadata"]["scrapbook"]["name"]: o["data"]["application/papermill.record/text/plain"].strip("'")
             for c in nb.cells for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the chapters' execution times (benchmarks, not pass/fail): the
+    test build's, and the reader-size build's where `make book` left one."""
+    import json
+
+    rows = {}
+    for label, dest in (("test", BOOK_DEST), ("reader", ROOT / "_build" / "book")):
+        path = dest / "timings.json"
+        if path.exists():
+            for page, r in json.loads(path.read_text()).get("chapters", {}).items():
+                rows.setdefault(page, {})[label] = r
+    if not rows:
+        return
+    tr = terminalreporter
+    tr.section("page execution times (s)")
+    tr.write_line(f"{'page':<18} {'test':>7} {'reader':>7} {'budget':>7}  notes")
+    for page, r in sorted(rows.items()):
+        t, b = r.get("test", {}), r.get("reader", {})
+        cell = lambda x: "cached" if x.get("cached") else (f"{x['seconds']:.1f}" if "seconds" in x else "-")  # noqa: E731
+        notes = []
+        for label, x in (("test", t), ("reader", b)):
+            if x.get("retry"):
+                notes.append(f"{label}: retried after a first attempt of {x['retry']['first_attempt_s']} s "
+                             f"({x['retry']['error']})")
+            if x.get("error"):
+                notes.append(f"{label}: FAILED")
+        budget = t.get("budget_s", b.get("budget_s", "-"))
+        tr.write_line(f"{page:<18} {cell(t):>7} {cell(b):>7} {budget:>7}  {'; '.join(notes)}")

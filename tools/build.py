@@ -537,14 +537,16 @@ def _poll_in_short_slices() -> None:
     AsyncZMQSocketChannel.get_msg = get_msg
 
 
-def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = None) -> tuple[float, str | None]:
-    """Run one chapter; returns (seconds, error or None). The executed
-    notebook is written even when a cell fails, so the error can be read.
-    ``env`` is added to the kernel's environment.
+def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = None) -> tuple:
+    """Run one chapter; returns (seconds, error or None, retry or None). The
+    executed notebook is written even when a cell fails, so the error can be
+    read. ``env`` is added to the kernel's environment.
 
     A cell that outlives CELL_TIMEOUT_S (a kernel that stopped answering, not
     a slow cell: every chapter's budget is 60 s in all) fails the run, which
-    is then tried once more from a fresh kernel, and says so.
+    is then tried once more from a fresh kernel, and says so: ``retry`` is
+    then {"first_attempt_s": ..., "error": ...}, so that a retried page is
+    reported with the time its first attempt took, not only the retry's.
     """
     import jupytext
     import nbformat
@@ -556,6 +558,7 @@ def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = N
     out = out_dir / f"{chapter.stem}.ipynb"
     saved = {k: os.environ.get(k) for k in env or {}}
     os.environ.update(env or {})
+    retry = None
     try:
         for attempt in (1, 2):
             with tempfile.TemporaryDirectory() as tmp:
@@ -576,6 +579,8 @@ def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = N
                     if attempt == 1:
                         print(f"  {chapter.stem}: the kernel stopped answering ({error.splitlines()[0]}); "
                               "running the chapter once more", flush=True)
+                        retry = {"first_attempt_s": round(time.perf_counter() - start, 1),
+                                 "error": error.splitlines()[0]}
                         continue
                 seconds = time.perf_counter() - start
             break
@@ -586,7 +591,17 @@ def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = N
             else:
                 os.environ[k] = v
     hide_injected_parameters(out)
-    return seconds, error
+    return seconds, error, retry
+
+
+DEFAULT_BUDGET_S = 60.0
+
+
+def budget_s(page: Path) -> float:
+    """A page's execution budget at reader sizes on an idle 2-core machine:
+    ``mlbook: budget_s: N`` in its front matter, else DEFAULT_BUDGET_S."""
+    meta = front_matter(page).get("mlbook") or {}
+    return float(meta.get("budget_s", DEFAULT_BUDGET_S))
 
 
 def hide_injected_parameters(path: Path) -> None:
@@ -706,7 +721,8 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
         inputs[page.stem] = cache_inputs(page, parameters, machine, {d: keys[d] for d in depends_on(page)}, plan[0])
         keys[page.stem] = key_of(inputs[page.stem])
 
-    def finish(page: Path, seconds: float, error: str | None, cached: bool, spent: float) -> None:
+    def finish(page: Path, seconds: float, error: str | None, cached: bool, spent: float,
+               retry: dict | None = None) -> None:
         out = src / page.parent.relative_to(ROOT) / f"{page.stem}.ipynb"
         if not out.exists():
             stub_page(page, out.parent)
@@ -718,7 +734,8 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
         if error is None and not cached:
             store.store(page.stem, keys[page.stem], inputs[page.stem], out, seconds)
         report["chapters"][page.stem] = {"seconds": round(seconds, 1), "error": error, "cached": cached,
-                                         "this_run_s": round(spent, 1), "key": keys[page.stem][:16]}
+                                         "this_run_s": round(spent, 1), "key": keys[page.stem][:16],
+                                         "budget_s": budget_s(page), "retry": retry}
         how = "from the cache" if cached else f"{seconds:.1f} s"
         print(f"  {page.stem}: {how}" + (f"  FAILED: {error}" if error else ""), flush=True)
 
@@ -773,11 +790,12 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
             for future in done:
                 page, slot, started = running.pop(future)
                 free.append(slot)
+                retry = None
                 try:
-                    seconds, error = future.result()
+                    seconds, error, retry = future.result()
                 except Exception as exc:  # noqa: BLE001 (the page fails, the build goes on)
                     seconds, error = time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
-                finish(page, seconds, error, False, time.perf_counter() - started)
+                finish(page, seconds, error, False, time.perf_counter() - started, retry)
     finally:
         for executor in executors:
             executor.shutdown()
