@@ -1,0 +1,123 @@
+"""The introduction's and the interview page's claims, read from the values
+they glued in the test build. Both pages compute from the chapters'
+calculators; these tests hold the numbers to their sources and to hand
+computations written out here."""
+
+import pytest
+from conftest import page_values
+
+pytestmark = pytest.mark.book
+
+EXACT = 1e-9     # hand values that are exact products; float division only
+
+
+@pytest.fixture(scope="module")
+def intro(book):
+    return page_values("intro")
+
+
+@pytest.fixture(scope="module")
+def interview(book):
+    return page_values("interview")
+
+
+@pytest.mark.parametrize("page", ["intro", "interview"])
+def test_pages_glue_numbers_only(book, page):
+    assert all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in page_values(page).values())
+
+
+# --- the introduction -----------------------------------------------------------------
+
+def test_tokenising_in_the_loop(intro):
+    # BRIEF section 0: a step of 2M tokens; 2M int32 ids are 8 MB.
+    assert intro["intro_batch_mb"] == 8
+    # The cell's assumptions, by hand: 2e6 tokens * 4 bytes / (1.5e6 B/s * 4 cores) = 1.3333 s;
+    # the GPU is busy 0.4 / (0.4 + 1.3333) = 0.230769 of the time; 0.230769 * 45 % = 10.38 %.
+    assert intro["intro_tokenize_s"] == pytest.approx(4 / 3, rel=EXACT)
+    assert intro["intro_busy"] == pytest.approx(0.4 / (0.4 + 4 / 3), rel=EXACT)
+    assert intro["intro_mfu_busy"] == 0.45
+    # BRIEF: "the GPU sits at ~10 % MFU"; the page prints whole percent, so within 0.5 points.
+    assert intro["intro_mfu"] == pytest.approx(0.10, abs=0.005)
+
+
+def test_memory_budget(intro):
+    # ZeRO (Rajbhandari et al. 2020, Sec. 3.1): 2 + 2 + 4 + 4 + 4 = 16 bytes a parameter.
+    assert intro["intro_state_bytes_per_param"] == 16
+    # 16 * 7e9 / 2^30 = 104.308 GiB
+    assert intro["intro_7b_state_gib"] == pytest.approx(104.3081, abs=1e-4)
+
+
+def test_summary_card(intro):
+    # Llama 3 (arXiv:2407.21783) Table 4: 38 % to 43 % BF16 MFU.
+    assert intro["card_llama3_lo"] == 0.38 and intro["card_llama3_hi"] == 0.43
+    # Full recompute: one more forward on top of three passes, +1/3 (BRIEF: +33 %).
+    assert intro["card_recompute_extra"] == pytest.approx(1 / 3, rel=EXACT)
+    # Selective recompute of the attention core (Korthikanti et al. 2022, Sec. 5): the
+    # forward of Q K^T and P V, 4 b s^2 h FLOPs, over a step of 3 (24 b s h^2 + 4 b s^2 h);
+    # at s = h that is 4 / 84 = 1/21 = 4.8 % (BRIEF: "selective ~5 %").
+    assert intro["card_selective_extra"] == pytest.approx(1 / 21, rel=EXACT)
+    # Young: sqrt(2 * 30 s * 10,800 s) = sqrt(648,000) = 804.98 s = 13.42 min.
+    assert intro["card_young_min"] == pytest.approx(13.4164, abs=1e-4)
+    # Llama 3 Sec. 3.3.4: 419 unexpected interruptions in a 54-day snapshot.
+    assert intro["card_llama3_unexpected"] == 419 and intro["card_llama3_days"] == 54
+
+
+# --- the interview page -----------------------------------------------------------------
+
+def test_q1_cost_of_18_percent(interview):
+    # Llama-3-70B (N = 70,553,706,496 from its shape; Meta reports 70.6B), s = 8192:
+    #   6N + 12Lhs = 423,322,238,976 + 64,424,509,440 = 487,746,748,416 FLOPs a token;
+    #   * 15e12 tokens / (4096 * 989e12 * 86400) = 20.9033 days at 100 % MFU.
+    assert interview["q1_days_40"] == pytest.approx(20.90334 / 0.40, abs=1e-3)    # 52.258
+    assert interview["q1_days_18"] == pytest.approx(20.90334 / 0.18, abs=1e-3)    # 116.130
+    assert interview["q1_days_18"] / interview["q1_days_40"] == pytest.approx(40 / 18, rel=EXACT)
+
+
+def test_q2_one_all_reduce_per_step(interview):
+    # bf16 gradients are 2 bytes a parameter: 2 * 70,553,706,496 = 141.107 GB per all-reduce;
+    # without no_sync each of the 8 micro-batches all-reduces them.
+    assert interview["q2_k"] == 8
+    assert interview["q2_grad_gb"] == pytest.approx(141.107413, abs=1e-6)
+    assert interview["q2_grad_gb_without"] == pytest.approx(8 * 141.107413, abs=1e-5)
+
+
+def test_q3_float_formats(interview):
+    # IEEE 754 binary16: 5 exponent bits, smallest normal 2^-14, smallest subnormal 2^-24;
+    # bfloat16: fp32's 8 exponent bits and 7 stored mantissa bits, so 2^-7 above 1.
+    assert interview["q3_fp16_exp"] == 5 and interview["q3_bf16_exp"] == 8
+    assert interview["q3_fp16_normal"] == 2.0**-14 and interview["q3_fp16_tiny"] == 2.0**-24
+    assert interview["q3_bf16_eps"] == 2.0**-7
+    # torch.amp.GradScaler's documented defaults: init_scale 2^16, growth_interval 2000.
+    assert interview["q3_init"] == 65536 and interview["q3_growth_interval"] == 2000
+
+
+def test_q4_checkpoint_and_both_mtbfs(interview):
+    # 14 bytes a parameter (no gradients) * 405,853,388,800 = 5.6819 TB; 16,384 writers at
+    # 1 GB/s would give 16.4 TB/s, so the assumed 200 GB/s of storage sets C = 28.41 s.
+    assert interview["q4_tb"] == pytest.approx(5.681947, abs=1e-6)
+    assert interview["q4_storage"] == 200
+    assert interview["q4_c"] == pytest.approx(28.409737, abs=1e-6)
+    # Llama 3 Sec. 3.3.4: 419 unexpected interruptions in 54 days, 54 * 24 / 419 = 3.0931 h.
+    # Kokolis et al. 2024: 1.8 h projected for 16,384-GPU jobs.
+    assert interview["q4_unexpected"] == 419 and interview["q4_days"] == 54
+    assert interview["q4_t_h_llama3"] == pytest.approx(3.093079, abs=1e-6)
+    assert interview["q4_t_h_kokolis"] == 1.8
+    # Young, by hand: sqrt(2 * 28.4097 * 11,135.08) = 795.42 s = 13.257 min;
+    # sqrt(2 * 28.4097 * 6,480) = 606.79 s = 10.113 min.
+    assert interview["q4_interval_min_llama3"] == pytest.approx(13.2570, abs=1e-4)
+    assert interview["q4_interval_min_kokolis"] == pytest.approx(10.1131, abs=1e-4)
+    # First-order waste at the optimum is sqrt(2C/T): sqrt(2 * 28.41 / 11,135) = 7.14 %,
+    # sqrt(2 * 28.41 / 6,480) = 9.36 %.
+    assert interview["q4_waste_llama3"] == pytest.approx(0.071433, abs=1e-6)
+    assert interview["q4_waste_kokolis"] == pytest.approx(0.093640, abs=1e-6)
+    # "the waste is flat near its minimum": the wrong T costs something, and under a
+    # point (the page asserts the same).
+    for k in ("llama3", "kokolis"):
+        assert 0 < interview[f"q4_wrong_plan_extra_{k}"] < 0.01
+
+
+def test_q5_palm_spikes(interview):
+    # PaLM (arXiv:2204.02311) Sec. 5.1: about 20 spikes; restart about 100 steps earlier
+    # and skip 200 to 500 batches.
+    assert interview["q5_spikes"] == 20 and interview["q5_rewind"] == 100
+    assert (interview["q5_skip_lo"], interview["q5_skip_hi"]) == (200, 500)

@@ -1,0 +1,120 @@
+"""The MFU chapter's claims, read from the values it glued into its prose in
+the test build (test sizes). Each number is checked against its source, a
+hand computation written out here, a physical bound, or the page's own
+asserts; each tolerance says where it comes from."""
+
+import pytest
+from conftest import page_values
+
+pytestmark = pytest.mark.book
+
+# Stored glue values are the page's floats; where a value is an exact product of
+# integers by hand, 1e-9 relative allows for the float division that made it.
+EXACT = 1e-9
+
+
+@pytest.fixture(scope="module")
+def v(book):
+    return page_values("mfu")
+
+
+def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
+    labels = {k: x for k, x in v.items() if isinstance(x, str)}
+    assert set(labels) == {"device_name", "meas_dtype"}
+    assert all(len(x) < 80 for x in labels.values())          # a label, not a sentence
+    assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
+
+
+def test_the_device_is_named(v):
+    assert v["device_name"].startswith(("CPU:", "GPU:"))
+    assert v["meas_dtype"] == ("bf16" if v["device_name"].startswith("GPU:") else "fp32")
+
+
+def test_llama2_7b_reference_counts(v):
+    # Touvron et al. 2023 report 6.74B; the released checkpoint has 6,738,415,616.
+    # By hand (L=32, h=4096, d_ff=11008, V=32000):
+    #   N_matmul = 32 (4 * 4096^2 + 3 * 4096 * 11008) + 32000 * 4096 = 6,607,077,376
+    #   embedding and norms: 32000 * 4096 + 65 * 4096 = 131,338,240
+    #   6 N_matmul = 39,642,464,256; 12Lhs = 12 * 32 * 4096 * 4096 = 6,442,450,944
+    assert v["l7_n"] == pytest.approx(6.738415616, rel=EXACT)
+    assert v["l7_nmm"] == pytest.approx(6.607077376, rel=EXACT)
+    assert v["l7_emb"] == pytest.approx(131.33824, rel=EXACT)
+    assert v["l7_six_n"] == pytest.approx(39.642464256, rel=EXACT)
+    assert v["l7_attn"] == pytest.approx(6.442450944, rel=EXACT)
+    assert v["l7_train"] == pytest.approx(46.0849152, rel=EXACT)
+    assert v["l7_attn_over_6n"] == pytest.approx(6.442450944 / 39.642464256, rel=EXACT)   # 16.25 %
+    # "roughly a seventh" (BRIEF section 1): 6,442,450,944 / 46,084,915,200 = 0.1398, and
+    # "roughly" is taken as within half a point of 1/7 = 0.1429.
+    assert v["l7_attn_share"] == pytest.approx(0.139795, abs=1e-6)
+    assert v["l7_attn_share"] == pytest.approx(1 / 7, abs=0.005)
+
+
+def test_counter_against_formula(v):
+    # Written-out attention: FlopCounterMode and the formula agree exactly (the page asserts it).
+    assert v["count_math_ratio"] == 1.0
+    # The test-size model (L=2, h=128, V=512, GELU d_ff=512, s=64), by hand:
+    #   2 N_matmul = 2 (2 (4 * 128^2 + 2 * 128 * 512) + 512 * 128) = 917,504; 4Lhs = 65,536,
+    #   so the attention term is 65,536 / 983,040 = 1/15 of the FLOPs.
+    assert v["count_attn_share_tiny"] == pytest.approx(1 / 15, rel=EXACT)
+    if v["device_name"].startswith("CPU:"):
+        # On a CPU the fused kernel is invisible to the counter: exactly the attention
+        # term is missing (the page asserts it there).
+        assert v["count_sdpa_missing"] == pytest.approx(v["count_attn_share_tiny"], abs=1e-9)
+    else:
+        # On CUDA the counter has formulas for the flash and memory-efficient kernels.
+        assert abs(v["count_sdpa_missing"]) < 1e-9
+
+
+def test_palm_worked_example_and_table(v):
+    # PaLM (arXiv:2204.02311) App. B: MT-NLG at 65.43K tokens/s on 2240 A100s (312 TFLOP/s)
+    # is 29.7 % MFU without attention; Table 3 prints 30.2 % with it, and PaLM's own
+    # 46.2 % MFU and 57.8 % HFU. The page prints them to 0.1 %, so round to three places.
+    assert v["palm_mt_tokens"] == 65.43 and v["palm_a100_peak"] == 312
+    assert round(v["palm_mt_6n"], 3) == 0.297
+    assert round(v["palm_mt_full"], 3) == 0.302
+    assert v["palm_mfu"] == 0.462 and v["palm_hfu"] == 0.578
+    # Full recompute adds one forward to three passes: HFU = 4/3 MFU (PaLM App. B).
+    assert v["palm_mt_hfu"] == pytest.approx(4 / 3 * v["palm_mt_full"], rel=1e-12)
+    # Smith et al. 2022 call it 530B; its matmul weights alone are 529.5B (within 0.2 %).
+    assert v["palm_mt_n"] == pytest.approx(530, rel=0.002)
+
+
+def test_measured_mfu_is_physical_and_consistent(v):
+    # No step runs faster than the nominal peak (mlbook.mfu.formulas.mfu would have refused it).
+    assert 0 < v["meas_mfu_nominal"] <= 1
+    assert v["meas_tokens_per_s"] > 0 and v["meas_peak"] > 0 and v["meas_gemm"] > 0
+    # The probe is a measurement, not a ceiling: the page states mfu_gemm as measured and
+    # claims nothing about its side of 100 %. The numbers it prints must describe one step:
+    # tokens/s x FLOPs = MFU x peak = MFU_gemm x gemm.
+    assert v["meas_mfu_gemm"] * v["meas_gemm"] == pytest.approx(v["meas_mfu_nominal"] * v["meas_peak"], rel=EXACT)
+    assert v["meas_gemm_frac"] == pytest.approx(v["meas_gemm"] / v["meas_peak"], rel=EXACT)
+    assert v["meas_gemm_n"] == 256                                # the test-size probe
+
+
+def test_days_at_40_percent_mfu(v):
+    # BRIEF planning cases on H100 (989 TFLOP/s), 40 % MFU, 86,400 s a day, by hand:
+    #   8B:   6 * 8e9 * 15e12 = 7.2e23 / (1024 * 989e12 * 0.4 * 86400 = 3.50002e22) = 20.5713
+    #   70B:  6 * 70e9 * 15e12 = 6.3e24 / (4096 * ... = 1.40004e23)               = 44.9998
+    #   405B: 6 * 405e9 * 15.6e12 = 3.7908e25 / (16384 * ... = 5.60011e23)       = 67.6926
+    assert v["plan_mfu"] == 0.4 and v["plan_peak"] == 989 and v["plan_s"] == 8192
+    assert v["plan_8B"] == pytest.approx(20.5713, abs=1e-4)
+    assert v["plan_70B"] == pytest.approx(44.9998, abs=1e-4)
+    assert v["plan_405B"] == pytest.approx(67.6926, abs=1e-4)
+
+
+def test_days_with_the_attention_term(v):
+    # Issue 11, item 1: at s = 8192 the attention term 12Lhs adds about 15 % for 70B and
+    # about 8 % for 405B. By hand:
+    #   8B:   12 * 32 * 4096 * 8192 = 12,884,901,888 / 48e9      = 0.268435
+    #   70B:  12 * 80 * 8192 * 8192 = 64,424,509,440 / 420e9     = 0.153392
+    #   405B: 12 * 126 * 16384 * 8192 = 202,937,204,736 / 2.43e12 = 0.083513
+    assert v["plan_8B_extra"] == pytest.approx(0.268435, abs=1e-6)
+    assert v["plan_70B_extra"] == pytest.approx(0.153392, abs=1e-6)
+    assert v["plan_405B_extra"] == pytest.approx(0.083513, abs=1e-6)
+    # the same 40 % counted with attention: 20.5713 * 1.268435 = 26.0934;
+    # 44.9998 * 1.153392 = 51.9024; 67.6926 * 1.083513 = 73.3458
+    assert v["plan_8B_attn"] == pytest.approx(26.0934, abs=1e-4)
+    assert v["plan_70B_attn"] == pytest.approx(51.9024, abs=1e-4)
+    assert v["plan_405B_attn"] == pytest.approx(73.3458, abs=1e-4)
+    # "the smaller the model, the larger the difference"
+    assert v["plan_8B_extra"] > v["plan_70B_extra"] > v["plan_405B_extra"]
