@@ -1,32 +1,28 @@
-"""The checkpoint chapter's experiments: a small GPT trained, saved, killed and resumed."""
+"""The checkpoint chapter's experiments: a small GPT trained, saved, killed and resumed.
+
+``compare_save_modes`` times the same run without saves, with synchronous
+saves and with ``async_save``; ``resume_experiment`` crashes a run and resumes
+it exactly (full training state) and naively (weights only). Both return
+frozen dataclasses of numbers; the page words them. The checkpointer and the
+sampler they use live in mlbook.common_torch.checkpoint.
+"""
 
 from __future__ import annotations
 
-import io
-import json
 import math
-import os
-import pickle
 import random
-import shutil
 import statistics
-import threading
 import time
-import warnings
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from mlbook.common import validate
-from mlbook.common_torch.timing import cpu_threads  # noqa: F401  (part of this module's API: ck.cpu_threads)
-
-from mlbook.common_torch.checkpoint import (Checkpointer, ShardedSampler, directory_bytes,  # noqa: F401
-    _rng_state, _set_rng_state)
+from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler, directory_bytes
+from mlbook.common_torch.timing import cpu_threads
 
 # --- the chapter's experiments: a small GPT trained with checkpoints -----------------
 
@@ -134,22 +130,34 @@ def build_run(spec: RunSpec, device: str = "cpu") -> Run:
     return Run(spec, model, opt, sched, sampler, token_dataset(spec), device)
 
 
+@dataclass(frozen=True)
+class TrainLog:
+    """What ``train`` did: the step numbers it completed, each step's loss,
+    the sample ids of each step's batch, each step's compute time (saves
+    excluded) and each save's SaveStats."""
+
+    steps: tuple
+    losses: tuple
+    seen: tuple
+    step_s: tuple
+    saves: tuple
+
+
 def train(run: Run, until: int, ckpt: Checkpointer | None = None, save_every: int = 0,
-          async_: bool = False, progress: bool = False) -> dict:
+          async_: bool = False, log=None) -> TrainLog:
     """Train ``run`` until ``until`` steps are done, saving every ``save_every`` steps.
 
-    Returns per-step losses, the sample ids of each step, each step's compute
-    time and each save's SaveStats; a step's time excludes its save, whose
-    stall is ``SaveStats.blocking_s``.
+    A step's time excludes its save, whose stall is ``SaveStats.blocking_s``.
+    ``log``, if given, receives a progress line every 10 steps.
     """
     until = validate.positive_int("until", until)
     if until < run.done:
         raise ValueError(f"until={until} is before the run's current step {run.done}")
-    if not isinstance(save_every, int) or save_every < 0:
+    if not isinstance(save_every, int) or isinstance(save_every, bool) or save_every < 0:
         raise ValueError(f"save_every must be an integer at or above 0, got {save_every!r}")
     if save_every and ckpt is None:
         raise ValueError("save_every > 0 needs a Checkpointer")
-    out = {"steps": [], "losses": [], "seen": [], "step_s": [], "saves": []}
+    steps, losses, seen, step_s, saves = [], [], [], [], []
     sync = torch.cuda.synchronize if run.device == "cuda" else (lambda: None)
     run.model.train()
     while run.done < until:
@@ -163,19 +171,19 @@ def train(run: Run, until: int, ckpt: Checkpointer | None = None, save_every: in
         run.scheduler.step()
         loss_value = loss.item()
         sync()
-        out["step_s"].append(time.perf_counter() - start)
+        step_s.append(time.perf_counter() - start)
         run.done += 1
-        out["steps"].append(run.done)
-        out["losses"].append(loss_value)
-        out["seen"].append(ids.tolist())
+        steps.append(run.done)
+        losses.append(loss_value)
+        seen.append(tuple(ids.tolist()))
         if save_every and run.done % save_every == 0:
-            out["saves"].append(ckpt.save(run.done, run.model, run.optimizer, run.scheduler,
-                                          run.sampler, async_=async_))
-        if progress and (run.done % 10 == 0 or run.done == until):
-            print(f"  step {run.done}/{until}: loss {loss_value:.3f}", flush=True)
+            saves.append(ckpt.save(run.done, run.model, run.optimizer, run.scheduler,
+                                   run.sampler, async_=async_))
+        if log is not None and (run.done % 10 == 0 or run.done == until):
+            log(f"  step {run.done}/{until}: loss {loss_value:.3f}", flush=True)
     if ckpt is not None:
         ckpt.wait()
-    return out
+    return TrainLog(tuple(steps), tuple(losses), tuple(seen), tuple(step_s), tuple(saves))
 
 
 def weights(run: Run) -> dict:
@@ -183,58 +191,136 @@ def weights(run: Run) -> dict:
     return {k: v.detach().to("cpu").clone() for k, v in run.model.state_dict().items()}
 
 
+
+
+# --- synchronous against asynchronous saves ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModeTiming:
+    """One run of compare_save_modes: ``wall_s`` the whole loop, ``step_s``
+    each step's compute, ``blocking_s`` each save's training stall,
+    ``total_s`` each save from its start to its publication, and the bytes of
+    the last checkpoint on disk (0 without saves)."""
+
+    wall_s: float
+    step_s: tuple
+    blocking_s: tuple
+    total_s: tuple
+    checkpoint_bytes: int
+
+    @property
+    def median_step_s(self) -> float:
+        return statistics.median(self.step_s)
+
+    @property
+    def median_stall_s(self) -> float:
+        """Median training stall per save, in seconds."""
+        return statistics.median(self.blocking_s)
+
+
+@dataclass(frozen=True)
+class SaveModes:
+    """compare_save_modes' three runs, by mode: "none", "sync" and "async"."""
+
+    device: str
+    modes: dict
+
+    def __getitem__(self, mode: str) -> ModeTiming:
+        return self.modes[mode]
+
+
+SAVE_MODES = ("none", "sync", "async")
+
+
 def compare_save_modes(spec: RunSpec, root, save_every: int, device: str = "cpu",
-                       progress: bool = False, threads: int | None = 1) -> dict:
+                       log=None, threads: int | None = 1) -> SaveModes:
     """Train the same run without saves, with synchronous saves and with
-    async_save, every ``save_every`` steps; returns each mode's timings.
-
-    For each mode: ``wall_s`` (the whole loop), ``step_s`` (compute of each
-    step), ``blocking_s`` (training stall of each save) and ``total_s`` (each
-    save from start to published), plus ``checkpoint_bytes`` on disk.
-    """
-    with cpu_threads(threads if device == "cpu" else None):
-        return _compare_save_modes(spec, root, save_every, device, progress)
+    async_save, every ``save_every`` steps, and time each. On a CPU the runs
+    use ``threads`` threads (None: torch's setting). ``log``, if given,
+    receives progress lines."""
+    save_every = validate.positive_int("save_every", save_every)
+    with cpu_threads(threads if device == "cpu" else None, name="threads"):
+        return _compare_save_modes(spec, root, save_every, device, log)
 
 
-def _compare_save_modes(spec, root, save_every, device, progress) -> dict:
+def _compare_save_modes(spec, root, save_every, device, log) -> SaveModes:
     from mlbook.common_torch.device import device_description
 
-    results = {"device": device_description(device)}
     # One untimed step and save first: the first step and the first save of a
     # process pay one-off costs (allocator, lazy imports) no mode should carry.
     warm = build_run(spec, device)
     train(warm, 1, Checkpointer(Path(root) / "warmup", keep_last=1), save_every=1)
     del warm
-    for mode in ("none", "sync", "async"):
-        if progress:
-            print(f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
-                  flush=True)
+    modes = {}
+    for mode in SAVE_MODES:
+        if log is not None:
+            log(f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
+                flush=True)
         run = build_run(spec, device)
         ckpt = None if mode == "none" else Checkpointer(Path(root) / mode, keep_last=2)
         start = time.perf_counter()
         out = train(run, spec.steps, ckpt, save_every if ckpt else 0, async_=(mode == "async"))
         wall = time.perf_counter() - start
-        results[mode] = {
-            "wall_s": wall, "step_s": out["step_s"],
-            "blocking_s": [s.blocking_s for s in out["saves"]],
-            "total_s": [s.total_s for s in out["saves"]],
-            "checkpoint_bytes": directory_bytes(ckpt.latest()) if ckpt else 0,
-        }
-    return results
+        modes[mode] = ModeTiming(wall, out.step_s, tuple(s.blocking_s for s in out.saves),
+                                 tuple(s.total_s for s in out.saves),
+                                 directory_bytes(ckpt.latest()) if ckpt else 0)
+    return SaveModes(device_description(device), modes)
+
+
+# --- exact against naive resume ---------------------------------------------------------
 
 
 def _multiset_gap(history: list[int], reference: list[int]) -> tuple[int, int]:
     """(extra, missing): sample visits beyond the reference's, and visits it lacks."""
-    from collections import Counter
-
     h, r = Counter(history), Counter(reference)
-    extra = sum((h - r).values())
-    missing = sum((r - h).values())
-    return extra, missing
+    return sum((h - r).values()), sum((r - h).values())
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    """An uninterrupted run against a crashed one resumed exactly and naively.
+
+    The losses are per step: ``ref_losses`` for all steps, ``crashed_losses``
+    up to the crash, ``exact_losses`` and ``naive_losses`` from the resume
+    point on. Weight differences are the largest absolute difference from the
+    uninterrupted run's final weights. ``*_extra`` counts sample visits beyond
+    the uninterrupted run's, ``*_missing`` visits it made that the resumed
+    run did not.
+    """
+
+    resumed_from: int
+    crash_at: int
+    ref_losses: tuple
+    crashed_losses: tuple
+    exact_losses: tuple
+    naive_losses: tuple
+    exact_weights_equal: bool
+    exact_max_weight_diff: float
+    naive_max_weight_diff: float
+    exact_extra: int
+    exact_missing: int
+    naive_extra: int
+    naive_missing: int
+    samples_per_step: int
+
+    @property
+    def lost_steps(self) -> int:
+        """Steps done after the last checkpoint and lost to the crash."""
+        return self.crash_at - self.resumed_from
+
+    @property
+    def exact_losses_equal(self) -> bool:
+        """The exact resume's losses equal the uninterrupted run's, bit for bit."""
+        return self.exact_losses == self.ref_losses[self.resumed_from:]
+
+    @property
+    def naive_max_loss_diff(self) -> float:
+        return max(abs(a - b) for a, b in zip(self.naive_losses, self.ref_losses[self.resumed_from:]))
 
 
 def resume_experiment(spec: RunSpec, root, save_every: int, crash_at: int,
-                      progress: bool = False, threads: int | None = 1) -> dict:
+                      log=None, threads: int | None = 1) -> ResumeResult:
     """An uninterrupted run against one that crashes and resumes, exactly or naively.
 
     The interrupted run saves every ``save_every`` steps and dies after
@@ -245,14 +331,15 @@ def resume_experiment(spec: RunSpec, root, save_every: int, crash_at: int,
     schedule. Both then train to ``spec.steps``. Runs on the CPU, where every
     kernel is deterministic, so equality can be bitwise.
     """
-    if not 0 < save_every <= crash_at < spec.steps:
+    for name, value in (("save_every", save_every), ("crash_at", crash_at)):
+        validate.positive_int(name, value)
+    if not save_every <= crash_at < spec.steps:
         raise ValueError(f"need 0 < save_every={save_every} <= crash_at={crash_at} < steps={spec.steps}")
-    with cpu_threads(threads):
-        return _resume_experiment(spec, root, save_every, crash_at, progress)
+    with cpu_threads(threads, name="threads"):
+        return _resume_experiment(spec, root, save_every, crash_at, log or (lambda *a, **k: None))
 
 
-def _resume_experiment(spec, root, save_every, crash_at, progress) -> dict:
-    say = print if progress else (lambda *a, **k: None)
+def _resume_experiment(spec, root, save_every, crash_at, say) -> ResumeResult:
     say(f"uninterrupted: {spec.steps} steps", flush=True)
     ref_run = build_run(spec)
     ref = train(ref_run, spec.steps)
@@ -286,113 +373,16 @@ def _resume_experiment(spec, root, save_every, crash_at, progress) -> dict:
     naive_weights = weights(naive_run)
 
     resumed_from = loaded.step
-    committed = [ids for s, ids in zip(before["steps"], before["seen"]) if s <= resumed_from]
+    committed = [ids for s, ids in zip(before.steps, before.seen) if s <= resumed_from]
     flat = lambda batches: [i for b in batches for i in b]  # noqa: E731
-    ref_seen = flat(ref["seen"])
-    exact_seen = flat(committed + exact["seen"])
-    naive_seen = flat(committed + naive["seen"])
-    ref_tail = ref["losses"][resumed_from:]
-    naive_extra, naive_missing = _multiset_gap(naive_seen, ref_seen)
-    exact_extra, exact_missing = _multiset_gap(exact_seen, ref_seen)
+    ref_seen = flat(ref.seen)
+    naive_extra, naive_missing = _multiset_gap(flat(committed + list(naive.seen)), ref_seen)
+    exact_extra, exact_missing = _multiset_gap(flat(committed + list(exact.seen)), ref_seen)
     max_diff = lambda w: max((w[k] - ref_weights[k]).abs().max().item() for k in w)  # noqa: E731
-    return {
-        "resumed_from": resumed_from, "crash_at": crash_at, "lost_steps": crash_at - resumed_from,
-        "ref_losses": ref["losses"], "exact_losses": exact["losses"], "naive_losses": naive["losses"],
-        "crashed_losses": before["losses"],
-        "exact_losses_equal": exact["losses"] == ref_tail,
-        "exact_weights_equal": all(torch.equal(exact_weights[k], ref_weights[k]) for k in ref_weights),
-        "exact_max_weight_diff": max_diff(exact_weights),
-        "naive_max_weight_diff": max_diff(naive_weights),
-        "naive_max_loss_diff": max(abs(a - b) for a, b in zip(naive["losses"], ref_tail)),
-        "exact_extra": exact_extra, "exact_missing": exact_missing,
-        "naive_extra": naive_extra, "naive_missing": naive_missing,
-        "samples_per_step": spec.batch_size,
-    }
-
-
-# --- the chapter's tables ------------------------------------------------------------
-# Each report prints a short table and returns {glue key: (value, format)}; a
-# format of None glues a string as it is.
-
-def median_stall_s(modes: dict, mode: str) -> float:
-    """Median training stall per save of ``mode`` ("sync" or "async"), in seconds."""
-    return statistics.median(modes[mode]["blocking_s"])
-
-
-def save_modes_report(modes: dict, spec: RunSpec, save_every: int) -> dict:
-    """Print the three modes' timings; return the values the page quotes.
-
-    Whether async_save changed the step time is judged against the spread
-    (interquartile range over median) of the steps of the run without saves.
-    """
-    for m in ("none", "sync", "async"):
-        r = modes[m]
-        stall = (f", stall per save {statistics.median(r['blocking_s']) * 1e3:,.0f} ms"
-                 if r["blocking_s"] else "")
-        print(f"{m:>5}: loop {r['wall_s']:.2f} s, "
-              f"median step {statistics.median(r['step_s']) * 1e3:,.1f} ms{stall}")
-    sync_c, async_c = median_stall_s(modes, "sync"), median_stall_s(modes, "async")
-    async_total = statistics.median(modes["async"]["total_s"])
-    nbytes = modes["sync"]["checkpoint_bytes"]
-    print(f"checkpoint on disk: {nbytes / 1e6:,.1f} MB; "
-          f"async save published after {async_total * 1e3:,.0f} ms")
-    step_none = statistics.median(modes["none"]["step_s"])
-    step_async = statistics.median(modes["async"]["step_s"])
-    q1, _, q3 = statistics.quantiles(modes["none"]["step_s"], n=4)
-    spread, change = (q3 - q1) / step_none, step_async / step_none - 1
-    word = "slower" if change > 0 else "faster"
-    if abs(change) <= spread:
-        verdict = "inside that spread, so here it is noise"
-    elif change > 0:
-        verdict = "more than that spread, so here the background write did slow the steps"
-    else:
-        verdict = ("more than that spread but in the other direction, so the background "
-                   "write cost nothing visible here")
-    return {
-        "stall_device": (modes["device"], None),
-        "stall_steps": (spec.steps, "d"),
-        "stall_every": (save_every, "d"),
-        "ckpt_mb": (nbytes / 1e6, ",.1f"),
-        "sync_ms": (sync_c * 1e3, ",.0f"),
-        "async_ms": (async_c * 1e3, ",.0f"),
-        "async_total_ms": (async_total * 1e3, ",.0f"),
-        "async_vs_sync": (async_c / sync_c, ".0%"),
-        "write_mb_s": (nbytes / sync_c / 1e6, ",.0f" if nbytes / sync_c >= 1e7 else ".2g"),
-        "step_none_ms": (step_none * 1e3, ",.1f"),
-        "step_async_ms": (step_async * 1e3, ",.1f"),
-        "step_spread": (spread, ".0%"),
-        "step_async_change": (f"{abs(change):.0%} {word}", None),
-        "step_async_verdict": (verdict, None),
-    }
-
-
-def resume_report(res: dict, spec: RunSpec, save_every: int, crash_at: int) -> dict:
-    """Print the resume experiment's outcome; return the values the page quotes."""
-    print(f"resumed from step {res['resumed_from']}; {res['lost_steps']} steps lost to the crash")
-    print(f"exact resume: losses identical: {res['exact_losses_equal']}, weights identical: "
-          f"{res['exact_weights_equal']} (max |diff| {res['exact_max_weight_diff']:.1e})")
-    print(f"naive resume: max loss difference {res['naive_max_loss_diff']:.3f}, "
-          f"max weight difference {res['naive_max_weight_diff']:.2e}")
-    print(f"sample visits beyond the uninterrupted run's: exact {res['exact_extra']}, "
-          f"naive {res['naive_extra']}")
-    print(f"sample visits missing: exact {res['exact_missing']}, naive {res['naive_missing']}")
-    exact_ok = res["exact_losses_equal"] and res["exact_weights_equal"]
-    naive_end, ref_end = res["naive_losses"][-1], res["ref_losses"][-1]
-    return {
-        "res_steps": (spec.steps, "d"),
-        "res_every": (save_every, "d"),
-        "res_crash": (crash_at, "d"),
-        "res_from": (res["resumed_from"], "d"),
-        "res_lost": (res["lost_steps"], "d"),
-        "res_exact": ("identical" if exact_ok else "NOT identical", None),
-        "res_exact_diff": (res["exact_max_weight_diff"], ".1e"),
-        "res_naive_extra": (res["naive_extra"], ",d"),
-        "res_naive_missing": (res["naive_missing"], ",d"),
-        "res_naive_steps": (res["naive_extra"] // spec.batch_size, "d"),
-        "res_naive_loss": (res["naive_max_loss_diff"], ".2f"),
-        "res_exact_gap": (res["exact_extra"] + res["exact_missing"], "d"),
-        "res_naive_end": (naive_end, ".2f"),
-        "res_ref_end": (ref_end, ".2f"),
-        "res_naive_why": ("lower, because the replayed samples are ones the model has already fitted"
-                          if naive_end < ref_end else "higher", None),
-    }
+    return ResumeResult(
+        resumed_from=resumed_from, crash_at=crash_at, ref_losses=ref.losses,
+        crashed_losses=before.losses, exact_losses=exact.losses, naive_losses=naive.losses,
+        exact_weights_equal=all(torch.equal(exact_weights[k], ref_weights[k]) for k in ref_weights),
+        exact_max_weight_diff=max_diff(exact_weights), naive_max_weight_diff=max_diff(naive_weights),
+        exact_extra=exact_extra, exact_missing=exact_missing,
+        naive_extra=naive_extra, naive_missing=naive_missing, samples_per_step=spec.batch_size)

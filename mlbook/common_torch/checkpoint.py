@@ -14,14 +14,28 @@ process group (every rank calls the same methods in the same order):
         root/step-00000040/      a published checkpoint (DCP files + COMPLETE)
         root/latest              the name of the newest published checkpoint
         root/.tmp-step-00000050/ a checkpoint being written (never loaded)
+        root/.replaced-step-00000040/  step 40's previous copy, while step 40
+                                 is being published again (e.g. after a rewind)
 
     A checkpoint is written into a ``.tmp-`` directory; only when DCP has
     finished (its ``.metadata`` is written after every rank's data) does rank
     0 write the ``COMPLETE`` marker, rename the directory to ``step-N``
-    (atomic on POSIX) and replace ``latest`` atomically. A crash at any moment
-    therefore leaves the previous checkpoint as the latest one, loadable.
-    ``keep_last`` checkpoints are kept, plus every ``keep_every``-th step as a
-    milestone; older ones are pruned after each publish.
+    (atomic on POSIX) and replace ``latest`` atomically. Publishing a step
+    that already exists first moves the old copy aside, complete, and removes
+    it only once the new one is in place. ``keep_last`` checkpoints are kept,
+    plus every ``keep_every``-th step as a milestone; older ones are pruned
+    after each publish, each one unpublished (marker removed) before its
+    files are deleted.
+
+    A process killed at any moment of a save (SIGKILL included: nothing runs
+    on the way out) therefore leaves a checkpoint that ``load`` restores
+    bitwise: the previous latest one until ``latest`` names the new one (for a
+    re-published step, until the new copy is renamed into place), the new one
+    after. The next ``Checkpointer`` on the same root (rank 0, in its
+    constructor) finishes the clean-up: it deletes unfinished ``.tmp-``
+    directories and half-pruned checkpoints, and puts a moved-aside copy back
+    when its replacement never arrived. tests/test_kill_anywhere.py kills a
+    save at every file-system step, synchronous and async.
 
 ``ShardedSampler``
     A deterministic, resumable, rank-sharded sampler: epoch ``e`` is a
@@ -40,6 +54,14 @@ Typical use::
     ...
     ckpt.close()            # waits for a pending async save and publishes it
 
+Stable API (other chapters build on it): ``Checkpointer(root, keep_last,
+keep_every, process_group)`` with ``save``, ``wait``, ``close``, ``load``,
+``load_model``, ``latest``, ``steps``, ``path`` and ``is_complete``, returning
+``SaveStats`` and ``Loaded``; ``ShardedSampler(n_samples, rank, world_size,
+seed, shuffle)`` with ``state_dict``/``load_state_dict``, ``permutation``,
+``global_position``; ``directory_bytes``. One Checkpointer per root at a time:
+a new one cleans up what it takes to be a crashed save's leftovers.
+
 Checkpoints hold pickled Python objects (RNG and sampler state): load only
 checkpoints you wrote.
 """
@@ -48,12 +70,10 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import pickle
 import random
 import shutil
-import statistics
 import threading
 import time
 import warnings
@@ -67,12 +87,12 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from mlbook.common import validate
-from mlbook.common_torch.timing import cpu_threads  # noqa: F401  (part of this module's API: ck.cpu_threads)
 
 MARKER = "COMPLETE"
 LATEST = "latest"
 _PREFIX = "step-"
 _TMP_PREFIX = ".tmp-step-"
+_REPLACED_PREFIX = ".replaced-step-"   # a published step moved aside while the same step is re-published
 
 # Outside a process group DCP warns on every call (also from async_save's
 # background thread) that it assumes a single process: that is the intent.
@@ -281,9 +301,25 @@ class Checkpointer:
         self.history: list[SaveStats] = []
         if self.rank == 0:
             self.root.mkdir(parents=True, exist_ok=True)
-            for stale in self.root.glob(_TMP_PREFIX + "*"):   # left by a crash: never complete
-                shutil.rmtree(stale, ignore_errors=True)
+            self._recover()
         self._barrier()
+
+    def _recover(self) -> None:
+        """Rank 0: undo what a save killed halfway left behind."""
+        for old in self.root.glob(_REPLACED_PREFIX + "*"):
+            final = self.root / (_PREFIX + old.name[len(_REPLACED_PREFIX):])
+            if not self.is_complete(final) and self.is_complete(old):
+                shutil.rmtree(final, ignore_errors=True)   # the replacement never arrived: put it back
+                os.replace(old, final)
+            else:
+                shutil.rmtree(old, ignore_errors=True)
+        for stale in self.root.glob(_TMP_PREFIX + "*"):     # a save that never finished
+            shutil.rmtree(stale, ignore_errors=True)
+        for path in self.root.glob(_PREFIX + "*"):          # pruning killed after the marker went
+            if path.is_dir() and not self.is_complete(path):
+                shutil.rmtree(path, ignore_errors=True)
+        (self.root / f".{LATEST}.tmp").unlink(missing_ok=True)
+        _fsync_dir(self.root)
 
     # -- paths --------------------------------------------------------------
 
@@ -417,14 +453,17 @@ class Checkpointer:
                 os.fsync(f.fileno())
             _fsync_dir(tmp)
             final = self.path(step)
+            old = None
             if final.exists():            # the same step saved again (e.g. after a rewind)
-                old = self.root / f"{_TMP_PREFIX}{step:08d}-old"
-                (final / MARKER).unlink(missing_ok=True)
-                os.replace(final, old)
+                old = self.root / f"{_REPLACED_PREFIX}{step:08d}"
                 shutil.rmtree(old, ignore_errors=True)
+                os.replace(final, old)    # still complete: _recover puts it back if we die now
+                _fsync_dir(self.root)
             os.replace(tmp, final)
             _fsync_dir(self.root)
             _atomic_write(self.root / LATEST, final.name + "\n")
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
             self._prune(keep=final)
 
     def _prune(self, keep: Path) -> None:

@@ -1,13 +1,18 @@
-"""Child processes for the checkpointing tests (and anyone who wants to watch).
+"""Child processes for the checkpointing tests.
 
-    python -m mlbook.checkpointing_worker crash ROOT WHERE
-        Saves steps 1 and 2 of a small model whose weights all equal the step
-        number, then starts saving step 3 and stops at WHERE ("write": DCP's
-        data files are written, its metadata is not; "publish": the COMPLETE
-        marker is written, the rename is not), prints READY and sleeps, so a
-        parent can end it with SIGKILL at exactly that point.
+``save_with_stall`` (started by tests/test_kill_anywhere.py in a forkserver
+child, so torch is imported once for all of them)
+    Saves one checkpoint of a small model whose state is a deterministic
+    function of (step, version) (``deterministic_state``), with every
+    file-system step of the save counted: each open of a file under the root,
+    each tensor or byte item DCP writes, each fsync, mkdir, rename, replace,
+    unlink and rmdir. With ``stall_at=k`` it stops just before the k-th such
+    step, tells the parent ("stall", k, label) and sleeps, so the parent can
+    end it with SIGKILL at exactly that point. Without it, it finishes and
+    sends ("done", events): the list of (label, seconds since the save
+    began), which is how the parent learns the offsets to try.
 
-    python -m torch.distributed.run --nproc-per-node 2 -m mlbook.checkpointing_worker ranks ROOT
+    python -m torch.distributed.run --nproc-per-node 2 -m tests.helpers.checkpoint_worker ranks ROOT
         Two gloo ranks: a DDP model and a ShardedSampler per rank, a
         synchronous and an async save, then a load into fresh objects on every
         rank. Each rank writes ROOT/result-rank<r>.json.
@@ -17,13 +22,17 @@ Every wait is bounded: a child that is not killed exits after 60 s.
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
 import torch
+import torch.distributed.checkpoint.filesystem as dcp_fs
 
 from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler
 
@@ -38,50 +47,116 @@ def _model(fill: float | None = None) -> torch.nn.Module:
     return model
 
 
-def _stall(tag: str) -> None:
-    print(tag, flush=True)
-    time.sleep(60)
-    sys.exit(3)   # never killed: fail loudly
+# --- kill anywhere ---------------------------------------------------------------------
+
+def deterministic_state(step: int, version: int = 1):
+    """A small model and its AdamW state after one step, both a deterministic
+    function of (step, version) on the CPU: what the parent expects to load
+    back, bit for bit, from the checkpoint of that step."""
+    torch.manual_seed(1000 * step + version)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model(torch.randn(8, 16)).pow(2).mean().backward()
+    opt.step()
+    return model, opt
 
 
-def crash(root: str, where: str) -> None:
-    import torch.distributed.checkpoint as dcp
+def save_state(root, step: int, version: int, keep_last: int, async_: bool = False) -> None:
+    """Save deterministic_state(step, version) as the checkpoint of ``step``."""
+    ckpt = Checkpointer(root, keep_last=keep_last)
+    model, opt = deterministic_state(step, version)
+    ckpt.save(step, model, opt, extra={"step": step, "version": version}, async_=async_)
+    ckpt.close()
 
-    if where not in ("write", "publish"):
-        raise SystemExit(f"where must be 'write' or 'publish', got {where!r}")
-    ckpt = Checkpointer(root, keep_last=5)
-    model = _model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in (1, 2):
-        with torch.no_grad():
-            for p in model.parameters():
-                p.fill_(float(step))
-        ckpt.save(step, model, opt, extra={"fill": float(step)})
-    print("SAVED", ckpt.steps(), flush=True)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.fill_(3.0)
-    if where == "write":
-        real_finish = dcp.FileSystemWriter.finish
 
-        def finish(self, metadata, results):   # the data files are on disk, .metadata is not
-            _stall("READY")
-            return real_finish(self, metadata, results)
+class _Counter:
+    """Counts file-system steps under ``root`` while armed; stalls at ``stall_at``."""
 
-        dcp.FileSystemWriter.finish = finish
-    else:
-        real_replace = os.replace
+    def __init__(self, root: Path, stall_at: int | None, conn):
+        self.root, self.stall_at, self.conn = str(root), stall_at, conn
+        self.events: list[tuple[str, float]] = []
+        self.armed, self.t0 = False, 0.0
+        self.lock = threading.Lock()
 
-        def replace(src, dst, *a, **kw):       # the marker is written, the rename is not
-            if Path(src).name.startswith(".tmp-step-00000003"):
-                _stall("READY")
-            return real_replace(src, dst, *a, **kw)
+    def under_root(self, path) -> bool:
+        try:
+            return os.fspath(path).startswith(self.root)
+        except TypeError:   # a file descriptor
+            return False
 
-        os.replace = replace
-    ckpt.save(3, model, opt, extra={"fill": 3.0})
-    print("NOT KILLED", flush=True)
-    sys.exit(4)
+    def hit(self, label: str) -> None:
+        if not self.armed:
+            return
+        with self.lock:
+            self.events.append((label, time.perf_counter() - self.t0))
+            k = len(self.events)
+        if k == self.stall_at:
+            self.conn.send(("stall", k, label))
+            time.sleep(60)
+            os._exit(3)   # never killed: the parent sees exit code 3 and fails
 
+
+def _short(root: str, path) -> str:
+    return os.fspath(path).removeprefix(root).lstrip("/")
+
+
+def _install(counter: _Counter) -> None:
+    real = {name: getattr(os, name) for name in ("fsync", "replace", "rename", "unlink", "rmdir", "mkdir")}
+    real_open, real_write_item = builtins.open, dcp_fs._write_item
+    root = counter.root
+
+    def two_paths(name):
+        def f(src, dst, *a, **kw):
+            if counter.under_root(src):
+                counter.hit(f"{name} {_short(root, src)} -> {_short(root, dst)}")
+            return real[name](src, dst, *a, **kw)
+        return f
+
+    def one_path(name):
+        def f(path, *a, **kw):
+            # rmtree passes names relative to a directory descriptor (dir_fd=...)
+            if counter.under_root(path) or kw.get("dir_fd") is not None:
+                counter.hit(f"{name} {_short(root, path)}")
+            return real[name](path, *a, **kw)
+        return f
+
+    def fsync(fd):
+        counter.hit("fsync")
+        return real["fsync"](fd)
+
+    def open_(file, mode="r", *a, **kw):
+        if counter.under_root(file) and any(c in mode for c in "wax+"):
+            counter.hit(f"open {_short(root, file)}")
+        return real_open(file, mode, *a, **kw)
+
+    def write_item(*a, **kw):
+        counter.hit(f"write item {a[3].index.fqn}")     # (transforms, stream, data, write_item, ...)
+        return real_write_item(*a, **kw)
+
+    os.fsync, os.replace, os.rename = fsync, two_paths("replace"), two_paths("rename")
+    os.unlink, os.rmdir, os.mkdir = one_path("unlink"), one_path("rmdir"), one_path("mkdir")
+    builtins.open = io.open = open_
+    dcp_fs._write_item = write_item
+
+
+def save_with_stall(root: str, step: int, version: int, keep_last: int, async_: bool,
+                    stall_at: int | None, conn) -> None:
+    """The child of one kill: save (step, version) under ``root`` with every
+    file-system step counted, stalling before step ``stall_at`` (see the
+    module docstring). Sends ("done", events) if it is not stopped."""
+    torch.set_num_threads(1)
+    counter = _Counter(Path(root), stall_at, conn)
+    ckpt = Checkpointer(root, keep_last=keep_last)      # recovery runs here, before counting
+    model, opt = deterministic_state(step, version)
+    _install(counter)
+    counter.t0, counter.armed = time.perf_counter(), True
+    ckpt.save(step, model, opt, extra={"step": step, "version": version}, async_=async_)
+    ckpt.wait()
+    counter.armed = False
+    conn.send(("done", counter.events))
+
+
+# --- two ranks ------------------------------------------------------------------------
 
 def ranks(root: str) -> None:
     import torch.distributed as dist
@@ -130,9 +205,7 @@ def ranks(root: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "crash":
-        crash(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "write")
-    elif len(sys.argv) == 3 and sys.argv[1] == "ranks":
+    if len(sys.argv) == 3 and sys.argv[1] == "ranks":
         ranks(sys.argv[2])
     else:
         raise SystemExit(__doc__)
