@@ -59,10 +59,14 @@ def test_counter_against_formula(v):
     if v["device_name"].startswith("CPU:"):
         # On a CPU the fused kernel is invisible to the counter: exactly the attention
         # term is missing (the page asserts it there).
-        assert v["count_sdpa_missing"] == pytest.approx(v["count_attn_share_tiny"], abs=1e-9)
+        assert 1 - v["count_sdpa_ratio"] == pytest.approx(v["count_attn_share_tiny"], abs=1e-9)
     else:
-        # On CUDA the counter has formulas for the flash and memory-efficient kernels.
-        assert abs(v["count_sdpa_missing"]) < 1e-9
+        # On CUDA, torch.utils.flop_counter registers the fused kernels: the forward as
+        # the formula's two matmuls (QK^T, PV), the backward as five, the recomputed QK^T
+        # included, against the formula's four. So the count is the formula plus at most
+        # one more 2Lhs-per-token matmul, a sixth of the attention term.
+        extra = v["count_attn_share_tiny"] / 6
+        assert 1 - 1e-9 <= v["count_sdpa_ratio"] <= 1 + extra + 1e-9
 
 
 def test_palm_worked_example_and_table(v):
