@@ -1,10 +1,14 @@
+"""The recompute chapter's calculators (against Korthikanti et al.'s counts and
+hand computations) and its torch experiments (against the formulas)."""
+
 import math
 
 import matplotlib
 import pytest
 
-from mlbook.common import transformer as config
 from mlbook.common import memory
+from mlbook.common import transformer as config
+from mlbook.mfu.flops import n_params
 from mlbook.recompute import formulas as recompute
 
 matplotlib.use("Agg")
@@ -23,7 +27,7 @@ SHAPES = [  # (s, b, h, a, L)
 @pytest.mark.parametrize("s,b,h,a,L", SHAPES)
 def test_full_plan_is_L_inputs_plus_one_layer(s, b, h, a, L):
     plans = recompute.checkpoint_plans(s, b, h, a, L)
-    A = memory.activation_bytes_per_layer(s, b, h, a, "none")
+    A = recompute.activation_bytes_per_layer(s, b, h, a, "none")
     I = 2 * s * b * h
     assert plans["full"].memory_bytes == L * I + A
     assert plans["full"].segments == L
@@ -33,7 +37,7 @@ def test_full_plan_is_L_inputs_plus_one_layer(s, b, h, a, L):
 def test_none_needs_the_most_memory(s, b, h, a, L):
     plans = recompute.checkpoint_plans(s, b, h, a, L)
     none = plans["none"].memory_bytes
-    assert none == L * memory.activation_bytes_per_layer(s, b, h, a)
+    assert none == L * recompute.activation_bytes_per_layer(s, b, h, a)
     assert plans["selective"].memory_bytes < none
     if L > 1:
         assert none == max(p.memory_bytes for p in plans.values())
@@ -46,7 +50,7 @@ def test_selective_and_sqrt_plans(s, b, h, a, L):
     plans = recompute.checkpoint_plans(s, b, h, a, L)
     assert plans["selective"].memory_bytes == L * 34 * s * b * h
     c = math.ceil(math.sqrt(L))
-    A = memory.activation_bytes_per_layer(s, b, h, a)
+    A = recompute.activation_bytes_per_layer(s, b, h, a)
     assert plans["sqrt"].segments == c
     assert plans["sqrt"].memory_bytes == c * 2 * s * b * h + math.ceil(L / c) * A
 
@@ -71,7 +75,9 @@ def test_core_fraction_grows_with_s_and_falls_with_h():
 
 def test_layer_forward_flops():
     s, b, h = 128, 4, 256
-    assert recompute.layer_forward_flops(s, b, h) == b * s * (24 * h * h + 4 * s * h)
+    # by hand: per token 8h^2 + 4h(4h) + 4sh = 24 * 65,536 + 4 * 128 * 256 = 1,703,936,
+    # times b s = 512 tokens
+    assert recompute.layer_forward_flops(s, b, h) == 872_415_232
     core = 4 * b * s * s * h
     assert core / recompute.layer_forward_flops(s, b, h) == pytest.approx(recompute.attention_core_fraction(s, h))
 
@@ -96,8 +102,8 @@ def test_optimal_segments():
     mem = [recompute.segments_memory_bytes(c, L, A, I) for c in range(1, L + 1)]
     assert recompute.segments_memory_bytes(best, L, A, I) == min(mem)
     # Llama-2-7B at 4k: a layer keeps 97x its input, c* > L, so checkpoint every layer
-    A7 = memory.activation_bytes_per_layer(4096, 1, 4096, 32)
-    I7 = memory.activation_bytes_per_layer(4096, 1, 4096, 32, "full")
+    A7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32)
+    I7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32, "full")
     assert recompute.optimal_segments(32, A7, I7) > 32 and recompute.best_segments(32, A7, I7) == 32
     assert recompute.segments_memory_bytes(32, 32, A7, I7) == recompute.checkpoint_plans(4096, 1, 4096, 32, 32)["full"].memory_bytes
 
@@ -117,12 +123,107 @@ def test_selective_vs_sqrt_depends_on_seq_len():
 def test_block_items_reproduce_korthikanti():
     s, b, h, a = 1024, 2, 1024, 16
     items = recompute.block_saved_items(s, b, h, a)
-    assert sum(items.values()) == memory.activation_bytes_per_layer(s, b, h, a)
+    assert sum(items.values()) == recompute.activation_bytes_per_layer(s, b, h, a)
     square = sum(items[k] for k in recompute.SCORE_ITEMS)
     assert square == 5 * a * s * s * b
     # fp32 without dropout: 4 bytes a value, no masks, probabilities stored once
     fp32 = recompute.block_saved_items(s, b, h, a, act_bytes=4, dropout=False)
     assert sum(fp32.values()) == 4 * 16 * s * b * h + 4 * a * s * s * b
+
+
+def test_activation_formula_known_values():
+    # Korthikanti et al. 2022, Table 2, by hand at s=2048, b=1, h=1024, a=16:
+    # sbh = 2,097,152; 5as/h = 5 * 16 * 2048 / 1024 = 160, so A = 194 sbh
+    s, b, h, a = 2048, 1, 1024, 16
+    assert recompute.activation_bytes_per_layer(s, b, h, a) == 194 * 2_097_152
+    assert recompute.activation_bytes_per_layer(s, b, h, a, "selective") == 34 * 2_097_152
+    assert recompute.activation_bytes_per_layer(s, b, h, a, "full") == 2 * 2_097_152
+
+
+def test_llama2_7b_at_4k_reproduces_the_brief():
+    # BRIEF section 4 / Korthikanti's formula: 97 GiB none, 17 GiB selective, 18.4 GiB sqrt(L),
+    # 4.0 GiB full. By hand, sbh = 2^24, a s^2 b = 2^29: A = 34 * 2^24 + 5 * 2^29 = 3.03125 GiB.
+    gib = 2**30
+    plans = recompute.checkpoint_plans(4096, 1, 4096, 32, 32)
+    assert plans["none"].memory_bytes / gib == 97.0                # 32 * 3.03125
+    assert plans["selective"].memory_bytes / gib == 17.0           # 32 * 34 * 2^24
+    assert plans["sqrt"].memory_bytes / gib == 18.375              # 6 * 2^25 + 6 * A
+    assert plans["full"].memory_bytes / gib == 4.03125             # 32 * 2^25 + A
+    # and it is about as much as the model state (16 bytes a parameter, 6,738,415,616 parameters)
+    state = memory.model_state_bytes(n_params(config.LLAMA2_7B))
+    assert state / gib == pytest.approx(16 * 6_738_415_616 / gib)
+    assert 0.9 < plans["none"].memory_bytes / state < 1.1
+
+
+def test_llama2_own_block_count_by_hand():
+    # Llama 2's block: 16-bit, no dropout, SwiGLU of width 11008, fused norms, scores materialised.
+    # By hand, in units of sbh: norms 2 + 2, QKV input 2, Q and K 4, V 2, output projection
+    # input 2, MLP input 2, and four 11008-wide tensors 4 * 2 * 11008/4096 = 21.5: 37.5 sbh;
+    # the softmax output 2 a s^2 b (P V reads it; no dropped-out copy, no masks).
+    m = 11008 / 4096
+    c = recompute.saved_coefficients(dropout=False, mlp="swiglu", d_ff_mult=m)
+    assert (c.linear, c.square) == (37.5, 2)
+    lb = recompute.layer_bytes(4096, 1, 4096, 32, dropout=False, mlp="swiglu", d_ff_mult=m)
+    assert lb.none == 37.5 * 2**24 + 2 * 2**29       # 1.5859375 GiB
+    assert lb.selective == 37.5 * 2**24 and lb.full == 2 * 2**24
+    plans = recompute.checkpoint_plans(4096, 1, 4096, 32, 32, d_ff_mult=m, mlp="swiglu", layer=lb)
+    assert plans["none"].memory_bytes / 2**30 == 50.75
+    assert plans["full"].memory_bytes / 2**30 == 32 * 2 * 2**24 / 2**30 + 1.5859375
+
+
+def test_saved_coefficients_default_is_the_paper():
+    assert recompute.saved_coefficients() == recompute.Coefficients(34, 5)
+    # fp32 without dropout: 4 bytes a value, no masks, probabilities stored once:
+    # (2+2+4+2+2+2+2+8+8) * 2 = 64 sbh and 4 a s^2 b
+    assert recompute.saved_coefficients(act_bytes=4, dropout=False) == recompute.Coefficients(64, 4)
+    assert recompute.layer_bytes(64, 2, 128, 4) == recompute.LayerBytes(
+        *(recompute.activation_bytes_per_layer(64, 2, 128, 4, m) for m in recompute.RECOMPUTE_MODES))
+
+
+def test_swiglu_flops():
+    # three h x d_ff matmuls: 6 h d_ff per token, so a SwiGLU MLP of width d equals a GELU
+    # MLP of width 1.5 d in FLOPs
+    assert recompute.layer_forward_flops(8, 1, 64, 2.0, "swiglu") == recompute.layer_forward_flops(8, 1, 64, 3.0)
+    assert recompute.attention_core_fraction(4096, 4096, 11008 / 4096, "swiglu") == pytest.approx(
+        4 * 4096 / (8 * 4096 + 6 * 11008 + 4 * 4096))
+
+
+# moved from tests/test_memory.py with activation_bytes_per_layer
+
+def test_attention_mlp_norm_split():
+    # attention 11sbh + 5as^2b, MLP 19sbh, norms 4sbh (the paper's per-part sums)
+    s, b, h, a = 512, 3, 256, 8
+    sbh = s * b * h
+    total = recompute.activation_bytes_per_layer(s, b, h, a)
+    assert total == (11 * sbh + 5 * a * s * s * b) + 19 * sbh + 4 * sbh
+
+
+def test_activation_is_linear_in_b_and_order_of_strategies():
+    for s in (128, 1024, 8192):
+        none, sel, full = (recompute.activation_bytes_per_layer(s, 1, 1024, 16, r)
+                           for r in ("none", "selective", "full"))
+        assert none > sel > full
+        assert recompute.activation_bytes_per_layer(s, 4, 1024, 16) == 4 * none
+
+
+def test_score_term_grows_as_s_squared():
+    h, a = 1024, 16
+    def score(s):
+        return (recompute.activation_bytes_per_layer(s, 1, h, a)
+                - recompute.activation_bytes_per_layer(s, 1, h, a, "selective"))
+    assert score(2048) == 4 * score(1024)
+    assert math.isclose(score(1024), 5 * a * 1024**2)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(s=0), "s must"), (dict(b=-1), "b must"), (dict(h=0), "h must"),
+    (dict(a=0), "a must"), (dict(s=1.5), "s must"), (dict(h=True), "h must"),
+    (dict(a=3), "a=3 must divide h=64"), (dict(recompute="sqrt"), "recompute must be one of"),
+])
+def test_activation_rejects_bad_input(kw, match):
+    args = dict(s=16, b=1, h=64, a=4, recompute="none") | kw
+    with pytest.raises(ValueError, match=match):
+        recompute.activation_bytes_per_layer(**args)
 
 
 # --- bad input ------------------------------------------------------------------------
@@ -158,6 +259,41 @@ def test_other_bad_input():
         recompute.block_saved_items(16, 1, 64, 4, act_bytes=0)
     with pytest.raises(ValueError, match="strategy must be one of"):
         recompute.Plan("half", 1.0, 0.0)
+    with pytest.raises(ValueError, match="mlp must be one of"):
+        recompute.block_saved_items(16, 1, 64, 4, mlp="relu")
+    with pytest.raises(ValueError, match="dropout must be True or False"):
+        recompute.block_saved_items(16, 1, 64, 4, dropout=0.1)
+    with pytest.raises(ValueError, match="layer must be a LayerBytes"):
+        recompute.checkpoint_plans(16, 1, 64, 4, 2, layer=(3, 2, 1))
+    with pytest.raises(ValueError, match="full <= selective <= none"):
+        recompute.LayerBytes(none=1.0, selective=2.0, full=0.5)
+
+
+BAD_NUMBERS = [0, -3, float("nan"), float("inf"), True, "8", None]
+
+
+@pytest.mark.parametrize("bad", BAD_NUMBERS)
+def test_issue_16_bad_input_paths(bad):
+    """Every argument of the calculators issue 16 names, given a non-positive, NaN,
+    infinite, boolean, string or missing number, raises a ValueError naming it."""
+    calls = [
+        (lambda: recompute.layer_forward_flops(bad, 1, 64), "s"),
+        (lambda: recompute.layer_forward_flops(8, bad, 64), "b"),
+        (lambda: recompute.layer_forward_flops(8, 1, bad), "h"),
+        (lambda: recompute.layer_forward_flops(8, 1, 64, bad), "d_ff_mult"),
+        (lambda: recompute.best_segments(bad, 8.0, 2.0), "L"),
+        (lambda: recompute.best_segments(4, bad, 2.0), "A"),
+        (lambda: recompute.best_segments(4, 8.0, bad), "I"),
+        (lambda: recompute.sqrt_segments(bad), "L"),
+        (lambda: recompute.selective_extra_flops_fraction(bad, 64), "s"),
+        (lambda: recompute.selective_extra_flops_fraction(8, bad), "h"),
+        (lambda: recompute.selective_extra_flops_fraction(8, 64, bad), "d_ff_mult"),
+    ]
+    for call, name in calls:
+        with pytest.raises(ValueError, match=rf"^{name} must"):
+            call()
+    with pytest.raises(ValueError, match="mlp must be one of"):
+        recompute.layer_forward_flops(8, 1, 64, mlp=bad)
 
 
 
@@ -190,13 +326,14 @@ def test_saved_bytes_match_formula(dtype, dropout, impl):
     s, b = 32, 2
     r = recompute_demo.compare_block(CFG, s, b, dtype, dropout, "cpu", impl)
     # within the stated tolerance, and exactly once the named extras are taken off
-    assert abs(r["measured_bytes"] / r["formula_bytes"] - 1) <= recompute_demo.SAVED_BYTES_TOLERANCE
-    assert r["residual_bytes"] == 0
-    assert r["extras"]["LayerNorm statistics"] == 2 * 2 * b * s * r["act_bytes"]
+    assert abs(r.ratio - 1) <= recompute_demo.SAVED_BYTES_TOLERANCE
+    assert r.residual_bytes == 0
+    # two LayerNorms, each a mean and an inverse std per token, in the activation dtype
+    assert r.extras["norm statistics"] == 2 * 2 * b * s * r.act_bytes
     if impl == "math":
-        assert r["extras"]["causal mask"] == s * s
+        assert r.extras["causal mask"] == s * s          # one bool per (query, key)
     else:
-        assert "causal mask" not in r["extras"]
+        assert "causal mask" not in r.extras
 
 
 def test_paper_shape_block_agrees_in_bf16():
@@ -204,9 +341,9 @@ def test_paper_shape_block_agrees_in_bf16():
     s, b, h, a = 64, 2, 128, 4
     cfg = tiny_config(n_layers=1, d_model=h, n_heads=a)
     r = recompute_demo.compare_block(cfg, s, b, "bf16", 0.1)
-    paper = memory.activation_bytes_per_layer(s, b, h, a)
+    paper = recompute.activation_bytes_per_layer(s, b, h, a)
     masks = 2 * s * b * h + a * s * s * b          # the three masks, one extra byte a value
-    assert r["formula_bytes"] == paper + masks
+    assert r.formula_bytes == paper + masks
 
 
 def test_dropout_mask_bytes_and_bad_input():
@@ -253,10 +390,10 @@ def measured():
 def test_full_recompute_counts_4_3_of_the_blocks(measured):
     s, b, L, h = 32, 2, CFG.n_layers, CFG.d_model
     head = recompute_demo.head_flops(CFG, s, b)
-    none, whole = measured["none"].flops, measured["full_whole_forward_flops"]
+    none, whole = measured["none"].flops, measured.full_whole_forward_flops
     # the checkpointed blocks run exactly one more forward: 4/3 of their FLOPs
     assert (whole - head) * 3 == (none - head) * 4
-    blocks_fwd = measured["forward_flops"] - recompute_demo.head_flops(CFG, s, b, backward=False)
+    blocks_fwd = measured.forward_flops - recompute_demo.head_flops(CFG, s, b, backward=False)
     assert blocks_fwd == L * recompute.layer_forward_flops(s, b, h)
     assert whole - none == blocks_fwd
     # the head is not recomputed, so the whole step grows a little less than 4/3
@@ -266,7 +403,7 @@ def test_full_recompute_counts_4_3_of_the_blocks(measured):
 def test_default_full_recompute_skips_each_blocks_last_matmul(measured):
     s, b, L, h = 32, 2, CFG.n_layers, CFG.d_model
     last_mm = 2 * b * s * CFG.d_ff * h
-    assert measured["full"].flops == measured["full_whole_forward_flops"] - L * last_mm
+    assert measured["full"].flops == measured.full_whole_forward_flops - L * last_mm
 
 
 def test_selective_recomputes_exactly_the_attention_core(measured):
@@ -298,48 +435,50 @@ def test_measure_strategies_rejects_bad_settings_and_restores_threads():
     assert torch.get_num_threads() == threads
 
 
-# --- page helpers ----------------------------------------------------------------------
+# --- a Llama-shaped block -----------------------------------------------------------------
 
-def test_comparison_words():
-    assert recompute.comparison(97, 100) == "about as much as"
-    assert recompute.comparison(120, 100) == "more than"
-    assert recompute.comparison(80, 100) == "less than"
-    with pytest.raises(ValueError, match="y"):
-        recompute.comparison(1, 0)
+LLAMA_BLK = config.TransformerConfig(n_layers=1, d_model=64, n_heads=4, d_ff=172, vocab_size=128,
+                                     mlp="swiglu", name="Llama-shaped block")
 
 
-def test_page_reports_glue_the_computed_numbers():
-    items = recompute.item_coefficients(1024, 1, 1024, 16)
-    assert items.values["coef_linear"] == (34, ".0f") and items.values["coef_square"] == (5, ".0f")
-    ref = recompute.reference_case(config.LLAMA2_7B, 4096)
-    g = ref.values
-    # 97.0 GiB of activations against 100 GiB of model state: "about as much as", not "more"
-    assert g["l7_none_gib"][0] == pytest.approx(97.0)
-    assert g["l7_vs_state"][0] == "about as much as"
-    assert g["l7_vs_state_mem"][0] == "about as much memory as"
-    assert g["l7_best_c"][0] == 32 and g["l7_cstar"][0] > 32
-    ex = recompute.selective_overhead_table(4096, 0.10)
-    assert ex.values["ex_s_star"][0] == pytest.approx(recompute.seq_len_for_selective_overhead(4096, 0.10))
-    for rep in (items, ref, ex):
-        assert all(len(line) <= 90 for line in rep.lines)
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_llama_block_saved_bytes_match_its_count(dtype):
+    s, b = 32, 2
+    r = recompute_demo.compare_llama_block(LLAMA_BLK, s, b, dtype)
+    assert abs(r.ratio - 1) <= recompute_demo.SAVED_BYTES_TOLERANCE
+    assert r.residual_bytes == 0
+    # two RMSNorms, one fp32 inverse RMS per token each; the bool causal mask
+    assert r.extras == {"norm statistics": 2 * b * s * 4, "causal mask": s * s}
+    # by hand, in values: norms' inputs 2 sbh, QKV input 1, Q and K 2, V 1, output projection
+    # input 1, MLP input 1 (8 sbh); four s b d_ff tensors; the softmax output a s^2 b
+    act = 2 if dtype == "bf16" else 4
+    assert r.formula_bytes == act * (8 * s * b * 64 + 4 * s * b * 172 + 4 * s * s * b)
 
 
-def test_page_tables_fit_90_columns_and_time_sentences_follow_the_result(measured):
-    rep = recompute_demo.flop_check(measured, CFG, 32, 2, rounds=1)
-    assert all(len(line) <= 90 for line in rep.lines + recompute_demo.strategies_table(measured).lines)
-    faster = measured["selective"].best_s < measured["full"].best_s
-    assert ("faster of the two" in rep.values["time_order"][0]) == faster
-    assert recompute_demo._time_vs_flops({"selective": 0.5, "full": 0.5},
-                                         {"selective": 0.05, "full": 0.3}) == "both took more extra time"
-    assert recompute_demo._time_vs_flops({"selective": 0.05, "full": 0.1},
-                                         {"selective": 0.05, "full": 0.3}) == (
-        "selective recompute took about as much extra time and full recompute less")
+def test_fused_rmsnorm_matches_the_definition_and_its_gradient():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
+    norm = recompute_demo.RMSNorm(8, eps=1e-6).double()
+    with torch.no_grad():
+        norm.weight.copy_(torch.linspace(0.5, 1.5, 8))
+    want = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm.weight
+    torch.testing.assert_close(norm(x), want)
+    assert torch.autograd.gradcheck(lambda x, w: recompute_demo._FusedRMSNormFn.apply(x, w, 1e-6),
+                                    (x, norm.weight))
 
 
-def test_block_checks_report():
-    rep, checks = recompute_demo.block_checks(CFG, 16, 1, "cpu", "CPU test")
-    assert set(checks) == {c[0] for c in recompute_demo.BLOCK_CASES}
-    assert rep.values["all_residual_zero"][0] == "zero"
-    assert rep.values["fp32_vs_twice"][0] == ("less than" if rep.values["fp32_vs_paper"][0] < 2
-                                             else "more than")
-    assert all(len(line) <= 90 for line in rep.lines)
+def test_llama_block_rejects_a_gelu_config():
+    with pytest.raises(ValueError, match="SwiGLU"):
+        recompute_demo.compare_llama_block(CFG, 8, 1)
+    with pytest.raises(ValueError, match="SwiGLU"):
+        recompute_demo.LlamaBlock(CFG, max_seq_len=8)
+
+
+def test_flop_check_is_exact(measured):
+    fc = recompute_demo.flop_check(measured)
+    assert fc.exact
+    assert fc.blocks_ratio == pytest.approx(4 / 3, rel=1e-12)      # one more forward of 3
+    assert 1 < fc.whole_ratio < 4 / 3 and fc.default_ratio < fc.whole_ratio
+    # at s = 32, h = 64 (GELU, d_ff = 4h) the core is 4sh / (24h^2 + 4sh) = 8192 / 106496 of
+    # a forward; a third of that is selective's share of the blocks' training FLOPs
+    assert fc.selective_share == pytest.approx(8192 / 106496 / 3, rel=1e-12)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
@@ -110,17 +109,19 @@ def interval_vs_cluster(node_mtbf_s: float, checkpoint_s_values, n_nodes=None, g
     return fig
 
 
-def save_stall(results: dict, device: str):
-    """Per-save training stall (sync against async_save) and the loop's wall time."""
+def save_stall(results, device: str):
+    """Per-save training stall (sync against async_save) and the loop's wall
+    time, from a SaveModes (mlbook.cadence.experiments.compare_save_modes)."""
+    sync, async_ = results["sync"], results["async"]
     fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.8), layout="constrained")
-    n = len(results["sync"]["blocking_s"])
+    n = len(sync.blocking_s)
     x = np.arange(1, n + 1)
-    left.bar(x - 0.2, np.asarray(results["sync"]["blocking_s"]) * 1e3, 0.4, color="C0", label="sync: stall")
-    left.bar(x + 0.2, np.asarray(results["async"]["blocking_s"]) * 1e3, 0.4, color="C1",
+    left.bar(x - 0.2, np.asarray(sync.blocking_s) * 1e3, 0.4, color="C0", label="sync: stall")
+    left.bar(x + 0.2, np.asarray(async_.blocking_s) * 1e3, 0.4, color="C1",
              label="async_save: stall (staging)")
-    left.plot(x + 0.2, np.asarray(results["async"]["total_s"]) * 1e3, "o", color="C3",
+    left.plot(x + 0.2, np.asarray(async_.total_s) * 1e3, "o", color="C3",
               label="async_save: until published")
-    top = max(max(results["sync"]["blocking_s"]), max(results["async"]["total_s"])) * 1e3
+    top = max(max(sync.blocking_s), max(async_.total_s)) * 1e3
     left.set_ylim(0, 1.1 * top)
     left.set_xlabel("save number")
     left.set_ylabel("milliseconds")
@@ -130,8 +131,8 @@ def save_stall(results: dict, device: str):
                frameon=False)
     left.set_title("each save", fontsize=9)
     modes = ["none", "sync", "async"]
-    step_ms = [statistics.median(results[m]["step_s"]) * 1e3 for m in modes]
-    wall = [results[m]["wall_s"] for m in modes]
+    step_ms = [results[m].median_step_s * 1e3 for m in modes]
+    wall = [results[m].wall_s for m in modes]
     bars = right.bar(["no saves", "sync", "async_save"], wall, color=["C2", "C0", "C1"])
     for b, s in zip(bars, step_ms):
         right.annotate(f"step {s:.0f} ms", (b.get_x() + b.get_width() / 2, b.get_height()),
@@ -143,18 +144,19 @@ def save_stall(results: dict, device: str):
     return fig
 
 
-def resume_losses(r: dict):
-    """Loss per step: uninterrupted, the crashed run, exact and naive resumes."""
+def resume_losses(r):
+    """Loss per step: uninterrupted, the crashed run, exact and naive resumes
+    (a ResumeResult from mlbook.cadence.experiments.resume_experiment)."""
     fig, ax = new_figure()
-    steps = np.arange(1, len(r["ref_losses"]) + 1)
-    start = r["resumed_from"]
-    resumed = np.arange(start + 1, len(r["ref_losses"]) + 1)
-    ax.plot(steps, r["ref_losses"], color="k", lw=3, alpha=0.3, label="uninterrupted")
-    crashed = np.arange(1, len(r["crashed_losses"]) + 1)
-    ax.plot(crashed, r["crashed_losses"], color="C7", ls=":", label="crashed run")
-    ax.axvspan(start, r["crash_at"], color="C3", alpha=0.1, label="work lost to the crash")
-    ax.plot(resumed, r["exact_losses"], ".", color="C2", label="exact resume (full state)")
-    ax.plot(resumed, r["naive_losses"], color="C3", label="naive resume (weights only)")
+    steps = np.arange(1, len(r.ref_losses) + 1)
+    start = r.resumed_from
+    resumed = np.arange(start + 1, len(r.ref_losses) + 1)
+    ax.plot(steps, r.ref_losses, color="k", lw=3, alpha=0.3, label="uninterrupted")
+    crashed = np.arange(1, len(r.crashed_losses) + 1)
+    ax.plot(crashed, r.crashed_losses, color="C7", ls=":", label="crashed run")
+    ax.axvspan(start, r.crash_at, color="C3", alpha=0.1, label="work lost to the crash")
+    ax.plot(resumed, r.exact_losses, ".", color="C2", label="exact resume (full state)")
+    ax.plot(resumed, r.naive_losses, color="C3", label="naive resume (weights only)")
     ax.axvline(start, color="C2", ls="--", lw=1)
     ax.set_xlabel("training step")
     ax.set_ylabel("training loss (cross-entropy, nats)")
@@ -191,6 +193,8 @@ def checkpoint_storage(n_params: float, name: str, writer_bytes_per_s: float,
                    textcoords="offset points", ha="right", va="top", fontsize=7)
     right.set_xlabel("ranks writing a shard each")
     right.set_ylabel("checkpoint write time C (s)")
-    right.set_title(f"{cadence.mb_s_text(writer_bytes_per_s)} MB/s per writer,\n"
-                    f"{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling", fontsize=9)
+    mb_s = writer_bytes_per_s / 1e6
+    rate = f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.2g}"      # a slow disk shows 0.85, not 1
+    right.set_title(f"{rate} MB/s per writer,\n{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling",
+                    fontsize=9)
     return fig

@@ -26,11 +26,11 @@ import numpy as np
 
 from mlbook.common import validate
 from mlbook.common.memory import ADAM_MIXED_STATE_BYTES, model_state_bytes
-
-HOUR_S = 3600.0
+from mlbook.common.units import HOUR_S
 
 # Kokolis et al. 2024 (arXiv:2410.21680), Meta's research clusters: measured
-# mean time to failure of 1,024-GPU jobs, and their projection for 16,384 GPUs.
+# mean time to failure of 1,024-GPU jobs, and their projection for 16,384 GPUs
+# (itself a linear extrapolation: one per-node failure rate times the node count).
 MTTF_1024_GPUS_S = 7.9 * HOUR_S
 MTTF_16384_GPUS_PROJECTED_S = 1.8 * HOUR_S
 
@@ -228,123 +228,3 @@ def write_time_s(checkpoint_bytes_total: float, n_writers: int, writer_bytes_per
     validate.positive("writer_bytes_per_s", writer_bytes_per_s)
     validate.positive("storage_bytes_per_s", storage_bytes_per_s)
     return checkpoint_bytes_total / min(n * writer_bytes_per_s, storage_bytes_per_s)
-
-
-# --- the chapter's tables ------------------------------------------------------------
-# Each report prints a short table and returns {glue key: (value, format)}; a
-# format of None glues a string as it is.
-
-def mb_s_text(bytes_per_s: float) -> str:
-    """A rate in MB/s with sensible digits (a slow disk shows 0.85, not 0)."""
-    mb = bytes_per_s / 1e6
-    return f"{mb:,.0f}" if mb >= 10 else f"{mb:.2g}"
-
-
-def monte_carlo_report(checkpoint_s: float, mtbf_s: float, horizon_mtbfs: int,
-                       seed: int = 0) -> dict:
-    """Monte Carlo waste at Daly's interval against the exact expectation.
-
-    Its distance in standard errors decides the sentence: under 2 the
-    simulation agrees within its noise; otherwise the page says so.
-    """
-    horizon = horizon_mtbfs * mtbf_s
-    daly = daly_interval(checkpoint_s, mtbf_s)
-    mc = simulate_waste(daly, checkpoint_s, mtbf_s, horizon_s=horizon, seed=seed)
-    exact = waste_fraction(daly, checkpoint_s, mtbf_s, exact=True)
-    first = waste_fraction(daly, checkpoint_s, mtbf_s)
-    z = (mc - exact) / monte_carlo_stderr(daly, checkpoint_s, mtbf_s, horizon_s=horizon)
-    print(f"C = {checkpoint_s:g} s, T = {mtbf_s / HOUR_S:g} h, interval = Daly's {daly:.0f} s, "
-          f"{horizon_mtbfs:,} MTBFs simulated")
-    print(f"waste: Monte Carlo {mc:.3%}, exact {exact:.3%}, first order {first:.3%}")
-    print(f"Monte Carlo - exact = {mc - exact:+.3%} = {z:+.1f} standard errors")
-    within = abs(z) < 2
-    return {
-        "mc_failures": (horizon_mtbfs, ",d"),
-        "mc_waste": (mc, ".2%"),
-        "mc_exact": (exact, ".2%"),
-        "mc_sigma": (abs(z), ".1f"),
-        "mc_verdict": ("well within the simulation's noise" if within else
-                       "more than the two that noise alone usually gives", None),
-        "mc_takeaway": (f"agrees with a Monte Carlo of exponential failures to within its "
-                        f"noise ({abs(z):.1f} standard errors)" if within else
-                        f"matches a Monte Carlo of exponential failures in expectation; this "
-                        f"run landed {abs(z):.1f} standard errors away", None),
-    }
-
-
-def worked_cases_report(cases=((30.0, 3 * HOUR_S, "c30"), (60.0, 3 * HOUR_S, "c60"))) -> dict:
-    """Young's and Daly's intervals and their waste for (C, T, key) cases."""
-    print(f"{'C':>5} {'T':>4} | {'Young I*':>10} {'waste':>6} | {'Daly I*':>10} {'waste':>6} "
-          f"| exact optimum")
-    out = {}
-    for c, t, key in cases:
-        y, d = young_interval(c, t), daly_interval(c, t)
-        wy, wd = waste_fraction(y, c, t), waste_fraction(d, c, t, exact=True)
-        print(f"{c:>4g}s {t / HOUR_S:>3g}h | {y / 60:>6.1f} min {wy:>6.2%} | "
-              f"{d / 60:>6.1f} min {wd:>6.2%} | {optimal_interval(c, t) / 60:.1f} min")
-        out.update({f"{key}_young": (y / 60, ".1f"), f"{key}_daly": (d / 60, ".1f"),
-                    f"{key}_wy": (wy, ".1%"), f"{key}_wd": (wd, ".1%")})
-    out["c_ratio"] = (young_interval(60, 3 * HOUR_S) / young_interval(30, 3 * HOUR_S), ".2f")
-    return out
-
-
-def cluster_report(node_mtbf_s: float, gpus_per_node: int, checkpoint_s: float = 30.0) -> dict:
-    """The linear failure model at 16,384 GPUs against Kokolis et al.'s projection."""
-    linear_16k = cluster_mtbf(node_mtbf_s, 16384 // gpus_per_node)
-    i_16k = daly_interval(checkpoint_s, linear_16k)
-    print(f"node MTBF implied by {MTTF_1024_GPUS_S / HOUR_S:g} h at 1,024 GPUs: "
-          f"{node_mtbf_s / 86400:,.0f} days")
-    print(f"16,384 GPUs: linear model {linear_16k / HOUR_S:.2f} h; "
-          f"Kokolis et al. project {MTTF_16384_GPUS_PROJECTED_S / HOUR_S:g} h")
-    return {
-        "gpus_per_node": (gpus_per_node, "d"),
-        "kok_1024": (MTTF_1024_GPUS_S / HOUR_S, ".1f"),
-        "kok_16k": (MTTF_16384_GPUS_PROJECTED_S / HOUR_S, ".1f"),
-        "node_mtbf_days": (node_mtbf_s / 86400, ",.0f"),
-        "lin_16k": (linear_16k / HOUR_S, ".2f"),
-        "lin_16k_min": (linear_16k / 60, ".0f"),
-        "i_16k": (i_16k / 60, ".1f"),
-        "w_16k": (waste_fraction(i_16k, checkpoint_s, linear_16k, exact=True), ".1%"),
-    }
-
-
-def measured_interval_report(stalls_s: dict, mtbf_s: float) -> dict:
-    """Daly's interval and the exact waste for each measured stall {name: C}."""
-    out = {}
-    for name, c in stalls_s.items():
-        i_opt = daly_interval(c, mtbf_s)
-        w = waste_fraction(i_opt, c, mtbf_s, exact=True)
-        print(f"{name:>5}: C = {c * 1e3:,.0f} ms -> I* = {i_opt:,.0f} s ({i_opt / 60:.1f} min), "
-              f"waste {w:.3%} at T = {mtbf_s / HOUR_S:g} h")
-        out[f"meas_i_{name}"] = (i_opt, ",.0f")
-        out[f"meas_w_{name}"] = (w, ".2%")
-    return out
-
-
-def storage_report(n_params: float, writer_bytes_per_s: float, storage_bytes_per_s: float,
-                   mtbf_s: float, writers=(1, 64, 512)) -> dict:
-    """A checkpoint's size, and its write time and waste for a few writer counts."""
-    parts = checkpoint_bytes(n_params, breakdown=True)
-    total = sum(parts.values())
-    for k, v in parts.items():
-        print(f"{k:>22}: {v / 1e9:,.0f} GB")
-    print(f"{'total':>22}: {total / 1e12:.2f} TB")
-    out = {
-        "bytes_per_param": (checkpoint_bytes(1), "g"),
-        "s70_w": (parts["bf16 weights"] / 1e9, ",.0f"),
-        "s70_rest": ((total - parts["bf16 weights"]) / 1e9, ",.0f"),
-        "s70_total": (total / 1e12, ".2f"),
-        "s_writer_mb_s": (mb_s_text(writer_bytes_per_s), None),
-        "s_storage_bw": (storage_bytes_per_s / 1e9, ",.0f"),
-        "s_t_cluster": (mtbf_s / HOUR_S, ".2f"),
-        "s_n_sat": (storage_bytes_per_s / writer_bytes_per_s, ",.0f"),
-        "s_c_floor": (total / storage_bytes_per_s, ".1f"),
-    }
-    for n in writers:
-        c = write_time_s(total, n, writer_bytes_per_s, storage_bytes_per_s)
-        i_opt = daly_interval(c, mtbf_s)
-        w = waste_fraction(i_opt, c, mtbf_s, exact=True)
-        print(f"{n:>4} writers: C = {c:,.0f} s, I* = {i_opt / 60:,.1f} min, waste {w:.1%}")
-        out[f"s_c_{n}"] = (c, ",.0f")
-        out[f"s_w_{n}"] = (w, ".1%")
-    return out

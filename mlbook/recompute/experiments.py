@@ -1,22 +1,27 @@
-"""Measured counterparts of mlbook.recompute.formulas, on the book's small GPT.
+"""Measured counterparts of mlbook.recompute.formulas, on the book's small GPT
+and on a Llama-shaped block.
 
 - ``saved_tensors``: the tensors autograd keeps for backward, counted with
   torch.autograd.graph.saved_tensors_hooks (one entry per storage, weights
-  left out), and ``compare_block`` which sets them beside Korthikanti's count
-  for the same block.
+  and constant buffers left out); ``compare_block`` sets them beside
+  Korthikanti's count for one GPT block, ``compare_llama_block`` beside the
+  count for a Llama-shaped block (RMSNorm, RoPE, SwiGLU, no dropout).
 - ``use_strategy``: the GPT's blocks run plain, under torch.utils.checkpoint
   (full recompute) or under PyTorch's selective activation checkpointing
   (create_selective_checkpoint_contexts), and ``measure_strategies`` measures
-  each one's memory (torch's MemTracker), step time and counted FLOPs.
+  each one's memory (torch's MemTracker), step time and counted FLOPs;
+  ``flop_check`` sets the counted FLOPs beside the formulas.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 from torch.utils.checkpoint import (
     CheckpointPolicy,
     checkpoint,
@@ -24,30 +29,33 @@ from torch.utils.checkpoint import (
     set_checkpoint_early_stop,
 )
 
-from mlbook.common_torch import timing as measure
 from mlbook.common import validate
 from mlbook.common.transformer import TransformerConfig
-from mlbook.common_torch.gpt import GPT, Block, random_batch
-from mlbook.common.memory import activation_bytes_per_layer
-from mlbook.page import Report
-from mlbook.recompute.formulas import SCORE_ITEMS, block_saved_items
+from mlbook.common_torch import timing as measure
+from mlbook.common_torch.gpt import GPT, MLP, Block, CausalSelfAttention, random_batch
+from mlbook.recompute.formulas import SCORE_ITEMS, block_saved_items, layer_forward_flops
 
-# Saved bytes of a real block agree with the formula for that block (fp32 or
-# bf16 values, the device's dropout-mask size) to within this share; what is
-# left is the LayerNorms' per-token statistics and the causal mask, which the
+# Saved bytes of a real block agree with the formula for that block (its
+# dtype, the device's dropout-mask size, its MLP) to within this share; what
+# is left is the norms' per-token statistics and the causal mask, which the
 # paper's fused kernels do not keep.
 SAVED_BYTES_TOLERANCE = 0.02
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 STRATEGIES = ("none", "selective", "full")
+# The page's four GPT-block cases: (label, dtype, dropout, attention).
+BLOCK_CASES = (("fp32, no dropout", "fp32", 0.0, "math"), ("fp32, dropout 0.1", "fp32", 0.1, "math"),
+               ("bf16, dropout 0.1", "bf16", 0.1, "math"), ("fp32, fused SDPA", "fp32", 0.0, "sdpa"))
 
 
 @dataclass(frozen=True)
 class SavedTensor:
+    """One storage autograd keeps for backward."""
+
     shape: tuple
     dtype: str
     nbytes: int
-    kind: str
+    kind: str   # "activation", "norm statistics", "causal mask" or "attention log-sum-exp"
 
 
 def _kind(t: torch.Tensor, b: int, s: int, a: int) -> str:
@@ -55,28 +63,29 @@ def _kind(t: torch.Tensor, b: int, s: int, a: int) -> str:
     if t.dtype == torch.bool and shape == (s, s):
         return "causal mask"
     if shape == (b, s, 1):
-        return "LayerNorm statistics"
+        return "norm statistics"
     if shape == (b, a, s):
         return "attention log-sum-exp"
     return "activation"
 
 
-def saved_tensors(module: torch.nn.Module, x: torch.Tensor, n_heads: int) -> list[SavedTensor]:
+def saved_tensors(module: nn.Module, x: torch.Tensor, n_heads: int) -> list[SavedTensor]:
     """What autograd keeps for the backward of ``module(x)``.
 
     Every tensor an operator saves passes through the pack hook; several
     operators may save views of one storage, so each storage is counted once,
-    at its full size. The module's own weights are left out: they are model
-    state, not activations.
+    at its full size. The module's own weights and buffers (RoPE's sine and
+    cosine tables) are left out: they are model state and constants, not
+    activations.
     """
     b, s = x.shape[0], x.shape[1]
-    weights = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    state = {t.untyped_storage().data_ptr() for t in (*module.parameters(), *module.buffers())}
     seen: dict[int, SavedTensor] = {}
 
     def pack(t):
         storage = t.untyped_storage()
         ptr = storage.data_ptr()
-        if ptr not in weights and ptr not in seen:
+        if ptr not in state and ptr not in seen:
             seen[ptr] = SavedTensor(tuple(t.shape), str(t.dtype).removeprefix("torch."),
                                     storage.nbytes(), _kind(t, b, s, n_heads))
         return t
@@ -95,21 +104,54 @@ def dropout_mask_bytes(device: str, act_bytes: int) -> int:
     keeps that: as many bytes as an activation value.
     """
     validate.one_of("device", device, ("cpu", "cuda"))
-    return 1 if device == "cuda" else act_bytes
+    return 1 if device == "cuda" else validate.positive_int("act_bytes", act_bytes)
+
+
+@dataclass(frozen=True)
+class BlockCount:
+    """Measured saved bytes of one block beside the formula for that block.
+
+    extras: bytes of the named kinds the formula leaves out (norm statistics,
+    causal mask, log-sum-exp); residual_bytes = measured - formula - extras.
+    """
+
+    measured_bytes: int
+    formula_bytes: float
+    formula_items: dict
+    extras: dict
+    residual_bytes: float
+    saved: tuple
+    act_bytes: int
+
+    @property
+    def ratio(self) -> float:
+        """measured / formula."""
+        return self.measured_bytes / self.formula_bytes
+
+
+def _count(block: nn.Module, cfg: TransformerConfig, s: int, b: int, torch_dtype, device: str,
+           items: dict) -> BlockCount:
+    x = torch.randn(b, s, cfg.d_model, device=device, dtype=torch_dtype, requires_grad=True)
+    saved = saved_tensors(block, x, cfg.n_heads)                   # x: (b, s, h)
+    measured = sum(t.nbytes for t in saved)
+    formula = sum(items.values())
+    extras: dict[str, int] = {}
+    for t in saved:
+        if t.kind != "activation":
+            extras[t.kind] = extras.get(t.kind, 0) + t.nbytes
+    return BlockCount(measured, formula, items, extras, measured - formula - sum(extras.values()),
+                      tuple(saved), torch.finfo(torch_dtype).bits // 8)
 
 
 def compare_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "fp32",
                   dropout: float = 0.0, device: str = "cpu", attn_impl: str = "math",
-                  seed: int = 0) -> dict:
+                  seed: int = 0) -> BlockCount:
     """Measured saved bytes of one GPT block against the formula for it.
 
     The formula is Korthikanti's item list (block_saved_items) with this
     block's storage sizes: act_bytes from ``dtype``, the device's dropout-mask
     size, masks only when dropout > 0. A fused attention kernel
     (attn_impl="sdpa") keeps no s x s tensor, so its formula drops those items.
-    Returns measured and formula bytes, the named extras (LayerNorm statistics,
-    causal mask, log-sum-exp), the residual measured - formula - extras, and
-    the measured tensors.
     """
     validate.one_of("dtype", dtype, tuple(DTYPES))
     if cfg.mlp != "gelu" or cfg.n_kv_heads != cfg.n_heads:
@@ -118,23 +160,116 @@ def compare_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "fp32",
     torch.manual_seed(seed)
     torch_dtype = DTYPES[dtype]
     block = Block(cfg, dropout=dropout, attn_impl=attn_impl).to(device=device, dtype=torch_dtype).train()
-    x = torch.randn(b, s, cfg.d_model, device=device, dtype=torch_dtype, requires_grad=True)
-    saved = saved_tensors(block, x, cfg.n_heads)
     act_bytes = torch.finfo(torch_dtype).bits // 8
     items = block_saved_items(s, b, cfg.d_model, cfg.n_heads, act_bytes=act_bytes,
                               mask_bytes=dropout_mask_bytes(device, act_bytes),
                               dropout=dropout > 0, d_ff_mult=cfg.d_ff / cfg.d_model)
     if attn_impl == "sdpa":
         items = {k: v for k, v in items.items() if k not in SCORE_ITEMS}
-    measured = sum(t.nbytes for t in saved)
-    formula = sum(items.values())
-    extras = {}
-    for t in saved:
-        if t.kind != "activation":
-            extras[t.kind] = extras.get(t.kind, 0) + t.nbytes
-    return {"measured_bytes": measured, "formula_bytes": formula, "formula_items": items,
-            "extras": extras, "residual_bytes": measured - formula - sum(extras.values()),
-            "saved": saved, "act_bytes": act_bytes}
+    return _count(block, cfg, s, b, torch_dtype, device, items)
+
+
+# --- a Llama-shaped block -----------------------------------------------------------
+
+class _FusedRMSNormFn(torch.autograd.Function):
+    """RMSNorm as one kernel computes it: forward and backward by hand, so
+    autograd keeps only the input and one inverse RMS per token (fp32), as a
+    fused kernel (Apex, Megatron-LM) does. torch.nn.RMSNorm on a CPU is
+    written out in elementwise ops and keeps an fp32 copy and the normalised
+    value as well."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))            # 16-bit inputs: fp32
+        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)          # (b, s, 1)
+        ctx.save_for_backward(x, weight, rstd)
+        return (xf * rstd).to(x.dtype) * weight
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, rstd = ctx.saved_tensors
+        xhat = x.to(rstd.dtype) * rstd                                       # (b, s, h)
+        g = grad.to(rstd.dtype) * weight.to(rstd.dtype)
+        dx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+        dw = (grad.to(rstd.dtype) * xhat).sum(dim=tuple(range(grad.dim() - 1)))
+        return dx.to(x.dtype), dw.to(weight.dtype), None
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm with a fused-kernel memory footprint (input and rstd kept)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return _FusedRMSNormFn.apply(x, self.weight, self.eps)
+
+
+class Rotary(nn.Module):
+    """A Q or K projection followed by rotary position embeddings (RoPE).
+
+    The rotation multiplies by constant sine and cosine tables, so autograd
+    keeps the tables (buffers, left out of the count) and not the unrotated
+    projection: the rotated Q and K take the place of Q and K in the count.
+    """
+
+    def __init__(self, proj: nn.Linear, n_heads: int, max_seq_len: int, base: float = 10000.0):
+        super().__init__()
+        self.proj, self.n_heads = proj, n_heads
+        hd = proj.out_features // n_heads
+        inv_freq = base ** (-torch.arange(0, hd, 2).float() / hd)            # (hd/2,)
+        angles = torch.outer(torch.arange(max_seq_len).float(), inv_freq)     # (s, hd/2)
+        angles = torch.cat([angles, angles], dim=-1)                          # (s, hd)
+        self.register_buffer("cos", angles.cos()[:, None, :], persistent=False)   # (s, 1, hd)
+        self.register_buffer("sin", angles.sin()[:, None, :], persistent=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        y = self.proj(x).view(b, s, self.n_heads, -1)                         # (b, s, a, hd)
+        half = y.shape[-1] // 2
+        rotated = torch.cat([-y[..., half:], y[..., :half]], dim=-1)
+        return (y * self.cos[:s] + rotated * self.sin[:s]).flatten(2)         # (b, s, h)
+
+
+class LlamaBlock(nn.Module):
+    """A Llama 2 decoder block: RMSNorm, attention with RoPE written out
+    (scores materialised, softmax in the activation dtype), RMSNorm, SwiGLU
+    MLP, no dropout. Reuses the book's attention and MLP modules."""
+
+    def __init__(self, cfg: TransformerConfig, max_seq_len: int):
+        super().__init__()
+        if cfg.mlp != "swiglu":
+            raise ValueError(f"a Llama block has a SwiGLU MLP; got mlp={cfg.mlp!r}")
+        self.ln1 = RMSNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg, dropout=0.0, attn_impl="math")
+        self.attn.q = Rotary(self.attn.q, cfg.n_heads, max_seq_len)
+        self.attn.k = Rotary(self.attn.k, cfg.n_kv_heads, max_seq_len)
+        self.ln2 = RMSNorm(cfg.d_model)
+        self.mlp = MLP(cfg, dropout=0.0)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+def compare_llama_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "bf16",
+                        device: str = "cpu", seed: int = 0) -> BlockCount:
+    """Measured saved bytes of one Llama-shaped block against the count for
+    it: block_saved_items with a SwiGLU MLP of width cfg.d_ff, no dropout,
+    ``dtype`` activations."""
+    validate.one_of("dtype", dtype, tuple(DTYPES))
+    if cfg.mlp != "swiglu" or cfg.n_kv_heads != cfg.n_heads:
+        raise ValueError("compare_llama_block needs Llama 2's block: a SwiGLU MLP and "
+                         f"multi-head attention; got mlp={cfg.mlp!r}, n_kv_heads={cfg.n_kv_heads}")
+    torch.manual_seed(seed)
+    torch_dtype = DTYPES[dtype]
+    block = LlamaBlock(cfg, max_seq_len=s).to(device=device, dtype=torch_dtype).train()
+    act_bytes = torch.finfo(torch_dtype).bits // 8
+    items = block_saved_items(s, b, cfg.d_model, cfg.n_heads, act_bytes=act_bytes, dropout=False,
+                              d_ff_mult=cfg.d_ff / cfg.d_model, mlp="swiglu")
+    return _count(block, cfg, s, b, torch_dtype, device, items)
 
 
 # --- checkpointing the small GPT ----------------------------------------------------
@@ -191,14 +326,19 @@ def head_flops(cfg: TransformerConfig, s: int, b: int, backward: bool = True) ->
     return (3 if backward else 1) * 2 * b * s * cfg.d_model * cfg.vocab_size
 
 
-def activation_memory(model: GPT, idx, targets) -> dict:
-    """Tensor bytes during one forward and backward, tracked by torch's
-    MemTracker (a dispatch mode that follows every storage on any device).
-
-    kept_bytes: activations alive at the end of the forward, what backward
+@dataclass(frozen=True)
+class MemoryUse:
+    """kept_bytes: activations alive at the end of the forward, what backward
     will read. peak_bytes: the most bytes alive at once during the step,
-    beyond the weights (activations, gradients and temporaries).
-    """
+    beyond the weights (activations, gradients and temporaries)."""
+
+    kept_bytes: int
+    peak_bytes: int
+
+
+def activation_memory(model: GPT, idx, targets) -> MemoryUse:
+    """Tensor bytes during one forward and backward, tracked by torch's
+    MemTracker (a dispatch mode that follows every storage on any device)."""
     from torch.distributed._tools.mem_tracker import MemTracker
 
     model.zero_grad(set_to_none=True)
@@ -215,21 +355,24 @@ def activation_memory(model: GPT, idx, targets) -> dict:
         return sum(v for k, v in snapshot[device].items() if getattr(k, "name", k) == kind)
 
     model.zero_grad(set_to_none=True)
-    return {"kept_bytes": bytes_of(after_forward, "ACT"),
-            "peak_bytes": bytes_of(peak, "Total") - bytes_of(peak, "PARAM")}
+    return MemoryUse(kept_bytes=bytes_of(after_forward, "ACT"),
+                     peak_bytes=bytes_of(peak, "Total") - bytes_of(peak, "PARAM"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class StrategyResult:
+    """One strategy on the small GPT: counted FLOPs of a step, memory, and
+    the wall time of each timed step."""
+
     strategy: str
     flops: int
     kept_bytes: int
     peak_bytes: int
-    step_s: list = field(default_factory=list)
+    step_s: tuple
 
     @property
     def median_s(self) -> float:
-        return measure.median_s(self.step_s)
+        return measure.median_s(list(self.step_s))
 
     @property
     def best_s(self) -> float:
@@ -238,9 +381,28 @@ class StrategyResult:
         return min(self.step_s)
 
 
+@dataclass(frozen=True)
+class MeasuredStrategies:
+    """What measure_strategies found: ``strategies`` maps "none",
+    "selective" and "full" to a StrategyResult; full_whole_forward_flops is a
+    step's FLOPs with full recompute rerunning each block's whole forward
+    (early stop off); forward_flops is one forward without recompute."""
+
+    cfg: TransformerConfig
+    s: int
+    b: int
+    device: str
+    strategies: dict
+    full_whole_forward_flops: int
+    forward_flops: int
+
+    def __getitem__(self, strategy: str) -> StrategyResult:
+        return self.strategies[strategy]
+
+
 def measure_strategies(cfg: TransformerConfig, s: int, b: int, device: str = "cpu",
                        rounds: int = 3, seed: int = 0, cpu_threads: int | None = 1,
-                       log=print) -> dict:
+                       log=print) -> MeasuredStrategies:
     """Counted FLOPs, activation memory and step times of the small GPT under
     each strategy, on one model and one batch.
 
@@ -249,29 +411,28 @@ def measure_strategies(cfg: TransformerConfig, s: int, b: int, device: str = "cp
     CPU everything runs on ``cpu_threads`` threads (None: torch's setting):
     with one, other programs sharing the machine cannot stall a parallel
     region halfway, which makes two-thread timings swing tenfold. Also
-    counts the FLOPs of full recompute with early stopping off ("full, whole
-    forward") and of a forward alone.
+    counts the FLOPs of full recompute with early stopping off and of a
+    forward alone. ``log`` receives progress lines.
     """
     validate.positive_int("rounds", rounds)
     with measure.cpu_threads(cpu_threads, device):
         return _measure_strategies(cfg, s, b, device, rounds, seed, log)
 
 
-def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> dict:
+def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> MeasuredStrategies:
     torch.manual_seed(seed)
     model = GPT(cfg, max_seq_len=s).to(device)
     gen = torch.Generator().manual_seed(seed)
     idx, tgt = random_batch(cfg, b, s, device, generator=gen)
-    results = {}
+    counted = {}
     for strategy in STRATEGIES:
         log(f"  {strategy}: counting FLOPs and tracking memory ...", flush=True)
         with use_strategy(model, strategy):
             flops = measure.counted_flops(model, idx, tgt)["total"]
-            mem = activation_memory(model, idx, tgt)
-        results[strategy] = StrategyResult(strategy, flops, mem["kept_bytes"], mem["peak_bytes"])
+            counted[strategy] = (flops, activation_memory(model, idx, tgt))
     with use_strategy(model, "full", early_stop=False):
-        results["full_whole_forward_flops"] = measure.counted_flops(model, idx, tgt)["total"]
-    results["forward_flops"] = measure.counted_flops(model, idx, tgt, backward=False)["total"]
+        whole = measure.counted_flops(model, idx, tgt)["total"]
+    forward = measure.counted_flops(model, idx, tgt, backward=False)["total"]
 
     def step_fn(strategy):
         def step():
@@ -282,156 +443,81 @@ def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> dict:
         return step
 
     steps = {k: step_fn(k) for k in STRATEGIES}
+    times: dict[str, list] = {k: [] for k in STRATEGIES}
     for k in STRATEGIES:  # warm-up
         measure.time_steps(steps[k], steps=1, warmup=0, device=device)
     for r in range(rounds):
         log(f"  timing round {r + 1}/{rounds} ...", flush=True)
         for k in STRATEGIES:
-            results[k].step_s += measure.time_steps(steps[k], steps=1, warmup=0, device=device)
-    return results
+            times[k] += measure.time_steps(steps[k], steps=1, warmup=0, device=device)
+    results = {k: StrategyResult(k, counted[k][0], counted[k][1].kept_bytes, counted[k][1].peak_bytes,
+                                 tuple(times[k])) for k in STRATEGIES}
+    return MeasuredStrategies(cfg, s, b, device, results, whole, forward)
 
 
-# --- page helpers: what the chapter's cells print and glue ---------------------------
+@dataclass(frozen=True)
+class FlopCheck:
+    """Counted FLOPs of the recompute strategies beside the formulas.
 
-BLOCK_CASES = (("fp32, no dropout", "fp32", 0.0, "math"), ("fp32, dropout 0.1", "fp32", 0.1, "math"),
-               ("bf16, dropout 0.1", "bf16", 0.1, "math"), ("fp32, fused SDPA", "fp32", 0.0, "sdpa"))
+    Each pair is (counted, formula), whole training steps of the small GPT:
+    selective_extra (L x the attention core), full_whole_extra (L x F, full
+    recompute rerunning each block's whole forward), full_default_extra
+    (L x (F - the MLP's last matmul), PyTorch's early-stopping default), and
+    blocks_forward (the blocks of one forward, L x F). head_flops: the LM
+    head's training FLOPs, which no strategy recomputes.
+    """
 
+    selective_extra: tuple
+    full_whole_extra: tuple
+    full_default_extra: tuple
+    blocks_forward: tuple
+    head_flops: int
+    none_flops: int
 
-def block_checks(cfg: TransformerConfig, s: int, b: int, device: str, device_name: str,
-                 seed: int = 0) -> tuple[Report, dict]:
-    """compare_block for the page's four cases: a table, the glued values, and
-    the per-case results (the caller lists one case's tensors)."""
-    h, a = cfg.d_model, cfg.n_heads
-    lines = [f"one block: s={s}, b={b}, h={h}, a={a}, on {device_name}",
-             f"{'case':>18} {'measured':>11} {'formula':>11} {'LN stats':>9} {'mask/lse':>9}"
-             f" {'rest':>5} {'ratio':>7}"]
-    checks = {}
-    for label, dtype, p, impl in BLOCK_CASES:
-        r = compare_block(cfg, s, b, dtype, p, device, impl, seed=seed)
-        checks[label] = r
-        ln = r["extras"].get("LayerNorm statistics", 0)
-        other = sum(r["extras"].values()) - ln
-        lines.append(f"{label:>18} {r['measured_bytes']:>11,} {r['formula_bytes']:>11,} {ln:>9,}"
-                     f" {other:>9,} {r['residual_bytes']:>5,}"
-                     f" {r['measured_bytes'] / r['formula_bytes']:>7.4f}")
-    lines.append("ratio = measured / formula")
-    worst = max(abs(r["measured_bytes"] / r["formula_bytes"] - 1) for r in checks.values())
-    if worst > SAVED_BYTES_TOLERANCE:
-        raise AssertionError(f"measured saved bytes differ from the formula by {worst:.2%}")
-    no_drop, drop = checks["fp32, no dropout"], checks["fp32, dropout 0.1"]
-    fused = checks["fp32, fused SDPA"]
-    fp32_vs_paper = no_drop["measured_bytes"] / activation_bytes_per_layer(s, b, h, a)
-    zero = all(r["residual_bytes"] == 0 for r in checks.values())
-    g = {
-        "tol": (SAVED_BYTES_TOLERANCE, ".0%"),
-        "worst": (worst, ".2%"),
-        "all_residual_zero": ("zero" if zero else "not zero (see the table)", None),
-        "fp32_vs_paper": (fp32_vs_paper, ".2f"),
-        "fp32_vs_twice": ("less than" if fp32_vs_paper < 2 else "more than", None),
-        "mask_bytes_here": (dropout_mask_bytes(device, 4), "d"),
-        "extras_share": (sum(no_drop["extras"].values()) / no_drop["measured_bytes"], ".2%"),
-        "dropout_extra": (drop["measured_bytes"] - no_drop["measured_bytes"], ",d"),
-        "fused_saving": (1 - fused["measured_bytes"] / no_drop["measured_bytes"], ".0%"),
-        "square_share": ((no_drop["formula_bytes"] - fused["formula_bytes"])
-                         / no_drop["formula_bytes"], ".0%"),
-        "sdpa_kernel": ("the CPU flash kernel" if device == "cpu"
-                        else "the kernel PyTorch picks for this GPU and dtype", None),
-    }
-    return Report(lines, g), checks
+    @property
+    def exact(self) -> bool:
+        """Every count equals its formula, to the FLOP."""
+        return all(c == f for c, f in (self.selective_extra, self.full_whole_extra,
+                                       self.full_default_extra, self.blocks_forward))
+
+    @property
+    def blocks_ratio(self) -> float:
+        """The blocks' FLOPs with full recompute (whole forward) over without: 4/3."""
+        blocks = self.none_flops - self.head_flops
+        return (blocks + self.full_whole_extra[0]) / blocks
+
+    @property
+    def whole_ratio(self) -> float:
+        """The whole step's FLOPs with full recompute (whole forward) over without."""
+        return (self.none_flops + self.full_whole_extra[0]) / self.none_flops
+
+    @property
+    def default_ratio(self) -> float:
+        """The whole step's FLOPs with PyTorch's default full recompute over without."""
+        return (self.none_flops + self.full_default_extra[0]) / self.none_flops
+
+    @property
+    def selective_share(self) -> float:
+        """Selective's extra FLOPs as a share of the blocks' training FLOPs."""
+        return self.selective_extra[0] / (self.none_flops - self.head_flops)
 
 
-def strategies_table(res: dict) -> Report:
-    """Memory, fastest step and counted FLOPs of each strategy (from
-    measure_strategies), relative to no recompute."""
-    base = res["none"]
-    lines = [f"{'strategy':>10} {'kept MiB':>9} {'peak MiB':>9} {'best ms':>8} {'time':>6}"
-             f" {'counted FLOPs':>15} {'FLOPs':>7}"]
-    for k in STRATEGIES:
-        r = res[k]
-        lines.append(f"{k:>10} {r.kept_bytes / 2**20:>9.2f} {r.peak_bytes / 2**20:>9.2f}"
-                     f" {r.best_s * 1e3:>8.1f} {r.best_s / base.best_s:>6.2f}"
-                     f" {r.flops:>15,} {r.flops / base.flops:>7.4f}")
-    lines.append("time and FLOPs: relative to none; best ms: the fastest step")
-    return Report(lines, {})
-
-
-def _time_word(extra_time: float, extra_flops: float, close: float = 0.02) -> str:
-    if extra_time > extra_flops + close:
-        return "more"
-    if extra_time < extra_flops - close:
-        return "less"
-    return "about as much"
-
-
-def _time_vs_flops(extra_t: dict, extra_f: dict) -> str:
-    """"both took more extra time", or one clause per strategy: measured time
-    overheads against the FLOP overheads."""
-    sel = _time_word(extra_t["selective"], extra_f["selective"])
-    full = _time_word(extra_t["full"], extra_f["full"])
-    if sel == full:
-        return f"both took {sel} extra time"
-    return f"selective recompute took {sel} extra time and full recompute {full}"
-
-
-def flop_check(res: dict, cfg: TransformerConfig, s: int, b: int, rounds: int) -> Report:
-    """Counted extra FLOPs of each strategy against the formulas (asserted
-    equal to the FLOP), and the glued memory, time and FLOP figures, with the
-    sentences about time chosen from the measurement."""
-    from mlbook.recompute.formulas import layer_forward_flops, selective_extra_flops_fraction
-
+def flop_check(res: MeasuredStrategies) -> FlopCheck:
+    """The counted extra FLOPs of each strategy in ``res`` and the formula for
+    each: L x 4bs^2h for the attention core (Q K^T and P V, forward), L x F
+    for a block's forward (layer_forward_flops), 2 b s d_ff h for the MLP's
+    second matmul."""
+    cfg, s, b = res.cfg, res.s, res.b
     L, h = cfg.n_layers, cfg.d_model
-    base = res["none"]
-    head_train = head_flops(cfg, s, b)
-    blocks_fwd = res["forward_flops"] - head_flops(cfg, s, b, backward=False)
-    layer_f = layer_forward_flops(s, b, h)
+    none = res["none"].flops
+    layer_f = int(layer_forward_flops(s, b, h, cfg.d_ff / h))   # whole numbers at these shapes
     core = 4 * b * s * s * h                     # Q K^T and P V, forward, one layer
     last_mm = 2 * b * s * cfg.d_ff * h           # the MLP's second matmul, forward, one layer
-    whole = res["full_whole_forward_flops"]
-    rows = [("selective - none", res["selective"].flops - base.flops, int(L * core),
-             "L x attention core"),
-            ("full (whole forward) - none", whole - base.flops, int(L * layer_f), "L x F"),
-            ("full (PyTorch default) - none", res["full"].flops - base.flops,
-             int(L * (layer_f - last_mm)), "L x (F - last matmul)")]
-    lines = [f"{'extra FLOPs':>30} {'counted':>13} {'formula':>13}  formula"]
-    lines += [f"{name:>30} {got:>13,} {want:>13,}  {how}" for name, got, want, how in rows]
-    if blocks_fwd != L * layer_f or any(got != want for _, got, want, _ in rows):
-        raise AssertionError("counted FLOPs differ from the formulas")
-    blocks_ratio = (whole - head_train) / (base.flops - head_train)
-    lines.append(f"blocks' FLOPs with full recompute / without: {blocks_ratio:.6f}"
-                 f" (4/3 = {4 / 3:.6f})")
-    g = {"blocks_ratio": (blocks_ratio, ".4f"),
-         "whole_ratio": (whole / base.flops, ".4f"),
-         "default_ratio": (res["full"].flops / base.flops, ".4f"),
-         "sel_ratio": (res["selective"].flops / base.flops, ".4f"),
-         "sel_formula": (selective_extra_flops_fraction(s, h), ".2%"),
-         "sel_measured_extra": ((res["selective"].flops - base.flops) / (base.flops - head_train),
-                                ".2%"),
-         "run_rounds": (rounds, "d"),
-         "run_none_ms": (base.best_s * 1e3, ".0f"),
-         "run_tokens": (b * s, ",d")}
-    extra_t, extra_f = {}, {}
-    for k in STRATEGIES:
-        g[f"run_{k}_kept"] = (res[k].kept_bytes / 2**20, ".1f")
-        g[f"run_{k}_peak"] = (res[k].peak_bytes / 2**20, ".1f")
-        extra_t[k] = res[k].best_s / base.best_s - 1
-        extra_f[k] = res[k].flops / base.flops - 1
-        g[f"run_{k}_time"] = (extra_t[k], "+.0%")
-        g[f"run_{k}_flops"] = (extra_f[k], "+.0%")
-    if extra_t["selective"] < extra_t["full"]:
-        order = ("Selective recompute was the faster of the two here, as its fewer extra "
-                 "FLOPs suggest")
-    else:
-        order = ("Selective recompute was no faster than full recompute here, although it "
-                 "reruns fewer FLOPs")
-    if any(extra_t[k] > extra_f[k] + 0.02 for k in ("selective", "full")):
-        why = ("Some costs do not shrink with the FLOPs: the checkpoint machinery runs once "
-               "per block, and selective checkpointing inspects every operator in a Python "
-               "dispatch mode, which can cost more than the FLOPs it saves")
-    else:
-        why = ("At this size the checkpoint machinery, which runs once per block, and "
-               "selective checkpointing's per-operator dispatch mode cost no more than the "
-               "recomputed FLOPs")
-    g["time_order"] = (order, None)
-    g["time_why"] = (why, None)
-    g["time_vs_flops"] = (_time_vs_flops(extra_t, extra_f), None)
-    return Report(lines, g)
+    return FlopCheck(
+        selective_extra=(res["selective"].flops - none, L * core),
+        full_whole_extra=(res.full_whole_forward_flops - none, L * layer_f),
+        full_default_extra=(res["full"].flops - none, L * (layer_f - last_mm)),
+        blocks_forward=(res.forward_flops - head_flops(cfg, s, b, backward=False), L * layer_f),
+        head_flops=head_flops(cfg, s, b),
+        none_flops=none,
+    )

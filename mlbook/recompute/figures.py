@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlbook.common import memory
-from mlbook.recompute import formulas as recompute
+from mlbook.common.units import GIB, MIB
 from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
+from mlbook.recompute import formulas as recompute
 
-GIB = memory.GIB
 COLORS = {"none": "C0", "selective": "C1", "sqrt": "C2", "full": "C3"}
 LABELS = {"none": "none", "selective": "selective", "sqrt": "sqrt(L) segments", "full": "full"}
 
@@ -33,8 +32,8 @@ def strategy_tradeoff(s: int, h: int, a: int, L: int, b: int):
 def segments_memory(s: int, h: int, a: int, L: int, b: int):
     """The memory of c segments, c = 1..L, with c* = sqrt(L A / I), the best
     whole c and Chen et al.'s ceil(sqrt L) marked (slider figure)."""
-    A = memory.activation_bytes_per_layer(s, b, h, a, "none")
-    I = memory.activation_bytes_per_layer(s, b, h, a, "full")
+    A = recompute.activation_bytes_per_layer(s, b, h, a, "none")
+    I = recompute.activation_bytes_per_layer(s, b, h, a, "full")
     cs = np.arange(1, L + 1)
     mem = [recompute.segments_memory_bytes(int(c), L, A, I) / GIB for c in cs]
     c_star = recompute.optimal_segments(L, A, I)
@@ -77,15 +76,16 @@ def memory_vs_seq_len(h: int, a: int, L: int, b: int = 1, seq_lens=None, name: s
     return fig
 
 
-def measured_strategies(results: dict, device_name: str):
+def measured_strategies(res, device_name: str):
     """Measured activation memory, step time and counted FLOPs of the small
-    GPT under each strategy, relative to no recompute."""
+    GPT under each strategy (a MeasuredStrategies), relative to no recompute."""
+    results = res.strategies
     names = [k for k in ("none", "selective", "full") if k in results]
     base = results["none"]
     fig, (mem_ax, rel_ax) = new_figure(2, size=(9.0, 3.6), layout="constrained")
     x = np.arange(len(names))
-    kept = [results[k].kept_bytes / 2**20 for k in names]
-    peak = [results[k].peak_bytes / 2**20 for k in names]
+    kept = [results[k].kept_bytes / MIB for k in names]
+    peak = [results[k].peak_bytes / MIB for k in names]
     mem_ax.bar(x - 0.2, kept, 0.4, label="kept after forward", color="C0")
     mem_ax.bar(x + 0.2, peak, 0.4, label="peak during the step", color="C1")
     mem_ax.set_xticks(x, names)

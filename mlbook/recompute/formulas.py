@@ -2,9 +2,10 @@
 costs in extra FLOPs. Pure numbers, no torch.
 
 Symbols as in book/notation.md: s sequence length, b micro-batch, h hidden
-size, a heads, L layers. Per layer, A = bytes kept without recompute
-(Korthikanti et al. 2022: sbh(34 + 5as/h)), I = 2sbh the layer's input in 16
-bits, F = forward FLOPs; a training step costs 3F per layer (backward = 2F).
+size, a heads, L layers, d_ff MLP width. Per layer, A = bytes kept without
+recompute (Korthikanti et al. 2022: sbh(34 + 5as/h)), I = 2sbh the layer's
+input in 16 bits, F = forward FLOPs; a training step costs 3F per layer
+(backward = 2F).
 
     strategy    memory                       extra FLOPs (share of a step)
     none        L A                          0
@@ -17,6 +18,10 @@ The sqrt(L) and full plans keep every c-th layer input (a "checkpoint"),
 recompute one segment's forward at a time during backward, and hold that one
 segment's activations while they do. c I + (L/c) A is smallest at
 c* = sqrt(L A / I).
+
+Korthikanti's count is for a GPT block (dropout, a 4h GELU MLP). Llama 2's
+block has no dropout and a SwiGLU MLP; ``block_saved_items`` and
+``layer_bytes`` count either, and ``checkpoint_plans`` takes the result.
 """
 
 from __future__ import annotations
@@ -25,57 +30,111 @@ import math
 from dataclasses import dataclass
 
 from mlbook.common import validate
-from mlbook.common.memory import activation_bytes_per_layer
-from mlbook.page import Report
 
 STRATEGIES = ("none", "selective", "sqrt", "full")
+RECOMPUTE_MODES = ("none", "selective", "full")
+MLP_KINDS = ("gelu", "swiglu")
 # The items of block_saved_items that are s x s per head (the a s^2 b terms):
 # what selective recompute and fused attention kernels do not keep.
 SCORE_ITEMS = ("softmax output", "softmax dropout mask", "dropped-out probabilities (for P V)")
+
+# Measured overheads reported by Korthikanti et al. 2022 (arXiv:2205.05198),
+# Table 4: the time of one transformer layer of their 22B model with each
+# strategy, relative to no recompute (forward plus backward).
+REPORTED_TIME_OVERHEAD = {
+    "full": 0.39,
+    "selective": 0.07,
+    "selective + sequence parallel": 0.04,
+}
+# Table 5: selective recompute's throughput gain over full recompute, 22B to 1T models.
+REPORTED_THROUGHPUT_GAIN = (0.29, 0.32)
+REPORTED_SOURCE = "Korthikanti et al. 2022, arXiv:2205.05198, Tables 4 and 5"
 
 
 def _check_d_ff_mult(d_ff_mult):
     return validate.positive("d_ff_mult", d_ff_mult)
 
 
-def layer_forward_flops(s: int, b: int, h: int, d_ff_mult: float = 4.0) -> float:
+def _mlp_matmuls(mlp: str) -> int:
+    """Matmuls of width d_ff in the MLP: two for GELU, three for SwiGLU."""
+    return 3 if validate.one_of("mlp", mlp, MLP_KINDS) == "swiglu" else 2
+
+
+def activation_bytes_per_layer(s: int, b: int, h: int, a: int, recompute: str = "none") -> int:
+    """Bytes one transformer layer keeps for its backward pass.
+
+    Korthikanti et al. 2022 (arXiv:2205.05198, Sec. 4.1 and Table 2), whose
+    assumptions this keeps: activations are stored in 16 bits (2 bytes a
+    value), dropout masks in 1 byte a value, the MLP is 4h wide with a GELU
+    between two matmuls, there is no tensor or sequence parallelism, and the
+    attention scores are materialised (no FlashAttention). Per layer:
+
+        attention  11 sbh + 5 a s^2 b   (QKV input 2, Q and K 4, V 2, output
+                                         projection input 2, its dropout mask 1;
+                                         softmax output 2, its dropout mask 1,
+                                         the dropped-out probabilities 2)
+        MLP        19 sbh               (first matmul input 2, GELU input 8,
+                                         second matmul input 8, dropout mask 1)
+        two norms   4 sbh               (each keeps its input, 2)
+        total      sbh (34 + 5 a s / h)
+
+    recompute="selective" recomputes the attention core (scores, softmax,
+    dropout, P V) and drops the 5 a s^2 b term: 34 sbh. recompute="full" keeps
+    only the layer's input, 2 sbh, and recomputes the rest.
+    """
+    s = validate.positive_int("s", s)
+    b = validate.positive_int("b", b)
+    h = validate.positive_int("h", h)
+    a = validate.positive_int("a", a)
+    validate.divides("a", a, "h", h)
+    validate.one_of("recompute", recompute, RECOMPUTE_MODES)
+    if recompute == "full":
+        return 2 * s * b * h
+    selective = 34 * s * b * h
+    if recompute == "selective":
+        return selective
+    return selective + 5 * a * s * s * b
+
+
+def layer_forward_flops(s: int, b: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu") -> float:
     """F: forward FLOPs of one layer for b sequences of s tokens.
 
     Per token: Q, K, V and O projections 4 x 2h^2 = 8h^2; an MLP of two
-    h x d_ff matmuls 4 h d_ff; the attention core (scores Q K^T and context
-    P V) 2 x 2sh = 4sh. The full s x s square is counted (book/notation.md).
+    (GELU) or three (SwiGLU) h x d_ff matmuls, 4 h d_ff or 6 h d_ff; the
+    attention core (scores Q K^T and context P V) 2 x 2sh = 4sh. The full
+    s x s square is counted (book/notation.md). d_ff = d_ff_mult x h.
     """
     s = validate.positive_int("s", s)
     b = validate.positive_int("b", b)
     h = validate.positive_int("h", h)
     m = _check_d_ff_mult(d_ff_mult)
-    return b * s * (8 * h * h + 4 * h * (m * h) + 4 * s * h)
+    return b * s * (8 * h * h + 2 * _mlp_matmuls(mlp) * h * (m * h) + 4 * s * h)
 
 
-def attention_core_fraction(s: int, h: int, d_ff_mult: float = 4.0) -> float:
+def attention_core_fraction(s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu") -> float:
     """The attention core's share of a layer's forward FLOPs:
-    4sh / (8h^2 + 4h d_ff + 4sh), with d_ff = d_ff_mult x h.
+    4sh / (8h^2 + 4h d_ff + 4sh) for a GELU MLP (6h d_ff for SwiGLU), with
+    d_ff = d_ff_mult x h.
 
     This is what selective recompute runs a second time; divided by 3 it is
     selective's extra FLOPs as a share of a training step. It grows with s.
-    A SwiGLU MLP has three h x d_ff matmuls: pass d_ff_mult = 1.5 d_ff / h to
-    give it the same FLOPs.
     """
     s = validate.positive_int("s", s)
     h = validate.positive_int("h", h)
     m = _check_d_ff_mult(d_ff_mult)
     core = 4 * s * h
-    return core / (8 * h * h + 4 * h * (m * h) + core)
+    return core / (8 * h * h + 2 * _mlp_matmuls(mlp) * h * (m * h) + core)
 
 
-def selective_extra_flops_fraction(s: int, h: int, d_ff_mult: float = 4.0) -> float:
+def selective_extra_flops_fraction(s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu") -> float:
     """Selective recompute's extra FLOPs as a share of a training step (3F)."""
-    return attention_core_fraction(s, h, d_ff_mult) / 3
+    return attention_core_fraction(s, h, d_ff_mult, mlp) / 3
 
 
 def seq_len_for_selective_overhead(h: int, overhead: float, d_ff_mult: float = 4.0) -> float:
     """The sequence length at which selective recompute costs ``overhead``
-    (a share of a training step), from attention_core_fraction = 3 x overhead:
+    (a share of a training step) with a GELU MLP, from
+    attention_core_fraction = 3 x overhead:
 
         s = 3 t (8 + 4 m) h / (4 - 12 t),   t = overhead, m = d_ff_mult.
 
@@ -93,15 +152,23 @@ def seq_len_for_selective_overhead(h: int, overhead: float, d_ff_mult: float = 4
 
 
 def block_saved_items(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_bytes: int = 1,
-                      dropout: bool = True, d_ff_mult: float = 4.0) -> dict:
-    """Korthikanti's per-layer count item by item, with the storage sizes as
-    knobs: ``act_bytes`` per activation value (2 in the paper, 4 in fp32),
-    ``mask_bytes`` per dropout-mask value (1 in the paper). Returns
-    {item: bytes}.
+                      dropout: bool = True, d_ff_mult: float = 4.0, mlp: str = "gelu") -> dict:
+    """What one layer keeps for backward, item by item: {item: bytes}.
+
+    Korthikanti's list (Sec. 4.1), with the storage sizes and the block's
+    shape as knobs: ``act_bytes`` per activation value (2 in the paper, 4 in
+    fp32), ``mask_bytes`` per dropout-mask value (1 in the paper),
+    ``dropout`` whether the block has dropout, ``mlp`` "gelu" (the paper's:
+    two matmuls with a GELU between) or "swiglu" (Llama's: gate and up
+    matmuls, SiLU(gate) x up, a down matmul), and d_ff = d_ff_mult x h.
 
     Without dropout there are no masks, and the probabilities P V reads are
-    the softmax output itself, so that term is not stored twice. With the
-    paper's defaults the items sum to activation_bytes_per_layer(s, b, h, a).
+    the softmax output itself, so that term is not stored twice. A SwiGLU MLP
+    keeps four d_ff-wide tensors: the gate output (SiLU's input), SiLU's
+    output and the up output (both read by the product's backward), and the
+    product (the down matmul's input). Every norm keeps its input, as a fused
+    LayerNorm or RMSNorm kernel does. With the defaults the items sum to
+    activation_bytes_per_layer(s, b, h, a).
     """
     s = validate.positive_int("s", s)
     b = validate.positive_int("b", b)
@@ -110,10 +177,13 @@ def block_saved_items(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_b
     validate.divides("a", a, "h", h)
     act_bytes = validate.positive_int("act_bytes", act_bytes)
     mask_bytes = validate.positive_int("mask_bytes", mask_bytes)
+    if not isinstance(dropout, bool):
+        raise ValueError(f"dropout must be True or False, got {dropout!r}")
     m = _check_d_ff_mult(d_ff_mult)
+    validate.one_of("mlp", mlp, MLP_KINDS)
     sbh, ass = s * b * h, a * s * s * b
     items = {
-        "LayerNorm 1 input": act_bytes * sbh,
+        "norm 1 input": act_bytes * sbh,
         "QKV matmul input": act_bytes * sbh,
         "Q and K (for Q K^T)": 2 * act_bytes * sbh,
         "softmax output": act_bytes * ass,
@@ -122,13 +192,69 @@ def block_saved_items(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_b
         "V (for P V)": act_bytes * sbh,
         "output projection input": act_bytes * sbh,
         "attention dropout mask": mask_bytes * sbh if dropout else 0,
-        "LayerNorm 2 input": act_bytes * sbh,
-        "MLP first matmul input": act_bytes * sbh,
-        "GELU input": act_bytes * m * sbh,
-        "MLP second matmul input": act_bytes * m * sbh,
-        "MLP dropout mask": mask_bytes * sbh if dropout else 0,
+        "norm 2 input": act_bytes * sbh,
+        "MLP input": act_bytes * sbh,
     }
+    if mlp == "gelu":
+        items |= {"GELU input": act_bytes * m * sbh,
+                  "MLP second matmul input": act_bytes * m * sbh}
+    else:
+        items |= {"gate output (SiLU input)": act_bytes * m * sbh,
+                  "SiLU output": act_bytes * m * sbh,
+                  "up output": act_bytes * m * sbh,
+                  "down matmul input": act_bytes * m * sbh}
+    items["MLP dropout mask"] = mask_bytes * sbh if dropout else 0
     return {k: (int(v) if float(v).is_integer() else v) for k, v in items.items()}
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """A layer's saved bytes as ``linear`` sbh + ``square`` a s^2 b."""
+
+    linear: float
+    square: float
+
+
+def saved_coefficients(act_bytes: int = 2, mask_bytes: int = 1, dropout: bool = True,
+                       d_ff_mult: float = 4.0, mlp: str = "gelu") -> Coefficients:
+    """The item list of ``block_saved_items`` summed into its two terms.
+
+    Every item is a multiple of sbh or of a s^2 b, so evaluating the list at
+    s = b = h = a = 1 gives the multiples. The defaults give Korthikanti's
+    34 sbh + 5 a s^2 b.
+    """
+    items = block_saved_items(1, 1, 1, 1, act_bytes, mask_bytes, dropout, d_ff_mult, mlp)
+    square = sum(v for k, v in items.items() if k in SCORE_ITEMS)
+    return Coefficients(linear=sum(items.values()) - square, square=square)
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    """Bytes one layer keeps for backward under each recompute mode.
+
+    none: everything (A). selective: everything but the s x s score items.
+    full: the layer's input alone (I), what a checkpoint keeps.
+    """
+
+    none: float
+    selective: float
+    full: float
+
+    def __post_init__(self):
+        for name in RECOMPUTE_MODES:
+            validate.positive(name, getattr(self, name))
+        if not self.full <= self.selective <= self.none:
+            raise ValueError(f"need full <= selective <= none, got {self}")
+
+
+def layer_bytes(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_bytes: int = 1,
+                dropout: bool = True, d_ff_mult: float = 4.0, mlp: str = "gelu") -> LayerBytes:
+    """``block_saved_items`` summed for each recompute mode. With the defaults
+    this is activation_bytes_per_layer for "none", "selective" and "full"."""
+    items = block_saved_items(s, b, h, a, act_bytes, mask_bytes, dropout, d_ff_mult, mlp)
+    total = sum(items.values())
+    square = sum(v for k, v in items.items() if k in SCORE_ITEMS)
+    return LayerBytes(none=total, selective=total - square, full=act_bytes * s * b * h)
 
 
 @dataclass(frozen=True)
@@ -178,21 +304,36 @@ def sqrt_segments(L: int) -> int:
     return math.ceil(math.sqrt(validate.positive_int("L", L)))
 
 
-def checkpoint_plans(s: int, b: int, h: int, a: int, L: int, d_ff_mult: float = 4.0) -> dict:
+def best_segments(L: int, A: float, I: float) -> int:
+    """The whole number of segments in 1..L with the least memory. When
+    c* = sqrt(L A / I) is above L (a layer keeps far more than its input),
+    that is L: checkpoint every layer."""
+    L = validate.positive_int("L", L)
+    validate.positive("A", A)
+    validate.positive("I", I)
+    return min(range(1, L + 1), key=lambda c: (segments_memory_bytes(c, L, A, I), c))
+
+
+def checkpoint_plans(s: int, b: int, h: int, a: int, L: int, d_ff_mult: float = 4.0,
+                     mlp: str = "gelu", layer: LayerBytes | None = None) -> dict:
     """The four strategies' memory and extra FLOPs, {strategy: Plan}.
 
-    Memory per layer from Korthikanti et al. (activation_bytes_per_layer,
-    16-bit activations); the extra FLOPs leave out the LM head, which no
+    Memory per layer from ``layer`` (a LayerBytes); by default Korthikanti's
+    count (activation_bytes_per_layer, 16-bit activations). The extra FLOPs
+    use a d_ff_mult x h wide ``mlp`` and leave out the LM head, which no
     strategy recomputes.
     """
     L = validate.positive_int("L", L)
-    A = activation_bytes_per_layer(s, b, h, a, "none")
-    I = activation_bytes_per_layer(s, b, h, a, "full")
-    sel = activation_bytes_per_layer(s, b, h, a, "selective")
+    if layer is None:
+        layer = LayerBytes(*(activation_bytes_per_layer(s, b, h, a, r) for r in RECOMPUTE_MODES))
+    elif not isinstance(layer, LayerBytes):
+        raise ValueError(f"layer must be a LayerBytes, got {layer!r}")
+    A, I = layer.none, layer.full
     c = sqrt_segments(L)
     return {
         "none": Plan("none", L * A, 0.0),
-        "selective": Plan("selective", L * sel, selective_extra_flops_fraction(s, h, d_ff_mult)),
+        "selective": Plan("selective", L * layer.selective,
+                          selective_extra_flops_fraction(s, h, d_ff_mult, mlp)),
         "sqrt": Plan("sqrt", segments_memory_bytes(c, L, A, I), 1 / 3, segments=c),
         "full": Plan("full", L * I + A, 1 / 3, segments=L),
     }
@@ -200,9 +341,10 @@ def checkpoint_plans(s: int, b: int, h: int, a: int, L: int, d_ff_mult: float = 
 
 def selective_sqrt_crossover_seq_len(h: int, a: int, L: int) -> float:
     """The sequence length at which selective recompute and sqrt(L) segments
-    need the same memory (the same for every b). Below it sqrt(L) needs less;
-    above it selective does, because sqrt(L) still holds one segment's
-    5as^2b score terms, which grow as s^2, while selective grows as s.
+    need the same memory under Korthikanti's count (the same for every b).
+    Below it sqrt(L) needs less; above it selective does, because sqrt(L)
+    still holds one segment's 5as^2b score terms, which grow as s^2, while
+    selective grows as s.
 
     Setting L 34sbh = 2sbh c + k sbh (34 + 5as/h), with c = ceil(sqrt L) and
     k = ceil(L / c), gives s = (34 L - 2c - 34k) h / (5 a k). Returns 0.0 when
@@ -218,123 +360,3 @@ def selective_sqrt_crossover_seq_len(h: int, a: int, L: int) -> float:
     if room <= 0:
         return 0.0
     return room * h / (5 * a * k)
-
-
-def best_segments(L: int, A: float, I: float) -> int:
-    """The whole number of segments in 1..L with the least memory. When
-    c* = sqrt(L A / I) is above L (a layer keeps far more than its input),
-    that is L: checkpoint every layer."""
-    L = validate.positive_int("L", L)
-    return min(range(1, L + 1), key=lambda c: (segments_memory_bytes(c, L, A, I), c))
-
-
-# Measured overheads reported by Korthikanti et al. 2022 (arXiv:2205.05198),
-# Table 4: the time of one transformer layer of their 22B model with each
-# strategy, relative to no recompute.
-REPORTED_TIME_OVERHEAD = {
-    "full": 0.39,
-    "selective": 0.07,
-    "selective + sequence parallel": 0.04,
-}
-# Table 5: selective recompute's throughput gain over full recompute, 22B to 1T models.
-REPORTED_THROUGHPUT_GAIN = (0.29, 0.32)
-REPORTED_SOURCE = "Korthikanti et al. 2022, arXiv:2205.05198, Table 4 (22B model, one layer)"
-
-
-# --- page helpers: what the chapter's cells print and glue ---------------------------
-
-def comparison(x: float, y: float, close: float = 0.05) -> str:
-    """"more than", "about as much as" or "less than": x against y, with
-    ``close`` the relative band counted as about equal."""
-    validate.positive("y", y)
-    if x > y * (1 + close):
-        return "more than"
-    if x < y * (1 - close):
-        return "less than"
-    return "about as much as"
-
-
-def item_coefficients(s: int, b: int, h: int, a: int) -> Report:
-    """Korthikanti's item list for one layer, each item in units of sbh or
-    a s^2 b, and their sums (glued as coef_linear and coef_square)."""
-    items = block_saved_items(s, b, h, a)
-    sbh, ass = s * b * h, a * s * s * b
-    lines = []
-    for name, nbytes in items.items():
-        square = name in SCORE_ITEMS
-        unit = "a s^2 b" if square else "sbh"
-        lines.append(f"{name:>38}: {nbytes / (ass if square else sbh):>3.0f} {unit}")
-    linear = sum(v for k, v in items.items() if k not in SCORE_ITEMS) / sbh
-    square = sum(v for k, v in items.items() if k in SCORE_ITEMS) / ass
-    lines.append(f"total: {linear:.0f} sbh + {square:.0f} a s^2 b")
-    if sum(items.values()) != activation_bytes_per_layer(s, b, h, a):
-        raise AssertionError("block_saved_items does not sum to activation_bytes_per_layer")
-    return Report(lines, {"coef_linear": (linear, ".0f"), "coef_square": (square, ".0f")})
-
-
-def reference_case(cfg, s: int, b: int = 1) -> Report:
-    """The four strategies for ``cfg`` (the page uses Llama-2-7B) at s tokens:
-    a table, the model state for scale, c*, and the selective/sqrt(L) crossover."""
-    from mlbook.mfu.flops import n_params
-    from mlbook.common.memory import GIB, model_state_bytes
-
-    h, a, L = cfg.d_model, cfg.n_heads, cfg.n_layers
-    swiglu_mult = 1.5 * cfg.d_ff / h     # three h x d_ff matmuls = two of width 1.5 d_ff
-    plans = checkpoint_plans(s, b, h, a, L, d_ff_mult=swiglu_mult)
-    A = activation_bytes_per_layer(s, b, h, a)
-    I = activation_bytes_per_layer(s, b, h, a, "full")
-    state = model_state_bytes(n_params(cfg))
-    lines = [f"{cfg.name}: s={s}, b={b}, h={h}, a={a}, L={L}",
-             f"one layer keeps A = {A / GIB:.2f} GiB",
-             f"{'strategy':>10} {'memory (GiB)':>13} {'extra FLOPs':>12}"]
-    lines += [f"{p.strategy:>10} {p.memory_bytes / GIB:>13.2f} {p.extra_flops_fraction:>12.1%}"
-              for p in plans.values()]
-    lines.append(f"for scale: weights, gradients and Adam state take {state / GIB:.0f} GiB")
-    g = {f"l7_{k}_gib": (p.memory_bytes / GIB, ".1f") for k, p in plans.items()}
-    vs_state = comparison(plans["none"].memory_bytes, state)
-    g |= {
-        "l7_layer_gib": (A / GIB, ".2f"),
-        "l7_sqrt_c": (plans["sqrt"].segments, "d"),
-        "l7_sel_extra": (plans["selective"].extra_flops_fraction, ".1%"),
-        "l7_sel_extra_4h": (selective_extra_flops_fraction(s, h), ".1%"),
-        "l7_swiglu_mult": (swiglu_mult, ".2f"),
-        "l7_state_gib": (state / GIB, ".0f"),
-        "l7_vs_state": (vs_state, None),
-        "l7_vs_state_mem": (vs_state.replace("much", "much memory").replace(" than", " memory than"),
-                            None),
-        "l7_sel_saving": (plans["none"].memory_bytes / plans["selective"].memory_bytes, ".1f"),
-        "l7_a_over_i": (A / I, ".0f"),
-        "l7_cstar": (optimal_segments(L, A, I), ".1f"),
-        "l7_best_c": (best_segments(L, A, I), "d"),
-        "cross_s": (selective_sqrt_crossover_seq_len(h, a, L), ",.0f"),
-    }
-    for n in (2048, 4096):
-        p = checkpoint_plans(n, b, h, a, L)
-        g[f"cmp_{n}_sel"] = (p["selective"].memory_bytes / GIB, ".1f")
-        g[f"cmp_{n}_sqrt"] = (p["sqrt"].memory_bytes / GIB, ".1f")
-    big = checkpoint_plans(32768, b, h, a, L)
-    g["cmp_32k_sel"] = (big["selective"].memory_bytes / GIB, ".0f")
-    g["cmp_32k_full"] = (big["full"].memory_bytes / GIB, ".0f")
-    return Report(lines, g)
-
-
-def reported_overheads() -> Report:
-    """Korthikanti et al.'s measured overheads (Tables 4 and 5), to glue."""
-    g = {"rep_full": (REPORTED_TIME_OVERHEAD["full"], ".0%"),
-         "rep_sel": (REPORTED_TIME_OVERHEAD["selective"], ".0%"),
-         "rep_sel_sp": (REPORTED_TIME_OVERHEAD["selective + sequence parallel"], ".0%"),
-         "rep_gain_lo": (REPORTED_THROUGHPUT_GAIN[0], ".0%"),
-         "rep_gain_hi": (REPORTED_THROUGHPUT_GAIN[1], ".0%")}
-    return Report([], g)
-
-
-def selective_overhead_table(h: int, target: float) -> Report:
-    """The exercise: the s where selective's extra FLOPs pass ``target``, in
-    closed form and by a scan, and the extra at a few lengths."""
-    s_star = seq_len_for_selective_overhead(h, target)
-    scan = next(s for s in range(1, 10 * h) if selective_extra_flops_fraction(s, h) > target)
-    lines = [f"closed form: s = {s_star:,.0f} tokens ({s_star / h:.2f} h)",
-             f"first whole s above {target:.0%} in a scan: {scan:,}"]
-    lines += [f"  s = {s:>6,}: selective adds {selective_extra_flops_fraction(s, h):.1%}"
-              for s in (2048, 4096, 8192, 16384, 32768)]
-    return Report(lines, {"ex_s_star": (s_star, ",.0f"), "ex_ratio": (s_star / h, ".2f")})
