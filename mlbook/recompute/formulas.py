@@ -177,8 +177,7 @@ def block_saved_items(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_b
     validate.divides("a", a, "h", h)
     act_bytes = validate.positive_int("act_bytes", act_bytes)
     mask_bytes = validate.positive_int("mask_bytes", mask_bytes)
-    if not isinstance(dropout, bool):
-        raise ValueError(f"dropout must be True or False, got {dropout!r}")
+    validate.boolean("dropout", dropout)
     m = _check_d_ff_mult(d_ff_mult)
     validate.one_of("mlp", mlp, MLP_KINDS)
     sbh, ass = s * b * h, a * s * s * b
