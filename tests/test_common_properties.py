@@ -1,9 +1,7 @@
 """Property tests for the shared torch-free modules: validation (valid in,
 returned unchanged; invalid, a ValueError naming the argument), the
-accelerator table and model-state bytes.
-
-memory.activation_bytes_per_layer is the recompute chapter's and is tested
-there."""
+accelerator table and model-state bytes. (Activation bytes are the recompute
+chapter's: mlbook.recompute.formulas and its tests.)"""
 
 from __future__ import annotations
 
