@@ -55,7 +55,7 @@ def mfu_calculator(model: str, tokens_per_s: float, seq_len: int, gpu: str, n_gp
     ax.plot(xs, xs / max_tokens, color="C0")
     ax.axhspan(*GOOD_MFU, color="C2", alpha=0.15, label="35-50 %: good at scale")
     if tokens_per_s <= max_tokens:
-        u = tokens_per_s / max_tokens           # = mfu.mfu(...), without its refusal of 1 + rounding
+        u = mfu.mfu(tokens_per_s, cfg, seq_len, peak, n_gpus)
         ax.plot([tokens_per_s], [u], "o", color="C3", ms=9)
         ax.set_title(f"{cfg.name} on {n_gpus:,} x {gpu}, s={seq_len:,}: MFU {u:.1%}")
     else:

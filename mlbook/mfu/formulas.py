@@ -21,6 +21,11 @@ from mlbook.common.units import DAY_S
 from mlbook.mfu.flops import flops_per_token, six_nd
 
 
+# Rounding of a product of floats: a throughput computed as exactly 100 % of the
+# peak may come back as 1.0000000000000002. Far below any real measurement's error.
+ROUNDING = 1e-9
+
+
 class ImpossibleUtilisation(ValueError):
     """A utilisation above 100 %: the peak or the FLOPs convention is wrong."""
 
@@ -33,7 +38,7 @@ def _check_inputs(tokens_per_s, peak_flops_per_s, n_gpus):
 
 def _utilisation(what: str, achieved_flops_per_s: float, peak_flops_per_s: float, n_gpus: int) -> float:
     u = achieved_flops_per_s / (n_gpus * peak_flops_per_s)
-    if u > 1:
+    if u > 1 + ROUNDING:
         raise ImpossibleUtilisation(
             f"{what} of {u:.1%} is above 100 %: the peak FLOP/s ({peak_flops_per_s:.3g} per GPU "
             f"x {n_gpus}) or the FLOPs convention must be wrong"
