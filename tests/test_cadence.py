@@ -24,9 +24,10 @@ def test_daly_known_answer_and_branches():
     assert c.daly_interval(50, 100) == pytest.approx(100 * (1 + 1 / 6 + 1 / 36) - 50)
     assert c.daly_interval(200, 100) == 100          # C >= 2T: checkpoint every T
     assert c.daly_interval(250, 100) == 100
-    # small C/T: Daly tends to Young minus C
+    # small C/T: sqrt(2CT) sqrt(x)/3 = C/3, so Daly tends to Young minus 2C/3 (the next term,
+    # sqrt(2CT) x / 9 = C sqrt(x) / 9, is 1e-4 C here)
     y, d = c.young_interval(1, 1e6), c.daly_interval(1, 1e6)
-    assert abs(d - (y - 1)) / y < 1e-3
+    assert y - d == pytest.approx(2 / 3, rel=1e-3)
 
 
 def test_daly_is_the_exact_optimum_to_high_order():
