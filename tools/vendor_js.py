@@ -2,11 +2,14 @@
 
 The HTML book must load nothing from the network, so the two scripts that
 myst-nb would take from CDNs for widgets (require.js and the Jupyter widget
-HTML manager, with the fonts it looks for beside itself) come from the npm
-registry through `npm pack`, pinned, and land in _vendor/vendor/, which the
-book serves through html_extra_path.
+HTML manager) come from the npm registry through `npm pack`, pinned, and land
+in _vendor/vendor/, which the book serves through html_extra_path. The
+manager's Font Awesome files (webpack-named, in the package's dist/) go beside
+embed-amd.js; book/_extra/vendor/widgets-setup.js points the manager there
+(it would otherwise look beside each page, and 404).
 """
 
+import re
 import shutil
 import subprocess
 import sys
@@ -20,8 +23,17 @@ DEST = ROOT / "_vendor" / "vendor"
 FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
 
 
+def complete() -> bool:
+    """require.js, embed-amd.js and every font file embed-amd.js names."""
+    manager = DEST / "html-manager" / "embed-amd.js"
+    if not ((DEST / "require.js").exists() and manager.exists()):
+        return False
+    fonts = set(re.findall(r'\w\.p\+"([0-9a-f]{20}\.\w+)"', manager.read_text(errors="replace")))
+    return bool(fonts) and all((DEST / "html-manager" / name).exists() for name in fonts)
+
+
 def main() -> int:
-    if (DEST / "require.js").exists() and (DEST / "html-manager" / "embed-amd.js").exists():
+    if complete():
         return 0
     if shutil.which("npm") is None:
         print("vendor_js: npm is needed to fetch the widget scripts (apt-get install npm)", file=sys.stderr)
@@ -43,7 +55,10 @@ def main() -> int:
         for font in dist.iterdir():
             if font.suffix in FONT_SUFFIXES:
                 shutil.copy(font, DEST / "html-manager" / font.name)
-    print(f"vendor_js: widget scripts in {DEST.relative_to(ROOT)}")
+    if not complete():
+        print("vendor_js: the widget manager names font files its package does not ship", file=sys.stderr)
+        return 1
+    print(f"vendor_js: widget scripts and fonts in {DEST.relative_to(ROOT)}")
     return 0
 
 

@@ -1,0 +1,147 @@
+"""Headless Chromium for the browser checks, and what a page did wrong.
+
+Debian's chromium (/usr/bin/chromium) driven by pip's playwright; never
+`playwright install`. Without Chromium or playwright the checks skip with the
+reason, except under CI (CI=true), where they fail: there the browser checks
+are part of the suite, not an optional extra.
+
+`Watch` records everything a page does that a reader would not want: a
+request that left the allowed origin (blocked and recorded), a request for a
+file that failed or answered >= 400, a JavaScript console message of type
+"error", and an uncaught page error. `Watch.problems()` lists them, less the
+console messages the calling test file allowlists, each with its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+# What Debian's chromium needs as root in a container, and no network of its own
+# (no component updates, sync, or background requests).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-default-apps"]
+
+
+def under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def chromium_or_skip() -> str:
+    """The Chromium executable. Missing Chromium or playwright: a skip with the
+    reason, or a failure under CI."""
+    missing = []
+    path = CHROMIUM if os.access(CHROMIUM, os.X_OK) else (shutil.which("chromium") or shutil.which("chromium-browser"))
+    if path is None:
+        missing.append("Debian's chromium is not installed (make install installs it: apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("playwright is not installed (it is in requirements.txt)")
+    if missing:
+        reason = "; ".join(missing)
+        if under_ci():
+            pytest.fail(f"{reason}. Under CI (CI=true) the browser checks are mandatory.", pytrace=False)
+        pytest.skip(f"browser checks skipped: {reason} (under CI=true this fails)")
+    return path
+
+
+@contextmanager
+def chromium():
+    """A headless Chromium (each context gets a fresh profile)."""
+    path = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@dataclass
+class Allowed:
+    """A console message or page error that is harmless, and why."""
+    pattern: str   # a regular expression, searched in the message text
+    why: str
+
+    def matches(self, text: str) -> bool:
+        return re.search(self.pattern, text) is not None
+
+
+@dataclass
+class Watch:
+    allowed_console: list[Allowed]
+    blocked: list[str] = field(default_factory=list)      # requests stopped: not the allowed origin
+    failed: list[str] = field(default_factory=list)       # requests that failed or answered >= 400
+    console_errors: list[tuple[str, str]] = field(default_factory=list)   # (text, script or resource URL)
+    page_errors: list[tuple[str, str]] = field(default_factory=list)      # (message, "")
+    seen_allowed: set[str] = field(default_factory=set)   # patterns of allowlist entries that matched
+
+    def _unexplained(self, messages: list[tuple[str, str]]) -> list[str]:
+        out = []
+        for text, where in messages:
+            hit = next((a for a in self.allowed_console if a.matches(text)), None)
+            if hit is None:
+                out.append(text + (f" [{where}]" if where else ""))
+            else:
+                self.seen_allowed.add(hit.pattern)
+        return out
+
+    def problems(self) -> list[str]:
+        return ([f"blocked request (off the allowed origin): {u}" for u in self.blocked]
+                + [f"failed request: {u}" for u in self.failed]
+                + [f"console error: {m}" for m in self._unexplained(self.console_errors)]
+                + [f"page error: {m}" for m in self._unexplained(self.page_errors)])
+
+    def assert_clean(self) -> None:
+        problems = self.problems()
+        assert not problems, "the page misbehaved in the browser:\n" + "\n".join(problems)
+
+
+def watch(page, local: Callable[[str], bool], allowed_console: list[Allowed]) -> Watch:
+    """Route every request of ``page``: those ``local`` accepts go ahead, the
+    rest are aborted and recorded. Record failures and errors as they come."""
+    w = Watch(allowed_console)
+
+    def route(r):
+        url = r.request.url
+        if local(url):
+            r.continue_()
+        else:
+            w.blocked.append(url)
+            r.abort()
+
+    def request_failed(req):
+        if req.url not in w.blocked:
+            w.failed.append(f"{req.url} ({req.failure})")
+
+    def response(resp):
+        if resp.status >= 400:
+            w.failed.append(f"{resp.url} (HTTP {resp.status})")
+
+    def console(msg):
+        if msg.type == "error":
+            w.console_errors.append((msg.text, (msg.location or {}).get("url", "")))
+
+    page.route("**/*", route)
+    page.on("requestfailed", request_failed)
+    page.on("response", response)
+    page.on("console", console)
+    page.on("pageerror", lambda e: w.page_errors.append((str(e), "")))
+
+    def refuse_websocket(ws):   # only websockets off the allowed origin are routed here
+        w.blocked.append(ws.url)
+        ws.close()
+
+    page.route_web_socket(lambda url: not local(url), refuse_websocket)
+    return w
