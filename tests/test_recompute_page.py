@@ -110,6 +110,10 @@ def test_selective_against_sqrt_crossover(v):
     assert v["cmp_32768_selective"] == 136.0
     assert v["cmp_32768_full"] == (32 * 2**28 + 34 * 2**27 + 5 * 2**35) / GIB
     assert v["cmp_32768_full"] > v["cmp_32768_selective"]
+    # the rest of the printed table: full = 32 I + A, sqrt = 6 I + 6 A
+    assert v["cmp_2048_full"] == (32 * 2**24 + 34 * 2**23 + 5 * 2**27) / GIB
+    assert v["cmp_4096_full"] == 4.03125
+    assert v["cmp_32768_sqrt"] == (6 * 2**28 + 6 * (34 * 2**27 + 5 * 2**35)) / GIB
 
 
 @pytest.mark.book
