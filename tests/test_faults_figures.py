@@ -1,16 +1,20 @@
-"""Tests of the faults chapter's figures: they draw, label their axes, and the slider is cheap."""
+"""Tests of the faults chapter's figures: they draw, label their axes, and draw
+what they say (the marked point, the break-even, the straggler's bar)."""
+
+import math
 
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from mlbook.faults import formulas as faults  # noqa: E402
-from mlbook.faults import experiments as faults_demos  # noqa: E402
-from mlbook.plotting import widgets  # noqa: E402
+from mlbook.common_torch.launch import Launch  # noqa: E402
+from mlbook.faults import experiments  # noqa: E402
 from mlbook.faults import figures as figs  # noqa: E402
+from mlbook.faults import formulas as faults  # noqa: E402
 
 
 def _labelled(fig):
@@ -22,8 +26,22 @@ def _labelled(fig):
 def test_static_figures_draw_with_labels():
     _labelled(figs.llama3_causes())
     _labelled(figs.drain_thresholds(ns=[2, 16, 1024]))
-    times = faults.simulate_step_times(16, 0.2, 0.05, steps=50, straggler_rank=3)
-    _labelled(figs.straggler_waits(times, straggler_rank=3))
+
+
+def test_the_cause_chart_draws_every_row_of_table_5():
+    fig = figs.llama3_causes()
+    bars = fig.axes[0].patches
+    assert sorted(b.get_width() for b in bars) == sorted(r.count for r in faults.LLAMA3_INTERRUPTIONS)
+    assert sum(b.get_width() for b in bars) == 419
+    plt.close(fig)
+
+
+def test_the_straggler_is_the_bar_at_zero():
+    times = faults.simulate_step_times(16, 0.5, 0.05, steps=50, straggler_rank=3)
+    fig = figs.straggler_waits(times, straggler_rank=3)
+    heights = [b.get_height() for b in fig.axes[0].patches]
+    assert len(heights) == 16 and heights[3] == 0 and min(np.delete(heights, 3)) > 0
+    _labelled(fig)
 
 
 @pytest.mark.parametrize("n,delta,sigma", [(1024, 0.1, 0.05), (2, 0.0, 0.0), (1, 0.3, 0.1), (16384, 1.0, 0.3)])
@@ -31,20 +49,32 @@ def test_straggler_slider_draws_everywhere_on_its_range(n, delta, sigma):
     _labelled(figs.straggler_curves(n, delta, sigma))
 
 
-def test_straggler_slider_redraw_is_cheap():
-    # the book's budget is 100 ms on an idle machine; allow for a shared, loaded one
-    assert widgets.redraw_seconds(figs.straggler_curves, n_ranks=1024, delta=0.1, sigma=0.05) < widgets.redraw_budget_s()
+def test_straggler_slider_marks_the_current_point_and_the_break_even():
+    n, delta, sigma = 1024, 0.1, 0.05
+    fig = figs.straggler_curves(n, delta, sigma)
+    ax = fig.axes[0]
+    marker = next(line for line in ax.lines if line.get_marker() == "o")
+    x, y = marker.get_xdata()[0], marker.get_ydata()[0]
+    assert x == delta
+    assert y == pytest.approx(1 + faults.straggler_slowdown(n, delta, sigma), rel=1e-12)
+    vertical = [line for line in ax.lines if len(set(line.get_xdata())) == 1 and line is not marker]
+    # the drawn break-even agrees with the bisection to its drawing tolerance (1e-4)
+    assert any(math.isclose(line.get_xdata()[0], faults.drain_threshold(n, sigma), abs_tol=2e-4)
+               for line in vertical)
+    plt.close(fig)
 
 
 def test_spike_and_timeline_figures():
-    plain = faults_demos.spike_run(steps=80)
-    rescued = faults_demos.spike_run(steps=80, policy=faults.RewindPolicy(rewind_steps=5, skip_batches=15))
+    plain = experiments.spike_run(steps=80)
+    rescued = experiments.spike_run(steps=80, policy=faults.RewindPolicy(rewind_steps=5, skip_batches=15))
     _labelled(figs.spike_runs(plain, rescued, bad=(60, 64)))
     ev = [{"kind": "step", "attempt": 0, "rank": 0, "t": float(s), "step": s} for s in range(1, 6)]
     ev += [{"kind": "checkpoint", "attempt": 0, "rank": 0, "t": 4.1, "step": 4},
            {"kind": "fail", "attempt": 0, "rank": 1, "t": 5.5, "step": 5},
            {"kind": "resume", "attempt": 1, "rank": 0, "t": 8.0, "step": 4}]
     ev += [{"kind": "step", "attempt": 1, "rank": 0, "t": 8.0 + s, "step": s} for s in range(5, 9)]
-    run = faults_demos.ElasticRun(launch=faults_demos.Launch(0, 9.0, ""), events=ev, final_state={},
-                                  summary=faults.summarize_timeline(ev), t0=0.0)
-    _labelled(figs.elastic_timeline(run, reference=run))
+    run = experiments.ElasticRun(launch=Launch(0, 9.0, ""), events=tuple(ev), final_state={},
+                                 summary=faults.summarize_timeline(ev), t0=0.0)
+    fig = figs.elastic_timeline(run, reference=run, device_name="CPU: test")
+    assert "CPU: test" in fig.axes[0].get_title()          # a measured figure names its device
+    _labelled(fig)

@@ -1,8 +1,8 @@
-"""Worker of the silent-corruption demo (``mlbook.faults_demos.run_corruption`` forks it).
+"""Worker of the silent-corruption demo (``mlbook.faults.experiments.run_corruption`` forks it).
 
 Data-parallel replicas of the shared MLP over gloo. Every step, before the
 optimizer step, the replicas compare two fingerprints of their gradients
-(``mlbook.faults.CorruptionCheck``):
+(``mlbook.faults.formulas.CorruptionCheck``):
 
 1. the norm of each replica's *local* gradient, gathered before the
    all-reduce (only gross outliers can be flagged: the data differ);
@@ -39,7 +39,7 @@ import torch
 import torch.distributed as dist
 
 from mlbook.faults import formulas as faults
-from mlbook.common_torch import toy_models as faults_train
+from mlbook.common_torch import toy_models
 
 SCENARIOS = {   # name: (where the bit is flipped, which bit, checks on)
     "clean": (None, None, True),
@@ -86,13 +86,13 @@ def gather(value, dtype) -> list:
 def run_scenario(name: str, args, check: faults.CorruptionCheck) -> dict:
     where, bit, checks_on = SCENARIOS[name]
     rank, world = dist.get_rank(), dist.get_world_size()
-    model = faults_train.make_model(args.seed)
+    model = toy_models.make_model(args.seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     records = []
     for step in range(args.steps):
-        x, y = faults_train.batch(step * world + rank, seed=args.seed)   # each replica its own data
+        x, y = toy_models.batch(step * world + rank, seed=args.seed)   # each replica its own data
         opt.zero_grad(set_to_none=False)
-        faults_train.loss_fn(model, x, y).backward()
+        toy_models.loss_fn(model, x, y).backward()
         local = flat_grad(model)
         hit = step == args.flip_step and rank == args.flip_rank
         if hit and where == "before":

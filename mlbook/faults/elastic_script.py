@@ -4,14 +4,16 @@
         --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT -m mlbook.faults.elastic_script \\
         --workdir DIR --steps 40 --ckpt-every 10 --fail-step 27 --fail-rank 1
 
-Each worker trains the shared MLP with DDP over gloo, reading its shard of a
-fixed data set through ``mlbook.checkpointing.ShardedSampler``, and saves the
-whole training state with ``mlbook.checkpointing.Checkpointer``
+Each worker trains the shared toy MLP (``mlbook.common_torch.toy_models``)
+with DDP over gloo, reading its shard of a fixed data set through
+``mlbook.common_torch.checkpoint.ShardedSampler``, and saves the whole
+training state with ``mlbook.common_torch.checkpoint.Checkpointer``
 (torch.distributed.checkpoint) every ``--ckpt-every`` steps. On start it
-resumes from the latest checkpoint, if there is one. On the first attempt
-only (torchrun's TORCHELASTIC_RESTART_COUNT is 0), rank ``--fail-rank`` dies
-abruptly with os._exit(1) once ``--fail-step`` steps are done; torchrun then
-tears down the group and starts it again. Every rank appends its events
+resumes from the latest checkpoint, if there is one. In the first
+``--fail-attempts`` attempts (torchrun's TORCHELASTIC_RESTART_COUNT counts
+them from 0; -1: every attempt), rank ``--fail-rank`` dies abruptly with
+os._exit(1) once ``--fail-step`` steps are done; torchrun then tears down the
+group and starts it again, until ``--max-restarts`` runs out. Every rank appends its events
 (start, resume, step, checkpoint, fail, done) with wall times to
 ``DIR/events-rank<r>.jsonl``; rank 0 writes the final weights to
 ``DIR/final.pt``.
@@ -30,7 +32,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from mlbook.common_torch import toy_models as faults_train
+from mlbook.common_torch import toy_models
 from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler
 
 
@@ -83,6 +85,8 @@ def parse(argv=None):
     p.add_argument("--ckpt-every", type=int, default=10)
     p.add_argument("--fail-step", type=int, default=-1, help="-1: never fail")
     p.add_argument("--fail-rank", type=int, default=1)
+    p.add_argument("--fail-attempts", type=int, default=1,
+                   help="how many attempts fail (the first ones); -1: every attempt")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--n-samples", type=int, default=512)
     p.add_argument("--step-s", type=float, default=0.0, help="sleep per step, standing in for compute")
@@ -102,8 +106,8 @@ def main(argv=None) -> None:
     log = EventLog(work / f"events-rank{rank}.jsonl", rank, attempt)
     log("start", world_size=world, pid=os.getpid())
 
-    x, y = faults_train.dataset(args.n_samples, args.seed)
-    model = DDP(faults_train.make_model(args.seed))
+    x, y = toy_models.dataset(args.n_samples, args.seed)
+    model = DDP(toy_models.make_model(args.seed))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     sampler = ShardedSampler(args.n_samples, rank, world, seed=args.seed)
     ckpt = Checkpointer(work / "ckpt", keep_last=2)
@@ -116,11 +120,12 @@ def main(argv=None) -> None:
     while step < args.steps:
         if time.monotonic() > deadline:
             raise TimeoutError(f"rank {rank}: --timeout-s={args.timeout_s} reached at step {step}")
-        if attempt == 0 and rank == args.fail_rank and step == args.fail_step:
+        failing = args.fail_attempts < 0 or attempt < args.fail_attempts
+        if failing and rank == args.fail_rank and step == args.fail_step:
             log("fail", step=step)
             os._exit(1)                    # abrupt: no cleanup, no goodbye to the peers
         xb, yb = next(data)
-        loss = faults_train.loss_fn(model, xb, yb)
+        loss = toy_models.loss_fn(model, xb, yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()                    # DDP all-reduces the gradients here
         opt.step()

@@ -88,9 +88,10 @@ def straggler_waits(times: np.ndarray, straggler_rank: int | None = None):
     return fig
 
 
-def elastic_timeline(run, reference=None):
+def elastic_timeline(run, reference=None, device_name: str | None = None):
     """Steps completed against wall time, per attempt, with the failure, the
-    restart gap and the redone steps marked."""
+    restart gap and the redone steps marked; ``device_name`` says where the
+    wall times were measured."""
     fig, ax = new_figure(size=(9.0, 3.8), layout="constrained")
     t0 = run.t0
     events = [e for e in run.events if e["rank"] == 0 or e["kind"] == "fail"]
@@ -119,6 +120,8 @@ def elastic_timeline(run, reference=None):
                    label=f"{s.redone_steps} steps redone")
     ax.set_xlabel("wall time since the first worker started (s)")
     ax.set_ylabel("optimizer steps completed")
+    if device_name:
+        ax.set_title(f"torchrun restart, measured on {device_name}", fontsize=10)
     # Outside the axes: inside, it would cover the first steps or the restart.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig

@@ -6,7 +6,10 @@ Pure numbers and numpy only (no torch): the interruption table of the Llama 3
 fingerprints that compare replicas before the optimizer step, a rolling
 z-score loss-spike detector with a rewind-and-skip policy, and the summary of
 an elastic run's timeline. The torch demos that exercise these live in
-``mlbook.faults_demos`` and the worker scripts ``mlbook.faults_*``.
+``mlbook.faults.experiments``, and the worker scripts torchrun starts in
+``mlbook.faults.elastic_script`` and ``mlbook.faults.corruption_script``.
+
+Every function returns numbers or frozen dataclasses; the page words them.
 """
 
 from __future__ import annotations
@@ -17,8 +20,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from numbers import Integral, Real
+
+from mlbook.cadence.formulas import MTTF_1024_GPUS_S, MTTF_16384_GPUS_PROJECTED_S
 from mlbook.common import validate
-from mlbook.cadence.formulas import HOUR_S, MTTF_1024_GPUS_S, MTTF_16384_GPUS_PROJECTED_S
+from mlbook.common.units import DAY_S, HOUR_S
+
+
+def _non_negative_int(name: str, value) -> int:
+    """An integer at or above zero (bools are refused)."""
+    if not isinstance(value, Integral) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be an integer at or above 0, got {value!r}")
+    return int(value)
 
 # ---------------------------------------------------------------------------
 # What breaks: the Llama 3 405B interruption log
@@ -98,7 +111,14 @@ PALM_SPIKES = {"spikes": 20, "rewind_steps": 100, "skip_batches": (200, 500),
 
 
 def interruptions_by_category(rows=LLAMA3_INTERRUPTIONS) -> dict[str, int]:
-    """Counts summed per category, largest first."""
+    """Counts summed per category, largest first (ties keep the rows' order)."""
+    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+        raise ValueError(f"rows must be a sequence of Interruption rows, got {rows!r}")
+    rows = list(rows)
+    for i, r in enumerate(rows):
+        if not isinstance(r, Interruption):
+            raise ValueError(f"rows[{i}] must be an Interruption, got {r!r}")
+        _non_negative_int(f"rows[{i}].count", r.count)
     totals: dict[str, int] = {}
     for r in rows:
         totals[r.category] = totals.get(r.category, 0) + r.count
@@ -109,7 +129,7 @@ def mean_hours_between(interruptions: int, days: float) -> float:
     """Mean time between interruptions, in hours, for a log of ``days``."""
     validate.positive_int("interruptions", interruptions)
     validate.positive("days", days)
-    return days * 24 / interruptions
+    return days * DAY_S / HOUR_S / interruptions
 
 
 # ---------------------------------------------------------------------------
@@ -121,7 +141,17 @@ def mean_hours_between(interruptions: int, days: float) -> float:
 
 _Z = np.linspace(-12.0, 12.0, 24001)                       # a table of the normal CDF
 _PHI = 0.5 * (1.0 + np.frompyfunc(math.erf, 1, 1)(_Z / math.sqrt(2)).astype(float))
-_GRID = 801                                                 # trapezoid points: ~2e-7 relative error
+_GRID = 801                                                 # trapezoid points a window: ~2e-7 relative error
+_WINDOW = 9.0                                               # the max lies within 9 sigma of a rank's median
+# Below this spread the max moves by under 1e-8 relative (about sigma * sqrt(2 ln n)),
+# less than the grid's own error: it is computed as sigma = 0.
+_TINY_SIGMA = 1e-9
+
+# The model's domain. A log-spread of 1 means ranks that differ by a factor e
+# from step to step: that is no longer noise around a step time. A rank more
+# than 100 times slower than the others has stopped, not straggled.
+MAX_SIGMA = 1.0
+MAX_DELTA = 100.0
 
 
 def _norm_cdf(z):
@@ -131,6 +161,9 @@ def _norm_cdf(z):
 def delta_from_speed(speed: float) -> float:
     """A rank running at ``speed`` (0.8 = 80 %) takes 1/speed as long: delta = 1/speed - 1."""
     validate.fraction("speed", speed)
+    if 1.0 / speed - 1.0 > MAX_DELTA:
+        raise ValueError(f"speed must be at least 1/(1 + MAX_DELTA) = {1 / (1 + MAX_DELTA):.4g} "
+                         f"(slower than that a rank has stopped), got {speed!r}")
     return 1.0 / speed - 1.0
 
 
@@ -138,6 +171,20 @@ def _check_straggler_args(n_ranks, delta, sigma):
     validate.positive_int("n_ranks", n_ranks)
     validate.non_negative("delta", delta)
     validate.non_negative("sigma", sigma)
+    if delta > MAX_DELTA:
+        raise ValueError(f"delta must be at most MAX_DELTA={MAX_DELTA:g} (a rank that slow has "
+                         f"stopped, not straggled), got {delta!r}")
+    if sigma > MAX_SIGMA:
+        raise ValueError(f"sigma must be at most MAX_SIGMA={MAX_SIGMA:g} (a log-spread beyond "
+                         f"that is not noise around a step time), got {sigma!r}")
+
+
+def _tail_integral(lo: float, hi: float, n_ranks: int, shift: float, sigma: float) -> float:
+    """Trapezoid rule for the integral of (1 - CDF of the max) e^u du over [lo, hi]."""
+    u = np.linspace(lo, hi, _GRID)
+    cdf = _norm_cdf(u / sigma) ** (n_ranks - 1) * _norm_cdf((u - shift) / sigma)
+    tail = (1.0 - cdf) * np.exp(u)
+    return float(np.sum((tail[1:] + tail[:-1]) * np.diff(u)) / 2)
 
 
 def expected_step_time(n_ranks: int, delta: float = 0.0, sigma: float = 0.05,
@@ -146,19 +193,27 @@ def expected_step_time(n_ranks: int, delta: float = 0.0, sigma: float = 0.05,
 
     n_ranks - 1 ranks draw X ~ median_s * exp(sigma Z); one rank draws
     (1 + delta) times that. The max has CDF F(t)^(n-1) F(t / (1 + delta)), and
-    E[T] = integral of (1 - CDF) dt, done by the trapezoid rule in log t.
-    sigma = 0 is the deterministic case: every step takes median_s (1 + delta).
+    E[T] = integral of (1 - CDF) dt, done by the trapezoid rule in u = ln t.
+    All the CDF's change happens within 9 sigma of the healthy ranks' median
+    (u = 0) and of the slow rank's (u = ln(1 + delta)); each window gets its
+    own grid, and where they are apart the gap between them, where only the
+    slow rank is still running, is integrated exactly.
+    sigma = 0 is the deterministic case: every step takes median_s (1 + delta)
+    (so is a sigma below 1e-9, which moves the answer less than the grid's error).
     """
     _check_straggler_args(n_ranks, delta, sigma)
     validate.positive("median_s", median_s)
     shift = math.log1p(delta)
-    if sigma == 0:
+    if sigma < _TINY_SIGMA:
         return median_s * (1.0 + delta)
-    lo, hi = -9.0 * sigma, shift + 9.0 * sigma       # the max lies inside with certainty
-    u = np.linspace(lo, hi, _GRID)                   # u = ln(t / median_s)
-    cdf = _norm_cdf(u / sigma) ** (n_ranks - 1) * _norm_cdf((u - shift) / sigma)
-    tail = (1.0 - cdf) * np.exp(u)
-    integral = float(np.sum((tail[1:] + tail[:-1]) * np.diff(u)) / 2)
+    w = _WINDOW * sigma
+    lo, hi = -w, shift + w                           # T lies in [e^lo, e^hi] with certainty
+    if shift - w <= w:                               # the two windows overlap: one grid
+        integral = _tail_integral(lo, hi, n_ranks, shift, sigma)
+    else:                                            # healthy window, exact gap, slow window
+        integral = (_tail_integral(lo, w, n_ranks, shift, sigma)
+                    + math.exp(shift - w) - math.exp(w)
+                    + _tail_integral(shift - w, hi, n_ranks, shift, sigma))
     return median_s * (math.exp(lo) + integral)
 
 
@@ -182,42 +237,50 @@ def barrier_tax(n_ranks: int, sigma: float = 0.05) -> float:
     return expected_step_time(n_ranks, 0.0, sigma) / math.exp(sigma**2 / 2) - 1.0
 
 
+def _at_least_two(n_ranks) -> int:
+    validate.positive_int("n_ranks", n_ranks)
+    if n_ranks < 2:
+        raise ValueError(f"n_ranks must be at least 2 to drop one, got {n_ranks}")
+    return n_ranks
+
+
 def drop_step_time(n_ranks: int, sigma: float = 0.05, median_s: float = 1.0) -> float:
     """Step time after draining the slow rank and re-sharding its work.
 
     The same global batch over n - 1 healthy ranks: each does n / (n - 1) of a
     share, and the barrier waits for the slowest of n - 1 of them.
     """
-    validate.positive_int("n_ranks", n_ranks)
-    if n_ranks < 2:
-        raise ValueError(f"n_ranks must be at least 2 to drop one, got {n_ranks}")
+    _at_least_two(n_ranks)
     return n_ranks / (n_ranks - 1) * expected_step_time(n_ranks - 1, 0.0, sigma, median_s)
 
 
 def drop_beats_wait(n_ranks: int, delta: float, sigma: float = 0.05) -> bool:
     """True when draining the slow rank gives a shorter step than waiting for it."""
+    _at_least_two(n_ranks)
     return drop_step_time(n_ranks, sigma) < expected_step_time(n_ranks, delta, sigma)
 
 
 def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> float:
-    """The smallest delta at which draining beats waiting (bisection).
+    """The smallest delta at which draining beats waiting (bisection, to ``tol``).
 
     With no spread (sigma = 0) this is exactly 1 / (n - 1): a rank that is
     more than 1/(n-1) slower costs more than the 1/n of compute it brings.
     With spread, a slightly slow rank hides inside the noise of the others,
-    so the threshold is higher.
+    so the threshold is higher (except at n = 2, where draining leaves one
+    rank doing everything and the noise of the pair is what draining saves).
     """
-    validate.positive_int("n_ranks", n_ranks)
-    validate.non_negative("sigma", sigma)
+    _at_least_two(n_ranks)
+    _check_straggler_args(n_ranks, 0.0, sigma)
     validate.positive("tol", tol)
-    if n_ranks < 2:
-        raise ValueError(f"n_ranks must be at least 2 to drop one, got {n_ranks}")
     if sigma == 0:
         return 1.0 / (n_ranks - 1)
     target = drop_step_time(n_ranks, sigma)
     lo, hi = 0.0, 1.0
     while expected_step_time(n_ranks, hi, sigma) <= target:   # E[T] grows without bound in delta
-        lo, hi = hi, 2 * hi
+        lo, hi = hi, min(2 * hi, MAX_DELTA)
+        if lo == MAX_DELTA:
+            raise ValueError(f"no break-even below MAX_DELTA={MAX_DELTA:g} for n_ranks={n_ranks}, "
+                             f"sigma={sigma}")
     for _ in range(100):
         if hi - lo <= tol:
             break
@@ -235,7 +298,9 @@ def simulate_step_times(n_ranks: int, delta: float, sigma: float = 0.05, steps: 
     _check_straggler_args(n_ranks, delta, sigma)
     validate.positive_int("steps", steps)
     validate.positive("median_s", median_s)
-    if not (isinstance(straggler_rank, int) and 0 <= straggler_rank < n_ranks):
+    _non_negative_int("seed", seed)
+    if not (isinstance(straggler_rank, Integral) and not isinstance(straggler_rank, bool)
+            and 0 <= straggler_rank < n_ranks):
         raise ValueError(f"straggler_rank must be an integer in [0, {n_ranks}), got {straggler_rank!r}")
     rng = np.random.default_rng(seed)
     times = median_s * np.exp(sigma * rng.standard_normal((steps, n_ranks)))   # (steps, ranks)
@@ -243,11 +308,21 @@ def simulate_step_times(n_ranks: int, delta: float, sigma: float = 0.05, steps: 
     return times
 
 
+def _step_times_array(times) -> np.ndarray:
+    try:
+        arr = np.asarray(times, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"times must be a (steps, ranks) array of seconds, got {times!r}") from None
+    if arr.ndim != 2 or arr.size == 0:
+        raise ValueError(f"times must be a non-empty (steps, ranks) array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError("times must hold finite seconds at or above 0")
+    return arr
+
+
 def allreduce_wait(times: np.ndarray) -> np.ndarray:
     """Seconds each rank waits at the barrier: the step's max minus its own time."""
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 2 or times.size == 0:
-        raise ValueError(f"times must be a non-empty (steps, ranks) array, got shape {times.shape}")
+    times = _step_times_array(times)
     return times.max(axis=1, keepdims=True) - times
 
 
@@ -258,6 +333,9 @@ def find_straggler(times: np.ndarray) -> tuple[int, float]:
     A straggler never waits: everyone else waits for it. That is how it shows in
     per-rank collective timings.
     """
+    times = _step_times_array(times)
+    if times.shape[1] < 2:
+        raise ValueError(f"times must hold at least 2 ranks to compare, got shape {times.shape}")
     wait = allreduce_wait(times).mean(axis=0)        # (ranks,)
     rank = int(np.argmin(wait))
     others = np.delete(wait, rank)
@@ -269,17 +347,32 @@ def find_straggler(times: np.ndarray) -> tuple[int, float]:
 # Silent data corruption: replicas that must agree, compared before the step
 # ---------------------------------------------------------------------------
 
+def _float32_values(values) -> np.ndarray:
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"values must be an array of numbers, got {values!r}")
+    try:
+        arr = np.array(values, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise ValueError(f"values must be an array of numbers, got {values!r}") from None
+    if arr.dtype.kind != "f" or np.asarray(values).dtype.kind not in "fiu":
+        raise ValueError(f"values must be an array of numbers (not bools or objects), got dtype "
+                         f"{np.asarray(values).dtype}")
+    return arr
+
+
 def flip_bit(values: np.ndarray, index: int, bit: int) -> np.ndarray:
     """A float32 copy of ``values`` with bit ``bit`` (0 = lowest mantissa bit,
-    23-30 exponent, 31 sign) of element ``index`` flipped."""
-    arr = np.array(values, dtype=np.float32).ravel()
-    if not (isinstance(bit, int) and 0 <= bit < 32):
+    23-30 exponent, 31 sign) of element ``index`` (of the flattened array) flipped."""
+    arr = _float32_values(values)
+    shape = arr.shape
+    arr = arr.ravel()
+    if not (isinstance(bit, Integral) and not isinstance(bit, bool) and 0 <= bit < 32):
         raise ValueError(f"bit must be an integer in [0, 32), got {bit!r}")
-    if not (isinstance(index, int) and 0 <= index < arr.size):
+    if not (isinstance(index, Integral) and not isinstance(index, bool) and 0 <= index < arr.size):
         raise ValueError(f"index must be an integer in [0, {arr.size}), got {index!r}")
     bits = arr.view(np.uint32)
-    bits[index] ^= np.uint32(1 << bit)
-    return arr.reshape(np.shape(values))
+    bits[index] ^= np.uint32(1 << int(bit))
+    return arr.reshape(shape)
 
 
 def checksum(values: np.ndarray) -> int:
@@ -289,7 +382,7 @@ def checksum(values: np.ndarray) -> int:
     number, and any single flipped bit changes it by 2^bit. Below 2^31
     elements the sum stays under 2^63, so it travels as an int64.
     """
-    arr = np.ascontiguousarray(values, dtype=np.float32).ravel()
+    arr = np.ascontiguousarray(_float32_values(values)).ravel()
     if arr.size >= 2**31:
         raise ValueError(f"checksum takes fewer than 2**31 elements, got {arr.size}")
     return int(arr.view(np.uint32).sum(dtype=np.uint64))
@@ -314,20 +407,31 @@ class CorruptionCheck:
         validate.at_least("norm_ratio", self.norm_ratio, 1.0)
 
     def compare_checksums(self, checksums) -> "Verdict":
+        """Alarm unless every replica's checksum is the same; suspect those
+        outside the strict majority (everyone, when there is none)."""
         values = list(checksums)
+        for i, c in enumerate(values):
+            if not isinstance(c, (Integral, np.integer)) or isinstance(c, (bool, np.bool_)):
+                raise ValueError(f"checksums[{i}] must be an integer, got {c!r}")
         if len(values) < 2:
             raise ValueError(f"need checksums from at least 2 replicas, got {len(values)}")
         counts = {c: values.count(c) for c in values}
         majority = max(counts, key=counts.get)
         if len(counts) == 1:
-            return Verdict(False, (), "checksums agree")
+            return Verdict(False, ())
         if counts[majority] * 2 <= len(values):       # no strict majority: everyone is suspect
-            return Verdict(True, tuple(range(len(values))), "checksums disagree, no majority")
+            return Verdict(True, tuple(range(len(values))))
         suspects = tuple(i for i, c in enumerate(values) if c != majority)
-        return Verdict(True, suspects, "checksum differs from the majority")
+        return Verdict(True, suspects)
 
     def compare_norms(self, norms) -> "Verdict":
-        values = np.asarray(list(norms), dtype=float)
+        """Alarm on a non-finite norm or one above ``norm_ratio`` times the
+        median of the finite ones; suspect exactly those replicas."""
+        norms = list(norms)
+        for i, x in enumerate(norms):
+            if not _is_number(x) or x < 0:
+                raise ValueError(f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}")
+        values = np.asarray(norms, dtype=float)
         if values.size < 2:
             raise ValueError(f"need norms from at least 2 replicas, got {values.size}")
         bad = ~np.isfinite(values)
@@ -336,20 +440,25 @@ class CorruptionCheck:
         bad |= values > self.norm_ratio * median
         suspects = tuple(int(i) for i in np.flatnonzero(bad))
         if suspects:
-            return Verdict(True, suspects, f"gradient norm non-finite or > {self.norm_ratio:g}x the median")
-        return Verdict(False, (), "norms within range")
+            return Verdict(True, suspects)
+        return Verdict(False, ())
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """The outcome of one comparison: did it alarm, and which replicas it suspects."""
+
     alarm: bool
-    suspects: tuple
-    reason: str
+    suspects: tuple[int, ...]
 
 
 # ---------------------------------------------------------------------------
 # Loss spikes: a rolling z-score, and rewind-and-skip
 # ---------------------------------------------------------------------------
+
+def _is_number(value) -> bool:
+    return isinstance(value, (Real, np.floating, np.integer)) and not isinstance(value, (bool, np.bool_))
+
 
 @dataclass(frozen=True)
 class SpikeConfig:
@@ -382,7 +491,7 @@ class SpikeDetector:
         self.history: deque = deque(maxlen=config.window)
 
     def update(self, value: float) -> tuple[float, bool]:
-        if not isinstance(value, (int, float, np.floating)) or isinstance(value, bool):
+        if not _is_number(value):
             raise ValueError(f"value must be a number, got {value!r}")
         value = float(value)
         if not math.isfinite(value):
@@ -401,9 +510,20 @@ class SpikeDetector:
 
 
 def detect_spikes(values, config: SpikeConfig = SpikeConfig()) -> list[int]:
-    """Indices of the values a fresh SpikeDetector flags."""
+    """Indices of the values a fresh SpikeDetector flags (a non-finite value
+    is always a spike)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"values must be a sequence of losses, got {values!r}")
+    if not isinstance(config, SpikeConfig):
+        raise ValueError(f"config must be a SpikeConfig, got {config!r}")
     det = SpikeDetector(config)
-    return [i for i, v in enumerate(values) if det.update(v)[1]]
+    flagged = []
+    for i, v in enumerate(values):
+        if not _is_number(v):
+            raise ValueError(f"values[{i}] must be a number, got {v!r}")
+        if det.update(v)[1]:
+            flagged.append(i)
+    return flagged
 
 
 @dataclass(frozen=True)
@@ -448,8 +568,8 @@ class RewindPolicy:
         ``batch_offset`` is the number of batches already skipped, so the window
         is in the numbering of the data stream. The window always reaches past
         the spike's own batch."""
-        validate.non_negative("spike_step", spike_step)
-        validate.non_negative("batch_offset", batch_offset)
+        _non_negative_int("spike_step", spike_step)
+        _non_negative_int("batch_offset", batch_offset)
         ckpts = sorted(int(c) for c in checkpoint_steps)
         limit = spike_step - self.rewind_steps
         usable = [c for c in ckpts if c <= limit]
@@ -465,35 +585,67 @@ class RewindPolicy:
 
 def batch_for_step(step: int, skips=()) -> int:
     """The data batch a step reads after the skips [(at_step, n_batches), ...]."""
-    validate.non_negative("step", step)
-    return step + sum(n for at, n in skips if step >= at)
+    _non_negative_int("step", step)
+    total = 0
+    for i, skip in enumerate(skips):
+        if not (isinstance(skip, tuple) and len(skip) == 2):
+            raise ValueError(f"skips[{i}] must be an (at_step, n_batches) pair, got {skip!r}")
+        at, n = _non_negative_int(f"skips[{i}] at_step", skip[0]), _non_negative_int(f"skips[{i}] n_batches", skip[1])
+        if step >= at:
+            total += n
+    return step + total
 
 
 # ---------------------------------------------------------------------------
 # The timeline of an elastic run
 # ---------------------------------------------------------------------------
 
+EVENT_KINDS = ("start", "resume", "step", "checkpoint", "fail", "done")
+
+
 @dataclass(frozen=True)
 class TimelineSummary:
+    """Rank 0's view of an elastic run (steps are counts of completed optimizer steps)."""
+
     attempts: int
-    steps_done: int               # optimizer steps completed, counting redone ones
+    steps_done: int                    # optimizer steps executed, counting redone ones
     final_step: int
-    failed_at_step: int | None    # last step finished before the failure
-    resumed_from_step: int | None
-    redone_steps: int             # work lost: steps between the checkpoint and the failure
-    downtime_s: float             # failure to the first step of the next attempt
+    failed_at_step: int | None         # last step finished before the first failure
+    last_checkpoint_step: int | None   # newest checkpoint written before that failure
+    resumed_from_step: int | None      # the checkpoint the next attempt loaded
+    redone_steps: int                  # work lost: steps between that checkpoint and the failure
+    downtime_s: float                  # failure to the first step of the next attempt
     wall_s: float
-    per_attempt: dict = field(default_factory=dict)
+    per_attempt: dict = field(default_factory=dict)   # attempt -> steps completed in it
+
+
+def _check_events(events) -> list:
+    if isinstance(events, (str, bytes, dict)) or not hasattr(events, "__iter__"):
+        raise ValueError(f"events must be a sequence of event dicts, got {events!r}")
+    events = list(events)
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise ValueError(f"events[{i}] must be a dict, got {e!r}")
+        if e.get("kind") not in EVENT_KINDS:
+            raise ValueError(f"events[{i}]['kind'] must be one of {EVENT_KINDS}, got {e.get('kind')!r}")
+        _non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
+        t = e.get("t")
+        if not _is_number(t) or not math.isfinite(t):
+            raise ValueError(f"events[{i}]['t'] must be a finite number of seconds, got {t!r}")
+        if e["kind"] in ("step", "checkpoint", "resume"):
+            _non_negative_int(f"events[{i}]['step']", e.get("step"))
+    return events
 
 
 def summarize_timeline(events) -> TimelineSummary:
     """Summarise rank 0's view of an elastic run.
 
     ``events`` are dicts with ``kind`` ("start", "resume", "step", "checkpoint",
-    "fail", "done"), ``attempt``, ``t`` (wall seconds) and, for steps and
-    checkpoints, ``step`` (steps completed). Only the first failure is summarised.
+    "fail", "done"), ``attempt``, ``t`` (wall seconds) and, for steps,
+    checkpoints and resumes, ``step`` (steps completed). Only the first
+    failure is summarised.
     """
-    events = sorted(events, key=lambda e: e["t"])
+    events = sorted(_check_events(events), key=lambda e: e["t"])
     if not events:
         raise ValueError("events must not be empty")
     steps = [e for e in events if e["kind"] == "step"]
@@ -501,21 +653,25 @@ def summarize_timeline(events) -> TimelineSummary:
         raise ValueError("events contain no steps")
     attempts = sorted({e["attempt"] for e in events})
     per_attempt = {a: [e["step"] for e in steps if e["attempt"] == a] for a in attempts}
-    failed_at = resumed = None
+    failed_at = resumed = last_ckpt = None
     redone, downtime = 0, 0.0
     if len(attempts) > 1:
         first, second = attempts[0], attempts[1]
         failed_at = max(per_attempt[first], default=0)
+        ckpts = [e["step"] for e in events
+                 if e["kind"] == "checkpoint" and e["attempt"] == first and e["step"] <= failed_at]
+        last_ckpt = max(ckpts, default=None)
         resume_ev = [e for e in events if e["kind"] == "resume" and e["attempt"] == second]
         resumed = resume_ev[0]["step"] if resume_ev else 0
         redone = failed_at - resumed
-        last_t = max(e["t"] for e in steps if e["attempt"] == first)
+        first_steps = [e["t"] for e in steps if e["attempt"] == first]
         fail_ev = [e["t"] for e in events if e["kind"] == "fail"]
-        fail_t = fail_ev[0] if fail_ev else last_t
-        next_t = min(e["t"] for e in steps if e["attempt"] == second)
-        downtime = next_t - fail_t
+        fail_t = fail_ev[0] if fail_ev else max(first_steps, default=events[0]["t"])
+        next_steps = [e["t"] for e in steps if e["attempt"] == second]
+        downtime = (min(next_steps) - fail_t) if next_steps else 0.0
     return TimelineSummary(
         attempts=len(attempts), steps_done=len(steps), final_step=steps[-1]["step"],
-        failed_at_step=failed_at, resumed_from_step=resumed, redone_steps=redone,
-        downtime_s=downtime, wall_s=events[-1]["t"] - events[0]["t"], per_attempt=per_attempt,
+        failed_at_step=failed_at, last_checkpoint_step=last_ckpt, resumed_from_step=resumed,
+        redone_steps=redone, downtime_s=downtime, wall_s=events[-1]["t"] - events[0]["t"],
+        per_attempt=per_attempt,
     )
