@@ -179,7 +179,7 @@ def test_the_spike_is_caught_in_the_bad_window_and_skipped(v):
     assert v["sp_resume"] % v["sp_ckpt"] == 0 and v["sp_resume"] <= v["sp_step"] - 5 < v["sp_resume"] + v["sp_ckpt"]
     # the skipped window [resume, resume + skipped) covers every bad batch
     assert v["sp_resume"] <= v["sp_bad_lo"] and v["sp_resume"] + v["sp_skipped"] > v["sp_bad_hi"]
-    assert v["sp_clean_alarms"] == 0
+    assert v["sp_clean_alarms"] == 0 and v["sp_last"] == 20
     # the rescued run ends nearer the clean run than the run that ploughed on
     assert abs(v["sp_rescued"] - v["sp_never"]) < abs(v["sp_plain"] - v["sp_never"])
     assert v["sp_loss"] > 10 * v["sp_never"]           # "jumped": far above where training sits

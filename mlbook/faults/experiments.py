@@ -368,9 +368,11 @@ def spike_trio(steps: int, bad: tuple, ckpt_every: int, policy: faults.RewindPol
 # cuBLAS gives the same bits run to run only when each stream has a workspace
 # of its own; CUBLAS_WORKSPACE_CONFIG=:4096:8 (eight 4 MiB buffers) or :16:8
 # (eight 16 KiB ones) makes sure of it (NVIDIA, cuBLAS docs, "Results
-# reproducibility"). PyTorch read it when its first cuBLAS handle was made, and
-# until late 2025 torch.use_deterministic_algorithms(True) raised at the first
-# cuBLAS call without it (pytorch/pytorch#41377, removed by #161749).
+# reproducibility"). PyTorch reads it when its first cuBLAS handle is made.
+# Until late 2025 torch.use_deterministic_algorithms(True) raised at the first
+# cuBLAS call without it (pytorch/pytorch#41377); since #161749 it no longer
+# checks, PyTorch having kept a workspace per handle and stream since #85447
+# (torch 2.13's libtorch_cpu no longer carries the message).
 CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
 
 
