@@ -388,15 +388,19 @@ def test_other_pages_in_browser(browser):
     executed = {page_of(n) for n in CHAPTERS}
     others = [p for p in pages() if p not in executed]
     assert others
-    problems = []
+    problems, seen = [], set()
     for path in others:
         context, page, w = open_offline(browser, path)
         try:
             settle(page, path.read_text())
             problems += [f"{path.relative_to(HTML)}: {p}" for p in w.problems()]
+            seen |= w.seen_allowed
         finally:
             context.close()
     assert not problems, "\n".join(problems)
+    # every page shows the allowlisted messages; one that no longer appears is stale
+    stale = [a.pattern for a in ALLOWED_CONSOLE if a.pattern not in seen]
+    assert not stale, f"ALLOWED_CONSOLE entries no page logs any more (remove them): {stale}"
 
 
 FONT_FACES = """() => {
