@@ -35,7 +35,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from helpers.browser import Allowed, chromium, watch
+from helpers.browser import Allowed, chromium, chromium_or_skip, watch
 from mlbook.common_torch.launch import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,6 +104,7 @@ def lab_command(root: Path, port: int, token: str) -> list[str]:
 def lab(tmp_path):
     """A JupyterLab server on 127.0.0.1 serving a temporary folder that holds
     the chapter; yields (base URL, token, notebook path under the root)."""
+    chromium_or_skip()   # no server for nothing: skip (or, under CI, fail) before starting one
     root, home = tmp_path / "root", tmp_path / "jupyter"
     notebook = notebook_copy(CHAPTER, root)
     # JupyterLab renders only the cells in view unless told otherwise; the test reads every cell
