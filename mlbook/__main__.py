@@ -1,0 +1,18 @@
+"""``python -m mlbook plan ...``: the book's commands (one, so far)."""
+
+import sys
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plan"]:
+        from mlbook.plan.cli import main as plan_main
+
+        return plan_main(argv[1:])
+    asked = argv[:1] in (["-h"], ["--help"])
+    print("usage: python -m mlbook plan [--help | options]", file=sys.stdout if asked else sys.stderr)
+    return 0 if asked else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
