@@ -1,0 +1,72 @@
+"""Every page shows its work (the book's page pattern, checked on the sources
+and on the test build):
+
+- at most a third of a page's code cells hide or remove their input;
+- one way to glue: myst_nb's ``glue(name, value, display=False)`` on the page,
+  never inside the package, and no page imports the old mlbook.page helpers;
+- a cell that glues also prints, so a JupyterLab reader sees the numbers;
+- glued values are numbers or short labels, never sentences.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import build  # tools/build.py
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = build.chapters()
+HIDING = {"hide-input", "remove-input", "remove-cell"}
+
+
+def code_cells(page: Path):
+    import jupytext
+
+    return [c for c in jupytext.read(page).cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_at_most_a_third_of_code_cells_hide_their_input(page):
+    cells = code_cells(page)
+    hidden = [c for c in cells if HIDING & set(c.metadata.get("tags", []))]
+    assert len(hidden) * 3 <= len(cells), f"{page.name}: {len(hidden)} of {len(cells)} code cells hide their input"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_pages_glue_one_way_and_print_what_they_glue(page):
+    text = page.read_text()
+    assert "mlbook.page" not in text and "from mlbook import page" not in text
+    for i, cell in enumerate(code_cells(page)):
+        src = cell.source
+        if re.search(r"\bglue\(", src):
+            assert "print(" in src, f"{page.name}, code cell {i}: glues values but prints nothing"
+            for call in re.findall(r"\bglue\((.*?)\)\s*$", src, flags=re.M):
+                if call.strip().startswith(("name", "key")) or "display=False" in call:
+                    continue
+    assert "from myst_nb import glue" in text or "glue(" not in text
+
+
+def test_the_package_never_glues_or_prints_to_pages():
+    offenders = []
+    for path in (ROOT / "mlbook").rglob("*.py"):
+        src = path.read_text()
+        if re.search(r"^\s*from myst_nb import|^\s*import myst_nb|\bglue\(", src, flags=re.M):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, f"the package glues: {offenders}"
+    assert not (ROOT / "mlbook" / "page.py").exists(), "mlbook/page.py (page text helpers) is gone"
+
+
+@pytest.mark.book
+def test_glued_values_are_numbers_or_short_labels(book):
+    from conftest import page_values
+
+    for page in PAGES:
+        for name, value in page_values(page.stem).items():
+            assert isinstance(value, (int, float, str)), (page.stem, name, value)
+            if isinstance(value, str):
+                words = value.split()
+                assert len(words) <= 8 and not re.search(r"[.;:]\s|[.;]$", value), \
+                    f"{page.stem}: glued value {name!r} reads like a sentence: {value!r}"
