@@ -67,7 +67,9 @@ def test_straggler_slider_marks_the_current_point_and_the_break_even():
 def test_spike_and_timeline_figures():
     plain = experiments.spike_run(steps=80)
     rescued = experiments.spike_run(steps=80, policy=faults.RewindPolicy(rewind_steps=5, skip_batches=15))
-    _labelled(figs.spike_runs(plain, rescued, bad=(60, 64)))
+    fig = figs.spike_runs(plain, rescued, bad=(60, 64), device_name="CPU: test")
+    assert "CPU: test" in fig.axes[0].get_title()
+    _labelled(fig)
     ev = [{"kind": "step", "attempt": 0, "rank": 0, "t": float(s), "step": s} for s in range(1, 6)]
     ev += [{"kind": "checkpoint", "attempt": 0, "rank": 0, "t": 4.1, "step": 4},
            {"kind": "fail", "attempt": 0, "rank": 1, "t": 5.5, "step": 5},

@@ -127,9 +127,9 @@ def elastic_timeline(run, reference=None, device_name: str | None = None):
     return fig
 
 
-def spike_runs(plain, rescued, clean=None, bad=(60, 64)):
+def spike_runs(plain, rescued, clean=None, bad=(60, 64), device_name: str | None = None):
     """Loss per step: a run hit by bad batches, the same run with rewind-and-skip,
-    and a run that never saw them."""
+    and a run that never saw them; ``device_name`` says where they trained."""
     fig, ax = new_figure(size=(9.0, 3.6), layout="constrained")
     if clean is not None:
         ax.plot(clean.losses, color="C7", lw=1, label="never saw the bad batches")
@@ -145,6 +145,8 @@ def spike_runs(plain, rescued, clean=None, bad=(60, 64)):
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss (cross-entropy)")
+    if device_name:
+        ax.set_title(f"trained on {device_name}", fontsize=10)
     # Outside the axes, so that it never covers the annotation of the rewind.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
