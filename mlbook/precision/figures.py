@@ -11,10 +11,9 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from mlbook.common import memory
-from mlbook.precision import experiments as P
+from mlbook.common.units import GIB
+from mlbook.precision import formulas as P
 from mlbook.plotting.style import new_figure, percent_axis
-
-GIB = 2**30
 
 
 def _pow2_axis(ax, axis: str, lo_log2: float, hi_log2: float, max_ticks: int = 7):
@@ -56,24 +55,24 @@ def format_ranges(formats=None):
     ax.axvline(1.0, color="k", lw=0.8, alpha=0.5)
     ax.set_xlabel("magnitude (smallest subnormal to max, log scale)")
     ax.legend(loc="lower left", fontsize=8)
-    ax.set_title("Range of each format (values read from torch.finfo)")
+    ax.set_title("Range of each format (from the bit layouts, checked against torch.finfo)")
     return fig
 
 
 def gradient_histogram(hists: dict, log2_scale: int = 0):
     """Histogram of |gradient| x 2^log2_scale against fp16's zones.
 
-    ``hists`` maps a label to a precision.log2_histogram; the title gives,
+    ``hists`` maps a label to a formulas.Log2Histogram; the title gives,
     for the first label, the fractions flushed to zero, subnormal and
     overflowed in fp16 at this scale.
     """
     scale = 2.0 ** log2_scale
     fmt = P.float_format("fp16")
-    flush, inf = P.fp16_flush_threshold(), P.overflow_threshold("fp16")
+    flush, inf = P.flush_threshold("fp16"), P.overflow_threshold("fp16")
     fig, ax = new_figure()
     for i, (label, h) in enumerate(hists.items()):
-        edges = 2.0 ** (h["edges_log2"] + log2_scale)
-        share = h["counts"] / h["n"]
+        edges = 2.0 ** (h.edges_log2 + log2_scale)
+        share = h.counts / h.n
         ax.plot(edges, np.append(share, share[-1]), drawstyle="steps-post", color=f"C{i}", lw=1.5,
                 label=label)
     for x0, x1, colour, alpha, label in ((2.0**-80, flush, "C3", 0.12, "flushes to 0"),
@@ -82,16 +81,16 @@ def gradient_histogram(hists: dict, log2_scale: int = 0):
         # a patch in axes-height units, added without autoscaling (axvspan's cost)
         ax.add_artist(Rectangle((x0, 0), x1 - x0, 1, transform=ax.get_xaxis_transform(),
                                 color=colour, alpha=alpha, label=label, lw=0))
-    lo = min(h["edges_log2"][0] for h in hists.values()) + log2_scale - 2
-    hi = max(h["edges_log2"][-1] for h in hists.values()) + log2_scale + 2
+    lo = min(h.edges_log2[0] for h in hists.values()) + log2_scale - 2
+    hi = max(h.edges_log2[-1] for h in hists.values()) + log2_scale + 2
     _pow2_axis(ax, "x", min(lo, -27), max(hi, 18))
     ax.set_xlabel(f"|gradient| x {scale:,.0f} (log scale)")
     ax.set_ylabel("share of values per bin")
     percent_axis(ax)
     first = next(iter(hists))
-    fr = P.fp16_fractions(hists[first], scale)
-    ax.set_title(f"scale 2^{log2_scale}: {first} {fr['flushed']:.1%} flushed to zero, "
-                 f"{fr['subnormal']:.1%} subnormal, {fr['overflow']:.2%} overflow", fontsize=9, y=1.01)
+    fr = P.zone_fractions(hists[first], "fp16", scale)
+    ax.set_title(f"scale 2^{log2_scale}: {first} {fr.flushed:.1%} flushed to zero, "
+                 f"{fr.subnormal:.1%} subnormal, {fr.overflow:.2%} overflow", fontsize=9, y=1.01)
     ax.legend(handles=ax.lines + ax.patches + ax.artists, fontsize=7, loc="upper right")
     fig.subplots_adjust(left=0.12)
     return fig
@@ -131,16 +130,16 @@ def scaler_run(grad_max, growth_interval: int = 100, backoff_factor: float = 0.5
                         f"{trace.n_skipped} of {len(trace.scales)} steps skipped")
 
 
-def master_weights(result: dict):
-    """Loss and one weight against step, with and without an fp32 master."""
+def master_weights(result):
+    """Loss and one weight against step, with and without an fp32 master
+    (``result`` is experiments.master_weight_experiment's)."""
     fig, (ax_loss, ax_w) = new_figure(ncols=2, size=(8.0, 3.8), layout="constrained")
-    for i, mode in enumerate(P.MASTER_MODES):
-        run = result[mode]
-        steps = np.arange(1, len(run["loss"]) + 1)
+    for i, (mode, run) in enumerate(result.runs.items()):
+        steps = np.arange(1, len(run.loss) + 1)
         ls = "--" if mode == "fp32" else "-"
-        ax_loss.plot(steps, run["loss"], ls, color=f"C{i}", label=mode)
-        ax_w.plot(steps, run["weight"], ls, color=f"C{i}", label=mode)
-    ax_w.axhline(result["w_true"], color="k", lw=1.0, ls=":", label="target")
+        ax_loss.plot(steps, run.loss, ls, color=f"C{i}", label=mode)
+        ax_w.plot(steps, run.weight, ls, color=f"C{i}", label=mode)
+    ax_w.axhline(result.w_true, color="k", lw=1.0, ls=":", label="target")
     ax_loss.set_yscale("log")
     ax_loss.set_xlabel("step")
     ax_loss.set_ylabel("mean squared error")
@@ -156,9 +155,9 @@ def master_weights(result: dict):
 def fp8_error_vs_magnitude(sigmas, sweep: dict):
     """Relative error of an fp8 cast against the tensor's magnitude."""
     fig, ax = new_figure()
-    for i, name in enumerate(P.FP8_DTYPES):
-        ax.plot(sigmas, sweep[name]["none"], "-o", ms=3, color=f"C{i}", label=f"{name}, no scale")
-        ax.plot(sigmas, sweep[name]["scaled"], "--", color=f"C{i}", label=f"{name}, per-tensor scale")
+    for i, name in enumerate(P.FP8_FORMATS):
+        ax.plot(sigmas, sweep[name].none, "-o", ms=3, color=f"C{i}", label=f"{name}, no scale")
+        ax.plot(sigmas, sweep[name].scaled, "--", color=f"C{i}", label=f"{name}, per-tensor scale")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("standard deviation of the tensor (log scale)")
@@ -168,14 +167,14 @@ def fp8_error_vs_magnitude(sigmas, sweep: dict):
     return fig
 
 
-def delayed_scaling(run: dict, dtype="fp8 E4M3"):
+def delayed_scaling(run, dtype="fp8 E4M3"):
     """Delayed scaling over a run: the tensor's amax against the largest value
     the delayed scale can hold, and the error of each policy per step."""
     fig, (ax_a, ax_e) = new_figure(ncols=2, size=(8.0, 3.4))
-    steps = np.arange(1, len(run["amax"]) + 1)
+    steps = np.arange(1, len(run.amax) + 1)
     fmax = P.float_format(dtype).max
-    ax_a.plot(steps, run["amax"], color="k", lw=1.2, label="amax of this step's tensor")
-    ax_a.plot(steps, [fmax / s for s in run["delayed_scale"]], color="C2", lw=1.2,
+    ax_a.plot(steps, run.amax, color="k", lw=1.2, label="amax of this step's tensor")
+    ax_a.plot(steps, [fmax / s for s in run.delayed_scale], color="C2", lw=1.2,
               label="largest value the delayed scale holds")
     ax_a.set_yscale("log")
     ax_a.set_xlabel("step")
@@ -183,7 +182,7 @@ def delayed_scaling(run: dict, dtype="fp8 E4M3"):
     ax_a.legend(fontsize=7)
     for i, (key, label) in enumerate((("none", "no scale"), ("current", "scale from this tensor"),
                                       ("delayed", "delayed (amax history)"))):
-        ax_e.plot(steps, [e.rel_rms_error for e in run[key]], color=f"C{i}", lw=1.2, label=label)
+        ax_e.plot(steps, [e.rel_rms_error for e in getattr(run, key)], color=f"C{i}", lw=1.2, label=label)
     ax_e.set_yscale("log")
     ax_e.set_xlabel("step")
     ax_e.set_ylabel("relative RMS error")
@@ -193,13 +192,13 @@ def delayed_scaling(run: dict, dtype="fp8 E4M3"):
 
 
 def matmul_throughput(results: dict, device_name: str):
-    """Measured matmul GFLOP/s per dtype; ``results`` maps dtype -> (flops_per_s, n)."""
+    """Measured matmul GFLOP/s per dtype; ``results`` maps dtype -> MatmulRate."""
     fig, ax = new_figure(size=(7.0, 2.8))
     names = list(results)
-    values = [results[d][0] / 1e9 for d in names]
+    values = [results[d].flops_per_s / 1e9 for d in names]
     ax.barh(names, values, color="C0")
     for i, d in enumerate(names):
-        ax.text(values[i], i, f" {values[i]:,.1f} GFLOP/s (n={results[d][1]})", va="center", fontsize=8)
+        ax.text(values[i], i, f" {values[i]:,.1f} GFLOP/s (n={results[d].n})", va="center", fontsize=8)
     ax.set_xscale("log")
     ax.set_xlim(min(values) / 3, max(values) * 30)
     ax.invert_yaxis()

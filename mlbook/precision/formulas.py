@@ -1,0 +1,405 @@
+"""Mixed precision by the numbers: each format's limits from its bit layout,
+rounding to a format, the dynamic loss scaler, per-tensor fp8 scales, and
+where a histogram of gradient magnitudes falls against a format's range.
+
+Imports neither torch nor matplotlib (numpy only), so a slider can redraw
+from it. ``mlbook.precision.experiments`` checks every number here against
+torch itself: the limits against ``torch.finfo``, the rounding against real
+casts, the loss scaler against ``torch.amp.GradScaler``.
+
+A binary floating-point format with e exponent bits and m stored mantissa
+bits has bias 2^(e-1) - 1. Normal numbers are 1.f x 2^E with E from 1 - bias
+up to emax; subnormals are 0.f x 2^(1 - bias). IEEE 754 keeps the all-ones
+exponent for inf and NaN, so emax = 2^e - 2 - bias and the largest mantissa
+is 2 - 2^-m. OCP FP8 E4M3 has no inf: its all-ones exponent holds normal
+numbers and only the all-ones mantissa there is NaN, so emax = 2^e - 1 - bias
+and the largest mantissa is 2 - 2^(1-m) (OCP 8-bit Floating Point
+Specification, rev. 1.0, 2023, Table 1; Micikevicius et al. 2022,
+arXiv:2209.05433, Table 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Real
+
+import numpy as np
+
+from mlbook.common import validate
+
+# name -> (exponent bits, stored mantissa bits). IEEE 754-2008 binary32 and
+# binary16; bfloat16 (fp32's exponent, 7 mantissa bits); OCP FP8 E4M3 and E5M2.
+LAYOUTS = {
+    "fp32": (8, 23),
+    "fp16": (5, 10),
+    "bf16": (8, 7),
+    "fp8 E4M3": (4, 3),
+    "fp8 E5M2": (5, 2),
+}
+FORMATS = tuple(LAYOUTS)
+FP8_FORMATS = ("fp8 E4M3", "fp8 E5M2")
+NO_INF = ("fp8 E4M3",)   # the top exponent holds numbers; out-of-range values saturate
+
+
+# --- the formats ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """One floating-point format's limits."""
+
+    name: str
+    bits: int                 # sign + exponent + mantissa
+    exponent_bits: int
+    mantissa_bits: int        # stored fraction bits; precision is mantissa_bits + 1
+    max: float
+    smallest_normal: float
+    smallest_subnormal: float
+    eps: float                # gap between 1 and the next representable number
+    has_inf: bool
+
+
+def float_format(name: str) -> FloatFormat:
+    """The limits of format ``name`` (one of FORMATS), from its bit layout."""
+    validate.one_of("name", name, FORMATS)
+    e, m = LAYOUTS[name]
+    bias = 2 ** (e - 1) - 1
+    if name in NO_INF:
+        emax, top_mantissa = 2**e - 1 - bias, 2 - 2.0 ** (1 - m)
+    else:
+        emax, top_mantissa = 2**e - 2 - bias, 2 - 2.0**-m
+    return FloatFormat(
+        name=name, bits=1 + e + m, exponent_bits=e, mantissa_bits=m,
+        max=math.ldexp(top_mantissa, emax),
+        smallest_normal=math.ldexp(1.0, 1 - bias),
+        smallest_subnormal=math.ldexp(1.0, 1 - bias - m),
+        eps=math.ldexp(1.0, -m),
+        has_inf=name not in NO_INF,
+    )
+
+
+def format_table() -> list[FloatFormat]:
+    """fp32, fp16, bf16, fp8 E4M3 and fp8 E5M2, in that order."""
+    return [float_format(name) for name in FORMATS]
+
+
+def flush_threshold(name: str) -> float:
+    """Magnitudes at or below this round to zero in format ``name``: half the
+    smallest subnormal (round to nearest, ties to even: exactly half goes to
+    the even neighbour, zero)."""
+    return float_format(name).smallest_subnormal / 2
+
+
+def overflow_threshold(name: str) -> float:
+    """The smallest magnitude that rounds to inf in format ``name``: the max
+    plus half the gap just below it (2^(emax - m)), where the tie goes to the
+    even neighbour, which is inf. E4M3 has no inf and raises."""
+    fmt = float_format(name)
+    if not fmt.has_inf:
+        raise ValueError(f"name={name!r} has no inf: values past its max saturate")
+    gap = fmt.max * fmt.eps / (2 - fmt.eps)               # 2^emax * 2^-m
+    return fmt.max + gap / 2
+
+
+def _finite_array(name: str, values) -> np.ndarray:
+    if isinstance(values, (str, bytes, bool)) or values is None:
+        raise ValueError(f"{name} must be numbers, got {values!r}")
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numbers, got {values!r}") from None
+    if x.dtype == bool or x.size == 0:
+        raise ValueError(f"{name} must hold at least one number, got {values!r}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} must be finite; it holds inf or NaN")
+    return x
+
+
+def round_to_format(values, name: str) -> np.ndarray:
+    """``values`` rounded to format ``name`` (round to nearest, ties to even),
+    as float64. Past the range: inf for formats that have it, the max for
+    E4M3 (saturation; the OCP spec leaves the mode to the implementation, and
+    torch's cast and the fp8 recipes saturate).
+
+    Each value is |x| = r x 2^E with the quantum 2^(E - m) of its binade,
+    never below the subnormal quantum 2^(1 - bias - m); dividing by a power
+    of two is exact in float64, so np.rint (ties to even) does the rounding.
+    """
+    x = _finite_array("values", values)
+    fmt = float_format(name)
+    bias = 2 ** (fmt.exponent_bits - 1) - 1
+    a = np.abs(x)
+    _, exp = np.frexp(a)                                   # a = f 2^exp, f in [0.5, 1)
+    quantum = np.ldexp(1.0, np.maximum(exp - 1, 1 - bias) - fmt.mantissa_bits)
+    r = np.rint(a / quantum) * quantum
+    r = np.where(r > fmt.max, np.inf if fmt.has_inf else fmt.max, r)
+    return np.copysign(r, x)
+
+
+def bf16_absorbs(weight: float, update: float) -> bool:
+    """Does a bf16 weight change when a bf16 update is added and the sum is
+    stored in bf16? False means the update rounded away."""
+    validate.at_least("weight", weight, -math.inf)
+    validate.at_least("update", update, -math.inf)
+    w = round_to_format(weight, "bf16")
+    return bool(round_to_format(w + round_to_format(update, "bf16"), "bf16") != w)
+
+
+# --- dynamic loss scaling --------------------------------------------------------------
+
+def _f32(x: float) -> float:
+    """Round to fp32 the way a float32 tensor stores a double (inf past the max)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
+
+
+class DynamicLossScaler:
+    """Dynamic loss scaling, written out to show the mechanism.
+
+    Multiply the loss by ``scale`` before backward; every gradient is then
+    ``scale`` times too big, which lifts small values out of fp16's underflow
+    zone. Unscale the gradients before clipping and the optimizer step. If any
+    is inf or NaN the step is skipped and the scale shrinks by
+    ``backoff_factor``; after ``growth_interval`` good steps in a row it grows
+    by ``growth_factor``. The defaults are torch.amp.GradScaler's, and so are
+    the rules, step for step: the scale is held in fp32 (as GradScaler holds it
+    in a float32 tensor) and a growth that would reach inf is not taken.
+
+    It imports no torch: ``unscale_`` works on any parameters whose ``.grad``
+    has ``mul_`` and ``isfinite`` (torch tensors), and ``update`` alone runs
+    the tensor-free simulation.
+    """
+
+    def __init__(self, init_scale: float = 65536.0, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000):
+        validate.positive("init_scale", init_scale)
+        if (not isinstance(growth_factor, Real) or isinstance(growth_factor, bool)
+                or not math.isfinite(growth_factor) or growth_factor <= 1):
+            raise ValueError(f"growth_factor must be a finite number above 1, got {growth_factor!r}")
+        validate.fraction("backoff_factor", backoff_factor, allow_one=False)
+        self.growth_interval = validate.positive_int("growth_interval", growth_interval)
+        self.scale = _f32(init_scale)
+        self.growth_factor = float(growth_factor)
+        self.backoff_factor = float(backoff_factor)
+        self.good_steps = 0   # finite steps since the last change of scale
+
+    def scale_loss(self, loss):
+        """loss x scale: call backward on this."""
+        return loss * self.scale
+
+    def unscale_(self, params) -> bool:
+        """Divide every gradient by the scale in place; True if any is inf/NaN."""
+        inv = 1.0 / self.scale
+        found_inf = False
+        for p in params:
+            if p.grad is None:
+                continue
+            p.grad.mul_(inv)
+            found_inf = found_inf or not bool(p.grad.isfinite().all())
+        return found_inf
+
+    def update(self, found_inf: bool) -> bool:
+        """Adjust the scale after a step; returns True if the step must be skipped."""
+        if not isinstance(found_inf, (bool, np.bool_)):
+            raise ValueError(f"found_inf must be a bool, got {found_inf!r}")
+        if found_inf:
+            self.scale = _f32(self.scale * self.backoff_factor)
+            self.good_steps = 0
+            return True
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            grown = _f32(self.scale * self.growth_factor)
+            if math.isfinite(grown):
+                self.scale = grown
+            self.good_steps = 0
+        return False
+
+    def step(self, optimizer, params) -> bool:
+        """Unscale, step the optimizer unless a gradient is inf/NaN, update the
+        scale. Returns True if the optimizer stepped."""
+        params = list(params)
+        skipped = self.update(self.unscale_(params))
+        if not skipped:
+            optimizer.step()
+        return not skipped
+
+
+@dataclass(frozen=True)
+class ScalerTrace:
+    """What a loss scaler did over a run: the scale after each step and which
+    steps it skipped."""
+
+    scales: tuple
+    skipped: tuple
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(self.skipped)
+
+
+def _grad_maxima(grad_max) -> list[float]:
+    if isinstance(grad_max, (str, bytes)):
+        raise ValueError(f"grad_max must be a sequence of numbers, got {grad_max!r}")
+    try:
+        values = list(grad_max)
+    except TypeError:
+        raise ValueError(f"grad_max must be a sequence of numbers, got {grad_max!r}") from None
+    if not values:
+        raise ValueError("grad_max must hold at least one step")
+    out = []
+    for g in values:
+        if not isinstance(g, Real) or isinstance(g, bool):
+            raise ValueError(f"grad_max entries must be numbers, got {g!r}")
+        g = float(g)
+        if math.isfinite(g) and g <= 0:
+            raise ValueError(f"grad_max entries must be above 0 (or inf/nan to inject), got {g!r}")
+        out.append(g)
+    return out
+
+
+def fp16_overflows(scale: float, grad_max: float) -> bool:
+    """Does the largest gradient, scaled in fp32 and stored in fp16, overflow?
+    (inf or NaN for ``grad_max`` always does.)"""
+    validate.positive("scale", scale)
+    if not isinstance(grad_max, Real) or isinstance(grad_max, bool):
+        raise ValueError(f"grad_max must be a number, got {grad_max!r}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = np.float16(np.float32(scale) * np.float32(grad_max))
+    return not bool(np.isfinite(value))
+
+
+def simulate_scaler(grad_max, init_scale: float = 65536.0, growth_factor: float = 2.0,
+                    backoff_factor: float = 0.5, growth_interval: int = 2000) -> ScalerTrace:
+    """The scaler's decisions without tensors: at step t the largest gradient
+    is ``grad_max[t]`` (inf or nan for an injected overflow) and the step
+    overflows when scale x grad_max[t] is not finite in fp16."""
+    steps = _grad_maxima(grad_max)
+    scaler = DynamicLossScaler(init_scale, growth_factor, backoff_factor, growth_interval)
+    scales, skipped = [], []
+    for g in steps:
+        skipped.append(scaler.update(fp16_overflows(scaler.scale, g)))
+        scales.append(scaler.scale)
+    return ScalerTrace(tuple(scales), tuple(skipped))
+
+
+def scripted_grad_max(n_steps: int, overflow_steps=(), base: float = 1.0) -> list[float]:
+    """A gradient-size script: ``base`` everywhere, inf at ``overflow_steps``."""
+    validate.positive_int("n_steps", n_steps)
+    validate.positive("base", base)
+    out = [float(base)] * n_steps
+    for t in overflow_steps:
+        if not (isinstance(t, int) and not isinstance(t, bool) and 0 <= t < n_steps):
+            raise ValueError(f"overflow step {t!r} must be an integer in [0, {n_steps})")
+        out[t] = math.inf
+    return out
+
+
+def drifting_grad_max(n_steps: int, seed: int = 0, start: float = 0.5, end: float = 0.05,
+                      noise: float = 0.3, n_spikes: int = 4, spike: float = 1e3) -> np.ndarray:
+    """A synthetic run's largest gradient per step: a log-linear drift from
+    ``start`` to ``end`` with lognormal noise, and ``n_spikes`` steps (never in
+    the first tenth) where it jumps ``spike`` times higher (a bad batch)."""
+    validate.positive_int("n_steps", n_steps)
+    for name, v in (("start", start), ("end", end), ("spike", spike)):
+        validate.positive(name, v)
+    validate.non_negative("noise", noise)
+    if not isinstance(n_spikes, int) or isinstance(n_spikes, bool) or n_spikes < 0:
+        raise ValueError(f"n_spikes must be an integer at or above 0, got {n_spikes!r}")
+    rng = np.random.default_rng(seed)
+    g = np.geomspace(start, end, n_steps) * np.exp(noise * rng.standard_normal(n_steps))
+    candidates = np.arange(n_steps // 10, n_steps)
+    if n_spikes:
+        at = rng.choice(candidates, size=min(n_spikes, candidates.size), replace=False)
+        g[at] *= spike
+    return g
+
+
+def max_safe_scale(amax: float, name: str = "fp16") -> float:
+    """The largest power of two S with amax x S at most the format's max: the
+    scale a dynamic scaler hunts for, given the largest gradient."""
+    validate.positive("amax", amax)
+    fmax = float_format(name).max
+    k = math.floor(math.log2(fmax / amax))
+    while amax * 2.0 ** (k + 1) <= fmax:                  # log2 may round down a step
+        k += 1
+    while amax * 2.0**k > fmax:
+        k -= 1
+    return 2.0**k
+
+
+# --- fp8 per-tensor scaling --------------------------------------------------------------
+
+def fp8_scale(amax: float, name: str = "fp8 E4M3", margin: int = 0) -> float:
+    """The per-tensor scale that maps ``amax`` to the format's max / 2^margin."""
+    validate.positive("amax", amax)
+    validate.one_of("name", name, FP8_FORMATS)
+    if not isinstance(margin, int) or isinstance(margin, bool) or margin < 0:
+        raise ValueError(f"margin must be an integer at or above 0, got {margin!r}")
+    return float_format(name).max / amax / 2**margin
+
+
+# --- where magnitudes fall: a histogram of log2 |v| -----------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Log2Histogram:
+    """Counts of log2|v| of the non-zero values in bins of equal width, and
+    the sorted magnitudes, from which fractions are read exactly."""
+
+    edges_log2: np.ndarray
+    counts: np.ndarray
+    sorted_abs: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.sorted_abs.size)
+
+
+def log2_histogram(values, bin_width: float = 0.25) -> Log2Histogram:
+    """Histogram of log2|v| over the non-zero ``values`` in bins of
+    ``bin_width`` (a divisor of 1, so that scaling by a power of two shifts
+    whole bins)."""
+    validate.positive("bin_width", bin_width)
+    if abs(1 / bin_width - round(1 / bin_width)) > 1e-9:
+        raise ValueError(f"bin_width must divide 1 exactly (1, 0.5, 0.25, ...), got {bin_width!r}")
+    mags = np.abs(_finite_array("values", values)).ravel()
+    mags = np.sort(mags[mags > 0])
+    if mags.size == 0:
+        raise ValueError("values must contain at least one non-zero value")
+    logs = np.log2(mags)
+    lo, hi = math.floor(logs.min()), math.ceil(logs.max()) + bin_width
+    edges = np.arange(lo, hi + bin_width / 2, bin_width)
+    counts, _ = np.histogram(logs, bins=edges)
+    return Log2Histogram(edges, counts, mags)
+
+
+def fraction_below(hist: Log2Histogram, threshold: float, scale: float = 1.0,
+                   inclusive: bool = False) -> float:
+    """Fraction of a histogram's magnitudes with |v| x scale below
+    ``threshold`` (or at it too, with ``inclusive``)."""
+    validate.positive("threshold", threshold)
+    validate.positive("scale", scale)
+    validate.boolean("inclusive", inclusive)
+    side = "right" if inclusive else "left"
+    return float(np.searchsorted(hist.sorted_abs, threshold / scale, side=side)) / hist.n
+
+
+@dataclass(frozen=True)
+class Zones:
+    """Where magnitudes land in a format after scaling (fractions that sum to 1)."""
+
+    flushed: float       # rounded to zero
+    subnormal: float     # kept, with fewer significant bits
+    normal: float
+    overflow: float      # inf (or, for E4M3, saturated at the max)
+
+
+def zone_fractions(hist: Log2Histogram, name: str = "fp16", scale: float = 1.0) -> Zones:
+    """Where a histogram's magnitudes land in format ``name`` after scaling by
+    ``scale``: flushed to zero, subnormal, normal, or past the range."""
+    fmt = float_format(name)
+    flushed = fraction_below(hist, flush_threshold(name), scale, inclusive=True)
+    below_normal = fraction_below(hist, fmt.smallest_normal, scale)
+    past = overflow_threshold(name) if fmt.has_inf else fmt.max
+    kept = fraction_below(hist, past, scale, inclusive=not fmt.has_inf)
+    return Zones(flushed=flushed, subnormal=below_normal - flushed,
+                 normal=kept - below_normal, overflow=1 - kept)
