@@ -10,8 +10,8 @@ token-level loss is averaged per micro-batch over a varying number of tokens.
 The functions here work on any ``model`` (an nn.Module) and ``loss_fn(output,
 target)``; the caller's model is never changed (each works on a deep copy, so
 BatchNorm running statistics and ``.grad`` stay as they were). The two-process
-DDP run is in ``accumulation_ddp``; the pure-number cost model in
-``accumulation_cost``.
+DDP run is in ``experiments_ddp`` (which imports the toy model from here); the
+pure-number cost model in ``formulas``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlbook.common import validate
-from mlbook.accumulation.formulas import check_k
+from mlbook.accumulation.formulas import KSweep, SweepRow, check_k
+from mlbook.common_torch import timing
 
 NORMS = ("layernorm", "batchnorm")
 IGNORE_INDEX = -100  # the target of a padding position (torch's cross_entropy default)
@@ -310,22 +311,21 @@ def accumulation_step(model: nn.Module, optimizer, loss_fn, micro_batches) -> fl
 
 
 def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device: str = "cpu",
-                    threads: int | None = None, progress: bool = True) -> dict:
+                    threads: int | None = None, on_round=None) -> KSweep:
     """Step time and activation memory against k at the fixed global batch (X, y).
 
     For each k: the median wall time of ``steps`` optimizer steps and the
     bytes saved for backward by one micro-batch. The k values are timed in
     interleaved rounds (one step of each k per round, after one warm-up
-    round) with mlbook.measure.time_steps, so a burst of load from elsewhere
-    hits every k alike. ``threads`` sets torch's CPU threads for the sweep
-    only (one thread keeps timings steady on a shared machine). On CUDA it
-    also records the peak memory allocated during a step above what was
-    allocated before it (torch.cuda.max_memory_allocated). The optimizer
-    step alone is timed too, to split the step's fixed cost from its
-    per-example cost.
+    round), so a burst of load from elsewhere hits every k alike. ``threads``
+    sets torch's CPU threads for the sweep only (one thread keeps timings
+    steady on a shared machine). On CUDA it also records the peak memory
+    allocated during a step above what was allocated before it
+    (torch.cuda.max_memory_allocated). The optimizer step alone is timed
+    too, to split the step's fixed cost from its per-example cost.
+    ``on_round(r, steps)``, if given, is called after each round r (0 is the
+    warm-up), so that a long cell can show it is alive.
     """
-    from mlbook.common_torch import timing as measure
-
     B = _check_batch(X, y)
     ks = [check_k(k, B) for k in ks]
     if not ks:
@@ -336,18 +336,17 @@ def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     micro = {k: list(zip(X.chunk(k), y.chunk(k))) for k in ks}
     steps_of = {k: (lambda mb=micro[k]: accumulation_step(model, opt, loss_fn, mb)) for k in ks}
-    with measure.cpu_threads(threads, name="threads"):
+    with timing.cpu_threads(threads, name="threads"):
         used_threads = torch.get_num_threads()
         times = {k: [] for k in ks}
         for r in range(steps + 1):                          # round 0 warms up
             for k in ks:
-                t = measure.time_steps(steps_of[k], steps=1, warmup=0, device=device)
+                t = timing.time_steps(steps_of[k], steps=1, warmup=0, device=device)
                 if r:
                     times[k] += t
-            if progress:
-                print(f"  round {r}/{steps} done" + (" (warm-up)" if r == 0 else ""), flush=True)
-        opt_s = measure.median_s(measure.time_steps(opt.step, steps=max(steps, 3), warmup=1,
-                                                    device=device))
+            if on_round is not None:
+                on_round(r, steps)
+        opt_s = timing.median_s(timing.time_steps(opt.step, steps=max(steps, 3), warmup=1, device=device))
         rows = []
         for k in ks:
             peak = None
@@ -358,195 +357,8 @@ def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device:
                 steps_of[k]()
                 torch.cuda.synchronize()
                 peak = torch.cuda.max_memory_allocated() - base
-            act = saved_activation_bytes(model, loss_fn, *micro[k][0])
-            rows.append({"k": k, "micro_batch": B // k, "step_s": measure.median_s(times[k]),
-                         "times_s": times[k], "saved_bytes": act, "peak_bytes": peak})
-    return {"global_batch": B, "rows": rows, "optimizer_s": opt_s, "device": device,
-            "threads": used_threads}
-
-
-def ddp_allreduce_counts(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,
-                         timeout_s: float = 60.0, seed: int = 0) -> dict:
-    """Run two-process DDP over gloo and count the gradient all-reduces per
-    optimizer step with and without no_sync. See accumulation_ddp.run."""
-    from mlbook.accumulation import experiments_ddp as accumulation_ddp
-
-    return accumulation_ddp.run(k=k, steps=steps, micro_batch=micro_batch, d_hidden=d_hidden,
-                                timeout_s=timeout_s, seed=seed)
-
-
-# --- the chapter's experiments: run, print a table, glue the numbers ------------
-# These print and glue (mlbook.page.glue) for notebooks/accumulation.md; the
-# sentences whose truth depends on the machine or the size are chosen here,
-# from the result, and glued whole.
-
-def _glue(name, value, fmt=None):
-    from mlbook.page import glue
-
-    glue(name, value, fmt)
-
-
-def identity_demo(batch_size: int, ks, seed: int = 0, exact_below: float = 1e-6,
-                  broken_above: float = 1e-4) -> dict:
-    """Largest |accumulated - full-batch| gradient entry for each k, LayerNorm
-    MLP against BatchNorm1d MLP; prints the table, glues acc_* keys. Returns
-    {"ks": ks with k > 1, "X", "y", norm: diffs at those ks}."""
-    import math
-
-    X, y = regression_batch(batch_size, seed=seed)
-    ks = [check_k(k, batch_size) for k in ks]
-    diffs = {norm: [max_abs_diff(full_batch_grads(m, F.mse_loss, X, y),
-                                 accumulated_grads(m, F.mse_loss, X, y, k)) for k in ks]
-             for norm in NORMS for m in [make_mlp(norm, seed=seed)]}
-    split = [i for i, k in enumerate(ks) if k > 1]
-    if not split:
-        raise ValueError(f"ks must hold some k > 1 to split the batch, got {ks}")
-    ln_worst = max(diffs["layernorm"][i] for i in split)
-    bn_best = min(diffs["batchnorm"][i] for i in split)
-    print(f"global batch B={batch_size}, fp32, max |accumulated - full-batch| over all entries")
-    print(f"{'k':>4} {'b':>4} {'LayerNorm':>12} {'BatchNorm1d':>12}")
-    for k, dl, db in zip(ks, diffs["layernorm"], diffs["batchnorm"]):
-        print(f"{k:>4} {batch_size // k:>4} {dl:>12.2e} {db:>12.2e}")
-    print(f"LayerNorm worst over k>1: {ln_worst:.2e} (below {exact_below:g}: {ln_worst < exact_below})")
-    print(f"BatchNorm best over k>1:  {bn_best:.2e} (above {broken_above:g}: {bn_best > broken_above})")
-    if ln_worst == 0:
-        gap = "infinitely larger: LayerNorm's accumulated gradient is bitwise the full-batch one"
-    else:
-        orders = math.floor(math.log10(bn_best / ln_worst)) if bn_best > 0 else 0
-        gap = (f"{orders} orders of magnitude larger" if orders >= 2 else
-               f"only {bn_best / ln_worst:.0f} times larger here, but far above float rounding"
-               if bn_best > broken_above else f"{bn_best / ln_worst:.1f} times larger")
-    _glue("acc_B_exact", batch_size)
-    _glue("acc_ln_worst", ln_worst, ".1e")
-    _glue("acc_bn_best", bn_best, ".1e")
-    _glue("acc_bn_gap", gap)
-    _glue("acc_k_max_exact", max(ks))
-    return {"ks": [ks[i] for i in split], "X": X, "y": y,
-            **{norm: [d[i] for i in split] for norm, d in diffs.items()}}
-
-
-def clip_demo(X, y, k: int, seed: int = 0) -> dict:
-    """Clip once after the last micro-batch against clipping after every
-    micro-batch, both against the clipped full-batch gradient, at a max_norm
-    of half the full gradient's norm; prints and glues acc_clip_* keys."""
-    import math
-
-    model = make_mlp("layernorm", seed=seed)
-    full = full_batch_grads(model, F.mse_loss, X, y)
-    max_norm = 0.5 * grad_norm(full)                                  # a threshold that bites
-    reference = clipped_accumulated_grads(model, F.mse_loss, X, y, 1, max_norm)
-    out = {"accumulated": clipped_accumulated_grads(model, F.mse_loss, X, y, k, max_norm, "accumulated"),
-           "every_micro_batch": clipped_accumulated_grads(model, F.mse_loss, X, y, k, max_norm,
-                                                          "every_micro_batch")}
-    print(f"full-batch gradient norm {grad_norm(full):.4f}, clip at max_norm={max_norm:.4f}, k={k}")
-    names = {"accumulated": "clip once, after the last micro-batch",
-             "every_micro_batch": "clip after every micro-batch"}
-    for how, g in out.items():
-        print(f"{names[how]:>38}: norm {grad_norm(g):.4f}, max |diff| {max_abs_diff(g, reference):.2e}"
-              f"\n{'':>40}cosine with the clipped full batch {cosine(g, reference):.6f}")
-    right, wrong = out["accumulated"], out["every_micro_batch"]
-    at_threshold = all(math.isclose(grad_norm(g), max_norm, rel_tol=1e-4) for g in out.values())
-    _glue("acc_clip_k", k)
-    _glue("acc_clip_norms", "Both versions end at the clip threshold, so the norm hides the bug."
-          if at_threshold else
-          f"The two norms differ ({grad_norm(right):.3f} and {grad_norm(wrong):.3f} against a "
-          f"threshold of {max_norm:.3f}), but a norm alone does not say which one is right.")
-    _glue("acc_clip_right_diff", max_abs_diff(right, reference), ".1e")
-    _glue("acc_clip_wrong_diff", max_abs_diff(wrong, reference), ".1e")
-    _glue("acc_clip_wrong_angle", math.degrees(math.acos(min(1.0, cosine(wrong, reference)))), ".1f")
-    return out
-
-
-def token_demo(cfg, n_seqs: int, max_len: int, k: int, seed: int = 0) -> list[int]:
-    """Naive per-micro-batch token mean against the whole batch's token count,
-    on a small GPT and sorted variable-length sequences; prints and glues
-    acc_tok_* keys. Returns the real tokens per micro-batch."""
-    from mlbook.common_torch.gpt import GPT
-
-    torch.manual_seed(seed)
-    gpt = GPT(cfg, max_seq_len=max_len)
-    idx, targets, lengths = variable_length_batch(n_seqs, max_len, cfg.vocab_size, seed=seed)
-    full = full_batch_grads(gpt, token_mean_loss, idx, targets)     # mean over all real tokens
-    naive = naive_token_grads(gpt, idx, targets, k)
-    fixed = token_normalised_grads(gpt, idx, targets, k)
-    counts = [token_count(t) for t in targets.chunk(k)]
-    w = token_weights(targets, k)
-    print(f"sequence lengths: {lengths.tolist()}")
-    print(f"real tokens per micro-batch: {counts} (N = {sum(counts)})")
-    for name, g in (("naive per-micro-batch mean / k", naive), ("sum / N over the whole batch", fixed)):
-        print(f"{name:>31}: max |diff| {max_abs_diff(g, full):.2e}, cosine {cosine(g, full):.8f}")
-    _glue("acc_tok_seqs", n_seqs)
-    _glue("acc_tok_len", max_len)
-    _glue("acc_tok_k", k)
-    _glue("acc_tok_naive_diff", max_abs_diff(naive, full), ".1e")
-    _glue("acc_tok_naive_cos", cosine(naive, full), ".3f")
-    _glue("acc_tok_fixed_diff", max_abs_diff(fixed, full), ".1e")
-    _glue("acc_tok_weight_ratio", (w.max() / w.min()).item(), ".1f")
-    return counts
-
-
-def sweep_report(sweep: dict, cm, where: str) -> None:
-    """Print the k sweep (accumulation_cost.fit_cost_model ``cm`` fitted to
-    it) and glue its numbers and the sentences they decide."""
-    rows, B = sweep["rows"], sweep["global_batch"]
-    print(f"{'k':>4} {'b':>4} {'step ms':>9} {'MiB saved/micro-batch':>22}")
-    for r in rows:
-        print(f"{r['k']:>4} {r['micro_batch']:>4} {r['step_s'] * 1e3:>9.1f} "
-              f"{r['saved_bytes'] / 2**20:>22.2f}")
-    print(f"optimizer step alone: {sweep['optimizer_s'] * 1e3:.2f} ms")
-    print(f"fitted: {cm.per_micro_batch_s * 1e3:.2f} ms per micro-batch, "
-          f"{cm.per_example_s * 1e3:.2f} ms per example")
-    first, last = rows[0], rows[-1]
-    ratio = last["step_s"] / first["step_s"]
-    share = last["k"] * cm.per_micro_batch_s / cm.step_s(B, last["k"])
-    _glue("acc_sweep_device", where)
-    _glue("acc_memory_how", "bytes saved for backward (saved_tensors_hooks)"
-          + (" and torch.cuda.max_memory_allocated" if sweep["device"] == "cuda" else ""))
-    _glue("acc_sweep_B", B)
-    _glue("acc_sweep_kmax", last["k"])
-    _glue("acc_overhead_ms", cm.per_micro_batch_s * 1e3, ".2f")
-    _glue("acc_example_ms", cm.per_example_s * 1e3, ".2f")
-    _glue("acc_mem_ratio", first["saved_bytes"] / last["saved_bytes"], ".0f")
-    _glue("acc_mem_k1", first["saved_bytes"] / 2**20, ".2f")
-    _glue("acc_mem_kmax", last["saved_bytes"] / 2**20, ".2f")
-    _glue("acc_time_clause", f"made the step {ratio:.1f} times as long" if ratio >= 1.1 else
-          f"left the step time about the same ({ratio:.2f} times)" if ratio >= 0.9 else
-          f"measured a shorter step ({ratio:.2f} times), which only timing noise explains")
-    _glue("acc_overhead_share", share, ".0%")
-    _glue("acc_overhead_verdict",
-          "That is why nobody accumulates more than memory forces them to." if share >= 0.2 else
-          "Here the micro-batches are big enough that the fixed cost hardly shows.")
-
-
-def ddp_report(ddp: dict, k: int) -> None:
-    """Print the two DDP modes of ddp_allreduce_counts side by side and glue
-    the counts, times and the sentences they decide."""
-    summary = ddp["summary"]
-    s_sync, s_skip = summary["sync every micro-batch"], summary["no_sync until the last"]
-    print(f"model: {ddp['n_params']:,} parameters; world size {ddp['world_size']}; medians over steps")
-    print(f"{'mode':>24} {'all-reduces':>12} {'KiB':>6} {'ms in all-reduce':>17} {'ms/step':>8}")
-    for mode, s in summary.items():
-        print(f"{mode:>24} {s['allreduces_per_step']:>12} {s['allreduce_bytes_per_step'] / 2**10:>6.0f} "
-              f"{s['allreduce_s_per_step'] * 1e3:>17.2f} {s['step_s'] * 1e3:>8.2f}")
-    print(f"{'mode':>24} {'ranks agree':>12} {'max |grad - 1 process|':>24}")
-    for mode, s in summary.items():
-        print(f"{mode:>24} {str(s['ranks_agree']):>12} {s['grad_diff']:>24.1e}")
-    buckets = s_sync["allreduces_per_step"] / k
-    kib = ddp["n_params"] * 4 / 2**10
-    ratio = s_sync["step_s"] / s_skip["step_s"]
-    _glue("acc_ddp_k", k)
-    _glue("acc_ddp_sync_count", s_sync["allreduces_per_step"])
-    _glue("acc_ddp_skip_count", s_skip["allreduces_per_step"])
-    _glue("acc_ddp_sync_ms", s_sync["allreduce_s_per_step"] * 1e3, ".2f")
-    _glue("acc_ddp_skip_ms", s_skip["allreduce_s_per_step"] * 1e3, ".2f")
-    _glue("acc_ddp_grad_diff", max(s_sync["grad_diff"], s_skip["grad_diff"]), ".1e")
-    _glue("acc_ddp_buckets", buckets, "g")
-    _glue("acc_ddp_bucket_clause",
-          f"the {kib:.0f} KiB of fp32 gradients fit in one default DDP bucket"
-          if buckets == 1 else f"the {kib:.0f} KiB of fp32 gradients span {buckets:g} DDP buckets")
-    _glue("acc_ddp_step_clause",
-          f"the step that synchronised every micro-batch took {ratio:.2f} times as long" if ratio >= 1.05 else
-          f"the two steps took about as long ({ratio:.2f} times): on one machine's loopback, "
-          "with a model this small, an all-reduce is cheap next to the step" if ratio >= 0.95 else
-          f"the step that synchronised every micro-batch measured shorter ({ratio:.2f} times), "
-          "which is timing noise on a shared machine: it did more work")
+            rows.append(SweepRow(k=k, micro_batch=B // k, step_s=timing.median_s(times[k]),
+                                 saved_bytes=saved_activation_bytes(model, loss_fn, *micro[k][0]),
+                                 times_s=tuple(times[k]), peak_bytes=peak))
+    return KSweep(global_batch=B, rows=tuple(rows), optimizer_s=opt_s, device=device,
+                  threads=used_threads)

@@ -10,32 +10,37 @@ comes from a DDP communication hook that wraps torch's own ``allreduce_hook``
 
 Two processes are started as fresh interpreters (``python -m`` this module,
 as torchrun would), bound to 127.0.0.1 on a free port; each loop is bounded,
-and both are killed if they outlive ``timeout_s`` or one of them fails.
+and both are killed if they outlive ``timeout_s`` or one of them fails. The
+model and data are the toy pieces of ``mlbook.accumulation.experiments``,
+which does not import this module back.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-import socket
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from mlbook.accumulation.experiments import full_batch_grads, make_mlp, max_abs_diff, regression_batch
 from mlbook.common import validate
+from mlbook.common_torch.launch import free_port
 
 WORLD_SIZE = 2
 MODES = ("sync every micro-batch", "no_sync until the last")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Counter:
@@ -47,9 +52,6 @@ class _Counter:
 
 def counting_allreduce_hook(counter: _Counter, bucket):
     """torch's default all-reduce hook, counted and timed (launch to result)."""
-    import torch.distributed as dist  # noqa: F401  (the hook needs the default group)
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
     buf = bucket.buffer()
     counter.calls += 1
     counter.bytes += buf.numel() * buf.element_size()
@@ -65,13 +67,6 @@ def counting_allreduce_hook(counter: _Counter, bucket):
 
 def _worker(rank: int, port: int, k: int, steps: int, micro_batch: int, d_hidden: int,
             seed: int, out_dir: str):
-    import torch
-    import torch.distributed as dist
-    import torch.nn.functional as F
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from mlbook.accumulation.experiments import full_batch_grads, make_mlp, max_abs_diff, regression_batch
-
     torch.set_num_threads(1)
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"           # loopback only
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -117,17 +112,34 @@ def _worker(rank: int, port: int, k: int, steps: int, micro_batch: int, d_hidden
         dist.destroy_process_group()
 
 
-def run(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,
-        timeout_s: float = 60.0, seed: int = 0) -> dict:
-    """Two gloo ranks, k micro-batches per optimizer step, ``steps`` timed
-    steps per mode. Returns rank 0's record plus a summary per mode:
-    all-reduces per step, bytes, seconds inside all-reduce and step time
-    (medians over steps), and the largest difference between the DDP
-    gradient and one process's full-global-batch gradient."""
-    import statistics
-    import subprocess
-    import sys
+@dataclass(frozen=True)
+class ModeSummary:
+    """One mode of allreduce_counts: medians over the timed steps of rank 0."""
 
+    allreduces_per_step: int
+    allreduce_bytes_per_step: int
+    allreduce_s_per_step: float      # time inside the all-reduces, launch to result
+    step_s: float
+    ranks_agree: bool                # rank 1 counted the same all-reduces at every step
+    grad_diff: float                 # largest |DDP gradient - one process's full global batch|
+
+
+@dataclass(frozen=True)
+class DDPCounts:
+    k: int
+    world_size: int
+    micro_batch: int
+    n_params: int
+    modes: dict                      # mode (one of MODES) -> ModeSummary
+
+
+def allreduce_counts(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,
+                     timeout_s: float = 60.0, seed: int = 0) -> DDPCounts:
+    """Two gloo ranks, k micro-batches per optimizer step, ``steps`` timed
+    steps per mode (after a warm-up step). Per mode: all-reduces per step,
+    bytes, seconds inside all-reduce and step time (medians over steps), and
+    the largest difference between the DDP gradient and one process's
+    full-global-batch gradient."""
     validate.positive_int("k", k)
     validate.positive_int("steps", steps)
     validate.positive_int("micro_batch", micro_batch)
@@ -164,24 +176,23 @@ def run(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,
             rank, code, log = failed[0]
             raise RuntimeError(f"DDP rank {rank} exited with code {code}:\n{log}")
         results = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(WORLD_SIZE)]
-    out = copy.deepcopy(results[0])
-    out["summary"] = {}
+    first, other = results
+    modes = {}
     for mode in MODES:
-        rows = out["modes"][mode]["steps"]
-        counts_other = [r["allreduces"] for r in results[1]["modes"][mode]["steps"]]
-        out["summary"][mode] = {
-            "allreduces_per_step": statistics.median_low(r["allreduces"] for r in rows),
-            "ranks_agree": counts_other == [r["allreduces"] for r in rows],
-            "allreduce_bytes_per_step": statistics.median_low(r["allreduce_bytes"] for r in rows),
-            "allreduce_s_per_step": statistics.median(r["allreduce_s"] for r in rows),
-            "step_s": statistics.median(r["step_s"] for r in rows),
-            "grad_diff": out["modes"][mode]["grad_diff"],
-        }
-    return out
+        rows = first["modes"][mode]["steps"]
+        counts_other = [r["allreduces"] for r in other["modes"][mode]["steps"]]
+        modes[mode] = ModeSummary(
+            allreduces_per_step=statistics.median_low(r["allreduces"] for r in rows),
+            allreduce_bytes_per_step=statistics.median_low(r["allreduce_bytes"] for r in rows),
+            allreduce_s_per_step=statistics.median(r["allreduce_s"] for r in rows),
+            step_s=statistics.median(r["step_s"] for r in rows),
+            ranks_agree=counts_other == [r["allreduces"] for r in rows],
+            grad_diff=first["modes"][mode]["grad_diff"],
+        )
+    return DDPCounts(k=first["k"], world_size=first["world_size"], micro_batch=first["micro_batch"],
+                     n_params=first["n_params"], modes=modes)
 
 
 if __name__ == "__main__":
-    import sys
-
     rank_, port_, k_, steps_, b_, d_, seed_ = (int(a) for a in sys.argv[1:8])
     _worker(rank_, port_, k_, steps_, b_, d_, seed_, sys.argv[8])

@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from mlbook.accumulation.formulas import KSweep, StepCostModel, divisors
 from mlbook.common import validate
-from mlbook.accumulation.formulas import StepCostModel, divisors
+from mlbook.common.units import MIB
 from mlbook.plotting.style import new_figure
-
-MIB = 2**20
 
 
 def _plain_log2(ax, axis: str = "x"):
@@ -65,16 +64,16 @@ def token_weights(counts, k: int):
     return fig
 
 
-def k_sweep(sweep: dict, model: StepCostModel, device_label: str):
+def k_sweep(sweep: KSweep, model: StepCostModel, device_label: str):
     """Measured step time and activation memory against k at a fixed global
     batch, with the fitted cost model drawn through them."""
-    rows = sweep["rows"]
-    B = sweep["global_batch"]
-    ks = np.array([r["k"] for r in rows])
+    rows = sweep.rows
+    B = sweep.global_batch
+    ks = np.array([r.k for r in rows])
     fine = np.array(divisors(B))
     fine = fine[(fine >= ks.min()) & (fine <= ks.max())]
     fig, (ax_t, ax_m) = new_figure(ncols=2, layout="constrained")
-    ax_t.plot(ks, [r["step_s"] * 1e3 for r in rows], "o", color="C0", label="measured (median)")
+    ax_t.plot(ks, [r.step_s * 1e3 for r in rows], "o", color="C0", label="measured (median)")
     ax_t.plot(fine, [model.step_s(B, int(k)) * 1e3 for k in fine], "-", color="C0", alpha=0.6,
               label=f"fit: +{model.per_micro_batch_s * 1e3:.2f} ms per micro-batch")
     _plain_log2(ax_t)
@@ -83,12 +82,12 @@ def k_sweep(sweep: dict, model: StepCostModel, device_label: str):
     ax_t.set_ylim(bottom=0)
     ax_t.legend(fontsize=8)
     ax_t.set_title(f"Step time, global batch B={B}")
-    ax_m.plot(ks, [r["saved_bytes"] / MIB for r in rows], "o", color="C1",
+    ax_m.plot(ks, [r.saved_bytes / MIB for r in rows], "o", color="C1",
               label="saved for backward, one micro-batch")
     ax_m.plot(fine, [model.activation_bytes(B // int(k)) / MIB for k in fine], "-", color="C1",
               alpha=0.6, label="fit: bytes per example x b")
-    if any(r.get("peak_bytes") is not None for r in rows):
-        ax_m.plot(ks, [r["peak_bytes"] / MIB for r in rows], "s", color="C4",
+    if any(r.peak_bytes is not None for r in rows):
+        ax_m.plot(ks, [r.peak_bytes / MIB for r in rows], "s", color="C4",
                   label="CUDA peak above model state")
     _plain_log2(ax_m)
     _plain_log2(ax_m, "y")
@@ -102,7 +101,7 @@ def k_sweep(sweep: dict, model: StepCostModel, device_label: str):
     return fig
 
 
-def cost_explorer(global_batch: int, micro_batch: int, model: StepCostModel, measured: dict):
+def cost_explorer(global_batch: int, micro_batch: int, model: StepCostModel, measured: KSweep):
     """The slider figure: the fitted cost model at global batch B against k,
     the choice k = B / b marked, the measured points drawn on it.
 
@@ -116,11 +115,11 @@ def cost_explorer(global_batch: int, micro_batch: int, model: StepCostModel, mea
     x = np.log2(ks)
     ax_t.plot(x, [model.step_s(B, int(k)) * 1e3 for k in ks], "-", color="C0", label="model")
     ax_m.plot(x, [model.activation_bytes(B // int(k)) / MIB for k in ks], "-", color="C1")
-    mrows = measured["rows"]
-    mx = np.log2([r["k"] for r in mrows])
-    ax_t.plot(mx, [r["step_s"] * 1e3 for r in mrows], "o", color="0.4", ms=4,
-              label=f"measured at B={measured['global_batch']}")
-    ax_m.plot(mx, [r["saved_bytes"] / MIB for r in mrows], "o", color="0.4", ms=4)
+    mrows = measured.rows
+    mx = np.log2([r.k for r in mrows])
+    ax_t.plot(mx, [r.step_s * 1e3 for r in mrows], "o", color="0.4", ms=4,
+              label=f"measured at B={measured.global_batch}")
+    ax_m.plot(mx, [r.saved_bytes / MIB for r in mrows], "o", color="0.4", ms=4)
     if b <= B and B % b == 0:
         k = B // b
         t, m = model.step_s(B, k), model.activation_bytes(b)

@@ -14,6 +14,7 @@ at a time, so their memory follows b, not B.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlbook.common import validate
@@ -34,6 +35,10 @@ def divisors(n: int) -> list[int]:
 
 def fit_line(xs, ys) -> tuple[float, float]:
     """Least-squares intercept and slope of ys against xs."""
+    xs, ys = list(xs), list(ys)
+    for name, values in (("xs", xs), ("ys", ys)):
+        for v in values:
+            validate.at_least(name, v, -math.inf)       # finite numbers, no bools or strings
     xs, ys = [float(x) for x in xs], [float(y) for y in ys]
     if len(xs) != len(ys):
         raise ValueError(f"xs has {len(xs)} values but ys has {len(ys)}; they must match")
@@ -71,22 +76,54 @@ class StepCostModel:
         """Step time at k over the step time of one true large batch."""
         return self.step_s(global_batch, k) / self.step_s(global_batch, 1)
 
+    def overhead_share(self, global_batch: int, k: int) -> float:
+        """The share of the step at k that is the fixed per-micro-batch cost."""
+        step = self.step_s(global_batch, k)
+        return k * self.per_micro_batch_s / step if step > 0 else 0.0
 
-def fit_cost_model(sweep: dict) -> StepCostModel:
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One k of a measured sweep at a fixed global batch."""
+
+    k: int
+    micro_batch: int            # b = B / k
+    step_s: float               # median wall time of an optimizer step
+    saved_bytes: int            # bytes one micro-batch saves for backward
+    times_s: tuple = ()         # every timed step
+    peak_bytes: int | None = None   # CUDA only: peak allocated during a step above what was there
+
+
+@dataclass(frozen=True)
+class KSweep:
+    """Step time and activation memory against k at one global batch."""
+
+    global_batch: int
+    rows: tuple                 # SweepRow per k, in the order measured
+    optimizer_s: float          # the optimizer step alone
+    device: str = "cpu"
+    threads: int | None = None  # CPU threads torch used
+
+
+def fit_cost_model(sweep: KSweep) -> StepCostModel:
     """Fit StepCostModel to a measured sweep at one global batch.
 
-    ``sweep`` is what accumulation.measure_k_sweep returns: global_batch,
-    optimizer_s and rows of k, micro_batch, step_s, saved_bytes. The slope of
-    step time against k is the per-micro-batch overhead; what is left of the
-    intercept after the optimizer step, divided by B, is the per-example
-    cost. Negative fitted values (noise) are clipped to zero.
+    The slope of step time against k is the per-micro-batch overhead; what is
+    left of the intercept after the optimizer step, divided by B, is the
+    per-example cost. The slope of saved bytes against b is the per-example
+    activation memory. Negative fitted values (noise) are clipped to zero.
     """
-    rows = sweep["rows"]
-    B = validate.positive_int("global_batch", sweep["global_batch"])
-    opt_s = validate.non_negative("optimizer_s", sweep["optimizer_s"])
-    intercept, per_micro = fit_line([r["k"] for r in rows], [r["step_s"] for r in rows])
-    fixed, per_example_bytes = fit_line([r["micro_batch"] for r in rows],
-                                        [r["saved_bytes"] for r in rows])
+    rows = sweep.rows
+    B = validate.positive_int("global_batch", sweep.global_batch)
+    opt_s = validate.non_negative("optimizer_s", sweep.optimizer_s)
+    for r in rows:
+        check_k(r.k, B)
+        validate.non_negative("step_s", r.step_s)
+        validate.non_negative("saved_bytes", r.saved_bytes)
+        if r.micro_batch * r.k != B:
+            raise ValueError(f"micro_batch={r.micro_batch} times k={r.k} must be global_batch={B}")
+    intercept, per_micro = fit_line([r.k for r in rows], [r.step_s for r in rows])
+    fixed, per_example_bytes = fit_line([r.micro_batch for r in rows], [r.saved_bytes for r in rows])
     return StepCostModel(
         optimizer_s=opt_s,
         per_micro_batch_s=max(per_micro, 0.0),
