@@ -1,20 +1,19 @@
-"""Gradient accumulation: the identity, its caveats, the cost model, the DDP count."""
+"""Gradient accumulation: the identity, its caveats, the cost model, the DDP count.
+(The page's claims are in test_accumulation_page.py, the cost model's
+properties in test_accumulation_properties.py.)"""
 
-import itertools
-import os
 from pathlib import Path
 
 import pytest
-from conftest import glued_values
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from mlbook.accumulation import experiments as acc
+from mlbook.accumulation import experiments_ddp
 from mlbook.accumulation import formulas as cost
 from mlbook.accumulation import figures as figs
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
-from mlbook.plotting.widgets import redraw_budget_s, redraw_seconds
 
 TINY_GPT = tiny_config(n_layers=1, d_model=32, n_heads=2, vocab_size=64)
 
@@ -24,6 +23,9 @@ def lm_loss(logits, t):
 
 
 # --- the identity: property tests over batch sizes and k ----------------------------
+# The bars are the brief's (section 2): accumulated and full-batch gradients of the
+# LayerNorm MLP within 1e-6 (fp32 rounding of O(1) sums: a few steps of 2^-23), the
+# BatchNorm MLP's apart by more than 1e-4 (a hundred times that: a different gradient).
 
 CASES = [(B, k) for B in (4, 6, 12, 16, 30) for k in cost.divisors(B)]
 
@@ -195,12 +197,15 @@ def test_measure_k_sweep_on_cpu():
     gpt = GPT(TINY_GPT, max_seq_len=8)
     X, y = random_batch(TINY_GPT, 4, 8)
     threads = torch.get_num_threads()
-    sweep = acc.measure_k_sweep(gpt, lm_loss, X, y, [1, 2, 4], steps=1, threads=1, progress=False)
-    assert torch.get_num_threads() == threads
-    assert [r["k"] for r in sweep["rows"]] == [1, 2, 4]
-    assert [r["micro_batch"] for r in sweep["rows"]] == [4, 2, 1]
-    assert all(r["step_s"] > 0 and r["peak_bytes"] is None for r in sweep["rows"])
-    saved = [r["saved_bytes"] for r in sweep["rows"]]
+    rounds = []
+    sweep = acc.measure_k_sweep(gpt, lm_loss, X, y, [1, 2, 4], steps=1, threads=1,
+                                on_round=lambda r, n: rounds.append((r, n)))
+    assert rounds == [(0, 1), (1, 1)]                    # the warm-up round, then one timed round
+    assert torch.get_num_threads() == threads and sweep.threads == 1
+    assert [r.k for r in sweep.rows] == [1, 2, 4]
+    assert [r.micro_batch for r in sweep.rows] == [4, 2, 1]
+    assert all(r.step_s > 0 and len(r.times_s) == 1 and r.peak_bytes is None for r in sweep.rows)
+    saved = [r.saved_bytes for r in sweep.rows]
     assert saved[0] > saved[1] > saved[2]
     model = cost.fit_cost_model(sweep)
     assert model.per_example_bytes > 0
@@ -231,22 +236,24 @@ def test_cost_model_known_answers():
 def test_fit_recovers_a_synthetic_model():
     truth = cost.StepCostModel(0.005, 0.003, 0.0002, 2048, 100)
     B = 64
-    rows = [{"k": k, "micro_batch": B // k, "step_s": truth.step_s(B, k),
-             "saved_bytes": truth.activation_bytes(B // k)} for k in (1, 2, 4, 8, 16)]
-    fit = cost.fit_cost_model({"global_batch": B, "optimizer_s": 0.005, "rows": rows})
+    rows = tuple(cost.SweepRow(k, B // k, truth.step_s(B, k), truth.activation_bytes(B // k))
+                 for k in (1, 2, 4, 8, 16))
+    fit = cost.fit_cost_model(cost.KSweep(B, rows, optimizer_s=0.005))
     for name in ("optimizer_s", "per_micro_batch_s", "per_example_s", "per_example_bytes", "fixed_bytes"):
         assert getattr(fit, name) == pytest.approx(getattr(truth, name), rel=1e-9, abs=1e-9)
 
 
-def test_cost_explorer_redraws_fast_and_flags_bad_choices():
+def test_cost_explorer_marks_the_choice_and_flags_bad_ones():
     m = cost.StepCostModel(0.005, 0.003, 0.0002, 2048, 100)
-    sweep = {"global_batch": 16, "rows": [{"k": k, "micro_batch": 16 // k, "step_s": m.step_s(16, k),
-                                           "saved_bytes": m.activation_bytes(16 // k)} for k in (1, 4, 16)]}
-    assert redraw_seconds(figs.cost_explorer, global_batch=256, micro_batch=4, model=m, measured=sweep) < redraw_budget_s(panels=2)
+    sweep = cost.KSweep(16, tuple(cost.SweepRow(k, 16 // k, m.step_s(16, k), m.activation_bytes(16 // k))
+                                  for k in (1, 4, 16)), optimizer_s=0.005)
     fig = figs.cost_explorer(16, 3, m, sweep)
     assert "does not divide" in fig._suptitle.get_text()
     fig = figs.cost_explorer(16, 4, m, sweep)
-    assert "k=4" in fig._suptitle.get_text()
+    # by hand: k = 4, step 5 + 4 x 3 + 16 x 0.2 = 20.2 ms; one batch of 16: 5 + 3 + 3.2 = 11.2 ms
+    assert "k=4: 20.2 ms per step (1.80x one batch of 16)" in fig._suptitle.get_text()
+    choice = [line for line in fig.axes[0].lines if line.get_label() == "your choice, k=4"][0]
+    assert choice.get_xdata()[0] == 2 and choice.get_ydata()[0] == pytest.approx(20.2)
 
 
 def test_other_figures_have_labelled_axes():
@@ -258,6 +265,7 @@ def test_other_figures_have_labelled_axes():
 # --- the two-process DDP run --------------------------------------------------------------
 
 def _ddp_children() -> list[int]:
+    """Live processes started from the DDP module (its workers)."""
     found = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -271,22 +279,25 @@ def _ddp_children() -> list[int]:
 
 def test_ddp_counts_allreduces_with_and_without_no_sync():
     k = 3
-    out = acc.ddp_allreduce_counts(k=k, steps=1, micro_batch=4, d_hidden=32)
-    sync, skip = out["summary"]["sync every micro-batch"], out["summary"]["no_sync until the last"]
-    assert out["world_size"] == 2
+    out = experiments_ddp.allreduce_counts(k=k, steps=1, micro_batch=4, d_hidden=32)
+    sync, skip = (out.modes[mode] for mode in experiments_ddp.MODES)
+    assert out.world_size == 2 and out.k == k
+    # the MLP Linear(32, 32) -> LayerNorm(32) -> Linear(32, 8), by hand: 32*32 + 32 + 2*32 + 32*8 + 8
+    assert out.n_params == 1384
     # A model this small is one DDP bucket: one all-reduce per synchronised backward.
-    assert sync["allreduces_per_step"] == k and skip["allreduces_per_step"] == 1
-    assert sync["ranks_agree"] and skip["ranks_agree"]
-    assert sync["allreduce_bytes_per_step"] == k * skip["allreduce_bytes_per_step"] == k * 4 * out["n_params"]
-    # Either way the result is the gradient of the global batch of both ranks.
-    assert sync["grad_diff"] < 1e-6 and skip["grad_diff"] < 1e-6
-    assert sync["allreduce_s_per_step"] > 0 and skip["step_s"] > 0
+    assert sync.allreduces_per_step == k and skip.allreduces_per_step == 1
+    assert sync.ranks_agree and skip.ranks_agree
+    assert sync.allreduce_bytes_per_step == k * skip.allreduce_bytes_per_step == k * 4 * 1384
+    # Either way the result is the gradient of the global batch of both ranks (fp32 sums of
+    # O(1) values: 1e-6 is about ten fp32 rounding steps at 1).
+    assert sync.grad_diff < 1e-6 and skip.grad_diff < 1e-6
+    assert sync.allreduce_s_per_step > 0 and skip.step_s > 0
     assert not _ddp_children()
 
 
 def test_ddp_timeout_kills_the_workers():
     with pytest.raises(TimeoutError, match="timeout_s=0.2"):
-        acc.ddp_allreduce_counts(k=2, steps=1, timeout_s=0.2)
+        experiments_ddp.allreduce_counts(k=2, steps=1, timeout_s=0.2)
     assert not _ddp_children()
 
 
@@ -333,54 +344,16 @@ def test_k_that_does_not_divide_says_so():
     (lambda: acc.measure_k_sweep(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), [3]), "k=3"),
     (lambda: acc.measure_k_sweep(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), []), "ks"),
     (lambda: acc.measure_k_sweep(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), [1], threads=0), "threads"),
-    (lambda: acc.ddp_allreduce_counts(k=0), "k"),
-    (lambda: acc.ddp_allreduce_counts(steps=100), "steps=100"),
-    (lambda: acc.ddp_allreduce_counts(timeout_s=-1), "timeout_s"),
+    (lambda: experiments_ddp.allreduce_counts(k=0), "k"),
+    (lambda: experiments_ddp.allreduce_counts(steps=100), "steps=100"),
+    (lambda: experiments_ddp.allreduce_counts(timeout_s=-1), "timeout_s"),
     (lambda: cost.StepCostModel(-1, 0, 0, 0), "optimizer_s"),
     (lambda: cost.StepCostModel(0, 0, 0, 0).activation_bytes(0), "micro_batch"),
     (lambda: cost.fit_line([1, 1], [2, 3]), "two distinct"),
     (lambda: cost.fit_line([1, 2], [2]), "must match"),
     (lambda: cost.divisors(0), "n"),
     (lambda: figs.token_weights([1, 2, 3], 2), "counts"),
-    (lambda: acc.identity_demo(8, [1]), "k > 1"),
-    (lambda: acc.identity_demo(8, [3]), "k"),
 ])
 def test_bad_input_raises_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
-
-
-def _sweep(step_ms):
-    rows = [{"k": k, "micro_batch": 8 // k, "step_s": t / 1e3, "saved_bytes": 2**20 // k}
-            for k, t in zip((1, 2, 4, 8), step_ms)]
-    return {"global_batch": 8, "rows": rows, "optimizer_s": 1e-3, "device": "cpu"}
-
-
-@pytest.mark.parametrize("step_ms, clause, verdict", [
-    ((10, 20, 40, 80), "times as long", "nobody accumulates"),      # overhead dominates
-    ((50, 50.1, 50.2, 50.3), "about the same", "hardly shows"),     # overhead invisible
-    ((50, 49, 48, 40), "timing noise", "hardly shows"),             # noise made k=8 faster
-])
-def test_sweep_sentences_follow_the_result(monkeypatch, capsys, step_ms, clause, verdict):
-    """The page's machine-dependent sentences are chosen from the measurement."""
-    glued = {}
-    monkeypatch.setattr(acc, "_glue", lambda name, value, fmt=None: glued.__setitem__(name, value))
-    sweep = _sweep(step_ms)
-    acc.sweep_report(sweep, cost.fit_cost_model(sweep), "test")
-    assert clause in glued["acc_time_clause"] and verdict in glued["acc_overhead_verdict"]
-    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 90
-
-
-# --- the chapter under papermill ---------------------------------------------------------
-
-@pytest.mark.book
-def test_chapter_claims_hold(book):
-    """The chapter ran under papermill (the `book` fixture); its glued numbers
-    say what the prose says they say."""
-    assert book["chapters"]["accumulation"]["error"] is None
-    glued = glued_values("accumulation")
-    assert float(glued["acc_ln_worst"]) < 1e-6 < 1e-4 < float(glued["acc_bn_best"])
-    assert float(glued["acc_clip_right_diff"]) < 1e-6 < float(glued["acc_clip_wrong_diff"])
-    assert float(glued["acc_tok_fixed_diff"]) < 1e-6 < float(glued["acc_tok_naive_diff"])
-    assert int(glued["acc_ddp_sync_count"]) == int(glued["acc_ddp_k"]) and int(glued["acc_ddp_skip_count"]) == 1
-    assert glued["acc_ex_zero_k8_S1024"] == "0.0%" and glued["acc_ex_zero_k8_S1"] != "0.0%"

@@ -1,0 +1,189 @@
+"""Property tests for the accumulation chapter's cost model
+(mlbook.accumulation.formulas): for any valid input the functions return finite
+numbers that move the way the model says, and any bad argument raises a
+ValueError that names it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from mlbook.accumulation import formulas as cost
+
+PROPERTY_COVERS = {
+    "mlbook.accumulation.formulas.check_k",
+    "mlbook.accumulation.formulas.divisors",
+    "mlbook.accumulation.formulas.fit_line",
+    "mlbook.accumulation.formulas.fit_cost_model",
+}
+
+FEW = settings(max_examples=50, deadline=None)
+
+NOT_NUMBERS = [math.nan, math.inf, -math.inf, True, "7", None]
+NOT_POSITIVE_INT = [0, -1, 2.0, 1.5, math.nan, math.inf, True, "4", None]
+
+seconds = st.floats(1e-6, 1.0)
+byte_counts = st.floats(1.0, 1e9)
+
+
+@st.composite
+def batch_and_divisor(draw):
+    B = draw(st.integers(1, 4096))
+    return B, draw(st.sampled_from(cost.divisors(B)))
+
+
+@st.composite
+def cost_models(draw):
+    return cost.StepCostModel(optimizer_s=draw(seconds), per_micro_batch_s=draw(seconds),
+                              per_example_s=draw(seconds), per_example_bytes=draw(byte_counts),
+                              fixed_bytes=draw(byte_counts))
+
+
+def synthetic_sweep(model: cost.StepCostModel, B: int) -> cost.KSweep:
+    """What a noiseless measurement of ``model`` at global batch B would record."""
+    rows = tuple(cost.SweepRow(k, B // k, model.step_s(B, k), model.activation_bytes(B // k))
+                 for k in cost.divisors(B))
+    return cost.KSweep(B, rows, optimizer_s=model.optimizer_s)
+
+
+# --- valid inputs ---------------------------------------------------------------------
+
+@FEW
+@given(batch_and_divisor())
+def test_check_k_accepts_every_divisor(Bk):
+    B, k = Bk
+    assert cost.check_k(k, B) == k
+
+
+@FEW
+@given(st.integers(2, 4096), st.integers(2, 4096))
+def test_check_k_refuses_a_k_that_does_not_divide(B, k):
+    assume(B % k)
+    with pytest.raises(ValueError, match=rf"k={k} must divide batch_size={B}"):
+        cost.check_k(k, B)
+
+
+@FEW
+@given(st.integers(1, 5000), st.integers(1, 20))
+def test_divisors_pair_up_and_grow_with_multiples(n, m):
+    ds = cost.divisors(n)
+    assert ds[0] == 1 and ds[-1] == n and ds == sorted(set(ds))
+    assert all(n % d == 0 and n // d in ds for d in ds)          # d divides n exactly when n / d does
+    assert set(ds) <= set(cost.divisors(n * m))                  # every divisor of n divides n m
+
+
+@FEW
+@given(st.floats(-1e3, 1e3), st.floats(-1e3, 1e3),
+       st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=20, unique=True), st.floats(0.1, 1e3))
+def test_fit_line_recovers_a_line_and_follows_a_shift(a, b, xs, c):
+    assume(max(xs) - min(xs) > 1e-2)
+    ys = [a + b * x for x in xs]
+    intercept, slope = cost.fit_line(xs, ys)
+    assert math.isfinite(intercept) and math.isfinite(slope)
+    # tolerance: the sums of up to 20 products of size 1e6 in float64, relative 1e-12 each
+    assert slope == pytest.approx(b, abs=1e-6 * (1 + abs(b)) / (max(xs) - min(xs)))
+    shifted, same_slope = cost.fit_line(xs, [y + c for y in ys])   # lifting every y lifts the intercept
+    assert shifted > intercept and same_slope == pytest.approx(slope, abs=1e-6)
+
+
+@FEW
+@given(cost_models(), st.sampled_from([1, 2, 8, 12, 64, 96]))
+def test_fit_cost_model_recovers_the_model_it_measures(model, B):
+    assume(len(cost.divisors(B)) >= 2)
+    fit = cost.fit_cost_model(synthetic_sweep(model, B))
+    for name in ("optimizer_s", "per_micro_batch_s", "per_example_s", "per_example_bytes", "fixed_bytes"):
+        got, want = getattr(fit, name), getattr(model, name)
+        assert math.isfinite(got) and got >= 0
+        # float64 least squares on values of up to ~1e11: relative 1e-6 absorbs the rounding
+        assert got == pytest.approx(want, rel=1e-6, abs=1e-9 * (1 + B)), name
+
+
+@FEW
+@given(cost_models(), batch_and_divisor())
+def test_step_cost_model_moves_the_way_the_formula_says(model, Bk):
+    B, k = Bk
+    t = model.step_s(B, k)
+    assert math.isfinite(t) and t > 0
+    if B % (2 * k) == 0:                                   # more micro-batches: one more overhead each
+        assert model.step_s(B, 2 * k) > t
+    assert model.slowdown(B, k) >= 1                       # k micro-batches never beat one batch here
+    assert 0 <= model.overhead_share(B, k) < 1
+    b = B // k
+    assert model.activation_bytes(b + 1) > model.activation_bytes(b)   # memory follows b
+
+
+@FEW
+@given(cost_models())
+def test_a_faster_overhead_fits_a_smaller_overhead(model):
+    B = 64
+    slower = cost.StepCostModel(model.optimizer_s, 2 * model.per_micro_batch_s, model.per_example_s,
+                                model.per_example_bytes, model.fixed_bytes)
+    assert (cost.fit_cost_model(synthetic_sweep(slower, B)).per_micro_batch_s
+            > cost.fit_cost_model(synthetic_sweep(model, B)).per_micro_batch_s)
+
+
+# --- bad input --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", NOT_POSITIVE_INT)
+def test_bad_integers_are_named(bad):
+    with pytest.raises(ValueError, match="k must be an integer above 0"):
+        cost.check_k(bad, 8)
+    with pytest.raises(ValueError, match="batch_size must be an integer above 0"):
+        cost.check_k(1, bad)
+    with pytest.raises(ValueError, match="n must be an integer above 0"):
+        cost.divisors(bad)
+
+
+@pytest.mark.parametrize("bad", NOT_NUMBERS)
+def test_fit_line_names_the_bad_sequence(bad):
+    with pytest.raises(ValueError, match="xs must be a finite number"):
+        cost.fit_line([1.0, bad, 3.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="ys must be a finite number"):
+        cost.fit_line([1.0, 2.0, 3.0], [1.0, 2.0, bad])
+
+
+def test_fit_line_needs_two_distinct_xs_and_matching_lengths():
+    with pytest.raises(ValueError, match="two distinct"):
+        cost.fit_line([1, 1], [2, 3])
+    with pytest.raises(ValueError, match="must match"):
+        cost.fit_line([1, 2], [2])
+
+
+def _sweep(**change):
+    model = cost.StepCostModel(0.005, 0.003, 0.0002, 2048, 100)
+    sweep = synthetic_sweep(model, 8)
+    fields = dict(global_batch=sweep.global_batch, rows=sweep.rows, optimizer_s=sweep.optimizer_s)
+    fields.update(change)
+    return cost.KSweep(**fields)
+
+
+@pytest.mark.parametrize("bad", NOT_POSITIVE_INT)
+def test_fit_cost_model_names_a_bad_global_batch(bad):
+    with pytest.raises(ValueError, match="global_batch must be an integer above 0"):
+        cost.fit_cost_model(_sweep(global_batch=bad))
+
+
+@pytest.mark.parametrize("bad", [-1.0] + NOT_NUMBERS)
+def test_fit_cost_model_names_a_bad_optimizer_time(bad):
+    with pytest.raises(ValueError, match="optimizer_s must be a finite number at or above 0"):
+        cost.fit_cost_model(_sweep(optimizer_s=bad))
+
+
+@pytest.mark.parametrize("field,bad,match", [
+    ("step_s", math.nan, "step_s must be a finite number"),
+    ("step_s", -1.0, "step_s must be a finite number at or above 0"),
+    ("step_s", "fast", "step_s must be a finite number"),
+    ("saved_bytes", math.inf, "saved_bytes must be a finite number"),
+    ("k", 3, "k=3 must divide batch_size=8"),
+    ("k", True, "k must be an integer above 0"),
+    ("micro_batch", 5, "micro_batch=5 times k=1 must be global_batch=8"),
+])
+def test_fit_cost_model_names_a_bad_row(field, bad, match):
+    sweep = _sweep()
+    row = sweep.rows[0]
+    rows = (cost.SweepRow(**{**row.__dict__, field: bad}),) + sweep.rows[1:]
+    with pytest.raises(ValueError, match=match):
+        cost.fit_cost_model(_sweep(rows=rows))
