@@ -473,3 +473,17 @@ def test_figures_draw_labelled_axes(packed):
     marker = [line for line in fig.axes[0].lines if line.get_marker() == "o"][0]
     assert marker.get_ydata()[0] == pytest.approx(1e3 * max(0.04, 0.1 / 3))
     plt.close(fig)
+
+
+def test_to_model_batch_widens_every_id_exactly():
+    """ids at and above 2^15 travel as negative int16 and must come back unchanged."""
+    ids = torch.tensor([[0, 1, 32767, 32768, 40000, 65535]])
+    for dtype in (torch.uint16, torch.uint32, torch.int64):
+        x, y = experiments.to_model_batch(ids.to(dtype), "cpu")
+        assert x.dtype == torch.int64 and torch.equal(x, ids[:, :-1]) and torch.equal(y, ids[:, 1:])
+
+
+def test_sleep_is_never_shorter_than_asked():
+    assert experiments.sleep_s(0.001, repeats=5) >= 0.001
+    with pytest.raises(ValueError, match="duration_s"):
+        experiments.sleep_s(0)

@@ -62,12 +62,21 @@ class ShardDataset(Dataset):
         return (i, row) if self.with_index else row
 
 
+_SIGNED_VIEW = {torch.uint16: (torch.int16, 0xFFFF), torch.uint32: (torch.int32, 0xFFFFFFFF)}
+
+
 def to_model_batch(rows: torch.Tensor, device: str, non_blocking: bool = False):
     """(b, s + 1) stored ids -> inputs and targets, int64 on ``device``.
 
     The narrow ids cross to the device first and are widened there, so the
-    copy moves 2 bytes a token (uint16), not 8."""
-    ids = rows.to(device, non_blocking=non_blocking).long()      # (b, s + 1)
+    copy moves 2 bytes a token (uint16), not 8. They travel as the signed
+    type of the same width (a view, no copy: every device handles int16,
+    not every one uint16) and the mask undoes the sign on the way to int64."""
+    if rows.dtype in _SIGNED_VIEW:
+        signed, mask = _SIGNED_VIEW[rows.dtype]
+        ids = rows.view(signed).to(device, non_blocking=non_blocking).long() & mask   # (b, s + 1)
+    else:
+        ids = rows.to(device, non_blocking=non_blocking).long()
     return ids[:, :-1], ids[:, 1:]                               # (b, s), (b, s)
 
 
@@ -202,6 +211,7 @@ def profile_loop(cfg: TransformerConfig, loader, steps: int, device: str, label:
     The ranges come from the profiler's own events (``record_function``), so
     the picture is what a trace viewer would show for these two rows.
     """
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
     # Kineto prints its start/stop notices (log level "USDT", torch 2.13) to stderr, which lands
@@ -227,7 +237,8 @@ def profile_loop(cfg: TransformerConfig, loader, steps: int, device: str, label:
                     train_step(model, opt, x, y)            # .item() waits for the device
                     sync(device)
         del it
-    events = [e for e in prof.events() if e.name in ("data", "step")]
+    # the CPU-side ranges (on CUDA the profiler also mirrors them as GPU annotations)
+    events = [e for e in prof.events() if e.name in ("data", "step") and e.device_type == DeviceType.CPU]
     t0 = min(e.time_range.start for e in events)
     spans = sorted((Span(e.name, (e.time_range.start - t0) / 1e6, (e.time_range.end - t0) / 1e6)
                     for e in events), key=lambda s: s.start_s)
@@ -256,6 +267,18 @@ class CostlyDataset(Dataset):
     def __getitem__(self, i):
         time.sleep(self.item_cost_s)
         return self.tensor if self.base is None else self.base[i % len(self.base)]
+
+
+def sleep_s(duration_s: float, repeats: int = 50) -> float:
+    """Mean wall seconds that ``time.sleep(duration_s)`` really takes here: a
+    sleep ends when the scheduler next runs the process, later than asked on
+    a busy machine. The set per-item cost of ``CostlyDataset`` is this."""
+    validate.positive("duration_s", duration_s)
+    validate.positive_int("repeats", repeats)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        time.sleep(duration_s)
+    return (time.perf_counter() - start) / repeats
 
 
 @dataclass(frozen=True)

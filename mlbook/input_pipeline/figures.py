@@ -70,7 +70,8 @@ def timelines(lines, device_name: str):
         y = len(lines) - 1 - k
         for kind, color in (("data", "#f28e2b"), ("step", "#4e79a7")):
             bars = [(s.start_s, s.end_s - s.start_s) for s in line.spans if s.kind == kind]
-            ax.broken_barh(bars, (y - 0.35, 0.7), color=color, label=kind if k == 0 else None)
+            ax.broken_barh(bars, (y - 0.35, 0.7), facecolor=color, edgecolor="white", linewidth=0.8,
+                           label=kind if k == 0 else None)
     ax.set_yticks(range(len(lines)), [line.label for line in reversed(lines)])
     ax.set_xlabel("time since the first traced range (s)")
     ax.set_title(f"torch.profiler ranges on {device_name}: orange = waiting for data, blue = step",
