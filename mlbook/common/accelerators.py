@@ -118,6 +118,71 @@ def match_cuda_name(cuda_name: str) -> Accelerator | None:
     return None
 
 
+
+# --- Links between GPUs -------------------------------------------------------
+# Bandwidths per GPU in ONE direction, which is what a ring's send rate B is.
+# NVLink datasheets print the sum of both directions (H100: 18 links x 50 GB/s
+# = 900 GB/s, so 450 GB/s each way). InfiniBand is quoted per port and
+# direction (NDR 400 Gb/s = 50 GB/s); a DGX gives each GPU its own compute-
+# fabric port, except the DGX-1, whose four EDR ports serve eight GPUs.
+
+@dataclass(frozen=True)
+class Interconnect:
+    """A GPU's links: NVLink to the GPUs of its node, InfiniBand to other nodes."""
+
+    name: str                   # the ACCELERATORS row it belongs to
+    nvlink_bytes_per_s: float   # per GPU, one direction
+    nvlink_source: str
+    ib_bytes_per_s: float       # per GPU, one direction, compute fabric
+    ib_source: str
+    as_of: str
+
+
+INTERCONNECTS = {
+    i.name: i
+    for i in (
+        Interconnect(
+            "V100 SXM2", 150 * GIGA,
+            "NVIDIA Tesla V100 datasheet: NVLink 300 GB/s (6 NVLink 2.0 links, both directions)",
+            4 * 100e9 / 8 / 8,
+            "NVIDIA DGX-1 datasheet: 4x InfiniBand EDR 100 Gb/s for 8 V100 (400 Gb/s / 8 bits / 8 GPUs)",
+            "2026-11",
+        ),
+        Interconnect(
+            "A100 SXM", 300 * GIGA,
+            "NVIDIA A100 datasheet: NVLink 600 GB/s (12 NVLink 3.0 links, both directions)",
+            200e9 / 8,
+            "NVIDIA DGX A100 datasheet: 8x single-port ConnectX-6 200 Gb/s HDR InfiniBand, one per GPU",
+            "2026-11",
+        ),
+        Interconnect(
+            "H100 SXM", 450 * GIGA,
+            "NVIDIA H100 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, both directions)",
+            400e9 / 8,
+            "NVIDIA DGX H100 datasheet: 8x single-port ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
+            "2026-11",
+        ),
+        Interconnect(
+            "H200 SXM", 450 * GIGA,
+            "NVIDIA H200 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, both directions)",
+            400e9 / 8,
+            "NVIDIA DGX H200 datasheet: 8x single-port ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
+            "2026-11",
+        ),
+    )
+}
+
+
+def interconnect(name: str) -> Interconnect:
+    """The NVLink and InfiniBand row of a device (table name or alias). A
+    device the link table has no row for (the H100 PCIe, whose NVLink is a
+    bridge between two cards) is an error."""
+    key = accelerator(name).name
+    if key not in INTERCONNECTS:
+        raise ValueError(f"the link table has no row for {key!r}; it knows {', '.join(INTERCONNECTS)}")
+    return INTERCONNECTS[key]
+
+
 # --- CPUs -------------------------------------------------------------------
 # A CPU's nominal peak is cores x clock x FLOPs per cycle per core. FLOPs per
 # cycle depends on the vector units, which /proc/cpuinfo names as flags. The

@@ -162,3 +162,26 @@ def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -
     if timed_out:
         raise TimeoutError(f"forked group ran past timeout_s={timeout_s}; output:\n{output[-3000:]}")
     return Launch(max(abs(p.exitcode) for p in procs), wall, output)
+
+
+# Setting up a gloo group on a loaded host now and then fails before any work
+# starts ("connectFullMesh failed ... Connection refused"). That says nothing
+# about the work, so such a launch may be run again from scratch.
+GLOO_SETUP_ERRORS = ("connectFullMesh failed",)
+
+
+def group_failed_to_form(launch: Launch) -> bool:
+    """True when a launch failed while its gloo group was being set up."""
+    return launch.returncode != 0 and any(e in launch.output for e in GLOO_SETUP_ERRORS)
+
+
+def fork_group_formed(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0,
+                      tries: int = 3) -> tuple[Launch, int]:
+    """``fork_group``, launched again (``tries`` times in all) while the gloo
+    group fails to form. Returns the last launch and how many were redone."""
+    validate.positive_int("tries", tries)
+    for redone in range(tries):
+        launch = fork_group(main, argv, nproc=nproc, timeout_s=timeout_s)
+        if not group_failed_to_form(launch):
+            break
+    return launch, redone

@@ -1,0 +1,329 @@
+"""Workers of the scaling chapter's measurements (``mlbook.scaling.experiments``
+forks them with ``mlbook.common_torch.launch.fork_group``; torchrun could start
+them the same way with ``python -m mlbook.scaling.dist_script``).
+
+Every worker joins a gloo process group over the loopback interface, runs
+one task, and rank 0 writes a JSON report to ``--out``:
+
+- ``allreduce``: times ``dist.all_reduce`` of fp32 buffers of each size;
+- ``overlap``: times forward + backward of the small GPT under DDP, with and
+  without gradient synchronisation, for several bucket sizes;
+- ``sharded``: trains the small GPT a few Adam steps under
+  ``ZeroRedundancyOptimizer`` (ZeRO-1) and FSDP2 ``fully_shard`` (ZeRO-3),
+  counts the bytes of the tensors each rank holds, and compares losses and
+  weights with one process training on the whole batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from contextlib import nullcontext
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
+from mlbook.scaling import formulas
+
+CHECK_BAND = 0.25       # a size whose best time lies further than this from the fit is measured again
+
+
+# ---------------------------------------------------------------------------
+# all-reduce times
+# ---------------------------------------------------------------------------
+
+def _decide(value: float) -> float:
+    """Rank 0's number, given to every rank (so all run the same loop counts)."""
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.broadcast(t, src=0)
+    return float(t.item())
+
+
+def _blocks(bufs: list, min_blocks: int, budget_s: float, repeats: int = 5) -> list[float]:
+    """Median seconds of one all-reduce in each block of ``repeats``
+    back-to-back all-reduces (each on the next buffer of ``bufs``): as many
+    blocks as fit in ``budget_s``, at least ``min_blocks``. Short blocks give
+    a busy machine many chances to leave one of them undisturbed."""
+    dist.all_reduce(bufs[0])                             # warm-up
+    start = time.perf_counter()
+    dist.all_reduce(bufs[-1])                            # an estimate
+    one = _decide(time.perf_counter() - start)
+    count = int(max(min_blocks, min(100, budget_s / repeats / max(one, 1e-6))))
+    medians, j = [], 0
+    for _ in range(count):
+        dist.barrier()
+        times = []
+        for _ in range(repeats):
+            x = bufs[j % len(bufs)]
+            j += 1
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            times.append(time.perf_counter() - t0)
+        medians.append(statistics.median(times))
+    return medians
+
+
+def _buffers(n_bytes: int, rotate_bytes: int) -> list:
+    """fp32 buffers of ``n_bytes`` each, ``rotate_bytes`` of them in all (at
+    least one): cycling through more memory than the CPU caches hold means
+    every all-reduce reads and writes memory, as a link would, instead of
+    whichever cache level the message happens to fit in."""
+    count = max(1, min(4096, rotate_bytes // n_bytes))
+    return [torch.ones(n_bytes // 4) for _ in range(count)]
+
+
+def task_allreduce(args) -> dict:
+    sizes = [int(s) for s in args.sizes.split(",")]
+    world = dist.get_world_size()
+    blocks = {}
+    for s in sizes:
+        blocks[s] = _blocks(_buffers(s, args.rotate_bytes), args.blocks, args.budget_s)
+    rounds = 0
+    # Interference from other processes only ever adds time, so a size whose
+    # best block lies far from the fit is measured again and its best kept.
+    for rounds in range(1, args.rounds + 1):
+        best = [min(blocks[s]) for s in sizes]
+        redo = []
+        if dist.get_rank() == 0:
+            fit = formulas.fit_alpha_beta(sizes, best, world)
+            redo = [s for s, t in zip(sizes, best) if abs(fit.predict_s(s) / t - 1) > CHECK_BAND]
+        mask = torch.tensor([s in redo for s in sizes], dtype=torch.int32)
+        dist.broadcast(mask, src=0)
+        redo = [s for s, m in zip(sizes, mask.tolist()) if m]
+        if not redo:
+            rounds -= 1
+            break
+        for s in redo:
+            blocks[s] += _blocks(_buffers(s, args.rotate_bytes), args.blocks, args.budget_s)
+    return {"n_ranks": world, "sizes": sizes, "blocks": [blocks[s] for s in sizes], "rounds": rounds,
+            "rotate_bytes": args.rotate_bytes}
+
+
+# ---------------------------------------------------------------------------
+# DDP: overlap of the gradient all-reduce with backward
+# ---------------------------------------------------------------------------
+
+def _cfg(args):
+    return tiny_config(n_layers=args.layers, d_model=args.d_model, n_heads=args.heads, vocab_size=args.vocab)
+
+
+def _model(args) -> GPT:
+    torch.manual_seed(args.seed)                      # every rank starts from the same weights
+    return GPT(_cfg(args), max_seq_len=args.seq)
+
+
+def _global_batch(args, step: int):
+    """The whole step's batch (b per rank, every rank's share): (b N, s) ids and targets."""
+    g = torch.Generator().manual_seed(args.seed * 1000 + step)
+    return random_batch(_cfg(args), args.batch * dist.get_world_size(), args.seq, generator=g)
+
+
+def _my_slice(x, rank, world):
+    per = x.shape[0] // world
+    return x[rank * per:(rank + 1) * per]
+
+
+def task_overlap(args) -> dict:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = _model(args)
+    idx, tgt = (_my_slice(t, rank, world) for t in _global_batch(args, 0))
+    n_params = sum(p.numel() for p in model.parameters())
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    rows = []
+    for cap in [float(c) for c in args.caps.split(",")]:
+        ddp = DDP(model, bucket_cap_mb=cap, gradient_as_bucket_view=True)
+        calls = []
+
+        def counting_hook(state, bucket):
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            calls.append(bucket.buffer().numel())
+            return default_hooks.allreduce_hook(None, bucket)
+
+        ddp.register_comm_hook(None, counting_hook)
+
+        def step(sync: bool) -> float:
+            dist.barrier()
+            t0 = time.perf_counter()
+            with nullcontext() if sync else ddp.no_sync():
+                _, loss = ddp(idx, tgt)
+                loss.backward()
+            return time.perf_counter() - t0
+
+        step(True)
+        step(False)                                   # warm-up both paths
+        calls.clear()
+        sync_s, nosync_s = [], []
+        for i in range(args.steps):                   # interleaved, so drift hits both alike
+            for sync in ((True, False) if i % 2 == 0 else (False, True)):
+                (sync_s if sync else nosync_s).append(step(sync))
+        rows.append({"bucket_cap_mb": cap, "buckets": len(calls) // args.steps,
+                     "sync_s": sync_s, "no_sync_s": nosync_s})
+        del ddp
+    flat = torch.zeros(n_params)
+    ar = _blocks([flat], args.blocks, args.budget_s)
+    return {"n_ranks": world, "n_params": n_params, "grad_bytes": grad_bytes, "rows": rows,
+            "allreduce_blocks": ar, "tokens_per_rank": args.batch * args.seq}
+
+
+# ---------------------------------------------------------------------------
+# ZeRO-1 and FSDP2: what each rank holds, and whether training is unchanged
+# ---------------------------------------------------------------------------
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _count(tensors) -> dict:
+    """Logical bytes (elements x element size) and the bytes of the distinct
+    storages behind them (what the allocator really gave: padding included)."""
+    logical, storages = 0, {}
+    for t in tensors:
+        t = _local(t)
+        logical += t.numel() * t.element_size()
+        st = t.untyped_storage()
+        storages[st.data_ptr()] = st.nbytes()
+    return {"bytes": logical, "storage_bytes": sum(storages.values()), "tensors": len(storages)}
+
+
+def _state_tensors(opt_state: dict):
+    moments, steps = [], []
+    for state in opt_state.values():
+        for name, t in state.items():
+            if isinstance(t, torch.Tensor):
+                (steps if _local(t).dim() == 0 else moments).append(t)
+    return moments, steps
+
+
+def _reference(args) -> tuple[list, dict]:
+    """One process, whole global batch: the losses and final weights to match."""
+    model = _model(args)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    losses = []
+    for step in range(args.steps):
+        idx, tgt = _global_batch(args, step)
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(idx, tgt)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def _mean_over_ranks(x: float) -> float:
+    t = torch.tensor([x], dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t.item()) / dist.get_world_size()
+
+
+def _train(args, model, opt) -> list:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    losses = []
+    for step in range(args.steps):
+        idx, tgt = (_my_slice(t, rank, world) for t in _global_batch(args, step))
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(idx, tgt)
+        loss.backward()
+        opt.step()
+        losses.append(_mean_over_ranks(loss.item()))
+    return losses
+
+
+def _run_zero1(args, ref_weights) -> dict:
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = _model(args)
+    ddp = DDP(model, gradient_as_bucket_view=True)
+    opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=args.lr)
+    losses = _train(args, ddp, opt)
+    params = list(model.parameters())
+    owned = [p for g in opt.optim.param_groups for p in g["params"]]
+    moments, steps = _state_tensors(opt.optim.state)
+    weight_gap = max(float((p.detach() - ref_weights[n]).abs().max()) for n, p in model.named_parameters())
+    return {"weights": _count(params), "grads": _count([p.grad for p in params]),
+            "moments": _count(moments), "steps": _count(steps),
+            "owned_params": sum(p.numel() for p in owned), "owned_tensors": len(owned),
+            "losses": losses, "weight_gap": weight_gap}
+
+
+def _run_fsdp2(args, ref_weights) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = _model(args)
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    losses = _train(args, model, opt)
+    params = list(model.parameters())
+    moments, steps = _state_tensors(opt.state)
+    local = sum(_local(p).numel() for p in params)
+    weight_gap = max(float((p.full_tensor() - ref_weights[n]).abs().max()) for n, p in model.named_parameters())
+    return {"weights": _count(params), "grads": _count([p.grad for p in params]),
+            "moments": _count(moments), "steps": _count(steps),
+            "owned_params": local, "owned_tensors": len(params),
+            "losses": losses, "weight_gap": weight_gap}
+
+
+def task_sharded(args) -> dict:
+    ref_losses, ref_weights = _reference(args)
+    n_params = sum(p.numel() for p in ref_weights.values())
+    out = {"n_ranks": dist.get_world_size(), "n_params": n_params, "ref_losses": ref_losses,
+           "shapes": {n: list(p.shape) for n, p in ref_weights.items()}}
+    for name, run in (("zero1", _run_zero1), ("fsdp2", _run_fsdp2)):
+        mine = run(args, ref_weights)
+        gathered = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, mine)
+        out[name] = gathered
+    return out
+
+
+TASKS = {"allreduce": task_allreduce, "overlap": task_overlap, "sharded": task_sharded}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", required=True, choices=sorted(TASKS))
+    p.add_argument("--out", required=True)
+    p.add_argument("--timeout-s", type=float, default=60.0)
+    p.add_argument("--seed", type=int, default=0)
+    # all-reduce sweep
+    p.add_argument("--sizes", default="1024,65536")
+    p.add_argument("--blocks", type=int, default=3)
+    p.add_argument("--budget-s", type=float, default=0.1)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rotate-bytes", type=int, default=256 << 20)
+    # the small GPT
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--caps", default="1,25")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
+    try:
+        report = TASKS[args.task](args)
+        if dist.get_rank() == 0:
+            with open(args.out, "w") as f:
+                json.dump(report, f)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

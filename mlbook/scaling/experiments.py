@@ -1,0 +1,236 @@
+"""The scaling chapter's measurements with PyTorch's own engines: gloo
+all-reduce times, DDP's bucketed overlap, and the state each rank holds under
+ZeroRedundancyOptimizer (ZeRO-1) and FSDP2 (ZeRO-3).
+
+Each function forks a process group on this host
+(``mlbook.common_torch.launch.fork_group``; the ranks run
+``mlbook.scaling.dist_script``) over gloo on the loopback interface, one CPU
+thread per rank, and returns a frozen dataclass of numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlbook.common import validate
+from mlbook.common.transformer import TransformerConfig
+from mlbook.common_torch.launch import fork_group_formed
+from mlbook.scaling import dist_script
+
+# 1 KB to 64 MB, a factor of 4 apart
+DEFAULT_SIZES = tuple(1024 * 4**i for i in range(9))
+
+
+def _launch(task: str, args: list[str], nproc: int, timeout_s: float) -> tuple[dict, float, int]:
+    with tempfile.TemporaryDirectory(prefix=f"mlbook-scaling-{task}-") as tmp:
+        out = Path(tmp) / "report.json"
+        argv = ["--task", task, "--out", str(out), "--timeout-s", str(timeout_s), *args]
+        launch, redone = fork_group_formed(dist_script.main, argv, nproc=nproc, timeout_s=timeout_s)
+        if launch.returncode != 0 or not out.exists():
+            raise RuntimeError(f"the {task} ranks failed (exit {launch.returncode}):\n{launch.output[-4000:]}")
+        return json.loads(out.read_text()), launch.wall_s, redone
+
+
+def _model_args(cfg: TransformerConfig, seq_len: int, batch: int) -> list[str]:
+    if cfg.mlp != "gelu" or cfg.d_ff != 4 * cfg.d_model or cfg.tied_embeddings or cfg.n_kv_heads != cfg.n_heads:
+        raise ValueError("cfg must be a tiny_config() shape (GELU MLP, d_ff = 4 h, untied, no GQA): "
+                         f"got {cfg}")
+    validate.positive_int("seq_len", seq_len)
+    validate.positive_int("batch", batch)
+    return ["--layers", str(cfg.n_layers), "--d-model", str(cfg.d_model), "--heads", str(cfg.n_heads),
+            "--vocab", str(cfg.vocab_size), "--seq", str(seq_len), "--batch", str(batch)]
+
+
+def _check_ranks(n_ranks):
+    validate.positive_int("n_ranks", n_ranks)
+    if n_ranks < 2:
+        raise ValueError(f"n_ranks must be at least 2 (one rank has no one to talk to), got {n_ranks}")
+
+
+# ---------------------------------------------------------------------------
+# all-reduce sweep
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AllReduceSweep:
+    """Seconds of one all-reduce per message size: ``best_s`` is the best
+    block's median; ``blocks_s`` every block's median."""
+
+    n_ranks: int
+    sizes_bytes: tuple
+    best_s: tuple
+    blocks_s: tuple
+    rounds: int             # re-measurement rounds of sizes far from the fit
+    wall_s: float
+    setup_retries: int
+
+
+def allreduce_sweep(sizes_bytes=DEFAULT_SIZES, n_ranks: int = 2, blocks: int = 3, budget_s: float = 0.1,
+                    rounds: int = 3, rotate_bytes: int = 256 * 2**20,
+                    timeout_s: float = 120.0) -> AllReduceSweep:
+    """Time ``dist.all_reduce`` of fp32 buffers of each size over ``n_ranks``
+    gloo ranks. Each size runs blocks of 5 back-to-back all-reduces, as many
+    as fit in about ``budget_s`` seconds and at least ``blocks``, and keeps
+    each block's median. Sizes whose best block lies more than 25 % from the alpha-beta
+    fit are measured again, up to ``rounds`` times: interference
+    from other processes only ever adds time, so more blocks can only find
+    the undisturbed one. Each all-reduce works on the next of enough buffers
+    to fill ``rotate_bytes`` (more than the CPU caches hold), so every size
+    moves its bytes through memory, as through a link; with one buffer, sizes
+    that fit a cache would run at that cache's speed."""
+    _check_ranks(n_ranks)
+    sizes = tuple(sizes_bytes)
+    for i, s in enumerate(sizes):
+        validate.positive_int(f"sizes_bytes[{i}]", s)
+        if s % 4:
+            raise ValueError(f"sizes_bytes[{i}]={s} must be a multiple of 4 (fp32 values)")
+    validate.positive_int("blocks", blocks)
+    validate.positive("budget_s", budget_s)
+    validate.non_negative("rounds", rounds)
+    validate.positive_int("rotate_bytes", rotate_bytes)
+    validate.positive("timeout_s", timeout_s)
+    rep, wall, redone = _launch("allreduce", ["--sizes", ",".join(map(str, sizes)), "--blocks", str(blocks),
+                                              "--budget-s", str(budget_s), "--rounds", str(int(rounds)),
+                                              "--rotate-bytes", str(rotate_bytes)],
+                                n_ranks, timeout_s)
+    return AllReduceSweep(rep["n_ranks"], tuple(rep["sizes"]), tuple(min(b) for b in rep["blocks"]),
+                          tuple(tuple(b) for b in rep["blocks"]), rep["rounds"], wall, redone)
+
+
+# ---------------------------------------------------------------------------
+# DDP overlap
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OverlapRow:
+    """One bucket size: medians of forward + backward with DDP's all-reduce
+    (sync) and inside ``no_sync`` (none); exposed = sync - no_sync."""
+
+    bucket_cap_mb: float
+    buckets: int
+    sync_s: float
+    no_sync_s: float
+
+    @property
+    def exposed_s(self) -> float:
+        return self.sync_s - self.no_sync_s
+
+
+@dataclass(frozen=True)
+class OverlapRun:
+    n_ranks: int
+    n_params: int
+    grad_bytes: int
+    tokens_per_rank: int
+    rows: tuple
+    allreduce_s: float      # one all-reduce of all the gradients at once, on its own
+    steps: int
+    wall_s: float
+    setup_retries: int
+
+
+def ddp_overlap(cfg: TransformerConfig, seq_len: int, batch: int, bucket_caps_mb=(1, 4, 25, 1000),
+                steps: int = 6, n_ranks: int = 2, seed: int = 0, timeout_s: float = 120.0) -> OverlapRun:
+    """Forward + backward of the small GPT under DDP on ``n_ranks`` gloo ranks
+    (``batch`` sequences of ``seq_len`` per rank), with gradient all-reduce
+    and without (``no_sync``), alternating, ``steps`` of each per bucket size.
+    Also times one all-reduce of a buffer as large as all the gradients."""
+    _check_ranks(n_ranks)
+    caps = tuple(bucket_caps_mb)
+    if not caps:
+        raise ValueError("bucket_caps_mb must name at least one bucket size")
+    for i, c in enumerate(caps):
+        validate.positive(f"bucket_caps_mb[{i}]", c)
+    validate.positive_int("steps", steps)
+    validate.positive("timeout_s", timeout_s)
+    args = _model_args(cfg, seq_len, batch) + ["--caps", ",".join(map(str, caps)), "--steps", str(steps),
+                                               "--seed", str(seed), "--blocks", "3", "--budget-s", "0.3"]
+    rep, wall, redone = _launch("overlap", args, n_ranks, timeout_s)
+    rows = tuple(OverlapRow(r["bucket_cap_mb"], r["buckets"], statistics.median(r["sync_s"]),
+                            statistics.median(r["no_sync_s"])) for r in rep["rows"])
+    return OverlapRun(rep["n_ranks"], rep["n_params"], rep["grad_bytes"], rep["tokens_per_rank"], rows,
+                      min(rep["allreduce_blocks"]), steps, wall, redone)
+
+
+# ---------------------------------------------------------------------------
+# ZeRO-1 and FSDP2
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Held:
+    """Bytes of one kind of tensor a rank holds: logical (elements x element
+    size, what a formula counts) and in storage (what was allocated)."""
+
+    bytes: int
+    storage_bytes: int
+    tensors: int
+
+
+@dataclass(frozen=True)
+class RankState:
+    rank: int
+    weights: Held
+    grads: Held
+    moments: Held           # Adam's exp_avg and exp_avg_sq
+    steps: Held             # Adam's step counters: one scalar per parameter tensor
+    owned_params: int       # elements of the parameters whose optimizer state this rank keeps
+    owned_tensors: int
+
+
+@dataclass(frozen=True)
+class ShardedRun:
+    """One sharded engine's run: each rank's state and the training it did."""
+
+    engine: str             # "ZeroRedundancyOptimizer" or "FSDP2 fully_shard"
+    stage: int              # the ZeRO stage it implements
+    ranks: tuple            # RankState per rank
+    losses: tuple           # mean loss over ranks, per step
+    weight_gap: float       # largest |w - w_ref| over ranks after the last step
+
+
+@dataclass(frozen=True)
+class ShardedRuns:
+    n_ranks: int
+    n_params: int
+    shapes: dict            # parameter name -> shape
+    ref_losses: tuple       # one process, whole batch
+    zero1: ShardedRun
+    fsdp2: ShardedRun
+    wall_s: float
+    setup_retries: int
+
+    @property
+    def max_loss_gap(self) -> float:
+        return max(abs(a - b) for run in (self.zero1, self.fsdp2) for a, b in zip(run.losses, self.ref_losses))
+
+
+def _held(d: dict) -> Held:
+    return Held(d["bytes"], d["storage_bytes"], d["tensors"])
+
+
+def _sharded(engine: str, stage: int, per_rank: list) -> ShardedRun:
+    ranks = tuple(RankState(r, _held(d["weights"]), _held(d["grads"]), _held(d["moments"]), _held(d["steps"]),
+                            d["owned_params"], d["owned_tensors"]) for r, d in enumerate(per_rank))
+    return ShardedRun(engine, stage, ranks, tuple(per_rank[0]["losses"]), max(d["weight_gap"] for d in per_rank))
+
+
+def sharded_state(cfg: TransformerConfig, seq_len: int, batch: int, steps: int = 3, n_ranks: int = 3,
+                  lr: float = 1e-3, seed: int = 0, timeout_s: float = 120.0) -> ShardedRuns:
+    """Train the small GPT ``steps`` Adam steps (fp32) on ``n_ranks`` gloo
+    ranks, ``batch`` sequences each, under ZeroRedundancyOptimizer (with DDP)
+    and under FSDP2 ``fully_shard`` (each block, then the root); count the
+    bytes each rank holds after the last step, and compare losses and weights
+    with one process training on the whole batch (``batch * n_ranks``)."""
+    _check_ranks(n_ranks)
+    validate.positive_int("steps", steps)
+    validate.positive("lr", lr)
+    validate.positive("timeout_s", timeout_s)
+    args = _model_args(cfg, seq_len, batch) + ["--steps", str(steps), "--lr", str(lr), "--seed", str(seed)]
+    rep, wall, redone = _launch("sharded", args, n_ranks, timeout_s)
+    return ShardedRuns(rep["n_ranks"], rep["n_params"], {k: tuple(v) for k, v in rep["shapes"].items()},
+                       tuple(rep["ref_losses"]), _sharded("ZeroRedundancyOptimizer", 1, rep["zero1"]),
+                       _sharded("FSDP2 fully_shard", 3, rep["fsdp2"]), wall, redone)

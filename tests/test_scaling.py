@@ -1,0 +1,339 @@
+"""The scaling chapter's package: formulas against cited numbers and hand
+computations, the pipeline simulation against timelines worked out by hand,
+the link table against its sources, and the gloo experiments against what
+PyTorch's engines must do (shards that add up to the model, losses that match
+one process). No test passes or fails on a wall-clock time."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from mlbook.common import accelerators
+from mlbook.common.units import GIB
+from mlbook.scaling import formulas as sc
+from mlbook.scaling import pipeline
+
+# --- importable without torch ------------------------------------------------------------
+
+
+def test_the_calculators_import_without_torch():
+    code = ("import sys\n"
+            "from mlbook.scaling import ring_allreduce_s, zero_state_bytes, zero_comm_bytes, bubble_fraction, "
+            "simulate, fit_alpha_beta, tp_bytes_per_layer\n"
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- the ring ------------------------------------------------------------------------------
+
+def test_ring_allreduce_by_hand():
+    # S = 1 GB over N = 8 ranks at B = 50 GB/s with alpha = 5 us:
+    #   2 (N - 1) alpha = 14 * 5e-6 = 7.0e-5 s; 2 (N - 1) / N * S / B = 1.75 * 1e9 / 50e9 = 0.035 s
+    assert sc.ring_allreduce_s(1e9, 8, 50e9, 5e-6) == pytest.approx(0.03507, rel=1e-12)
+    # each half: 7 * 5e-6 + 0.875 * 0.02 = 0.017535 s
+    assert sc.reduce_scatter_s(1e9, 8, 50e9, 5e-6) == pytest.approx(0.017535, rel=1e-12)
+    assert sc.all_gather_s(1e9, 8, 50e9, 5e-6) == pytest.approx(0.017535, rel=1e-12)
+    # bytes each rank sends: 2 * 3/4 * 1000 = 1500
+    assert sc.ring_allreduce_bytes_per_rank(1000, 4) == 1500
+    # one rank has no one to talk to
+    assert sc.ring_allreduce_s(1e9, 1, 50e9, 5e-6) == 0.0
+
+
+def test_ring_refuses_zero_ranks_and_zero_bandwidth():
+    with pytest.raises(ValueError, match=r"n_ranks must be an integer above 0, got 0"):
+        sc.ring_allreduce_s(1e9, 0, 50e9)
+    with pytest.raises(ValueError, match=r"link_bytes_per_s must be a finite number above 0, got 0"):
+        sc.ring_allreduce_s(1e9, 8, 0)
+
+
+# --- ZeRO -----------------------------------------------------------------------------------
+
+def test_zero_figure_1():
+    # Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, N_d = 64, K = 12:
+    # baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB (decimal GB, one decimal)
+    got = [round(sc.zero_state_bytes(7.5e9, 64, stage) / 1e9, 1) for stage in range(4)]
+    assert got == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_ultrascale_playbook_memory_table():
+    # Tazi et al. 2025 (Ultra-Scale Playbook), bf16 weights with fp32 Adam on one GPU:
+    # 1B -> 16 GB (20 GB with an fp32 gradient-accumulation buffer), 7B -> 112 GB (140 GB)
+    assert sc.zero_state_bytes(1e9, 1, 0) == 16e9
+    assert sc.zero_state_bytes(7e9, 1, 0) == 112e9
+    assert sc.zero_state_bytes(1e9, 1, 0, grad_bytes=2 + 4) == 20e9
+    assert sc.zero_state_bytes(7e9, 1, 0, grad_bytes=2 + 4) == 140e9
+
+
+def test_zero_stages_by_hand_in_fp32():
+    # The chapter's CPU run: fp32 weights 4, fp32 gradients 4, Adam moments 8 bytes per
+    # parameter, N = 133,440 on 3 ranks:
+    #   stage 1: 4N + 4N + 8N/3 = 533,760 + 533,760 + 355,840 = 1,423,360
+    #   stage 3: 16N/3 = 711,680
+    n = 133_440
+    assert sc.zero_state_bytes(n, 3, 1, k=8, weight_bytes=4, grad_bytes=4) == pytest.approx(1_423_360)
+    assert sc.zero_state_bytes(n, 3, 3, k=8, weight_bytes=4, grad_bytes=4) == pytest.approx(711_680)
+    parts = sc.zero_state(n, 3, 2, k=8, weight_bytes=4, grad_bytes=4)
+    assert (parts.weights, parts.grads, parts.optimizer) == (533_760, pytest.approx(177_920), pytest.approx(355_840))
+
+
+def test_zero_communication_volume():
+    # ZeRO Sec. 7: stages 1-2 move 2 Psi values per step like data parallelism, stage 3 moves
+    # 3 Psi: 1.5 times. With 16-bit values that is 4 and 6 bytes per parameter.
+    assert [sc.zero_comm_bytes(1e9, s) for s in range(4)] == [4e9, 4e9, 4e9, 6e9]
+    # with the ring's (N - 1) / N: 4 ranks send 3/4 of that
+    assert sc.zero_comm_bytes(1e9, 3, n_dp=4) == pytest.approx(4.5e9)
+    assert sc.zero_comm_bytes(1e9, 0, n_dp=1) == 0
+
+
+def test_zero_bad_inputs_name_value_and_rule():
+    with pytest.raises(ValueError, match=r"stage must be one of the ZeRO stages 0, 1, 2, 3 .*got 4"):
+        sc.zero_state_bytes(1e9, 8, 4)
+    with pytest.raises(ValueError, match=r"n_dp must be an integer above 0, got 0"):
+        sc.zero_state_bytes(1e9, 0, 1)
+
+
+# --- the bubble -----------------------------------------------------------------------------
+
+def test_bubble_by_hand():
+    assert sc.bubble_fraction(4, 8) == 3 / 11           # (p-1)/(m+p-1)
+    assert sc.bubble_fraction(4, 8, 2) == 3 / 19        # (p-1)/(vm+p-1)
+    assert sc.bubble_fraction(1, 5) == 0                # one stage never waits
+    # p = 8, bubble 5 %: 7 * 0.95 / 0.05 = 133; 7/140 = 0.05 fits, 7/139 does not
+    assert sc.micro_batches_for_bubble(8, 0.05) == 133
+    # v = 4: 7 * 0.95 / 0.2 = 33.25 -> 34; 7/143 = 4.9 % (33 gives 7/139 = 5.04 %)
+    assert sc.micro_batches_for_bubble(8, 0.05, 4) == 34
+    with pytest.raises(ValueError, match=r"m must be an integer above 0, got 0"):
+        sc.bubble_fraction(4, 0)
+
+
+def test_gpipe_timeline_by_hand():
+    # p = 2, m = 1, forward 1, backward 2: F on device 0 [0, 1], F on device 1 [1, 2],
+    # B on device 1 [2, 4], B on device 0 [4, 6]. Each device busy 3 of 6: idle 1/2.
+    t = pipeline.simulate("gpipe", 2, 1)
+    spans = {(op.kind, op.device): (op.start, op.end) for op in t.ops}
+    assert spans == {("F", 0): (0, 1), ("F", 1): (1, 2), ("B", 1): (2, 4), ("B", 0): (4, 6)}
+    assert t.makespan == 6 and t.bubble == Fraction(1, 2)
+
+
+def test_1f1b_order_and_memory():
+    # Device 0 of p = 4, m = 8: three warm-up forwards, then F B pairs, then the last backwards.
+    order = pipeline.device_order("1f1b", 4, 8)[0]
+    assert [k + str(i) for k, i, _ in order[:7]] == ["F0", "F1", "F2", "F3", "B0", "F4", "B1"]
+    assert [k + str(i) for k, i, _ in order[-3:]] == ["B5", "B6", "B7"]
+    assert pipeline.device_order("1f1b", 4, 8)[3][:2] == (("F", 0, 0), ("B", 0, 0))   # last stage: no warm-up
+    t1, tg = pipeline.simulate("1f1b", 4, 8), pipeline.simulate("gpipe", 4, 8)
+    assert t1.peak_in_flight == (4, 3, 2, 1)           # at most p - d micro-batches
+    assert tg.peak_in_flight == (8, 8, 8, 8)           # GPipe: all m
+    assert t1.makespan == tg.makespan == 33            # (m + p - 1)(f + b) = 11 * 3
+
+
+def test_interleaved_order_follows_megatron():
+    # Megatron-LM forward_backward_pipelining_with_interleaving, p = 2, v = 2, m = 4:
+    # device 0 warms up (p - 0 - 1) * 2 + (v - 1) * p = 4 forwards, chunks go round in
+    # groups of p micro-batches: (mb 0, chunk 0), (1, 0), (0, 1), (1, 1).
+    order = pipeline.device_order("interleaved", 2, 4, 2)[0]
+    assert order[:4] == (("F", 0, 0), ("F", 1, 0), ("F", 0, 1), ("F", 1, 1))
+    # the first backward runs the last chunk first
+    assert order[5] == ("B", 0, 1)
+
+
+@pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
+def test_simulated_bubble_equals_the_formula_exactly(schedule):
+    for p in range(1, 9):
+        for v in ((1, 2, 3, 4) if schedule == "interleaved" else (1,)):
+            for m in range(1, 33):
+                if schedule == "interleaved" and m % p:
+                    continue
+                t = pipeline.simulate(schedule, p, m, v)
+                assert t.bubble == Fraction(p - 1, v * m + p - 1), (schedule, p, m, v)
+                assert float(t.bubble) == sc.bubble_fraction(p, m, v)
+
+
+# --- tensor parallelism --------------------------------------------------------------------
+
+def test_tp_bytes_by_hand():
+    # Llama-3-70B layer, b = 1, s = 8192, h = 8192, t = 8, bf16: four all-reduces of
+    # 8192 * 8192 * 2 = 134,217,728 bytes, each sending 2 * 7/8 of it: 4 * 1.75 * 134,217,728
+    assert sc.tp_bytes_per_layer(1, 8192, 8192, 8) == 939_524_096
+    # over NVLink at 450 GB/s each way: 939,524,096 / 450e9 = 2.08783 ms
+    assert sc.tp_comm_s_per_layer(1, 8192, 8192, 8, 450e9) == pytest.approx(2.087831e-3, rel=1e-6)
+    assert sc.tp_bytes_per_layer(1, 8192, 8192, 1) == 0
+
+
+# --- the link table ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(accelerators.INTERCONNECTS))
+def test_link_rows_match_their_sources(name):
+    row = accelerators.INTERCONNECTS[name]
+    assert accelerators.ACCELERATORS[name].name == name          # a row of the accelerator table
+    # NVLink: the datasheet's figure counts both directions; the table keeps one.
+    both = float(re.search(r"NVLink (\d+) GB/s", row.nvlink_source).group(1))
+    assert row.nvlink_bytes_per_s == both / 2 * 1e9
+    # InfiniBand: ports x Gb/s / 8 bits, shared by the GPUs the source names
+    ports = re.search(r"(\d+)x .*?(\d+) Gb/s", row.ib_source)
+    count, gbit = int(ports.group(1)), float(ports.group(2))
+    gpus = 8
+    assert row.ib_bytes_per_s == pytest.approx(count * gbit * 1e9 / 8 / gpus)
+    assert re.fullmatch(r"\d{4}-\d{2}", row.as_of)
+
+
+def test_h100_links_are_the_briefs_order_of_magnitude():
+    # BRIEF section 9: NVLink on the order of 900 GB/s per H100 (both directions), about
+    # 50 GB/s per GPU of InfiniBand.
+    row = accelerators.interconnect("H100")
+    assert 2 * row.nvlink_bytes_per_s == 900e9 and row.ib_bytes_per_s == 50e9
+    with pytest.raises(ValueError, match="no row for 'H100 PCIe'"):
+        accelerators.interconnect("H100 PCIe")
+
+
+# --- the gloo experiments (a few seconds each) -----------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def small_cfg():
+    from mlbook.common_torch.gpt import tiny_config
+
+    return tiny_config(n_layers=2, d_model=64, n_heads=2, vocab_size=256)
+
+
+@pytest.fixture(scope="module")
+def sharded(small_cfg):
+    from mlbook.scaling import experiments
+
+    return experiments.sharded_state(small_cfg, 32, 2, steps=2, n_ranks=3)
+
+
+def test_sharded_state_shards_add_up_to_the_model(sharded):
+    # L=2, h=64, V=256, 32 positions, GELU MLP d_ff=256, untied, bias-free LayerNorms, by hand:
+    #   embeddings 256*64 + 32*64 = 18,432; per block 2*64 + 4*64^2 + 2*64*256 = 49,280;
+    #   final norm 64; head 256*64 = 16,384 -> N = 18,432 + 98,560 + 64 + 16,384 = 133,440
+    n, world = sharded.n_params, sharded.n_ranks
+    assert (n, world, len(sharded.shapes)) == (133_440, 3, 20)
+    z, f = sharded.zero1.ranks, sharded.fsdp2.ranks
+    # ZeRO-1: weights and gradients whole on every rank; the Adam moments split
+    assert all(r.weights.bytes == r.grads.bytes == 4 * n for r in z)
+    assert sum(r.moments.bytes for r in z) == 8 * n
+    assert sum(r.owned_params for r in z) == n
+    # FSDP2: everything split, padding only in storage
+    for item in ("weights", "grads"):
+        assert sum(getattr(r, item).bytes for r in f) == 4 * n
+    assert sum(r.moments.bytes for r in f) == 8 * n
+    assert sum(r.owned_params for r in f) == n
+
+
+def test_sharded_state_imbalance_and_padding_by_hand(sharded):
+    z, f = sharded.zero1.ranks, sharded.fsdp2.ranks
+    # ZeroRedundancyOptimizer, largest tensor first to the emptiest rank: six 16,384-element
+    # tensors go 2-2-2, eight 4,096 ones 3-3-2, then the 2,048 position table and five
+    # 64-element norms land on rank 2: 45,056 / 45,056 / 43,328 elements in 5 / 5 / 10 tensors.
+    assert [r.owned_params for r in z] == [45_056, 45_056, 43_328]
+    assert [r.owned_tensors for r in z] == [5, 5, 10]
+    assert [r.steps.bytes for r in z] == [20, 20, 40]                 # one fp32 step per tensor
+    # FSDP2 chunks dim 0 like torch.chunk: chunks of ceil(d/3), the last short. Rank 0 holds
+    # 86*64 + 11*64 + 5*22 + 8*22*64 + 2*86*64 + 2*22*256 + 86*64 = 45,358 elements; rank 2
+    # holds 133,440 - 2 * 45,358 = 42,724, short by 2,634, which its storage pads.
+    assert [r.owned_params for r in f] == [45_358, 45_358, 42_724]
+    pads = [(r.weights.storage_bytes - r.weights.bytes, r.grads.storage_bytes - r.grads.bytes) for r in f]
+    assert pads == [(0, 0), (0, 0), (4 * 2_634, 4 * 2_634)]
+    assert all(r.moments.storage_bytes == r.moments.bytes for r in f)  # Adam's state is not padded
+    assert all(r.steps.bytes == 4 * 20 for r in f)                     # every rank steps 20 shards
+    # per rank: held = formula + (share - N/3) * sharded bytes per parameter
+    n = sharded.n_params
+    for run, k_sharded in ((sharded.zero1, 8), (sharded.fsdp2, 16)):
+        formula = sc.zero_state_bytes(n, 3, run.stage, k=8, weight_bytes=4, grad_bytes=4)
+        for r in run.ranks:
+            held = r.weights.bytes + r.grads.bytes + r.moments.bytes
+            assert held - formula == pytest.approx(k_sharded * (r.owned_params - n / 3), abs=1e-6)
+
+
+def test_sharded_training_matches_one_process(sharded):
+    # fp32 gradients summed in another order agree to a few ulps: losses near ln 256 = 5.5
+    # agree to 1e-5 relative; Adam moves a weight by at most lr = 1e-3 a step, and rounding
+    # changes the move only where a gradient is near eps = 1e-8, so the weights agree to a
+    # tenth of the largest possible move (2 steps x 1e-3).
+    assert sharded.max_loss_gap < 1e-5 * max(sharded.ref_losses)
+    assert abs(sharded.ref_losses[0] - math.log(256)) < 0.1
+    assert max(sharded.zero1.weight_gap, sharded.fsdp2.weight_gap) < 0.1 * 2 * 1e-3
+
+
+def test_allreduce_sweep_measures_every_size():
+    from mlbook.scaling import experiments
+
+    sizes = (4096, 65536, 1 << 20)
+    sw = experiments.allreduce_sweep(sizes, budget_s=0.01, rounds=0, rotate_bytes=4 << 20)
+    assert sw.n_ranks == 2 and sw.sizes_bytes == sizes and sw.rounds == 0
+    assert all(len(b) >= 3 for b in sw.blocks_s)
+    assert all(0 < best == min(b) for best, b in zip(sw.best_s, sw.blocks_s))
+    fit = sc.fit_alpha_beta(sw.sizes_bytes, sw.best_s, sw.n_ranks)
+    assert fit.alpha_s >= 0 and fit.link_bytes_per_s > 0
+
+
+def test_ddp_overlap_counts_buckets(small_cfg):
+    from mlbook.scaling import experiments
+
+    run = experiments.ddp_overlap(small_cfg, 16, 1, bucket_caps_mb=(0.05, 1000), steps=2)
+    assert run.n_params == 133_440 - 16 * 64            # max_seq_len 16: 16 fewer position rows
+    assert run.grad_bytes == 4 * run.n_params
+    many, one = run.rows
+    # DDP closes a bucket once it passes the cap: at most ceil(total / cap) buckets, and a
+    # cap above all the gradients leaves one
+    assert 1 < many.buckets <= math.ceil(run.grad_bytes / (0.05 * 2**20))
+    assert one.buckets == 1
+    assert all(r.sync_s > 0 and r.no_sync_s > 0 for r in run.rows) and run.allreduce_s > 0
+    assert many.exposed_s == many.sync_s - many.no_sync_s
+
+
+def test_experiments_refuse_bad_inputs(small_cfg):
+    from mlbook.common_torch.gpt import tiny_config
+    from mlbook.scaling import experiments
+
+    with pytest.raises(ValueError, match=r"n_ranks must be at least 2"):
+        experiments.allreduce_sweep(n_ranks=1)
+    with pytest.raises(ValueError, match=r"sizes_bytes\[0\]=1022 must be a multiple of 4"):
+        experiments.allreduce_sweep((1022,))
+    with pytest.raises(ValueError, match="tiny_config"):
+        experiments.sharded_state(tiny_config(mlp="swiglu"), 32, 2)
+    with pytest.raises(ValueError, match=r"bucket_caps_mb\[0\]"):
+        experiments.ddp_overlap(small_cfg, 16, 1, bucket_caps_mb=(0,))
+
+
+# --- figures --------------------------------------------------------------------------------
+
+def test_figures_draw_with_labelled_axes():
+    import matplotlib.pyplot as plt
+
+    from mlbook.common.transformer import LLAMA3_70B
+    from mlbook.scaling import figures
+
+    for fig in (figures.zero_memory("Llama-3-70B", "H100 SXM", 64), figures.bubble_share(8, 32, 2),
+                figures.tp_vs_links(LLAMA3_70B, 8192, 1, "H100")):
+        (ax,) = fig.axes
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.has_data()
+        plt.close(fig)
+    fig = figures.schedules([pipeline.simulate("gpipe", 4, 8), pipeline.simulate("1f1b", 4, 8)])
+    assert all(ax.get_ylabel() and ax.has_data() for ax in fig.axes)
+    assert fig.axes[-1].get_xlabel()                  # the shared time axis, on the bottom panel
+    assert [len(ax.patches) for ax in fig.axes] == [2 * 4 * 8, 2 * 4 * 8]   # one box per operation
+    plt.close(fig)
+    # the HBM line sits at the GPU's memory in GiB
+    fig = figures.zero_memory("Llama-3-70B", "H100 SXM", 64)
+    flat = [ln for ln in fig.axes[0].lines if len(set(ln.get_ydata())) == 1 and len(ln.get_ydata()) == 2]
+    assert any(ln.get_ydata()[0] == pytest.approx(80e9 / GIB) for ln in flat)
+    plt.close(fig)
+
+
+def test_bubble_slider_keeps_m_a_multiple_of_p_when_interleaving():
+    from mlbook.scaling import figures
+
+    r = figures.bubble_ranges(p=8, m=30, v=2)["m"]
+    assert (r["min"], r["step"], r["value"]) == (8, 8, 32) and r["max"] % 8 == 0
+    assert figures.bubble_ranges(p=8, m=30, v=1)["m"] == {"min": 1, "max": 256, "step": 1}
