@@ -33,19 +33,11 @@ import torch
 from mlbook.common import validate
 from mlbook.common_torch import device as devices
 from mlbook.common_torch import timing, toy_models
-from mlbook.common_torch.launch import Launch, fork_group, torchrun
+from mlbook.common_torch.launch import (Launch, fork_group, fork_group_formed, group_failed_to_form,
+                                       torchrun)
 from mlbook.faults import formulas as faults
 
 ELASTIC_MODULE = "mlbook.faults.elastic_script"
-
-# Setting up a gloo group on a loaded host now and then fails before training
-# starts ("connectFullMesh failed ... Connection refused"). That is not the
-# fault a demo injects, so such a launch is run again from scratch.
-GLOO_SETUP_ERRORS = ("connectFullMesh failed",)
-
-
-def _setup_failed(launch: Launch) -> bool:
-    return launch.returncode != 0 and any(e in launch.output for e in GLOO_SETUP_ERRORS)
 
 
 # ---------------------------------------------------------------------------
@@ -152,7 +144,7 @@ def run_elastic(steps: int = 40, ckpt_every: int = 10, fail_step: int | None = 2
                 from mlbook.faults import elastic_script
 
                 launch = fork_group(elastic_script.main, args, nproc=nproc, timeout_s=timeout_s)
-            if not _setup_failed(launch):
+            if not group_failed_to_form(launch):   # not the fault the demo injects: launch again
                 break
         events = _read_events(work)
         final = work / "final.pt"
@@ -257,10 +249,7 @@ def run_corruption(nproc: int = 3, steps: int = 8, flip_step: int = 3, flip_rank
         out = Path(tmp) / "report.json"
         args = ["--out", str(out), "--steps", str(steps), "--flip-step", str(flip_step),
                 "--flip-rank", str(flip_rank), "--seed", str(seed), "--timeout-s", str(timeout_s)]
-        for setup_try in range(3):
-            launch = fork_group(corruption_script.main, args, nproc=nproc, timeout_s=timeout_s)
-            if not _setup_failed(launch):
-                break
+        launch, setup_try = fork_group_formed(corruption_script.main, args, nproc=nproc, timeout_s=timeout_s)
         if launch.returncode != 0 or not out.exists():
             raise RuntimeError(f"corruption run failed (exit {launch.returncode}):\n{launch.output[-4000:]}")
         report = json.loads(out.read_text())
