@@ -102,14 +102,15 @@ def overflow_threshold(name: str) -> float:
 
 
 def _finite_array(name: str, values) -> np.ndarray:
-    if isinstance(values, (str, bytes, bool)) or values is None:
-        raise ValueError(f"{name} must be numbers, got {values!r}")
     try:
-        x = np.asarray(values, dtype=np.float64)
+        raw = np.asarray(values)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be numbers, got {values!r}") from None
-    if x.dtype == bool or x.size == 0:
+        raw = np.asarray([None])
+    if raw.dtype.kind not in "iuf":                       # bools, strings and objects are not numbers
+        raise ValueError(f"{name} must be numbers, got {values!r}")
+    if raw.size == 0:
         raise ValueError(f"{name} must hold at least one number, got {values!r}")
+    x = raw.astype(np.float64)
     if not np.isfinite(x).all():
         raise ValueError(f"{name} must be finite; it holds inf or NaN")
     return x
