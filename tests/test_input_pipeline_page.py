@@ -152,3 +152,12 @@ def test_exercise_by_hand(v):
 
 def test_sleep_calibration(v):
     assert v["sweep_sleep_ms"] >= v["sweep_item_ms"]          # a sleep is never shorter than asked
+
+
+def test_the_introductions_step(v):
+    """2M tokens with 400 ms of GPU math eat 5M tokens/s, far more than the
+    GPU-size small GPT (314,395 tokens/s), so tokenising in the loop idles the
+    GPU more; the threads that keep up are the fewest whose share of the
+    tokenising fits in 400 ms."""
+    assert v["seed_tok_s"] > 0 and v["gpt_idle"] < v["seed_idle"] < 1
+    assert v["seed_workers"] - 1 < v["seed_tok_s"] / 0.4 <= v["seed_workers"] * (1 + 1e-9)
