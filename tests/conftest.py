@@ -14,6 +14,9 @@ BOOK_DEST = Path(os.environ.get("MLBOOK_TEST_DEST", ROOT / "_build" / "test"))
 ONLY = [n for n in os.environ.get("MLBOOK_TEST_ONLY", "").split(",") if n] or None
 
 
+_BOOK_BUILT: list = []   # set when this session built the book, so the summary is this run's
+
+
 @pytest.fixture(scope="session")
 def book():
     """Every chapter executed by papermill at test sizes and the HTML book
@@ -21,6 +24,7 @@ def book():
     import build
 
     shutil.rmtree(BOOK_DEST, ignore_errors=True)
+    _BOOK_BUILT.append(True)
     return build.build(BOOK_DEST, small=True, only=ONLY)
 
 
@@ -50,6 +54,8 @@ def pytest_terminal_summary(terminalreporter):
     test build's, and the reader-size build's where `make book` left one."""
     import json
 
+    if not _BOOK_BUILT:
+        return
     rows = {}
     for label, dest in (("test", BOOK_DEST), ("reader", ROOT / "_build" / "book")):
         path = dest / "timings.json"
