@@ -2,20 +2,26 @@
 
 The tree reads as the table of contents. One package per chapter::
 
-    mfu/           MFU and the FLOPs of a training step
-    accumulation/  gradient accumulation
-    precision/     mixed precision
-    recompute/     activation recompute
-    cadence/       checkpoint cadence and resumable state
-    faults/        failures, stragglers, elastic training, corruption, spikes, determinism
+    mfu/             MFU and the FLOPs of a training step
+    accumulation/    gradient accumulation
+    precision/       mixed precision
+    recompute/       activation recompute
+    cadence/         checkpoint cadence and resumable state
+    faults/          failures, stragglers, elastic training, corruption, spikes, determinism
+    scaling/         communication, sharding (ZeRO/FSDP) and the pipeline bubble
+    input_pipeline/  tokenising, packing, sharding and feeding the step
+    capstone/        finding lost MFU: one step's timeline accounted for
+    plan/            plan a run: every chapter's calculators in one budget
+                     (``python -m mlbook plan``)
 
 and what several chapters share, once::
 
-    common/        torch-free: validation, units, TransformerConfig and presets,
-                   the accelerator table, model-state bytes
-    common_torch/  torch: the small GPT, toy models, timing and device helpers,
-                   process launch, the checkpointer and sampler
-    plotting/      matplotlib: figure style and live (slider) figures
+    common/          torch-free: validation, units, TransformerConfig and presets,
+                     the accelerator and interconnect tables, model-state bytes
+    common_torch/    torch: the small GPT, toy models, dtypes, timing and device
+                     helpers, the matmul ceiling (MAMF), process launch, the
+                     checkpointer and sampler
+    plotting/        matplotlib: figure style and live (slider) figures
 
 Inside a chapter package, ``formulas.py`` (and any other plain module) holds
 pure-number calculators that import neither torch nor matplotlib;
