@@ -38,17 +38,6 @@ def page_values(page: str) -> dict:
     return build.read_values(BOOK_DEST, page)
 
 
-def glued_values(chapter: str) -> dict:
-    """The values a chapter glued into its prose, from its executed notebook
-    (the `book` fixture must have run), as the text the page shows."""
-    import nbformat
-
-    path = next((BOOK_DEST / "src").rglob(f"{chapter}.ipynb"))
-    nb = nbformat.read(path, as_version=4)
-    return {o["metadata"]["scrapbook"]["name"]: o["data"]["application/papermill.record/text/plain"].strip("'")
-            for c in nb.cells for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
-
-
 def pytest_terminal_summary(terminalreporter):
     """Print the chapters' execution times (benchmarks, not pass/fail): the
     test build's, and the reader-size build's where `make book` left one."""
