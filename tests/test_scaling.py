@@ -269,7 +269,7 @@ def test_allreduce_sweep_measures_every_size():
     from mlbook.scaling import experiments
 
     sizes = (4096, 65536, 1 << 20)
-    sw = experiments.allreduce_sweep(sizes, budget_s=0.01, rounds=0, rotate_bytes=4 << 20)
+    sw = experiments.allreduce_sweep(sizes, budget_s=0.01, rounds=0, flush_bytes=0)
     assert sw.n_ranks == 2 and sw.sizes_bytes == sizes and sw.rounds == 0
     assert all(len(b) >= 3 for b in sw.blocks_s)
     assert all(0 < best == min(b) for best, b in zip(sw.best_s, sw.blocks_s))
@@ -289,7 +289,7 @@ def test_ddp_overlap_counts_buckets(small_cfg):
     assert 1 < many.buckets <= math.ceil(run.grad_bytes / (0.05 * 2**20))
     assert one.buckets == 1
     assert all(r.sync_s > 0 and r.no_sync_s > 0 for r in run.rows) and run.allreduce_s > 0
-    assert many.exposed_s == many.sync_s - many.no_sync_s
+    assert many.exposed_s < many.sync_s                 # a median of sync - no_sync, no_sync > 0
 
 
 def test_experiments_refuse_bad_inputs(small_cfg):

@@ -25,6 +25,14 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+# Imported here, not in the tasks: the ranks are forks of the process that
+# imported this module, so they share these imports instead of paying for
+# them once each.
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
 from mlbook.scaling import formulas
@@ -43,64 +51,60 @@ def _decide(value: float) -> float:
     return float(t.item())
 
 
-def _blocks(bufs: list, min_blocks: int, budget_s: float, repeats: int = 5) -> list[float]:
-    """Median seconds of one all-reduce in each block of ``repeats``
-    back-to-back all-reduces (each on the next buffer of ``bufs``): as many
-    blocks as fit in ``budget_s``, at least ``min_blocks``. Short blocks give
-    a busy machine many chances to leave one of them undisturbed."""
-    dist.all_reduce(bufs[0])                             # warm-up
+def _timed_allreduce(x: torch.Tensor, scratch: torch.Tensor | None = None) -> float:
+    """Seconds of one all-reduce of ``x``. With ``scratch``, each rank first
+    writes over it (not timed), which pushes everything else out of the CPU's
+    caches; a barrier then starts the ranks together, so the all-reduce
+    starts cold."""
+    if scratch is not None:
+        scratch.add_(1.0)
+    dist.barrier()
+    t0 = time.perf_counter()
+    dist.all_reduce(x)
+    return time.perf_counter() - t0
+
+
+def _rounds(buffers: list, min_rounds: int, budget_s: float, scratch=None, repeats: int = 5) -> list[list]:
+    """Per buffer, the median seconds of ``repeats`` all-reduces in each
+    round. A round measures every buffer in turn, so a busy spell on the
+    machine slows every size a little rather than a few sizes a lot; as many
+    rounds as fit in ``budget_s``, at least ``min_rounds``."""
+    for x in buffers:                                     # warm-up, and what a round costs
+        _timed_allreduce(x, scratch)
     start = time.perf_counter()
-    dist.all_reduce(bufs[-1])                            # an estimate
-    one = _decide(time.perf_counter() - start)
-    count = int(max(min_blocks, min(100, budget_s / repeats / max(one, 1e-6))))
-    medians, j = [], 0
+    for x in buffers:
+        _timed_allreduce(x, scratch)
+    per_round = _decide(repeats * (time.perf_counter() - start))
+    count = int(max(min_rounds, min(100, budget_s / max(per_round, 1e-6))))
+    medians = [[] for _ in buffers]
     for _ in range(count):
-        dist.barrier()
-        times = []
-        for _ in range(repeats):
-            x = bufs[j % len(bufs)]
-            j += 1
-            t0 = time.perf_counter()
-            dist.all_reduce(x)
-            times.append(time.perf_counter() - t0)
-        medians.append(statistics.median(times))
+        for i, x in enumerate(buffers):
+            medians[i].append(statistics.median(_timed_allreduce(x, scratch) for _ in range(repeats)))
     return medians
-
-
-def _buffers(n_bytes: int, rotate_bytes: int) -> list:
-    """fp32 buffers of ``n_bytes`` each, ``rotate_bytes`` of them in all (at
-    least one): cycling through more memory than the CPU caches hold means
-    every all-reduce reads and writes memory, as a link would, instead of
-    whichever cache level the message happens to fit in."""
-    count = max(1, min(4096, rotate_bytes // n_bytes))
-    return [torch.ones(n_bytes // 4) for _ in range(count)]
 
 
 def task_allreduce(args) -> dict:
     sizes = [int(s) for s in args.sizes.split(",")]
     world = dist.get_world_size()
-    blocks = {}
-    for s in sizes:
-        blocks[s] = _blocks(_buffers(s, args.rotate_bytes), args.blocks, args.budget_s)
+    scratch = torch.zeros(args.flush_bytes // 4) if args.flush_bytes else None
+    buffers = [torch.ones(s // 4) for s in sizes]         # fp32: 4 bytes a value
+    budget = args.budget_s * len(sizes)
+    blocks = _rounds(buffers, args.blocks, budget, scratch)
     rounds = 0
-    # Interference from other processes only ever adds time, so a size whose
-    # best block lies far from the fit is measured again and its best kept.
+    # Interference from other processes only ever adds time: while a size's
+    # best block lies far from the fit, every size is measured again and the
+    # best blocks kept.
     for rounds in range(1, args.rounds + 1):
-        best = [min(blocks[s]) for s in sizes]
-        redo = []
+        far = 0.0
         if dist.get_rank() == 0:
-            fit = formulas.fit_alpha_beta(sizes, best, world)
-            redo = [s for s, t in zip(sizes, best) if abs(fit.predict_s(s) / t - 1) > CHECK_BAND]
-        mask = torch.tensor([s in redo for s in sizes], dtype=torch.int32)
-        dist.broadcast(mask, src=0)
-        redo = [s for s, m in zip(sizes, mask.tolist()) if m]
-        if not redo:
+            fit = formulas.fit_alpha_beta(sizes, [min(b) for b in blocks], world)
+            far = float(any(abs(min(b) / fit.predict_s(s) - 1) > CHECK_BAND for s, b in zip(sizes, blocks)))
+        if not _decide(far):
             rounds -= 1
             break
-        for s in redo:
-            blocks[s] += _blocks(_buffers(s, args.rotate_bytes), args.blocks, args.budget_s)
-    return {"n_ranks": world, "sizes": sizes, "blocks": [blocks[s] for s in sizes], "rounds": rounds,
-            "rotate_bytes": args.rotate_bytes}
+        for b, more in zip(blocks, _rounds(buffers, args.blocks, budget, scratch)):
+            b.extend(more)
+    return {"n_ranks": world, "sizes": sizes, "blocks": blocks, "rounds": rounds}
 
 
 # ---------------------------------------------------------------------------
@@ -127,47 +131,51 @@ def _my_slice(x, rank, world):
     return x[rank * per:(rank + 1) * per]
 
 
+def _counting_hook(calls: list, bucket):
+    """DDP's own all-reduce hook, counting the buckets it is called for."""
+    calls.append(bucket.buffer().numel())
+    return default_hooks.allreduce_hook(None, bucket)
+
+
 def task_overlap(args) -> dict:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     rank, world = dist.get_rank(), dist.get_world_size()
-    model = _model(args)
+    caps = [float(c) for c in args.caps.split(",")]
     idx, tgt = (_my_slice(t, rank, world) for t in _global_batch(args, 0))
-    n_params = sum(p.numel() for p in model.parameters())
-    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    rows = []
-    for cap in [float(c) for c in args.caps.split(",")]:
-        ddp = DDP(model, bucket_cap_mb=cap, gradient_as_bucket_view=True)
-        calls = []
+    # one copy of the model per bucket size (same weights), so that the sizes
+    # can take turns step by step and a busy spell hits them all alike
+    wrapped, calls = [], []
+    for cap in caps:
+        ddp = DDP(_model(args), bucket_cap_mb=cap, gradient_as_bucket_view=True)
+        calls.append([])
+        ddp.register_comm_hook(calls[-1], _counting_hook)
+        wrapped.append(ddp)
+    params = list(wrapped[0].module.parameters())
+    n_params = sum(p.numel() for p in params)
+    grad_bytes = sum(p.numel() * p.element_size() for p in params)
 
-        def counting_hook(state, bucket):
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    def step(ddp, sync: bool) -> float:
+        dist.barrier()
+        t0 = time.perf_counter()
+        with nullcontext() if sync else ddp.no_sync():
+            _, loss = ddp(idx, tgt)
+            loss.backward()
+        return time.perf_counter() - t0
 
-            calls.append(bucket.buffer().numel())
-            return default_hooks.allreduce_hook(None, bucket)
-
-        ddp.register_comm_hook(None, counting_hook)
-
-        def step(sync: bool) -> float:
-            dist.barrier()
-            t0 = time.perf_counter()
-            with nullcontext() if sync else ddp.no_sync():
-                _, loss = ddp(idx, tgt)
-                loss.backward()
-            return time.perf_counter() - t0
-
-        step(True)
-        step(False)                                   # warm-up both paths
-        calls.clear()
-        sync_s, nosync_s = [], []
-        for i in range(args.steps):                   # interleaved, so drift hits both alike
-            for sync in ((True, False) if i % 2 == 0 else (False, True)):
-                (sync_s if sync else nosync_s).append(step(sync))
-        rows.append({"bucket_cap_mb": cap, "buckets": len(calls) // args.steps,
-                     "sync_s": sync_s, "no_sync_s": nosync_s})
-        del ddp
+    for ddp in wrapped:                               # warm-up both paths (DDP rebuilds its buckets)
+        step(ddp, True)
+        step(ddp, False)
+    for c in calls:
+        c.clear()
+    sync_s = [[] for _ in caps]
+    nosync_s = [[] for _ in caps]
+    for i in range(args.steps):
+        for j, ddp in enumerate(wrapped):
+            for sync in ((True, False) if (i + j) % 2 == 0 else (False, True)):
+                (sync_s if sync else nosync_s)[j].append(step(ddp, sync))
+    rows = [{"bucket_cap_mb": cap, "buckets": len(calls[j]) // args.steps, "sync_s": sync_s[j],
+             "no_sync_s": nosync_s[j]} for j, cap in enumerate(caps)]
     flat = torch.zeros(n_params)
-    ar = _blocks([flat], args.blocks, args.budget_s)
+    (ar,) = _rounds([flat], args.blocks, args.budget_s)
     return {"n_ranks": world, "n_params": n_params, "grad_bytes": grad_bytes, "rows": rows,
             "allreduce_blocks": ar, "tokens_per_rank": args.batch * args.seq}
 
@@ -236,9 +244,6 @@ def _train(args, model, opt) -> list:
 
 
 def _run_zero1(args, ref_weights) -> dict:
-    from torch.distributed.optim import ZeroRedundancyOptimizer
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     model = _model(args)
     ddp = DDP(model, gradient_as_bucket_view=True)
     opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=args.lr)
@@ -254,9 +259,6 @@ def _run_zero1(args, ref_weights) -> dict:
 
 
 def _run_fsdp2(args, ref_weights) -> dict:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     model = _model(args)
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     for block in model.blocks:
@@ -301,7 +303,7 @@ def main(argv=None) -> None:
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--budget-s", type=float, default=0.1)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--rotate-bytes", type=int, default=256 << 20)
+    p.add_argument("--flush-bytes", type=int, default=64 << 20)
     # the small GPT
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=64)

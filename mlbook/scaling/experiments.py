@@ -65,23 +65,42 @@ class AllReduceSweep:
     best_s: tuple
     blocks_s: tuple
     rounds: int             # re-measurement rounds of sizes far from the fit
+    flush_bytes: int        # scratch each rank writes over before each all-reduce
     wall_s: float
     setup_retries: int
 
 
+def l3_bytes() -> int | None:
+    """This CPU's last-level (L3) cache in bytes, from sysfs; None where it
+    does not say."""
+    try:
+        text = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+    except OSError:
+        return None
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    try:
+        return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+    except ValueError:
+        return None
+
+
 def allreduce_sweep(sizes_bytes=DEFAULT_SIZES, n_ranks: int = 2, blocks: int = 3, budget_s: float = 0.1,
-                    rounds: int = 3, rotate_bytes: int = 256 * 2**20,
-                    timeout_s: float = 120.0) -> AllReduceSweep:
+                    rounds: int = 3, flush_bytes: int | None = None, timeout_s: float = 120.0) -> AllReduceSweep:
     """Time ``dist.all_reduce`` of fp32 buffers of each size over ``n_ranks``
-    gloo ranks. Each size runs blocks of 5 back-to-back all-reduces, as many
-    as fit in about ``budget_s`` seconds and at least ``blocks``, and keeps
-    each block's median. Sizes whose best block lies more than 25 % from the alpha-beta
-    fit are measured again, up to ``rounds`` times: interference
-    from other processes only ever adds time, so more blocks can only find
-    the undisturbed one. Each all-reduce works on the next of enough buffers
-    to fill ``rotate_bytes`` (more than the CPU caches hold), so every size
-    moves its bytes through memory, as through a link; with one buffer, sizes
-    that fit a cache would run at that cache's speed."""
+    gloo ranks. Each round times a block of 5 all-reduces of every size in
+    turn and keeps each block's median; as many rounds as fit in about
+    ``budget_s`` seconds per size, and at least ``blocks``.
+
+    Before every all-reduce each rank writes over ``flush_bytes`` of scratch
+    memory (default: twice this CPU's L3 cache, at least 64 MiB; 0 turns it
+    off), so each one starts with cold caches, as bytes arriving over a link
+    would. Without it, messages that fit a cache run at that cache's speed
+    and the loopback "link" looks faster for mid-sized messages.
+
+    While some size's best block lies more than 25 % from the alpha-beta
+    fit, all sizes are measured again, up to ``rounds`` more times:
+    interference from other processes only ever adds time, so more blocks
+    can only find the undisturbed ones."""
     _check_ranks(n_ranks)
     sizes = tuple(sizes_bytes)
     for i, s in enumerate(sizes):
@@ -91,14 +110,17 @@ def allreduce_sweep(sizes_bytes=DEFAULT_SIZES, n_ranks: int = 2, blocks: int = 3
     validate.positive_int("blocks", blocks)
     validate.positive("budget_s", budget_s)
     validate.non_negative("rounds", rounds)
-    validate.positive_int("rotate_bytes", rotate_bytes)
+    if flush_bytes is None:
+        flush_bytes = max(64 * 2**20, 2 * (l3_bytes() or 0))
+    validate.non_negative("flush_bytes", flush_bytes)
     validate.positive("timeout_s", timeout_s)
     rep, wall, redone = _launch("allreduce", ["--sizes", ",".join(map(str, sizes)), "--blocks", str(blocks),
                                               "--budget-s", str(budget_s), "--rounds", str(int(rounds)),
-                                              "--rotate-bytes", str(rotate_bytes)],
+                                              "--flush-bytes", str(int(flush_bytes))],
                                 n_ranks, timeout_s)
     return AllReduceSweep(rep["n_ranks"], tuple(rep["sizes"]), tuple(min(b) for b in rep["blocks"]),
-                          tuple(tuple(b) for b in rep["blocks"]), rep["rounds"], wall, redone)
+                          tuple(tuple(b) for b in rep["blocks"]), rep["rounds"], int(flush_bytes), wall,
+                          redone)
 
 
 # ---------------------------------------------------------------------------
@@ -108,16 +130,15 @@ def allreduce_sweep(sizes_bytes=DEFAULT_SIZES, n_ranks: int = 2, blocks: int = 3
 @dataclass(frozen=True)
 class OverlapRow:
     """One bucket size: medians of forward + backward with DDP's all-reduce
-    (sync) and inside ``no_sync`` (none); exposed = sync - no_sync."""
+    (sync) and inside ``no_sync`` (no communication), and the exposed
+    communication: the median over steps of sync - no_sync, each pair timed
+    back to back so that a change in the machine's load hits both."""
 
     bucket_cap_mb: float
     buckets: int
     sync_s: float
     no_sync_s: float
-
-    @property
-    def exposed_s(self) -> float:
-        return self.sync_s - self.no_sync_s
+    exposed_s: float
 
 
 @dataclass(frozen=True)
@@ -151,7 +172,9 @@ def ddp_overlap(cfg: TransformerConfig, seq_len: int, batch: int, bucket_caps_mb
                                                "--seed", str(seed), "--blocks", "3", "--budget-s", "0.3"]
     rep, wall, redone = _launch("overlap", args, n_ranks, timeout_s)
     rows = tuple(OverlapRow(r["bucket_cap_mb"], r["buckets"], statistics.median(r["sync_s"]),
-                            statistics.median(r["no_sync_s"])) for r in rep["rows"])
+                            statistics.median(r["no_sync_s"]),
+                            statistics.median(a - b for a, b in zip(r["sync_s"], r["no_sync_s"])))
+                 for r in rep["rows"])
     return OverlapRun(rep["n_ranks"], rep["n_params"], rep["grad_bytes"], rep["tokens_per_rank"], rows,
                       min(rep["allreduce_blocks"]), steps, wall, redone)
 
