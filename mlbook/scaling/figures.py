@@ -35,12 +35,11 @@ def allreduce_fit(sweep, fit, device: str, check_above_bytes: float = 64 * KIB, 
     ax.minorticks_off()
     ax.set_xlabel("message size")
     ax.set_ylabel("all-reduce time (ms)")
-    ax.set_title(f"{sweep.n_ranks} ranks, gloo over loopback", fontsize=10)
     ax.legend(fontsize=8)
     ratio = [t / f for t, f in zip(sweep.best_s, fitted)]
     ax2.semilogx(sizes, ratio, "o-")
     ax2.axhspan(1 - band, 1 + band, xmin=0, xmax=1, color="C2", alpha=0.12, label=f"within {band:.0%}")
-    ax2.axvline(check_above_bytes, color="0.5", ls=":", lw=1)
+    ax2.axvline(check_above_bytes, color="0.5", ls=":", lw=1, label=f"checked above {_size_label(check_above_bytes)}")
     ax2.axhline(1, color="0.3", lw=0.8)
     ax2.set_xticks(sizes[::2], [_size_label(s) for s in sizes[::2]])
     ax2.minorticks_off()
@@ -48,7 +47,7 @@ def allreduce_fit(sweep, fit, device: str, check_above_bytes: float = 64 * KIB, 
     ax2.set_ylabel("measured / fitted")
     ax2.set_ylim(0, max(2.0, max(ratio) * 1.1))
     ax2.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"Ring all-reduce, measured on {device}", fontsize=10)
+    fig.suptitle(f"All-reduce on {sweep.n_ranks} ranks, measured on {device}", fontsize=10)
     return fig
 
 
