@@ -257,12 +257,15 @@ def test_sharded_state_imbalance_and_padding_by_hand(sharded):
 
 def test_sharded_training_matches_one_process(sharded):
     # fp32 gradients summed in another order agree to a few ulps: losses near ln 256 = 5.5
-    # agree to 1e-5 relative; Adam moves a weight by at most lr = 1e-3 a step, and rounding
-    # changes the move only where a gradient is near eps = 1e-8, so the weights agree to a
-    # tenth of the largest possible move (2 steps x 1e-3).
+    # agree to 1e-5 relative (measured: ~1e-7). Rounding changes Adam's move only for the
+    # rare weight whose gradient is near eps = 1e-8, so over all weights the difference is a
+    # small share of how far training moved them: under 1 % (measured: 1e-5 to 3e-4).
     assert sharded.max_loss_gap < 1e-5 * max(sharded.ref_losses)
     assert abs(sharded.ref_losses[0] - math.log(256)) < 0.1
-    assert max(sharded.zero1.weight_gap, sharded.fsdp2.weight_gap) < 0.1 * 2 * 1e-3
+    assert max(sharded.zero1.weight_gap_rel, sharded.fsdp2.weight_gap_rel) < 0.01
+    # no single weight can differ by more than two opposite Adam moves a step; Kingma & Ba
+    # (2015, Sec. 2.1) bound one move by lr (1 - beta1) / sqrt(1 - beta2) = 3.16 lr
+    assert max(sharded.zero1.weight_gap, sharded.fsdp2.weight_gap) <= 2 * 2 * 3.17e-3
 
 
 def test_allreduce_sweep_measures_every_size():

@@ -224,6 +224,15 @@ def _reference(args) -> tuple[list, dict]:
     return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
+def _weight_gaps(weights: dict, ref_weights: dict, init_weights: dict) -> dict:
+    """Largest |w - w_ref| over all weights, and ||w - w_ref|| / ||w_ref - w_0||:
+    the difference as a share of how far training moved the weights."""
+    diff = torch.cat([(weights[n] - ref_weights[n]).flatten() for n in ref_weights])
+    moved = torch.cat([(ref_weights[n] - init_weights[n]).flatten() for n in ref_weights])
+    return {"weight_gap": float(diff.abs().max()),
+            "weight_gap_rel": float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(moved))}
+
+
 def _mean_over_ranks(x: float) -> float:
     t = torch.tensor([x], dtype=torch.float64)
     dist.all_reduce(t)
@@ -243,7 +252,7 @@ def _train(args, model, opt) -> list:
     return losses
 
 
-def _run_zero1(args, ref_weights) -> dict:
+def _run_zero1(args, ref_weights, init_weights) -> dict:
     model = _model(args)
     ddp = DDP(model, gradient_as_bucket_view=True)
     opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=args.lr)
@@ -251,14 +260,14 @@ def _run_zero1(args, ref_weights) -> dict:
     params = list(model.parameters())
     owned = [p for g in opt.optim.param_groups for p in g["params"]]
     moments, steps = _state_tensors(opt.optim.state)
-    weight_gap = max(float((p.detach() - ref_weights[n]).abs().max()) for n, p in model.named_parameters())
+    gaps = _weight_gaps({n: p.detach() for n, p in model.named_parameters()}, ref_weights, init_weights)
     return {"weights": _count(params), "grads": _count([p.grad for p in params]),
             "moments": _count(moments), "steps": _count(steps),
             "owned_params": sum(p.numel() for p in owned), "owned_tensors": len(owned),
-            "losses": losses, "weight_gap": weight_gap}
+            "losses": losses, **gaps}
 
 
-def _run_fsdp2(args, ref_weights) -> dict:
+def _run_fsdp2(args, ref_weights, init_weights) -> dict:
     model = _model(args)
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     for block in model.blocks:
@@ -269,20 +278,22 @@ def _run_fsdp2(args, ref_weights) -> dict:
     params = list(model.parameters())
     moments, steps = _state_tensors(opt.state)
     local = sum(_local(p).numel() for p in params)
-    weight_gap = max(float((p.full_tensor() - ref_weights[n]).abs().max()) for n, p in model.named_parameters())
+    gaps = _weight_gaps({n: p.full_tensor().detach() for n, p in model.named_parameters()}, ref_weights,
+                        init_weights)
     return {"weights": _count(params), "grads": _count([p.grad for p in params]),
             "moments": _count(moments), "steps": _count(steps),
             "owned_params": local, "owned_tensors": len(params),
-            "losses": losses, "weight_gap": weight_gap}
+            "losses": losses, **gaps}
 
 
 def task_sharded(args) -> dict:
     ref_losses, ref_weights = _reference(args)
+    init_weights = {n: p.detach() for n, p in _model(args).named_parameters()}
     n_params = sum(p.numel() for p in ref_weights.values())
     out = {"n_ranks": dist.get_world_size(), "n_params": n_params, "ref_losses": ref_losses,
            "shapes": {n: list(p.shape) for n, p in ref_weights.items()}}
     for name, run in (("zero1", _run_zero1), ("fsdp2", _run_fsdp2)):
-        mine = run(args, ref_weights)
+        mine = run(args, ref_weights, init_weights)
         gathered = [None] * dist.get_world_size()
         dist.all_gather_object(gathered, mine)
         out[name] = gathered

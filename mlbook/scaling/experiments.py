@@ -213,6 +213,7 @@ class ShardedRun:
     ranks: tuple            # RankState per rank
     losses: tuple           # mean loss over ranks, per step
     weight_gap: float       # largest |w - w_ref| over ranks after the last step
+    weight_gap_rel: float   # ||w - w_ref|| / ||w_ref - w_0||, the largest over ranks
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,8 @@ def _held(d: dict) -> Held:
 def _sharded(engine: str, stage: int, per_rank: list) -> ShardedRun:
     ranks = tuple(RankState(r, _held(d["weights"]), _held(d["grads"]), _held(d["moments"]), _held(d["steps"]),
                             d["owned_params"], d["owned_tensors"]) for r, d in enumerate(per_rank))
-    return ShardedRun(engine, stage, ranks, tuple(per_rank[0]["losses"]), max(d["weight_gap"] for d in per_rank))
+    return ShardedRun(engine, stage, ranks, tuple(per_rank[0]["losses"]), max(d["weight_gap"] for d in per_rank),
+                      max(d["weight_gap_rel"] for d in per_rank))
 
 
 def sharded_state(cfg: TransformerConfig, seq_len: int, batch: int, steps: int = 3, n_ranks: int = 3,
