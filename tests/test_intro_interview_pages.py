@@ -121,3 +121,29 @@ def test_q5_palm_spikes(interview):
     # and skip 200 to 500 batches.
     assert interview["q5_spikes"] == 20 and interview["q5_rewind"] == 100
     assert (interview["q5_skip_lo"], interview["q5_skip_hi"]) == (200, 500)
+
+
+def test_q6_quotes_the_input_pipeline_chapter(interview):
+    """Question 6 quotes numbers measured by the input-pipeline chapter in the
+    same build: they must be that page's values, unchanged."""
+    ip = page_values("input_pipeline")
+    for name in ("8b_need", "gpt_need", "tok_single_tps", "tl_w0_wait_ms", "tl_w2_wait_ms"):
+        assert interview[f"q6_{name}"] == ip[name]
+    # The loader model's bound: two workers wait less than none (the chapter asserts its timeline too)
+    assert interview["q6_tl_w2_wait_ms"] < interview["q6_tl_w0_wait_ms"]
+
+
+def test_card_items_from_the_later_chapters(intro):
+    ip = page_values("input_pipeline")
+    assert (intro["card_tok_tps"], intro["card_gpt_need"]) == (ip["tok_single_tps"], ip["gpt_need"])
+    assert (intro["card_waste_packed"], intro["card_waste_long"]) == (ip["waste_packed"], ip["waste_long"])
+    # ZeRO (Rajbhandari et al. 2020, Sec. 5): 16 bytes a parameter unsharded, 16/N_d with
+    # stage 3; Llama-3-70B has 70,553,706,496 parameters (hand count in test_scaling_page).
+    n = 70_553_706_496
+    assert intro["card_zero0_gib"] == pytest.approx(16 * n / 2**30, rel=EXACT)
+    assert intro["card_zero3_gib"] == pytest.approx(16 * n / 64 / 2**30, rel=EXACT)
+    # GPipe/1F1B bubble (p - 1) / (m + p - 1) at p = 8, m = 32: 7 / 39
+    assert intro["card_bubble"] == pytest.approx(7 / 39, rel=EXACT)
+    # The plan: failures only add time; goodput is compute over wall clock
+    assert intro["card_plan_ideal"] < intro["card_plan_days"]
+    assert intro["card_plan_goodput"] == pytest.approx(intro["card_plan_ideal"] / intro["card_plan_days"])
