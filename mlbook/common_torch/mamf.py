@@ -14,6 +14,15 @@ BF16 figure is about 794.5 of 989 TFLOP/s (80 %), A100 SXM BF16 about 271 of
 ``refine`` re-times the best shapes found so far; a page calls it between
 measurements of the step it compares against, so that a machine whose speed
 drifts is probed at the same times as the step.
+
+Threads: torch.utils.benchmark.Timer runs its statement on ONE thread unless
+told otherwise, while a training step uses every thread torch has. A ceiling
+timed on one thread is no ceiling for a step on two (on a 2-core CPU the step
+beat it by half). Every timing here therefore runs on ``num_threads``, by
+default ``torch.get_num_threads()``, the count the step runs on.
+
+Layout: as in Bekman's finder, B is stored (n x k) and transposed, the layout
+of a linear layer's weight (Y = X W^T).
 """
 
 from __future__ import annotations
@@ -100,23 +109,30 @@ def _order(grid, include_count: int):
     return own + order
 
 
+def _threads(num_threads) -> int:
+    return torch.get_num_threads() if num_threads is None else validate.positive_int("num_threads", num_threads)
+
+
 def time_matmul(m: int, n: int, k: int, dtype: str = "fp32", device: str = "cpu",
-                min_run_time_s: float = 0.05) -> float:
-    """Best-of-blocks FLOP/s of one (m x k) @ (k x n) matmul: 2 m n k FLOPs."""
+                min_run_time_s: float = 0.05, num_threads: int | None = None) -> float:
+    """Best-of-blocks FLOP/s of one (m x k) @ (k x n) matmul: 2 m n k FLOPs,
+    on ``num_threads`` CPU threads (default: torch's current count)."""
     validate.one_of("dtype", dtype, tuple(TORCH_DTYPES))
     for name, v in (("m", m), ("n", n), ("k", k)):
         validate.positive_int(name, v)
     validate.positive("min_run_time_s", min_run_time_s)
+    threads = _threads(num_threads)
     a = torch.randn(m, k, device=device, dtype=TORCH_DTYPES[dtype])
-    b = torch.randn(k, n, device=device, dtype=TORCH_DTYPES[dtype])
-    timer = benchmark.Timer(stmt="torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b})
+    b = torch.randn(n, k, device=device, dtype=TORCH_DTYPES[dtype]).t()      # (k, n), a linear weight's layout
+    timer = benchmark.Timer(stmt="torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
+                            num_threads=threads)
     seconds = min(timer.blocked_autorange(min_run_time=min_run_time_s).times)
     return 2 * m * n * k / seconds
 
 
 def find_ceiling(dtype: str = "fp32", device: str = "cpu", budget_s: float = 5.0, include: tuple = (),
                  max_dim: int | None = None, min_dim: int = 256, step: int | None = None,
-                 min_run_time_s: float = 0.02) -> MatmulCeiling:
+                 min_run_time_s: float = 0.02, num_threads: int | None = None) -> MatmulCeiling:
     """Sweep matmul shapes for ``budget_s`` seconds and return the best.
 
     The grid runs to 2048 on a CPU and 8192 on a GPU in steps of 256 (512 on
@@ -134,7 +150,7 @@ def find_ceiling(dtype: str = "fp32", device: str = "cpu", budget_s: float = 5.0
     for m, n, k in _order(grid, len(set(map(tuple, include)))):
         if timings and time.perf_counter() - start > budget_s:
             break
-        timings.append(MatmulTiming(m, n, k, time_matmul(m, n, k, dtype, device, min_run_time_s)))
+        timings.append(MatmulTiming(m, n, k, time_matmul(m, n, k, dtype, device, min_run_time_s, num_threads)))
     return _ceiling(timings, dtype, device, len(grid), time.perf_counter() - start)
 
 
@@ -145,14 +161,15 @@ def _ceiling(timings, dtype, device, grid_size, seconds) -> MatmulCeiling:
                          grid_size, seconds)
 
 
-def refine(ceiling: MatmulCeiling, top: int = 3, min_run_time_s: float = 0.05) -> MatmulCeiling:
+def refine(ceiling: MatmulCeiling, top: int = 3, min_run_time_s: float = 0.05,
+           num_threads: int | None = None) -> MatmulCeiling:
     """Time the ``top`` best shapes again and keep, per shape, the better of
     the two measurements: call it between measurements of a step, so the
     ceiling is probed while the machine runs as fast as it did for the step."""
     validate.positive_int("top", top)
     again = {(t.m, t.n, t.k): t for t in ceiling.timings}
     for t in ceiling.timings[:top]:
-        f = time_matmul(t.m, t.n, t.k, ceiling.dtype, ceiling.device, min_run_time_s)
+        f = time_matmul(t.m, t.n, t.k, ceiling.dtype, ceiling.device, min_run_time_s, num_threads)
         if f > t.flops_per_s:
             again[(t.m, t.n, t.k)] = MatmulTiming(t.m, t.n, t.k, f)
     return _ceiling(list(again.values()), ceiling.dtype, ceiling.device, ceiling.grid_size, ceiling.seconds)

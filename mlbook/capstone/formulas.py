@@ -1,0 +1,399 @@
+"""Finding lost MFU, on paper: where a step's time goes and what each fix buys.
+
+Torch-free. The profiler gives named intervals; these functions decide which
+bucket each belongs to, add the buckets up over a step window (the time no
+operator covers is the idle gaps), and turn measured step times into rates,
+MFU, and a waterfall from the datasheet peak down to what the step achieved.
+
+Buckets (BRIEF section 8's checklist, as a step's timeline shows it):
+
+  matmul       the weight matmuls (linear layers, LM head), forward and backward
+  attention    the score and context matmuls, softmax and mask, or a fused kernel
+  elementwise  everything else a model runs: norms, activations, adds, embedding,
+               the loss, casts
+  optimizer    the optimizer step, and zeroing the gradients
+  data         fetching (and here, tokenising) the next batch
+  sync         host synchronisation and logging: ``.item()`` and a print
+  comm         collectives (all-reduce) where there are several processes
+  recompute    a block's forward run again inside the backward pass
+  idle         stretches of the step where no operator runs: host-side Python,
+               framework overhead, waiting
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlbook.common import validate
+from mlbook.common.transformer import TransformerConfig
+
+BUCKETS = ("matmul", "attention", "elementwise", "optimizer", "data", "sync", "comm", "recompute", "idle")
+BUCKET_LABELS = {
+    "matmul": "matmuls (weights)", "attention": "attention", "elementwise": "elementwise & norms",
+    "optimizer": "optimizer", "data": "data loading", "sync": "sync & logging", "comm": "communication",
+    "recompute": "recompute", "idle": "idle gaps",
+}
+
+# The record_function scopes a step is wrapped in ("ladder/step", "ladder/data", ...).
+SCOPE_PREFIX = "ladder/"
+SCOPES = ("step", "data", "forward", "backward", "optimizer", "log", "recompute", "comm")
+# Scopes whose whole duration is one bucket, whatever runs inside them: the
+# work there (tokenising in Python, printing, a Python loop over parameters)
+# is mostly not operators at all.
+SCOPE_BUCKETS = {"data": "data", "log": "sync", "optimizer": "optimizer", "recompute": "recompute",
+                 "comm": "comm"}
+
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+# Lower-case name fragments, checked in this order (first match wins).
+_NAME_RULES = (
+    ("comm", ("nccl", "gloo", "c10d::", "allreduce", "all_reduce", "allgather", "all_gather",
+              "reduce_scatter", "record_param_comms")),
+    ("optimizer", ("optimizer.step", "adam", "multi_tensor_apply", "zero_grad")),
+    # the loss's log-softmax is not attention; it must be caught before "softmax"
+    ("elementwise", ("log_softmax", "logsoftmax", "nll_loss", "cross_entropy")),
+    ("attention", ("scaled_dot_product", "flash", "fmha", "attention", "bmm", "softmax", "masked_fill",
+                   "triu", "aten::matmul")),
+    ("matmul", ("aten::linear", "aten::mm", "aten::addmm", "mmbackward", "addmmbackward", "linearbackward",
+                "gemm", "gemv", "cutlass", "cublas", "xmma", "wgmma", "nvjet", "_scaled_mm")),
+    ("data", ("memcpy htod", "memcpyhtod", "pin_memory")),
+)
+
+
+def bucket_of(name: str, scope: str | None = None) -> str:
+    """The bucket an interval of a step belongs to, from the operator's (or
+    kernel's) name and the innermost ``ladder/`` scope it runs in.
+
+    The scope decides first for data, log (sync), optimizer, recompute and
+    comm: everything inside them is that bucket. Otherwise the name does. A
+    backward node ("autograd::engine::evaluate_function: MmBackward0") goes
+    where its forward op goes. A top-level ``aten::matmul`` is attention:
+    in this book's GPT the weight matmuls are ``aten::linear`` and the only
+    bare ``@`` are Q K^T and P V. Anything unrecognised is elementwise.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string (an operator or kernel name), got {name!r}")
+    if scope is not None:
+        validate.one_of("scope", scope, SCOPES)
+        if scope in SCOPE_BUCKETS:
+            return SCOPE_BUCKETS[scope]
+    low = name.removeprefix(_BACKWARD_PREFIX).lower()
+    for bucket, fragments in _NAME_RULES:
+        if any(f in low for f in fragments):
+            return bucket
+    return "elementwise"
+
+
+def _real(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def account(window_s: float, items) -> dict:
+    """Split a step window of ``window_s`` seconds into buckets.
+
+    ``items`` are (start_s, end_s, bucket, priority) intervals measured from
+    the window's start. Each instant of the window goes to the covering item
+    of highest priority (ties: the one that started first), so a scope's
+    time can be carved out of an operator that encloses it (a recomputed
+    forward inside a backward node). Parts of items outside the window are
+    ignored. Instants no item covers are "idle". Returns {bucket: seconds}
+    for every bucket in BUCKETS; the values add up to ``window_s``.
+    """
+    validate.positive("window_s", window_s)
+    cuts = {0.0, float(window_s)}
+    clean = []
+    for i, item in enumerate(items):
+        if not isinstance(item, (tuple, list)) or len(item) != 4:
+            raise ValueError(f"items[{i}] must be (start_s, end_s, bucket, priority), got {item!r}")
+        start, end, bucket, priority = item
+        start, end = _real(f"items[{i}] start_s", start), _real(f"items[{i}] end_s", end)
+        priority = _real(f"items[{i}] priority", priority)
+        validate.one_of(f"items[{i}] bucket", bucket, BUCKETS)
+        if end < start:
+            raise ValueError(f"items[{i}] ends at {end!r}, before it starts at {start!r}")
+        start, end = max(0.0, start), min(float(window_s), end)
+        if end > start:
+            clean.append((start, end, bucket, priority, i))
+            cuts.update((start, end))
+    out = dict.fromkeys(BUCKETS, 0.0)
+    points = sorted(cuts)
+    # a sweep over the elementary segments between consecutive cut points
+    by_start = sorted(clean, key=lambda c: c[0])
+    active, nxt = [], 0
+    for lo, hi in zip(points, points[1:]):
+        while nxt < len(by_start) and by_start[nxt][0] <= lo:
+            active.append(by_start[nxt])
+            nxt += 1
+        active = [c for c in active if c[1] > lo]
+        if active:
+            best = max(active, key=lambda c: (c[3], -c[0], -c[4]))
+            out[best[2]] += hi - lo
+        else:
+            out["idle"] += hi - lo
+    return out
+
+
+def residual_fraction(step_s: float, accounted_s: float) -> float:
+    """(unprofiled step time - the buckets' sum) / unprofiled step time.
+
+    What the accounting misses (time outside the profiled window) or the
+    profiler adds (its own cost per recorded operator, which makes the
+    profiled window longer and the residual negative)."""
+    validate.positive("step_s", step_s)
+    validate.positive("accounted_s", accounted_s)
+    return (step_s - accounted_s) / step_s
+
+
+def padded_vocab(vocab_size: int, multiple: int = 64) -> int:
+    """The smallest multiple of ``multiple`` at or above ``vocab_size``:
+    nanoGPT's 50,257 -> 50,304. The extra rows are never a target; they only
+    give the LM head's matmul a width the kernels tile without a ragged edge."""
+    validate.positive_int("vocab_size", vocab_size)
+    validate.positive_int("multiple", multiple)
+    return -(-vocab_size // multiple) * multiple
+
+
+def gemm_shapes(cfg: TransformerConfig, tokens: int) -> tuple:
+    """The (m, n, k) of every weight matmul one training step of ``cfg`` runs
+    on ``tokens`` tokens (an (m x k) @ (k x n) product each): forward
+    Y = X W^T is (tokens, out, in); the input gradient (tokens, in, out); the
+    weight gradient (out, in, tokens). Distinct shapes, largest volume first:
+    the MAMF probe times them first, so the ceiling covers the model's own
+    shapes."""
+    validate.instance_of("cfg", cfg, TransformerConfig)
+    tokens = validate.positive_int("tokens", tokens)
+    h, kv, ff, V = cfg.d_model, cfg.kv_dim, cfg.d_ff, cfg.vocab_size
+    weights = [(h, h), (kv, h), (h, h), (ff, h), (h, ff), (V, h)]      # (out, in): q, k/v, o, up, down, head
+    if cfg.mlp == "swiglu":
+        weights.append((ff, h))                                          # the gate
+    shapes = set()
+    for out, inp in weights:
+        shapes |= {(tokens, out, inp), (tokens, inp, out), (out, inp, tokens)}
+    return tuple(sorted(shapes, key=lambda s: (-(s[0] * s[1] * s[2]), s)))
+
+
+@dataclass(frozen=True)
+class RungRates:
+    tokens_per_s: float
+    achieved_flops_per_s: float   # model FLOPs (6N + 12Lhs per token) per second
+    mfu: float                    # against the datasheet (nominal) peak
+    vs_ceiling: float             # against the MAMF ceiling; above 1 means the ceiling was beaten
+
+
+def rung_rates(tokens_per_step: int, step_s: float, flops_per_token: float,
+               peak_flops_per_s: float, ceiling_flops_per_s: float) -> RungRates:
+    """Throughput, MFU and the fraction of the measured ceiling of a step of
+    ``tokens_per_step`` tokens that took ``step_s`` seconds. An MFU above 1
+    is refused (the peak or the FLOP count is wrong); a fraction of the
+    ceiling above 1 is returned, since a probe can miss the best shape."""
+    tokens_per_step = validate.positive_int("tokens_per_step", tokens_per_step)
+    validate.positive("step_s", step_s)
+    validate.positive("flops_per_token", flops_per_token)
+    validate.positive("peak_flops_per_s", peak_flops_per_s)
+    validate.positive("ceiling_flops_per_s", ceiling_flops_per_s)
+    tokens_per_s = tokens_per_step / step_s
+    achieved = tokens_per_s * flops_per_token
+    mfu = achieved / peak_flops_per_s
+    if mfu > 1 + 1e-9:
+        raise ValueError(f"an MFU of {mfu:.1%} is above 100 %: peak_flops_per_s={peak_flops_per_s!r} "
+                         f"or flops_per_token={flops_per_token!r} must be wrong")
+    return RungRates(tokens_per_s, achieved, mfu, achieved / ceiling_flops_per_s)
+
+
+def fix_savings(step_times_s) -> tuple:
+    """The time each rung saved on the one before it: t[i-1] - t[i] for
+    i = 1.. (negative where a fix measured slower)."""
+    try:
+        times = [float(t) for t in step_times_s]
+    except (TypeError, ValueError):
+        raise ValueError(f"step_times_s must be a sequence of seconds, got {step_times_s!r}") from None
+    if len(times) < 2:
+        raise ValueError(f"step_times_s must hold at least two rungs, got {len(times)}")
+    for i, t in enumerate(step_times_s):
+        validate.positive(f"step_times_s[{i}]", t)
+    return tuple(a - b for a, b in zip(times, times[1:]))
+
+
+def exposed_fraction(step_s: float, compute_s: float) -> float:
+    """The share of a step spent beyond its own compute (waiting on a
+    collective, or on a slower rank): (step - compute) / step."""
+    validate.positive("step_s", step_s)
+    validate.positive("compute_s", compute_s)
+    return (step_s - compute_s) / step_s
+
+
+# --- the ladder: its fixes and its sizes -------------------------------------------
+
+@dataclass(frozen=True)
+class Fix:
+    name: str        # a key: "pretokenise", "sdpa", ...
+    label: str       # a short label for tables and figures
+    bucket: str      # the bucket the defect shows in, before the fix (what to look at)
+
+
+# In the order of BRIEF section 8's checklist: is the device busy (data, host
+# syncs), kernel efficiency (attention, matmul shapes, unfused optimizer),
+# recompute, then the micro-batch, the dtype where the hardware rewards it,
+# and the compiler where it pays for itself.
+FIXES = (
+    Fix("pretokenise", "pre-tokenised data", "data"),
+    Fix("log_every_n", "log every N steps", "sync"),
+    Fix("sdpa", "fused attention (SDPA)", "attention"),
+    Fix("pad_vocab", "vocab padded to 64", "matmul"),
+    Fix("fused_adamw", "fused AdamW", "optimizer"),
+    Fix("no_recompute", "no recompute", "recompute"),
+    Fix("bigger_micro_batch", "bigger micro-batch", "matmul"),
+    Fix("bf16", "bf16 autocast", "matmul"),
+    Fix("compile", "torch.compile", "elementwise"),
+)
+FIX_NAMES = tuple(f.name for f in FIXES)
+
+
+def ladder_fixes(bf16_fast: bool, compile_on: bool) -> tuple:
+    """The fixes the ladder applies, in order: bf16 autocast only where the
+    probe found bf16 matmuls at least as fast as fp32 on this device, and
+    torch.compile only where it is switched on (where its compile time pays)."""
+    validate.boolean("bf16_fast", bf16_fast)
+    validate.boolean("compile_on", compile_on)
+    return tuple(f for f in FIXES if (f.name != "bf16" or bf16_fast) and (f.name != "compile" or compile_on))
+
+
+@dataclass(frozen=True)
+class LadderSizes:
+    """Every size the ladder runs at (one place, printed by the page)."""
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    vocab_size: int        # the model's vocabulary before padding (not a multiple of 64)
+    seq_len: int
+    batch: int             # sequences per optimizer step (the global batch, fixed on every rung)
+    small_micro_batch: int  # the defect: sequences per micro-batch before the fix
+    steps: int             # timed steps without the profiler, per rung
+    profiled_steps: int    # profiled steps, per rung, interleaved with those
+    probe_budget_s: float  # seconds for each dtype's MAMF sweep
+    tokenizer_vocab: int   # BPE trained at run time (at most vocab_size)
+    corpus_bytes: int      # raw text it is trained on and the loop reads
+    log_every: int         # after the fix: one .item() every this many steps
+    cpu_threads: int | None  # CPU threads the ladder and its ceiling run on (None: torch's default)
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches per step before the micro-batch fix (k)."""
+        return self.batch // self.small_micro_batch
+
+
+def ladder_sizes(device: str, small: bool) -> LadderSizes:
+    """The sizes for a device: on a GPU a 12-layer model of width 1536 with
+    GPT-2's vocabulary (50,257, padded to 50,304 on its rung); otherwise a
+    small GPT that fits a 2-core CPU's budget, run on one thread (a second
+    thread that another process is using stalls every parallel operator, so a
+    shared machine measures one thread far more steadily; the ceiling is then
+    probed on one thread too). ``small`` gives test sizes."""
+    validate.one_of("device", device, ("cpu", "cuda"))
+    validate.boolean("small", small)
+    if device == "cuda":
+        if small:
+            return LadderSizes(2, 256, 4, 2000, 128, 8, 2, 3, 2, 1.0, 1000, 400_000, 20, None)
+        return LadderSizes(12, 1536, 12, 50257, 1024, 16, 2, 6, 3, 10.0, 4000, 2_000_000, 20, None)
+    if small:
+        return LadderSizes(1, 768, 6, 1000, 64, 4, 1, 3, 3, 0.8, 1000, 400_000, 20, 1)
+    return LadderSizes(4, 384, 3, 2000, 64, 8, 1, 3, 3, 2.5, 2000, 1_000_000, 20, 1)
+
+
+# --- the waterfall ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    top: float      # MFU before this loss (a fraction of the datasheet peak)
+    bottom: float   # MFU after it
+
+
+def waterfall(peak_flops_per_s: float, ceiling_flops_per_s: float, flops_per_step: float,
+              fixed_step_s: float, savings_s: dict, applied) -> tuple:
+    """MFU lost, bar by bar, from the datasheet peak to the MFU of a step
+    with only the ``applied`` fixes.
+
+    Bars: the peak down to the MAMF ceiling (the hardware and library), the
+    ceiling down to the step with every fix (what no fix here removes), then
+    one bar per fix not applied, in ladder order, each adding its measured
+    saving back. The model is additive in time: a step without fix i takes
+    ``savings_s[i]`` longer, whatever else is applied. On the measured rungs
+    (a prefix of the fixes applied) it reproduces the measured times.
+    Returns (bars, final MFU).
+    """
+    validate.positive("peak_flops_per_s", peak_flops_per_s)
+    validate.positive("ceiling_flops_per_s", ceiling_flops_per_s)
+    validate.positive("flops_per_step", flops_per_step)
+    validate.positive("fixed_step_s", fixed_step_s)
+    if not isinstance(savings_s, dict) or not savings_s:
+        raise ValueError(f"savings_s must be a non-empty dict {{fix: seconds}}, got {savings_s!r}")
+    for name, s in savings_s.items():
+        _real(f"savings_s[{name!r}]", s)
+    if isinstance(applied, str) or not hasattr(applied, "__iter__"):
+        raise ValueError(f"applied must be a collection of fix names, got {applied!r}")
+    applied = set(applied)
+    unknown = applied - set(savings_s)
+    if unknown:
+        raise ValueError(f"applied names fixes that savings_s lacks: {sorted(unknown)}")
+    ceiling_mfu = ceiling_flops_per_s / peak_flops_per_s
+    t = float(fixed_step_s)
+    level = flops_per_step / (t * peak_flops_per_s)
+    bars = [Bar("peak to MAMF ceiling", 1.0, ceiling_mfu), Bar("ceiling to all fixes", ceiling_mfu, level)]
+    for name, saved in savings_s.items():
+        if name in applied:
+            continue
+        t += saved
+        if t <= 0:
+            raise ValueError(f"without {name!r} the additive model gives a step of {t!r} s: savings_s is not "
+                             "a set of measured rungs")
+        new = flops_per_step / (t * peak_flops_per_s)
+        bars.append(Bar(name, level, new))
+        level = new
+    return tuple(bars), level
+
+
+# --- published figures the page sets beside its own ----------------------------------
+
+@dataclass(frozen=True)
+class PublishedMamf:
+    accelerator: str
+    mamf_tflops: float       # best measured BF16 matmul
+    peak_tflops: float       # the datasheet's dense BF16 peak
+    shape: str               # the best shape, M x N x K
+    torch: str
+
+
+# Bekman, ML Engineering open book, compute/accelerator/README.md, "Maximum Achievable
+# Matmul FLOPS comparison table", BF16 (benchmark v2: mean of 100 iterations after 50 warm-up).
+PUBLISHED_MAMF = (
+    PublishedMamf("NVIDIA A100 SXM", 271.2, 312, "1024x10240x5120", "2.6.0+cu126"),
+    PublishedMamf("NVIDIA H100 SXM", 794.5, 989, "2048x2048x13312", "2.7.0+cu126"),
+)
+
+
+@dataclass(frozen=True)
+class PublishedRung:
+    change: str
+    tokens_per_s: float
+
+
+# Raschka, LLMs-from-scratch, ch05/10_llm-training-speed/README.md: a 124M GPT on one
+# A100, each change applied on top of the ones before ("Avg tok/sec", from torch.compile
+# on "Step tok/sec" at the end of epoch 1).
+RASCHKA_LADDER = (
+    PublishedRung("baseline", 12_525),
+    PublishedRung("causal mask on the fly", 12_526),
+    PublishedRung("tensor cores (TF32)", 27_648),
+    PublishedRung("fused AdamW", 28_399),
+    PublishedRung("pinned memory", 28_402),
+    PublishedRung("bf16", 45_486),
+    PublishedRung("native LayerNorm and GELU", 55_256),
+    PublishedRung("FlashAttention (SDPA)", 91_901),
+    PublishedRung("torch.compile", 112_046),
+    PublishedRung("vocabulary 50,257 -> 50,304", 127_345),
+    PublishedRung("bigger batch", 142_156),
+)
