@@ -123,7 +123,7 @@ BASE = dict(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096)
     (dict(tp=3), "tp x pp"), (dict(tp=0), "tp"), (dict(pp=0), "pp"), (dict(dp=3), "dp x tp x pp"),
     (dict(tp=128, n_gpus=4096), "tp=128 must divide the model's n_heads"),
     (dict(pp=128, n_gpus=4096), "pp=128 must not exceed the model's n_layers"),
-    (dict(zero_stage=4), "zero_stage"), (dict(micro_batch=0), "micro_batch"), (dict(grad_accum=-1), "grad_accum"),
+    (dict(zero_stage=4), "zero_stage"), (dict(zero_stage=True), "zero_stage"), (dict(micro_batch=0), "micro_batch"), (dict(grad_accum=-1), "grad_accum"),
     (dict(global_batch=1000), "must fill global_batch"), (dict(recompute="half"), "recompute"),
     (dict(failures_per_gpu_hour=0), "failures_per_gpu_hour"),
     (dict(storage_bytes_per_s=float("inf")), "storage_bytes_per_s"), (dict(restart_s=-1), "restart_s"),
@@ -132,6 +132,14 @@ BASE = dict(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096)
 def test_every_rule_names_itself(change, field):
     with pytest.raises(ValueError, match=field.replace("(", r"\(").replace("+", r"\+")):
         RunSpec(**{**BASE, **change})
+
+
+def test_the_calculators_take_a_runspec_and_nothing_else():
+    for fn in (plan, memory_per_gpu):
+        with pytest.raises(ValueError, match="spec must be a RunSpec"):
+            fn({"model": "Llama-3-70B"})
+    with pytest.raises(ValueError, match="plan must be a Plan"):
+        as_dict("plan")
 
 
 def test_a_run_that_cannot_progress_is_refused():

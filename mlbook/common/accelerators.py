@@ -1,12 +1,12 @@
-"""Accelerator specifications in one table, and a matmul throughput probe.
+"""Accelerator specifications in one table, and their interconnects in another.
 
 Every hardware number the book uses lives here, once, with its source and the
 date it was read. Peaks are dense tensor-core throughput (no 2:4 sparsity).
 Memory sizes are the vendor's decimal gigabytes (10^9 bytes), as printed on
 the datasheets; the book converts to GiB where it reports memory.
 
-The table imports nothing heavy; ``measure_matmul_flops_per_s`` imports torch
-only when called.
+Nothing here imports torch; the throughput probes that measure a device live
+in mlbook.common_torch (device.py, mamf.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ Activations come on top and depend on the batch and sequence length
 from __future__ import annotations
 
 from mlbook.common import validate
-from mlbook.common.units import GIB  # noqa: F401  (memory.GIB: chapters read it from here)
 
 # bytes per parameter of mixed-precision Adam, item by item
 ADAM_MIXED_STATE_BYTES = {

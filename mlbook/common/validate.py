@@ -57,7 +57,11 @@ def fraction(name: str, value, *, allow_zero: bool = False, allow_one: bool = Tr
 
 
 def one_of(name: str, value, allowed):
-    """One of a fixed set of choices."""
+    """One of a fixed set of choices. A bool is refused where the choices hold
+    none (True == 1, so ``True in (0, 1, 2, 3)`` would otherwise pass)."""
+    if isinstance(value, bool) and not any(isinstance(a, bool) for a in allowed):
+        choices = ", ".join(repr(a) for a in allowed)
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
     if value not in allowed:
         choices = ", ".join(repr(a) for a in allowed)
         raise ValueError(f"{name} must be one of {choices}; got {value!r}")

@@ -1,1 +1,2 @@
-"""Torch pieces several chapters share: the small GPT, toy models, timing and device helpers, process launch, the checkpointer and sampler."""
+"""Torch pieces several chapters share: the small GPT, toy models, the dtype map, timing and device
+helpers, the matmul ceiling probe (MAMF), process launch, the checkpointer and sampler."""

@@ -14,7 +14,7 @@ from dataclasses import fields
 
 from mlbook.common.accelerators import ACCELERATORS, ALIASES
 from mlbook.common.transformer import PRESETS
-from mlbook.common.units import GIB
+from mlbook.common.units import GB, GIB, HOUR_S, MINUTE_S, TB, TERA
 from mlbook.plan.planner import (DEFAULT_RESTART_S, DEFAULT_STORAGE_BYTES_PER_S, RECOMPUTE, RunSpec,
                                  ZERO_STAGES, as_dict, llama3_failures_per_gpu_hour, plan)
 
@@ -56,9 +56,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--failures-per-gpu-hour", type=float, default=llama3_failures_per_gpu_hour(),
                     help="failure rate per GPU-hour (default %(default).3g: Llama 3 405B's 419 "
                          "unexpected interruptions in 54 days on 16,384 GPUs)")
-    ap.add_argument("--storage-gb-per-s", type=float, default=DEFAULT_STORAGE_BYTES_PER_S / 1e9,
+    ap.add_argument("--storage-gb-per-s", type=float, default=DEFAULT_STORAGE_BYTES_PER_S / GB,
                     help="aggregate checkpoint write bandwidth, GB/s (default %(default)g, an assumption)")
-    ap.add_argument("--restart-min", type=float, default=DEFAULT_RESTART_S / 60,
+    ap.add_argument("--restart-min", type=float, default=DEFAULT_RESTART_S / MINUTE_S,
                     help="minutes to detect a failure, reschedule and reload (default %(default)g, "
                          "an assumption)")
     ap.add_argument("--interval-min", type=float, default=None,
@@ -73,8 +73,8 @@ def spec_from_args(args) -> RunSpec:
         seq_len=args.seq_len, tp=args.tp, pp=args.pp, dp=args.dp, zero_stage=args.zero,
         micro_batch=args.micro_batch, grad_accum=args.grad_accum, global_batch=args.global_batch,
         recompute=args.recompute, failures_per_gpu_hour=args.failures_per_gpu_hour,
-        storage_bytes_per_s=args.storage_gb_per_s * 1e9, restart_s=args.restart_min * 60,
-        interval_s=None if args.interval_min is None else args.interval_min * 60)
+        storage_bytes_per_s=args.storage_gb_per_s * GB, restart_s=args.restart_min * MINUTE_S,
+        interval_s=None if args.interval_min is None else args.interval_min * MINUTE_S)
 
 
 def _flag_for(message: str) -> str:
@@ -95,7 +95,7 @@ def budget_lines(d: dict) -> list[str]:
     mb = d["memory_breakdown_bytes"]
     lost = d["lost_days"]
     rows = [
-        ("run", f"{d['model']}, {d['tokens'] / 1e12:g}T tokens, s={d['seq_len']:,}, "
+        ("run", f"{d['model']}, {d['tokens'] / TERA:g}T tokens, s={d['seq_len']:,}, "
                 f"{d['n_gpus']:,} x {d['gpu']} (dp {d['dp']} x tp {d['tp']} x pp {d['pp']})"),
         ("compute (6ND)", f"{d['compute_flops_6nd']:.3e} FLOPs"),
         ("compute (6N+12Lhs)", f"{d['compute_flops']:.3e} FLOPs  <- MFU convention"),
@@ -106,10 +106,10 @@ def budget_lines(d: dict) -> list[str]:
         ("  weights / grads", f"{gib(mb['weights'])} / {gib(mb['gradients'])}"),
         ("  optimizer", f"{gib(mb['optimizer'])} (ZeRO-{d['zero_stage']})"),
         ("  activations", f"{gib(mb['activations'])} (recompute: {d['recompute']})"),
-        ("checkpoint", f"{d['checkpoint_bytes'] / 1e12:,.2f} TB, written in {d['checkpoint_write_s']:,.1f} s"),
-        ("job MTBF", f"{d['job_mtbf_s'] / 3600:,.2f} h"),
-        ("checkpoint every", f"{d['checkpoint_interval_s'] / 60:,.1f} min (Young "
-                             f"{d['young_interval_s'] / 60:,.1f}, Daly {d['daly_interval_s'] / 60:,.1f})"),
+        ("checkpoint", f"{d['checkpoint_bytes'] / TB:,.2f} TB, written in {d['checkpoint_write_s']:,.1f} s"),
+        ("job MTBF", f"{d['job_mtbf_s'] / HOUR_S:,.2f} h"),
+        ("checkpoint every", f"{d['checkpoint_interval_s'] / MINUTE_S:,.1f} min (Young "
+                             f"{d['young_interval_s'] / MINUTE_S:,.1f}, Daly {d['daly_interval_s'] / MINUTE_S:,.1f})"),
         ("expected failures", f"{d['expected_failures']:,.0f}"),
         ("lost to", f"checkpoints {lost['checkpoints']:,.2f} d, rework {lost['rework']:,.2f} d, "
                     f"restarts {lost['restarts']:,.2f} d"),

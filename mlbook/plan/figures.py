@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlbook.common.units import GIB
+from mlbook.common.units import GIB, MINUTE_S, TERA
 from mlbook.plan.planner import Plan, RunSpec, plan
 from mlbook.plotting.style import new_figure
 
@@ -46,6 +46,6 @@ def budget(p: Plan):
 def explorer(model: str, tokens_trillions: float, gpu: str, n_gpus: int, tp: int, pp: int, mfu: float,
              zero_stage: int, recompute: str, restart_min: float):
     """The budget figure for a slider setting."""
-    spec = RunSpec(model=model, tokens=tokens_trillions * 1e12, gpu=gpu, n_gpus=n_gpus, tp=tp, pp=pp,
-                   mfu=mfu, zero_stage=zero_stage, recompute=recompute, restart_s=restart_min * 60)
+    spec = RunSpec(model=model, tokens=tokens_trillions * TERA, gpu=gpu, n_gpus=n_gpus, tp=tp, pp=pp,
+                   mfu=mfu, zero_stage=zero_stage, recompute=recompute, restart_s=restart_min * MINUTE_S)
     return budget(plan(spec))

@@ -37,7 +37,7 @@ from mlbook.cadence import formulas as cadence
 from mlbook.common import validate
 from mlbook.common.accelerators import accelerator
 from mlbook.common.transformer import PRESETS, TransformerConfig
-from mlbook.common.units import DAY_S, HOUR_S
+from mlbook.common.units import DAY_S, HOUR_S, MINUTE_S
 from mlbook.faults import formulas as faults
 from mlbook.mfu import flops
 from mlbook.recompute.formulas import STRATEGIES, checkpoint_plans
@@ -51,13 +51,13 @@ def llama3_failures_per_gpu_hour() -> float:
     """Unexpected interruptions per GPU-hour in Llama 3 405B's 54-day log:
     419 / (54 days x 24 h x 16,384 GPUs) (Grattafiori et al. 2024, Sec. 3.3.4)."""
     log = faults.LLAMA3_405B_LOG
-    return log.unexpected / (log.days * 24 * log.gpus)
+    return log.unexpected / (log.days * DAY_S / HOUR_S * log.gpus)
 
 
 # What a run plans with when the user does not say. Each is an assumption a
 # reader should replace with their own numbers.
 DEFAULT_STORAGE_BYTES_PER_S = cadence.ASSUMED_STORAGE_BYTES_PER_S
-DEFAULT_RESTART_S = 10 * 60.0        # detect, reschedule, reload: an assumption, not a measurement
+DEFAULT_RESTART_S = 10 * MINUTE_S       # detect, reschedule, reload: an assumption, not a measurement
 
 
 @dataclass(frozen=True)
@@ -204,6 +204,7 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     stage holds ceil(L/pp) layers, which is what is counted. Tensor parallelism with sequence parallelism
     divides the activations by tp (ibid., Sec. 4.2.2).
     """
+    validate.instance_of("spec", spec, RunSpec)
     cfg = spec.config
     n_local = flops.n_params(cfg) / (spec.tp * spec.pp)
     state = zero_state(n_local, spec.dp, spec.zero_stage)
@@ -216,6 +217,7 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
 
 def plan(spec: RunSpec) -> Plan:
     """The budget of the run ``spec`` describes."""
+    validate.instance_of("spec", spec, RunSpec)
     cfg = spec.config
     n = flops.n_params(cfg)
     c6 = flops.six_nd(n, spec.tokens)
@@ -254,6 +256,7 @@ def plan(spec: RunSpec) -> Plan:
 
 def as_dict(p: Plan) -> dict:
     """The plan as plain numbers with stable keys (what ``--json`` prints)."""
+    validate.instance_of("plan", p, Plan)
     m = p.memory
     return {
         "model": p.spec.config.name, "gpu": accelerator(p.spec.gpu).name, "n_gpus": p.spec.n_gpus,

@@ -85,34 +85,6 @@ def live_figure(draw, ranges=None, **controls):
     return box
 
 
-REDRAW_BUDGET_S = 0.1  # what the book aims at for one slider redraw on an idle laptop
-
-
-def _bare_figure(panels: int = 1):
-    from mlbook.plotting.style import new_figure
-
-    fig, axes = new_figure(ncols=panels)
-    for ax in (axes if panels > 1 else [axes]):
-        ax.plot([0, 1], [0, 1])
-        ax.set_xlabel("x")
-        ax.set_ylabel("y")
-        ax.set_title("t")
-    return fig
-
-
-def redraw_budget_s(panels: int = 1) -> float:
-    """The redraw budget a slider figure of ``panels`` axes is tested against.
-
-    REDRAW_BUDGET_S, stretched to 2.5 bare figures of as many panels with one
-    line each where that is more: on a slow or busy machine a bare figure
-    alone can take 40 ms, and a bare two-panel one about 100 ms on the 2-core
-    machine this book is built on. Still self-calibrated, so a pass/fail on it
-    proves little on a noisy machine: record ``redraw_seconds`` as a
-    benchmark instead (the MFU chapter's tests do).
-    """
-    return max(REDRAW_BUDGET_S, 2.5 * redraw_seconds(_bare_figure, repeats=5, panels=panels))
-
-
 def redraw_seconds(draw, repeats: int = 3, **values) -> float:
     """Best-of-``repeats`` wall time of one draw and render to pixels: a
     benchmark to record, not a test to pass (a busy machine stretches it)."""
