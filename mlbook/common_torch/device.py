@@ -55,28 +55,14 @@ def nominal_peak_flops_per_s(device: str, dtype: str) -> tuple[float, str]:
     return cpu_nominal_peak_flops_per_s(dtype)
 
 
-_TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def measure_matmul_flops_per_s(dtype: str = "fp32", n: int = 1024, device: str = "cpu",
                                min_run_time_s: float = 0.3) -> float:
-    """Measured FLOP/s of an n x n x n matmul on ``device`` in ``dtype``.
+    """Measured FLOP/s of one n x n x n matmul on ``device`` in ``dtype``
+    (2 n^3 FLOPs), best of its timed blocks, on torch's thread count: one
+    shape of the sweep in mlbook.common_torch.mamf, which finds the ceiling."""
+    from mlbook.common_torch import mamf
 
-    Timed with torch.utils.benchmark (which synchronises CUDA and warms up);
-    a matmul is 2 n^3 FLOPs. The fastest of the timed blocks is used: this is
-    a ceiling for comparison, and on a shared CPU the median can fall well
-    below what the same kernels reach a second later. Keep n small for fp16
-    on a CPU without fast fp16 kernels.
-    """
-    import torch
-    from torch.utils import benchmark
-
-    validate.one_of("dtype", dtype, tuple(_TORCH_DTYPES))
     validate.positive_int("n", n)
-    validate.positive("min_run_time_s", min_run_time_s)
-    torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
-    a = torch.randn(n, n, device=device, dtype=torch_dtype)
-    b = torch.randn(n, n, device=device, dtype=torch_dtype)
-    timer = benchmark.Timer(stmt="torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b})
-    seconds = min(timer.blocked_autorange(min_run_time=min_run_time_s).times)
-    return 2 * n**3 / seconds
+    return mamf.time_matmul(n, n, n, dtype, device, min_run_time_s)

@@ -35,8 +35,10 @@ import torch
 from torch.utils import benchmark
 
 from mlbook.common import validate
+from mlbook.common_torch.dtypes import DTYPES
 
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# The dtypes a matmul ceiling is probed in (fp8 matmuls need scaled kernels, not torch.mm).
+MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -117,13 +119,13 @@ def time_matmul(m: int, n: int, k: int, dtype: str = "fp32", device: str = "cpu"
                 min_run_time_s: float = 0.05, num_threads: int | None = None) -> float:
     """Best-of-blocks FLOP/s of one (m x k) @ (k x n) matmul: 2 m n k FLOPs,
     on ``num_threads`` CPU threads (default: torch's current count)."""
-    validate.one_of("dtype", dtype, tuple(TORCH_DTYPES))
+    validate.one_of("dtype", dtype, MATMUL_DTYPES)
     for name, v in (("m", m), ("n", n), ("k", k)):
         validate.positive_int(name, v)
     validate.positive("min_run_time_s", min_run_time_s)
     threads = _threads(num_threads)
-    a = torch.randn(m, k, device=device, dtype=TORCH_DTYPES[dtype])
-    b = torch.randn(n, k, device=device, dtype=TORCH_DTYPES[dtype]).t()      # (k, n), a linear weight's layout
+    a = torch.randn(m, k, device=device, dtype=DTYPES[dtype])
+    b = torch.randn(n, k, device=device, dtype=DTYPES[dtype]).t()      # (k, n), a linear weight's layout
     timer = benchmark.Timer(stmt="torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
                             num_threads=threads)
     seconds = min(timer.blocked_autorange(min_run_time=min_run_time_s).times)
@@ -139,7 +141,7 @@ def find_ceiling(dtype: str = "fp32", device: str = "cpu", budget_s: float = 5.0
     a GPU) unless told otherwise; ``include`` adds the model's own shapes,
     which are timed first. At least one shape is always timed.
     """
-    validate.one_of("dtype", dtype, tuple(TORCH_DTYPES))
+    validate.one_of("dtype", dtype, MATMUL_DTYPES)
     validate.positive("budget_s", budget_s)
     on_gpu = str(device).startswith("cuda")
     max_dim = max_dim or (8192 if on_gpu else 2048)

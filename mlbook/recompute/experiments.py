@@ -30,6 +30,7 @@ from torch.utils.checkpoint import (
 )
 
 from mlbook.common import validate
+from mlbook.common_torch.dtypes import DTYPES
 from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch import timing as measure
 from mlbook.common_torch.gpt import GPT, MLP, Block, CausalSelfAttention, random_batch
@@ -41,7 +42,6 @@ from mlbook.recompute.formulas import SCORE_ITEMS, block_saved_items, layer_forw
 # paper's fused kernels do not keep.
 SAVED_BYTES_TOLERANCE = 0.02
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 STRATEGIES = ("none", "selective", "full")
 # The page's four GPT-block cases: (label, dtype, dropout, attention).
 BLOCK_CASES = (("fp32, no dropout", "fp32", 0.0, "math"), ("fp32, dropout 0.1", "fp32", 0.1, "math"),
@@ -158,7 +158,7 @@ def compare_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "fp32",
         raise ValueError("compare_block needs Korthikanti's block: a GELU MLP and "
                          f"multi-head attention; got mlp={cfg.mlp!r}, n_kv_heads={cfg.n_kv_heads}")
     torch.manual_seed(seed)
-    torch_dtype = DTYPES[dtype]
+    torch_dtype = DTYPES[validate.one_of("dtype", dtype, ("fp32", "bf16"))]
     block = Block(cfg, dropout=dropout, attn_impl=attn_impl).to(device=device, dtype=torch_dtype).train()
     act_bytes = torch.finfo(torch_dtype).bits // 8
     items = block_saved_items(s, b, cfg.d_model, cfg.n_heads, act_bytes=act_bytes,
@@ -264,7 +264,7 @@ def compare_llama_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "bf
         raise ValueError("compare_llama_block needs Llama 2's block: a SwiGLU MLP and "
                          f"multi-head attention; got mlp={cfg.mlp!r}, n_kv_heads={cfg.n_kv_heads}")
     torch.manual_seed(seed)
-    torch_dtype = DTYPES[dtype]
+    torch_dtype = DTYPES[validate.one_of("dtype", dtype, ("fp32", "bf16"))]
     block = LlamaBlock(cfg, max_seq_len=s).to(device=device, dtype=torch_dtype).train()
     act_bytes = torch.finfo(torch_dtype).bits // 8
     items = block_saved_items(s, b, cfg.d_model, cfg.n_heads, act_bytes=act_bytes, dropout=False,
