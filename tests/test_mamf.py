@@ -58,3 +58,28 @@ def test_time_matmul_counts_2mnk():
         mamf.time_matmul(64, 64, 64, dtype="int8")
     with pytest.raises(ValueError, match="budget_s"):
         mamf.find_ceiling(budget_s=0)
+
+
+def test_merge_keeps_each_shapes_best_and_refuses_mixed_dtypes():
+    a = mamf._ceiling([mamf.MatmulTiming(64, 64, 64, 1e9), mamf.MatmulTiming(128, 64, 64, 3e9)], "fp32", "cpu", 2, 1.0)
+    b = mamf._ceiling([mamf.MatmulTiming(64, 64, 64, 4e9)], "fp32", "cpu", 5, 2.0)
+    m = mamf.merge(a, b)
+    assert m.flops_per_s == 4e9 and m.shape == (64, 64, 64) and len(m.timings) == 2
+    assert m.grid_size == 5 and m.seconds == 3.0
+    with pytest.raises(ValueError, match="one dtype"):
+        mamf.merge(a, mamf._ceiling([mamf.MatmulTiming(64, 64, 64, 1e9)], "bf16", "cpu", 1, 0.0))
+
+
+def test_time_matmul_runs_on_torchs_thread_count(monkeypatch):
+    """benchmark.Timer defaults to one thread; the probe must pass torch's count,
+    or a two-thread step beats a one-thread 'ceiling'."""
+    seen = {}
+    real = mamf.benchmark.Timer
+
+    def spy(*args, **kwargs):
+        seen["num_threads"] = kwargs.get("num_threads")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mamf.benchmark, "Timer", spy)
+    mamf.time_matmul(64, 64, 64, min_run_time_s=0.01)
+    assert seen["num_threads"] == torch.get_num_threads()

@@ -175,3 +175,17 @@ def refine(ceiling: MatmulCeiling, top: int = 3, min_run_time_s: float = 0.05,
         if f > t.flops_per_s:
             again[(t.m, t.n, t.k)] = MatmulTiming(t.m, t.n, t.k, f)
     return _ceiling(list(again.values()), ceiling.dtype, ceiling.device, ceiling.grid_size, ceiling.seconds)
+
+
+def merge(a: MatmulCeiling, b: MatmulCeiling) -> MatmulCeiling:
+    """Two sweeps of the same dtype and device as one: each shape at the better
+    of its measurements, the best shape the ceiling."""
+    if (a.dtype, a.device) != (b.dtype, b.device):
+        raise ValueError(f"can only merge sweeps of one dtype and device, got {a.dtype}/{a.device} "
+                         f"and {b.dtype}/{b.device}")
+    best = {}
+    for t in a.timings + b.timings:
+        key = (t.m, t.n, t.k)
+        if key not in best or t.flops_per_s > best[key].flops_per_s:
+            best[key] = t
+    return _ceiling(list(best.values()), a.dtype, a.device, max(a.grid_size, b.grid_size), a.seconds + b.seconds)

@@ -116,7 +116,7 @@ def measure_mfu(cfg: TransformerConfig, seq_len: int, batch: int, steps: int, de
         log(f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's own {len(include)} first) ...")
         found = mamf.find_ceiling(dtype, device, budget_s=ceiling_budget_s, include=include, max_dim=max_dim,
                                   min_run_time_s=min(min_run_time_s, 0.05))
-        ceiling = found if ceiling is None or found.flops_per_s > ceiling.flops_per_s else ceiling
+        ceiling = found if ceiling is None else mamf.merge(ceiling, found)
         for r in range(rounds):
             log(f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x s={seq_len}, then the best shapes again ...")
             times += measure.time_steps(step, steps=steps, warmup=1 if not times else 0, device=device)
