@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test lab install clean
+.PHONY: book test lab install clean gpu-check
 
 book: $(STAMP)
 	$(PY) tools/build.py
@@ -22,6 +22,11 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 install: $(STAMP)
+
+# Every chapter on a CUDA GPU at reader sizes (DEVICE="cuda"); what it measured goes
+# to _build/gpu/. Refuses (status 2) without one. See tools/gpu_check.py and the README.
+gpu-check: $(STAMP)
+	$(PY) tools/gpu_check.py
 
 # The venv, the package (editable), the widget scripts the book serves itself,
 # JupyterLab's "open text notebooks as notebooks" setting, and Chromium for the

@@ -496,13 +496,7 @@ def widen_ceiling(ceiling: mamf.MatmulCeiling, budget_s: float, min_run_time_s: 
     more = mamf.find_ceiling(ceiling.dtype, ceiling.device, budget_s,
                              include=tuple((t.m, t.n, t.k) for t in ceiling.timings[:8]),
                              min_run_time_s=min_run_time_s)
-    best = {}
-    for t in ceiling.timings + more.timings:
-        key = (t.m, t.n, t.k)
-        if key not in best or t.flops_per_s > best[key].flops_per_s:
-            best[key] = t
-    return mamf._ceiling(list(best.values()), ceiling.dtype, ceiling.device, max(ceiling.grid_size, more.grid_size),
-                         ceiling.seconds + more.seconds)
+    return mamf.merge(ceiling, more)
 
 
 def nominal_peak(device: str, dtype: str, cpu_threads_used: int | None = None) -> tuple:

@@ -205,15 +205,14 @@ def rung_rates(tokens_per_step: int, step_s: float, flops_per_token: float,
 def fix_savings(step_times_s) -> tuple:
     """The time each rung saved on the one before it: t[i-1] - t[i] for
     i = 1.. (negative where a fix measured slower)."""
-    try:
-        times = [float(t) for t in step_times_s]
-    except (TypeError, ValueError):
-        raise ValueError(f"step_times_s must be a sequence of seconds, got {step_times_s!r}") from None
+    if isinstance(step_times_s, (str, bytes)) or not hasattr(step_times_s, "__iter__"):
+        raise ValueError(f"step_times_s must be a sequence of seconds, got {step_times_s!r}")
+    times = list(step_times_s)
     if len(times) < 2:
         raise ValueError(f"step_times_s must hold at least two rungs, got {len(times)}")
-    for i, t in enumerate(step_times_s):
+    for i, t in enumerate(times):
         validate.positive(f"step_times_s[{i}]", t)
-    return tuple(a - b for a, b in zip(times, times[1:]))
+    return tuple(float(a) - float(b) for a, b in zip(times, times[1:]))
 
 
 def exposed_fraction(step_s: float, compute_s: float) -> float:
