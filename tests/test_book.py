@@ -325,7 +325,7 @@ ALLOWED_CONSOLE = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")   # closed before test_lab.py starts its own (one sync Playwright at a time)
 def browser(book):
     with chromium() as b:
         yield b
