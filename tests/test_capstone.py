@@ -224,6 +224,16 @@ def test_a_tiny_ladder_reports_every_rung(data):
     assert ladder.ceilings["fp32"].flops_per_s >= ceilings["fp32"].flops_per_s
 
 
+def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
+    """A ceiling that a step beat (here: one recorded far too low) is widened by a longer sweep
+    that re-times its shapes and adds more; the result is the best of both."""
+    low = mamf.MatmulCeiling(1e6, 128, 128, 128, "fp32", "cpu", (mamf.MatmulTiming(128, 128, 128, 1e6),), 1, 0.0)
+    wide = ex.widen_ceiling(low, budget_s=0.05, min_run_time_s=0.005)
+    assert wide.flops_per_s > low.flops_per_s
+    assert (128, 128, 128) in [(t.m, t.n, t.k) for t in wide.timings]        # its shapes were timed again
+    assert wide.flops_per_s == max(t.flops_per_s for t in wide.timings)
+
+
 def test_the_probe_times_on_the_steps_threads(monkeypatch):
     """benchmark.Timer runs on one thread unless told: the probe must pass torch's count."""
     seen = []

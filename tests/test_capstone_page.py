@@ -62,7 +62,7 @@ def test_the_rungs_follow_the_probe(v):
     assert v["ladder_final_dtype"] == ("bf16" if bf16 else "fp32")
     if not gpu:
         assert v["ladder_final_label"] == ("bf16 autocast" if bf16 else "bigger micro-batch")
-        assert (v["bf16_step_ratio"] > 0) == bf16               # 0 is the page's "no bf16 rung"
+        assert (v["bf16_step_ratio"] > 0) == bf16 == (v["bf16_matmul_ratio"] > 0)   # 0: "no bf16 rung"
     # The vocabulary starts ragged: not a multiple of 64 (the defect the pad fixes).
     assert v["vocab_raw"] % 64 != 0
 

@@ -110,11 +110,13 @@ class TextData:
 
     ``batch(b, in_loop=False)`` cuts b windows of s+1 tokens from the corpus
     tokenised once up front. ``in_loop=True`` is the slow loader: for each
-    sequence it picks a source file and tokenises the whole of it, then keeps
-    the first s+1 tokens, as a loader that reads raw text does.
+    sequence it reads ``raw_chars`` characters of raw text from a random place
+    (about one source file's worth) and tokenises all of them to keep the
+    first s+1 tokens, as a loader that tokenises whole documents does. The
+    amount read is fixed, so every step pays the same.
     """
 
-    def __init__(self, sizes: cf.LadderSizes, seed: int = 0):
+    def __init__(self, sizes: cf.LadderSizes, seed: int = 0, raw_chars: int = 16_384):
         from mlbook.input_pipeline.tokenizer import EOS, encode_documents, python_sources, train_bpe
 
         corpus = python_sources(sizes.corpus_bytes)
@@ -122,6 +124,8 @@ class TextData:
         self.eos = self.tok.token_to_id(EOS)
         self.texts = corpus.texts
         self.n_bytes = corpus.n_bytes
+        self.raw = EOS.join(corpus.texts)
+        self.raw_chars = validate.positive_int("raw_chars", raw_chars)
         ids = []
         for doc in encode_documents(self.tok, corpus.texts):
             ids.extend(doc)
@@ -129,9 +133,10 @@ class TextData:
         self.stream = torch.tensor(ids, dtype=torch.long)                     # (n_tokens,)
         self.seq_len = sizes.seq_len
         self.gen = torch.Generator().manual_seed(seed)
-        if len(self.stream) <= self.seq_len + 1:
-            raise ValueError(f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens, fewer than "
-                             f"seq_len + 1 = {self.seq_len + 1}")
+        if len(self.stream) <= self.seq_len + 1 or len(self.raw) <= raw_chars:
+            raise ValueError(f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens and "
+                             f"{len(self.raw)} characters: too few for seq_len={self.seq_len} and "
+                             f"raw_chars={raw_chars}")
 
     @property
     def vocab_size(self) -> int:
@@ -142,12 +147,10 @@ class TextData:
         if in_loop:
             rows = []
             for _ in range(b):
-                i = int(torch.randint(len(self.texts), (1,), generator=self.gen))
-                ids = []
-                while len(ids) < s + 1:                 # short files: read on into the next one
-                    ids.extend(self.tok.encode(self.texts[i]).ids)
-                    ids.append(self.eos)
-                    i = (i + 1) % len(self.texts)
+                start = int(torch.randint(len(self.raw) - self.raw_chars, (1,), generator=self.gen))
+                ids = self.tok.encode(self.raw[start: start + self.raw_chars]).ids
+                if len(ids) < s + 1:
+                    raise ValueError(f"raw_chars={self.raw_chars} gave {len(ids)} tokens, fewer than s+1 = {s + 1}")
                 rows.append(ids[: s + 1])
             rows = torch.tensor(rows, dtype=torch.long)                       # (b, s+1)
         else:

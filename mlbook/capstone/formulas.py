@@ -298,8 +298,8 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
             return LadderSizes(2, 256, 4, 2000, 128, 8, 2, 3, 2, 1.0, 1000, 400_000, 20, None)
         return LadderSizes(12, 1536, 12, 50257, 1024, 16, 2, 6, 3, 10.0, 4000, 2_000_000, 20, None)
     if small:
-        return LadderSizes(1, 768, 6, 1000, 64, 4, 1, 3, 3, 0.8, 1000, 400_000, 20, 1)
-    return LadderSizes(4, 384, 3, 2000, 64, 8, 1, 3, 3, 2.5, 2000, 1_000_000, 20, 1)
+        return LadderSizes(1, 768, 6, 1000, 128, 2, 1, 3, 3, 0.8, 1000, 400_000, 20, 1)
+    return LadderSizes(2, 512, 4, 2000, 64, 8, 2, 3, 3, 2.5, 2000, 1_000_000, 20, 1)
 
 
 # --- the waterfall ----------------------------------------------------------------
