@@ -269,3 +269,14 @@ def test_the_top_level_command_knows_only_plan(word):
     assert top([word]) == 2
     assert top([]) == 2
     assert top(["--help"]) == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 10**6))
+def test_the_default_failure_rate_gives_a_job_mtbf_that_falls_with_size(gpus):
+    """Failures of independent GPUs add: the job's MTBF is 1 / (G x rate), so one
+    more GPU always shortens it, and 16,384 GPUs give Llama 3's 3.09 h."""
+    rate = llama3_failures_per_gpu_hour()
+    assert 0 < rate < 1e-3
+    assert 1 / (gpus * rate) > 1 / ((gpus + 1) * rate)
+    assert 1 / (16384 * rate) == pytest.approx(54 * 24 / 419)

@@ -287,3 +287,17 @@ def test_fp16_overflows_and_fraction_below_name_non_numbers_and_non_bools(bad):
     if not isinstance(bad, (int, float)) or isinstance(bad, bool):
         _assert_named(lambda: F.fp16_overflows(1.0, bad), "grad_max")
     _assert_named(lambda: F.fraction_below(F.log2_histogram([1.0]), 1.0, 1.0, bad), "inclusive")
+
+
+@FEW
+@given(st.sampled_from(list(F.FORMATS)))
+def test_format_table_lists_each_format_once_with_ordered_limits(name):
+    """The table is the formats in their fixed order, each one float_format's
+    answer; every format orders its limits 0 < subnormal < normal < 1 < max
+    and has 1 + sign + exponent + mantissa bits."""
+    table = F.format_table()
+    assert [f.name for f in table] == list(F.FORMATS)
+    f = table[list(F.FORMATS).index(name)]
+    assert f == F.float_format(name)
+    assert 0 < f.smallest_subnormal < f.smallest_normal < 1 < f.max and 0 < f.eps < 1
+    assert f.bits == 1 + f.exponent_bits + f.mantissa_bits
