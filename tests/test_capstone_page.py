@@ -127,3 +127,13 @@ def test_fix_shares_are_shares(v):
             assert 0 <= x <= 1, k
         if k.startswith("fix_") and k.endswith("_saved"):
             assert x < 1, k
+
+
+def test_sizes_and_ceiling_shares_as_the_package_sets_them(v):
+    # The sizes the prose quotes are the package's test sizes for the device that ran.
+    from mlbook.capstone.formulas import ladder_sizes
+
+    sizes = ladder_sizes("cuda" if v["device_name"].startswith("GPU:") else "cpu", True)
+    assert (v["batch"], v["log_every"], v["vocab_raw"]) == (sizes.batch, sizes.log_every, sizes.vocab_size)
+    # Every rung's share of its ceiling is at most 1 (the page asserts no rung beat it).
+    assert 0 < v["ladder_first_vs_ceiling"] <= 1
