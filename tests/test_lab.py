@@ -12,7 +12,7 @@ blocked, runs all cells and waits for the kernel to go idle, then checks:
   chapter's source uses ({exercise}, {solution-start}, {math}, {glue:text}...);
   the exercises render as exercise boxes and the math as typeset math;
 - nothing failed in the browser: no blocked or failed request, no JavaScript
-  console error, no uncaught page error (ALLOWED_CONSOLE is empty).
+  console error, no uncaught page error (ALLOWED_CONSOLE names the one harmless message).
 
 The chapter is the MyST text notebook that JupyterLab opens through jupytext;
 the test converts it with jupytext to .ipynb in the temporary folder (the
@@ -46,7 +46,12 @@ RUN_ALL_S = 120        # the chapter takes about 10 s at test sizes
 # Console errors and page errors from JupyterLab that are harmless, each with
 # why. None: JupyterLab 4.6 with jupyterlab-myst 2.7 and jupytext logs no error
 # while opening and running a chapter.
-ALLOWED_CONSOLE: list[Allowed] = []
+ALLOWED_CONSOLE: list[Allowed] = [
+    Allowed(r"Cross reference target was not found: (page|chapter)-[a-z_-]+",
+            "JupyterLab renders one notebook at a time, so jupyterlab-myst cannot resolve a {ref} to "
+            "another page of the book (here the MFU chapter's link to the planning page); the HTML book "
+            "resolves it, and its build fails on any unresolved reference (-W -n)."),
+]
 
 pytestmark = pytest.mark.book
 
