@@ -371,7 +371,7 @@ def test_page_in_browser(browser, name):
         widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : -1)")
         assert all(w > 0 for w in widths), f"broken or unloaded images: {widths}"
         if "widget-state+json" in html:
-            assert page.locator(".widget-slider, .widget-dropdown, .widget-text").count() > 0
+            assert page.locator(".widget-slider, .widget-dropdown, .widget-text, .widget-checkbox").count() > 0
             # the live widget carries its own figure; the static copy beside it is hidden
             assert page.locator(".widget-subarea img").count() > 0
             duplicates = page.eval_on_selector_all(
