@@ -48,3 +48,24 @@ def test_bloom(v):
     assert v["bloom_vs_pub"] == pytest.approx(v["bloom_tb"] / 2.3 - 1)
     assert v["bloom_gbps"] == pytest.approx(57.5)
     assert v["bloom_write_s"] == pytest.approx(40 * v["bloom_tb"] / 2.3)
+
+
+def test_the_rest_of_the_70b_and_llama3_numbers(v):
+    # Llama-3-70B has 70,553,706,496 parameters (hand count in test_scaling_page);
+    # a checkpoint is 14 bytes a parameter, written at the planner's default 200 GB/s.
+    n70 = 70_553_706_496
+    assert v["p70_ckpt_tb"] == pytest.approx(14 * n70 / 1e12)
+    assert v["p70_write_s"] == pytest.approx(14 * n70 / 200e9)
+    # Young: sqrt(2 C T)
+    assert v["p70_interval_min"] * 60 == pytest.approx((2 * v["p70_write_s"] * v["p70_mtbf_h"] * 3600) ** 0.5)
+    # 6ND / (G x peak x MFU x 86,400) with the H100's 989 TFLOP/s
+    assert v["p70_ideal_days_6nd"] == pytest.approx(6 * n70 * 15e12 / (4096 * 989e12 * 0.40 * 86400))
+    # one failure per GPU every 54 x 24 x 16,384 / 419 hours (Llama 3's log), in years
+    assert v["rate_gpu_years"] == pytest.approx(54 * 24 * 16384 / 419 / (24 * 365))
+    # the Llama 3 setting is the brief's 405B case at 41 % instead of 40 % MFU: days scale as 1/MFU
+    assert v["l3_ideal_days"] == pytest.approx(v["case_405B_full"] * 0.40 / 0.41)
+    assert v["l3_ideal_days"] < v["l3_days"] and 0 < v["l3_act_gib"] < v["l3_mem_gib"]
+    # Young for a 5.68 TB write at 200 GB/s (28.4 s) and Llama 3's 3.09 h: 13.3 min
+    assert v["l3_interval_min"] == pytest.approx(13.26, abs=0.05)
+    # 2.3 binary terabytes are 2.3 x 2^40 bytes
+    assert v["bloom_vs_tib"] == pytest.approx(v["bloom_tb"] * 1e12 / (2.3 * 2**40) - 1)
