@@ -134,6 +134,8 @@ def test_sizes_and_ceiling_shares_as_the_package_sets_them(v):
     from mlbook.capstone.formulas import ladder_sizes
 
     sizes = ladder_sizes("cuda" if v["device_name"].startswith("GPU:") else "cpu", True)
-    assert (v["batch"], v["log_every"], v["vocab_raw"]) == (sizes.batch, sizes.log_every, sizes.vocab_size)
+    assert (v["batch"], v["log_every"], v["vocab_raw"], v["small_micro_batch"]) == (
+        sizes.batch, sizes.log_every, sizes.vocab_size, sizes.small_micro_batch)
+    assert v["raw_chars"] == 16_384                     # TextData's default: about one source file
     # Every rung's share of its ceiling is at most 1 (the page asserts no rung beat it).
     assert 0 < v["ladder_first_vs_ceiling"] <= 1

@@ -255,7 +255,8 @@ def test_fixes_reject_non_flags(bad):
         cf.ladder_fixes(False, bad)
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@FEW
+@given(st.sampled_from(["cpu", "cuda"]))
 def test_sizes_keep_the_defects_and_test_sizes_are_smaller(device):
     big, small = cf.ladder_sizes(device, False), cf.ladder_sizes(device, True)
     for s in (big, small):

@@ -13,10 +13,10 @@ Each step is wrapped in ``record_function`` scopes (``ladder/step``,
 ``ladder/optimizer``, ``ladder/recompute``); ``account_step`` reads one
 profiled step back into the buckets of ``formulas.BUCKETS``.
 
-Timing convention: every time here is the fastest of several steps, as the
-MAMF ceiling is the fastest of its repeats. On a shared machine interference
-only ever adds time, so the fastest step is the one closest to what the code
-itself costs, and a ceiling and a step measured the same way compare fairly.
+Timing convention: a step's time is the median of several steps, on the
+wall clock on a GPU and, for a CPU step on one thread, on that thread's CPU
+time, so that the time another process held the core is not counted as the
+step's (a profiled step's buckets are scaled by its CPU over wall time alike).
 Profiled and unprofiled steps alternate, so a machine that drifts drifts
 under both.
 """
@@ -387,16 +387,18 @@ class StepTimes:
 
     @property
     def step_s(self) -> float:
-        return min(self.unprofiled_s)
-
-    @property
-    def median_step_s(self) -> float:
+        """The median unprofiled step."""
         return statistics.median(self.unprofiled_s)
 
     @property
+    def fastest_step_s(self) -> float:
+        return min(self.unprofiled_s)
+
+    @property
     def account(self) -> StepAccount:
-        """The fastest profiled step (the least disturbed, as step_s is)."""
-        return min(self.profiled, key=lambda a: a.window_s)
+        """The median profiled step (by its window; the lower middle of an even count)."""
+        ranked = sorted(self.profiled, key=lambda a: a.window_s)
+        return ranked[(len(ranked) - 1) // 2]
 
     @property
     def residual(self) -> float:
@@ -558,9 +560,8 @@ def run_ladder(sizes: cf.LadderSizes, device: str, data: TextData, ceilings: dic
     dtype is re-timed (mamf.refine), so the ceiling is probed while the
     machine runs as it runs for the step. A rung whose residual is above
     ``residual_tol`` is measured again, up to ``max_attempts`` times in all,
-    and the samples pooled (the fastest of more steps is a better estimate of
-    what an undisturbed step costs; a residual the profiler itself causes does
-    not go away, and stays). A ceiling that a rung still beats is swept
+    and the samples pooled (the median of more steps is a better estimate; a
+    residual the profiler itself causes does not go away, and stays). A ceiling that a rung still beats is swept
     again, longer (widen_ceiling)."""
     validate.positive("residual_tol", residual_tol)
     validate.positive_int("max_attempts", max_attempts)
