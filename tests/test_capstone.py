@@ -109,6 +109,7 @@ def test_cuda_account_buckets_kernels_by_their_launcher():
     P = cf.SCOPE_PREFIX
     evs = [ex.Ev(P + "step", 0, 100, 1), ex.Ev(P + "data", 1, 8, 1), ex.Ev("aten::copy_", 1, 7, 1, id=11),
            ex.Ev(P + "forward", 10, 30, 1), ex.Ev("aten::linear", 10, 20, 1, id=6), ex.Ev("aten::mm", 11, 19, 1, id=7),
+           ex.Ev("cudaLaunchKernel", 12, 13, 1, id=7, linked_id=7),      # the runtime call: not the launcher
            ex.Ev(P + "optimizer", 60, 65, 1), ex.Ev("aten::_fused_adamw_", 60, 64, 1, id=9),
            ex.Ev("sm90_xmma_gemm_f32", 20, 50, 7, "cuda", linked_id=7),
            ex.Ev("void fused_adam_kernel", 70, 80, 7, "cuda", linked_id=9),

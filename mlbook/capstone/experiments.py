@@ -354,7 +354,8 @@ def account_step(events: list, device: str = "cpu") -> StepAccount:
         if device == "cpu" and not enclosed:
             items.append((e.start_us, e.end_us, cf.bucket_of(e.name, inner), 1))
     if device == "cuda":
-        host = {e.id: e for e in events if e.device == "cpu" and e.id}
+        # a kernel links to the operator that launched it (not to the runtime call), as torch's own parser has it
+        host = {e.id: e for e in events if e.device == "cpu" and e.id and not e.linked_id}
         for e in inside:
             if e.device != "cuda":
                 continue
