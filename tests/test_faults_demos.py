@@ -1,6 +1,7 @@
 """Tests of the faults chapter's torch demos: real multi-process runs on CPU
 (gloo), checked by what they do, never by how long they take."""
 
+import os
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import torch
 
 from mlbook.common_torch import toy_models
 from mlbook.common_torch.checkpoint import Checkpointer
-from mlbook.common_torch.launch import torchrun
+from mlbook.common_torch.launch import fork_group, torchrun
 from mlbook.faults import experiments
 from mlbook.faults import formulas as faults
 
@@ -87,6 +88,25 @@ def test_torchrun_timeout_kills_every_process(tmp_path):
                  nproc=2, timeout_s=8)
     time.sleep(0.5)
     assert _alive_with(marker) == []
+
+
+def _stuck_forever(argv):
+    """A fork_group body that never returns (in a function the stack can name)."""
+    Path(argv[0], f"rank{os.environ['RANK']}").write_text(f"{os.getpid()} {os.getppid()}")
+    while True:
+        time.sleep(0.05)
+
+
+def test_fork_group_timeout_names_where_each_rank_was_stuck(tmp_path):
+    with pytest.raises(TimeoutError, match="timeout_s") as err:
+        fork_group(_stuck_forever, [str(tmp_path)], nproc=2, timeout_s=5)
+    text = str(err.value)
+    # each rank's stack, written by SIGUSR1 before the kill, names the function it was in
+    assert text.count("_stuck_forever") >= 2 and "--- rank 1 ---" in text
+    # the workers were children of the fork server, not forks of this (threaded) process
+    pids, parents = zip(*(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2)))
+    assert len(set(parents)) == 1 and os.getpid() not in parents
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)      # killed and reaped
 
 
 def test_corruption_caught_before_the_step_and_clean_runs_silent():

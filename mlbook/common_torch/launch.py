@@ -102,11 +102,16 @@ def torchrun(module: str, args: list[str], nproc: int = 2, max_restarts: int = 0
 
 
 def _forked_worker(main, argv, env, log_path):
-    """Body of a forked worker: own log, own environment, exit code as the result."""
+    """Body of a forked worker: own log, own environment, exit code as the result.
+    SIGUSR1 writes every thread's Python stack to the log (``fork_group`` sends
+    it to a worker that outlived its time, before killing it)."""
+    import faulthandler
+
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     sys.stdout = sys.stderr = open(fd, "w", buffering=1, closefd=False)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     os.environ.update(env)
     code = 0
     try:
@@ -120,19 +125,36 @@ def _forked_worker(main, argv, env, log_path):
     os._exit(code)
 
 
+# Workers are forked from a fork server: a fresh single-threaded process that
+# has imported torch and done nothing else. A plain fork of the caller copies
+# whatever locks its threads (OpenMP's pool, the profiler's, a kernel client's
+# sockets) held at that instant, and a child can wait on one forever; a
+# fork of the server cannot. Only the first group pays for the import.
+FORK_SERVER_PRELOAD = ["torch", "torch.distributed"]
+
+
+def _fork_context():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)
+    return ctx
+
+
 def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -> Launch:
     """Run ``main(argv)`` in ``nproc`` forked processes that form a gloo group.
 
     The same environment torchrun gives its workers (RANK, WORLD_SIZE,
     MASTER_ADDR=127.0.0.1, a free MASTER_PORT, no restarts), without paying
     for a launcher and a fresh ``import torch`` per worker: the children are
-    forks of this process. Children still alive after ``timeout_s`` are killed.
+    forks of a server that imported torch once (``_fork_context``), so
+    ``main`` must be a module-level function and ``argv`` picklable. Children
+    still alive after ``timeout_s`` have their Python stacks written to their
+    logs (SIGUSR1), then are killed; the error carries the logs.
     """
-    import multiprocessing as mp
-
     validate.positive_int("nproc", nproc)
     validate.positive("timeout_s", timeout_s)
-    ctx = mp.get_context("fork")
+    ctx = _fork_context()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="mlbook-fork-") as tmp:
         procs, timed_out = [], False
@@ -151,11 +173,18 @@ def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -
             for p in procs:
                 p.join(max(0.0, deadline - time.monotonic()))
         finally:
-            for p in procs:                   # only our own children, by pid
-                if p.is_alive():
-                    timed_out = True
-                    p.kill()
-                    p.join()
+            late = [p for p in procs if p.is_alive()]   # only our own children, by pid
+            for p in late:
+                try:
+                    os.kill(p.pid, signal.SIGUSR1)      # where each one is stuck, into its log
+                except ProcessLookupError:
+                    pass
+            if late:
+                time.sleep(1.0)
+            for p in late:
+                timed_out = True
+                p.kill()
+                p.join()
         wall = time.perf_counter() - start
         output = "".join(f"--- rank {r} ---\n" + Path(tmp, f"rank{r}.log").read_text(errors="replace")
                          for r in range(nproc) if Path(tmp, f"rank{r}.log").exists())
