@@ -37,7 +37,10 @@ def test_the_must_show_claims(v):
     # upper bound, so 1 is the physical limit).
     assert 0.6 <= v["ladder_final_vs_ceiling"] <= 1
     # Issue 17: the residual stays at most 5 % of the step time on every rung (page assert).
-    assert 0 <= v["ladder_max_residual"] <= 0.10   # the test build runs at test sizes (smoke run); the 5 % bar holds at reader sizes, asserted on the page
+    # The test build runs at test sizes (one small block, a smoke run) with a 10 % bar; the
+    # 5 % bar holds at reader sizes, asserted on the page. The prose glues the bar it asserts.
+    assert v["ladder_residual_bar"] == 0.10
+    assert 0 <= v["ladder_max_residual"] <= 0.10
 
 
 def test_the_ladder_is_faster_and_below_the_peak(v):

@@ -722,7 +722,7 @@ def _ddp_worker(argv):
     dist.destroy_process_group()
 
 
-def comm_run(steps: int = 6, warmup: int = 1, slow_rank: int = 1, delay_fraction: float = 0.5,
+def comm_run(steps: int = 9, warmup: int = 1, slow_rank: int = 1, delay_fraction: float = 1.0,
              model: dict | None = None, seq_len: int = 64, batch: int = 4, bucket_cap_mb: float = 0.25,
              timeout_s: float = 120.0) -> CommRun:
     """Two forked processes train the small GPT with DDP over gloo (one
