@@ -3,6 +3,8 @@ they glued in the test build. Both pages compute from the chapters'
 calculators; these tests hold the numbers to their sources and to hand
 computations written out here."""
 
+from pathlib import Path
+
 import pytest
 from conftest import page_values
 
@@ -147,3 +149,31 @@ def test_card_items_from_the_later_chapters(intro):
     # The plan: failures only add time; goodput is compute over wall clock
     assert intro["card_plan_ideal"] < intro["card_plan_days"]
     assert intro["card_plan_goodput"] == pytest.approx(intro["card_plan_ideal"] / intro["card_plan_days"])
+
+
+CAPSTONE_HEADLINES = ("ladder_first_mfu", "ladder_final_mfu", "ladder_speedup", "ladder_final_vs_ceiling",
+                      "ladder_max_residual")
+
+
+def test_card_and_q1_quote_the_capstone(intro, interview):
+    """Card item 12 and question 1 quote the capstone's ladder, measured in the
+    same build: they must be that page's values, unchanged."""
+    cap = page_values("capstone")
+    card = dict(ladder_first_mfu="card_lost_first_mfu", ladder_final_mfu="card_lost_final_mfu",
+                ladder_speedup="card_lost_speedup", ladder_final_vs_ceiling="card_lost_vs_ceiling",
+                ladder_max_residual="card_lost_residual")
+    for name in CAPSTONE_HEADLINES:
+        assert intro[card[name]] == cap[name]
+        assert interview[f"q1_{name}"] == cap[name]
+    # What the sentences say of them: faster, below the datasheet and the measured ceiling
+    assert 0 < interview["q1_ladder_first_mfu"] < interview["q1_ladder_final_mfu"] <= 1
+    assert interview["q1_ladder_speedup"] > 1 and interview["q1_ladder_final_vs_ceiling"] <= 1
+
+
+def test_card_and_q1_link_the_capstone():
+    """Both pages point the reader to the chapter the numbers come from."""
+    root = Path(__file__).resolve().parent.parent / "book"
+    for page in ("intro.md", "interview.md"):
+        text = (root / page).read_text()
+        assert "{ref}`chapter-capstone`" in text, page
+        assert "capstone" in text.split("depends_on:")[1].split("\n")[0], page
