@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -139,7 +140,8 @@ def test_the_device_picks_the_cuda_branches(monkeypatch):
 
 
 def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
-    """On CUDA each profiled step follows a warm-up step whose trace is dropped (cycle of 3);
+    """On CUDA each profiled step follows a warm-up step whose trace is dropped (a cycle of 4,
+    with the settling step and the timed one);
     run here on the CPU with the sync and CUDA activity stubbed out."""
     monkeypatch.setattr(ex, "sync", lambda device: None)
     monkeypatch.setattr(ex, "profiler_activities", lambda device: [torch.profiler.ProfilerActivity.CPU])
@@ -151,8 +153,25 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
             torch.ones(64, 64) @ torch.ones(64, 64)
 
     st = ex.time_and_profile(step, steps=2, profiled_steps=2, device="cuda", warmup=1)
-    assert len(calls) == 1 + 3 * 2                       # warm-up, then (wait, warm-up, active) twice
+    assert len(calls) == 1 + 4 * 2            # warm-up, then (settle, timed, warm-up, active) twice
     assert len(st.unprofiled_s) == 2 and len(st.profiled) == 2 and st.clock == "wall"
+
+
+def test_time_and_profile_times_no_step_right_after_a_profiled_one():
+    """CPU cycle: settle (untimed), timed, profiled; then one settling step and the rest.
+    Each call sleeps 10 ms times its number, so the times say which calls were timed."""
+    calls = []
+
+    def step():
+        calls.append(1)
+        with torch.profiler.record_function(cf.SCOPE_PREFIX + "step"):
+            time.sleep(0.01 * (len(calls) - 1))          # the warm-up call sleeps 0
+
+    st = ex.time_and_profile(step, steps=4, profiled_steps=2, device="cpu", warmup=1, clock="wall")
+    assert len(calls) == 1 + 3 * 2 + 1 + 2
+    # calls after the warm-up, from 0: timed 1, 4, 7, 8; profiled 2, 5 (never 0, 3, 6: settling)
+    assert [round(t, 2) for t in st.unprofiled_s] == [0.02, 0.05, 0.08, 0.09]
+    assert sorted(round(a.window_s, 2) for a in st.profiled) == [0.03, 0.06]
 
 
 # --- the loop and its defects ------------------------------------------------------------------

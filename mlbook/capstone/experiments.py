@@ -436,13 +436,17 @@ def time_and_profile(step, steps: int, profiled_steps: int, device: str = "cpu",
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     unprofiled, walls, accounts, scaled = [], [], [], []
     on_gpu = device == "cuda"
-    # Each cycle: one unprofiled step, (on a GPU, where CUPTI wants it, one warm-up step
-    # whose trace is dropped,) one profiled step; after the cycles, the remaining unprofiled steps.
-    cycle = 3 if on_gpu else 2
-    total = cycle * profiled_steps + max(0, steps - profiled_steps)
+    # Each cycle: one untimed step that settles the machine after the last profiled step's trace
+    # was read (its Python work leaves caches cold and memory freed, which the step after it
+    # would pay for), one timed unprofiled step, (on a GPU, where CUPTI wants it, one warm-up
+    # step whose trace is dropped,) one profiled step; after the cycles, one more settling step
+    # and the remaining unprofiled steps.
+    cycle = 4 if on_gpu else 3
+    rest = max(0, steps - profiled_steps)
+    total = cycle * profiled_steps + (1 + rest if rest else 0)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*[Pp]rofiler.*")
-        plan = schedule(wait=1, warmup=cycle - 2, active=1, repeat=profiled_steps)
+        plan = schedule(wait=2, warmup=cycle - 3, active=1, repeat=profiled_steps)
         with profile(activities=profiler_activities(device), schedule=plan, record_shapes=False,
                      with_stack=False, profile_memory=False,
                      on_trace_ready=lambda p: accounts.append(account_step(trace_events(p), device))) as prof:
@@ -451,7 +455,7 @@ def time_and_profile(step, steps: int, profiled_steps: int, device: str = "cpu",
                 step()
                 wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
                 on_clock = cpu if clock == "thread" else wall
-                if i >= cycle * profiled_steps or i % cycle == 0:
+                if (i > cycle * profiled_steps) if i >= cycle * profiled_steps else i % cycle == 1:
                     unprofiled.append(on_clock)
                     walls.append(wall)
                 before = len(accounts)
