@@ -455,7 +455,8 @@ def time_and_profile(step, steps: int, profiled_steps: int, device: str = "cpu",
                 step()
                 wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
                 on_clock = cpu if clock == "thread" else wall
-                if (i > cycle * profiled_steps) if i >= cycle * profiled_steps else i % cycle == 1:
+                in_cycles = i < cycle * profiled_steps
+                if (in_cycles and i % cycle == 1) or (not in_cycles and i > cycle * profiled_steps):
                     unprofiled.append(on_clock)
                     walls.append(wall)
                 before = len(accounts)

@@ -180,9 +180,9 @@ def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -
                 except ProcessLookupError:
                     pass
             if late:
+                timed_out = True
                 time.sleep(1.0)
             for p in late:
-                timed_out = True
                 p.kill()
                 p.join()
         wall = time.perf_counter() - start
