@@ -10,7 +10,10 @@ def main(argv=None) -> int:
 
         return plan_main(argv[1:])
     asked = argv[:1] in (["-h"], ["--help"])
-    print("usage: python -m mlbook plan [--help | options]", file=sys.stdout if asked else sys.stderr)
+    print(
+        "usage: python -m mlbook plan [--help | options]",
+        file=sys.stdout if asked else sys.stderr,
+    )
     return 0 if asked else 2
 
 

@@ -14,7 +14,7 @@ BOOK_DEST = Path(os.environ.get("MLBOOK_TEST_DEST", ROOT / "_build" / "test"))
 ONLY = [n for n in os.environ.get("MLBOOK_TEST_ONLY", "").split(",") if n] or None
 
 
-_BOOK_BUILT: list = []   # set when this session built the book, so the summary is this run's
+_BOOK_BUILT: list = []  # set when this session built the book, so the summary is this run's
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +54,7 @@ def pytest_terminal_summary(terminalreporter):
     if not rows:
         return
     tr = terminalreporter
-    try:   # slider redraws: a benchmark recorded beside the page times, not a pass/fail
+    try:  # slider redraws: a benchmark recorded beside the page times, not a pass/fail
         from test_validate_and_widgets import redraw_benchmarks_ms
 
         redraw = {k: round(v, 1) for k, v in redraw_benchmarks_ms().items()}
@@ -63,7 +63,9 @@ def pytest_terminal_summary(terminalreporter):
             record = json.loads(path.read_text())
             record["redraw_ms"] = redraw
             path.write_text(json.dumps(record, indent=2))
-        tr.section("slider redraw times (ms, best of 3; the book aims at 100 on an idle laptop)")
+        tr.section(
+            "slider redraw times (ms, best of 3; the book aims at 100 on an idle laptop)"
+        )
         for name, ms in redraw.items():
             tr.write_line(f"{name:<28} {ms:>7.1f}")
     except Exception as exc:  # noqa: BLE001 (a benchmark must not fail the run)
@@ -72,13 +74,21 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_line(f"{'page':<18} {'test':>7} {'reader':>7} {'budget':>7}  notes")
     for page, r in sorted(rows.items()):
         t, b = r.get("test", {}), r.get("reader", {})
-        cell = lambda x: "cached" if x.get("cached") else (f"{x['seconds']:.1f}" if "seconds" in x else "-")  # noqa: E731
+        cell = lambda x: (
+            "cached"
+            if x.get("cached")
+            else (f"{x['seconds']:.1f}" if "seconds" in x else "-")
+        )  # noqa: E731
         notes = []
         for label, x in (("test", t), ("reader", b)):
             if x.get("retry"):
-                notes.append(f"{label}: retried after a first attempt of {x['retry']['first_attempt_s']} s "
-                             f"({x['retry']['error']})")
+                notes.append(
+                    f"{label}: retried after a first attempt of {x['retry']['first_attempt_s']} s "
+                    f"({x['retry']['error']})"
+                )
             if x.get("error"):
                 notes.append(f"{label}: FAILED")
         budget = t.get("budget_s", b.get("budget_s", "-"))
-        tr.write_line(f"{page:<18} {cell(t):>7} {cell(b):>7} {budget:>7}  {'; '.join(notes)}")
+        tr.write_line(
+            f"{page:<18} {cell(t):>7} {cell(b):>7} {budget:>7}  {'; '.join(notes)}"
+        )

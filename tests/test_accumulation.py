@@ -11,8 +11,8 @@ from torch import nn
 
 from mlbook.accumulation import experiments as acc
 from mlbook.accumulation import experiments_ddp
-from mlbook.accumulation import formulas as cost
 from mlbook.accumulation import figures as figs
+from mlbook.accumulation import formulas as cost
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
 
 TINY_GPT = tiny_config(n_layers=1, d_model=32, n_heads=2, vocab_size=64)
@@ -35,8 +35,10 @@ def test_layernorm_accumulation_equals_full_batch(B, k):
     for seed in (0, 1):
         X, y = acc.regression_batch(B, seed=seed)
         model = acc.make_mlp("layernorm", seed=seed)
-        diff = acc.max_abs_diff(acc.full_batch_grads(model, F.mse_loss, X, y),
-                                acc.accumulated_grads(model, F.mse_loss, X, y, k))
+        diff = acc.max_abs_diff(
+            acc.full_batch_grads(model, F.mse_loss, X, y),
+            acc.accumulated_grads(model, F.mse_loss, X, y, k),
+        )
         assert diff < 1e-6
 
 
@@ -46,8 +48,10 @@ def test_batchnorm_breaks_the_identity(B, k):
     # training-mode BatchNorm has a variance to use).
     X, y = acc.regression_batch(B, seed=3)
     model = acc.make_mlp("batchnorm", seed=3)
-    diff = acc.max_abs_diff(acc.full_batch_grads(model, F.mse_loss, X, y),
-                            acc.accumulated_grads(model, F.mse_loss, X, y, k))
+    diff = acc.max_abs_diff(
+        acc.full_batch_grads(model, F.mse_loss, X, y),
+        acc.accumulated_grads(model, F.mse_loss, X, y, k),
+    )
     assert diff > 1e-4
 
 
@@ -55,8 +59,13 @@ def test_batchnorm_breaks_the_identity(B, k):
 def test_k_equal_1_is_the_full_batch_exactly(norm):
     X, y = acc.regression_batch(8)
     model = acc.make_mlp(norm)
-    assert acc.max_abs_diff(acc.full_batch_grads(model, F.mse_loss, X, y),
-                            acc.accumulated_grads(model, F.mse_loss, X, y, 1)) == 0
+    assert (
+        acc.max_abs_diff(
+            acc.full_batch_grads(model, F.mse_loss, X, y),
+            acc.accumulated_grads(model, F.mse_loss, X, y, 1),
+        )
+        == 0
+    )
 
 
 def test_gradients_match_a_hand_written_loop_and_leave_the_model_alone():
@@ -64,7 +73,10 @@ def test_gradients_match_a_hand_written_loop_and_leave_the_model_alone():
     model = acc.make_mlp("batchnorm")
     before = {k: v.clone() for k, v in model.state_dict().items()}
     got = acc.accumulated_grads(model, F.mse_loss, X, y, 4)
-    for k, v in model.state_dict().items():  # running stats untouched, no .grad left behind
+    for (
+        k,
+        v,
+    ) in model.state_dict().items():  # running stats untouched, no .grad left behind
         assert torch.equal(v, before[k])
     assert all(p.grad is None for p in model.parameters())
     ref = acc.make_mlp("batchnorm")
@@ -89,11 +101,14 @@ def test_max_abs_diff_known_answer():
     b = [torch.tensor([1.0, 2.5]), torch.tensor([[-1.0]])]
     assert acc.max_abs_diff(a, b) == 1.0
     assert acc.max_abs_diff(a, a) == 0.0
-    assert acc.grad_norm([torch.tensor([3.0]), torch.tensor([4.0])]) == pytest.approx(5.0)
+    assert acc.grad_norm([torch.tensor([3.0]), torch.tensor([4.0])]) == pytest.approx(
+        5.0
+    )
     assert acc.cosine(a, a) == pytest.approx(1.0)
 
 
 # --- clipping -----------------------------------------------------------------------
+
 
 def test_clip_after_the_last_micro_batch_equals_clipping_the_full_batch():
     X, y = acc.regression_batch(32, seed=2)
@@ -101,11 +116,17 @@ def test_clip_after_the_last_micro_batch_equals_clipping_the_full_batch():
     full = acc.full_batch_grads(model, F.mse_loss, X, y)
     max_norm = 0.5 * acc.grad_norm(full)
     reference = [g * (max_norm / acc.grad_norm(full)) for g in full]
-    right = acc.clipped_accumulated_grads(model, F.mse_loss, X, y, 8, max_norm, "accumulated")
-    wrong = acc.clipped_accumulated_grads(model, F.mse_loss, X, y, 8, max_norm, "every_micro_batch")
+    right = acc.clipped_accumulated_grads(
+        model, F.mse_loss, X, y, 8, max_norm, "accumulated"
+    )
+    wrong = acc.clipped_accumulated_grads(
+        model, F.mse_loss, X, y, 8, max_norm, "every_micro_batch"
+    )
     assert acc.max_abs_diff(right, reference) < 1e-6
     assert acc.max_abs_diff(wrong, reference) > 1e-4
-    assert acc.cosine(wrong, reference) < 0.999          # a different direction, not just length
+    assert (
+        acc.cosine(wrong, reference) < 0.999
+    )  # a different direction, not just length
     # A threshold that never bites makes both the plain accumulated gradient.
     big = 1e6
     for where in acc.CLIP_WHERE:
@@ -115,19 +136,26 @@ def test_clip_after_the_last_micro_batch_equals_clipping_the_full_batch():
 
 # --- token-level losses -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("k", [2, 4, 8])
 def test_token_normalisation_fixes_variable_lengths(k):
     gpt = GPT(TINY_GPT, max_seq_len=16)
-    idx, targets, lengths = acc.variable_length_batch(8, 16, TINY_GPT.vocab_size, seed=k)
+    idx, targets, lengths = acc.variable_length_batch(
+        8, 16, TINY_GPT.vocab_size, seed=k
+    )
     assert len(set(lengths.tolist())) > 1
     full = acc.full_batch_grads(gpt, acc.token_mean_loss, idx, targets)
-    assert acc.max_abs_diff(acc.token_normalised_grads(gpt, idx, targets, k), full) < 1e-6
+    assert (
+        acc.max_abs_diff(acc.token_normalised_grads(gpt, idx, targets, k), full) < 1e-6
+    )
     assert acc.max_abs_diff(acc.naive_token_grads(gpt, idx, targets, k), full) > 1e-4
 
 
 def test_naive_token_mean_is_right_when_every_micro_batch_has_the_same_count():
     gpt = GPT(TINY_GPT, max_seq_len=8)
-    idx, targets, lengths = acc.variable_length_batch(4, 8, TINY_GPT.vocab_size, min_len=8)
+    idx, targets, lengths = acc.variable_length_batch(
+        4, 8, TINY_GPT.vocab_size, min_len=8
+    )
     assert (lengths == 8).all()
     full = acc.full_batch_grads(gpt, acc.token_mean_loss, idx, targets)
     assert acc.max_abs_diff(acc.naive_token_grads(gpt, idx, targets, 2), full) < 1e-6
@@ -144,15 +172,18 @@ def test_variable_length_batch_pads_with_ignore_index():
 
 def test_token_weights_known_answer():
     targets = torch.full((4, 4), acc.IGNORE_INDEX)
-    targets[0, :1] = targets[1, :1] = 1          # micro-batch 1: 2 tokens
-    targets[2, :4] = targets[3, :2] = 1          # micro-batch 2: 6 tokens
+    targets[0, :1] = targets[1, :1] = 1  # micro-batch 1: 2 tokens
+    targets[2, :4] = targets[3, :2] = 1  # micro-batch 2: 6 tokens
     naive = acc.token_weights(targets, 2)
     assert naive.tolist() == pytest.approx([1 / 4, 1 / 12])
-    assert acc.token_weights(targets, 2, "normalised").tolist() == pytest.approx([1 / 8, 1 / 8])
+    assert acc.token_weights(targets, 2, "normalised").tolist() == pytest.approx(
+        [1 / 8, 1 / 8]
+    )
     assert float((naive * torch.tensor([2.0, 6.0])).sum()) == pytest.approx(1.0)
 
 
 # --- fp16 loss scaling (the exercise) ---------------------------------------------------
+
 
 def test_fp16_without_scale_zeroes_first_layer_gradients_and_scaling_recovers_them():
     model = acc.make_mlp(out_std=1e-5)
@@ -177,12 +208,16 @@ def test_fp16_overflow_is_reported():
 
 # --- measurement --------------------------------------------------------------------
 
+
 def test_saved_bytes_of_a_linear_layer_is_its_input():
     lin = nn.Linear(16, 3, bias=False)
     X = torch.randn(10, 16)
     # A linear layer keeps its input for the weight gradient; the weight is a
     # parameter and is not counted; sum() keeps nothing.
-    assert acc.saved_activation_bytes(lin, lambda out, _: out.sum(), X, None) == 10 * 16 * 4
+    assert (
+        acc.saved_activation_bytes(lin, lambda out, _: out.sum(), X, None)
+        == 10 * 16 * 4
+    )
 
 
 def test_saved_bytes_grow_with_the_micro_batch():
@@ -198,13 +233,24 @@ def test_measure_k_sweep_on_cpu():
     X, y = random_batch(TINY_GPT, 4, 8)
     threads = torch.get_num_threads()
     rounds = []
-    sweep = acc.measure_k_sweep(gpt, lm_loss, X, y, [1, 2, 4], steps=1, threads=1,
-                                on_round=lambda r, n: rounds.append((r, n)))
-    assert rounds == [(0, 1), (1, 1)]                    # the warm-up round, then one timed round
+    sweep = acc.measure_k_sweep(
+        gpt,
+        lm_loss,
+        X,
+        y,
+        [1, 2, 4],
+        steps=1,
+        threads=1,
+        on_round=lambda r, n: rounds.append((r, n)),
+    )
+    assert rounds == [(0, 1), (1, 1)]  # the warm-up round, then one timed round
     assert torch.get_num_threads() == threads and sweep.threads == 1
     assert [r.k for r in sweep.rows] == [1, 2, 4]
     assert [r.micro_batch for r in sweep.rows] == [4, 2, 1]
-    assert all(r.step_s > 0 and len(r.times_s) == 1 and r.peak_bytes is None for r in sweep.rows)
+    assert all(
+        r.step_s > 0 and len(r.times_s) == 1 and r.peak_bytes is None
+        for r in sweep.rows
+    )
     saved = [r.saved_bytes for r in sweep.rows]
     assert saved[0] > saved[1] > saved[2]
     model = cost.fit_cost_model(sweep)
@@ -217,52 +263,83 @@ def test_accumulation_step_averages_micro_batch_losses():
     model = acc.make_mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     X, y = acc.regression_batch(8)
-    loss = acc.accumulation_step(model, opt, F.mse_loss, list(zip(X.chunk(4), y.chunk(4))))
+    loss = acc.accumulation_step(
+        model, opt, F.mse_loss, list(zip(X.chunk(4), y.chunk(4)))
+    )
     assert loss == pytest.approx(F.mse_loss(model(X), y).item(), rel=1e-6)
 
 
 # --- the cost model -------------------------------------------------------------------
 
+
 def test_cost_model_known_answers():
-    m = cost.StepCostModel(optimizer_s=0.01, per_micro_batch_s=0.002, per_example_s=0.001,
-                           per_example_bytes=1000, fixed_bytes=10)
+    m = cost.StepCostModel(
+        optimizer_s=0.01,
+        per_micro_batch_s=0.002,
+        per_example_s=0.001,
+        per_example_bytes=1000,
+        fixed_bytes=10,
+    )
     assert m.step_s(32, 4) == pytest.approx(0.01 + 4 * 0.002 + 32 * 0.001)
     assert m.activation_bytes(8) == 8010
     assert m.slowdown(32, 1) == 1
-    assert m.slowdown(32, 32) == pytest.approx((0.01 + 0.064 + 0.032) / (0.01 + 0.002 + 0.032))
+    assert m.slowdown(32, 32) == pytest.approx(
+        (0.01 + 0.064 + 0.032) / (0.01 + 0.002 + 0.032)
+    )
     assert cost.divisors(12) == [1, 2, 3, 4, 6, 12]
 
 
 def test_fit_recovers_a_synthetic_model():
     truth = cost.StepCostModel(0.005, 0.003, 0.0002, 2048, 100)
     B = 64
-    rows = tuple(cost.SweepRow(k, B // k, truth.step_s(B, k), truth.activation_bytes(B // k))
-                 for k in (1, 2, 4, 8, 16))
+    rows = tuple(
+        cost.SweepRow(k, B // k, truth.step_s(B, k), truth.activation_bytes(B // k))
+        for k in (1, 2, 4, 8, 16)
+    )
     fit = cost.fit_cost_model(cost.KSweep(B, rows, optimizer_s=0.005))
-    for name in ("optimizer_s", "per_micro_batch_s", "per_example_s", "per_example_bytes", "fixed_bytes"):
-        assert getattr(fit, name) == pytest.approx(getattr(truth, name), rel=1e-9, abs=1e-9)
+    for name in (
+        "optimizer_s",
+        "per_micro_batch_s",
+        "per_example_s",
+        "per_example_bytes",
+        "fixed_bytes",
+    ):
+        assert getattr(fit, name) == pytest.approx(
+            getattr(truth, name), rel=1e-9, abs=1e-9
+        )
 
 
 def test_cost_explorer_marks_the_choice_and_flags_bad_ones():
     m = cost.StepCostModel(0.005, 0.003, 0.0002, 2048, 100)
-    sweep = cost.KSweep(16, tuple(cost.SweepRow(k, 16 // k, m.step_s(16, k), m.activation_bytes(16 // k))
-                                  for k in (1, 4, 16)), optimizer_s=0.005)
+    sweep = cost.KSweep(
+        16,
+        tuple(
+            cost.SweepRow(k, 16 // k, m.step_s(16, k), m.activation_bytes(16 // k))
+            for k in (1, 4, 16)
+        ),
+        optimizer_s=0.005,
+    )
     fig = figs.cost_explorer(16, 3, m, sweep)
     assert "does not divide" in fig._suptitle.get_text()
     fig = figs.cost_explorer(16, 4, m, sweep)
     # by hand: k = 4, step 5 + 4 x 3 + 16 x 0.2 = 20.2 ms; one batch of 16: 5 + 3 + 3.2 = 11.2 ms
     assert "k=4: 20.2 ms per step (1.80x one batch of 16)" in fig._suptitle.get_text()
-    choice = [line for line in fig.axes[0].lines if line.get_label() == "your choice, k=4"][0]
+    choice = [
+        line for line in fig.axes[0].lines if line.get_label() == "your choice, k=4"
+    ][0]
     assert choice.get_xdata()[0] == 2 and choice.get_ydata()[0] == pytest.approx(20.2)
 
 
 def test_other_figures_have_labelled_axes():
-    for fig in (figs.identity_vs_k([2, 4], {"a": [1e-8, 2e-8], "b": [1e-3, 1e-2]}),
-                figs.token_weights([3, 9], 2)):
+    for fig in (
+        figs.identity_vs_k([2, 4], {"a": [1e-8, 2e-8], "b": [1e-3, 1e-2]}),
+        figs.token_weights([3, 9], 2),
+    ):
         assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
 
 
 # --- the two-process DDP run --------------------------------------------------------------
+
 
 def _ddp_children() -> list[int]:
     """Live processes started from the DDP module (its workers)."""
@@ -270,7 +347,10 @@ def _ddp_children() -> list[int]:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if b"mlbook.accumulation.experiments_ddp" in (p / "cmdline").read_bytes():
+                if (
+                    b"mlbook.accumulation.experiments_ddp"
+                    in (p / "cmdline").read_bytes()
+                ):
                     found.append(int(p.name))
             except OSError:
                 pass
@@ -287,7 +367,11 @@ def test_ddp_counts_allreduces_with_and_without_no_sync():
     # A model this small is one DDP bucket: one all-reduce per synchronised backward.
     assert sync.allreduces_per_step == k and skip.allreduces_per_step == 1
     assert sync.ranks_agree and skip.ranks_agree
-    assert sync.allreduce_bytes_per_step == k * skip.allreduce_bytes_per_step == k * 4 * 1384
+    assert (
+        sync.allreduce_bytes_per_step
+        == k * skip.allreduce_bytes_per_step
+        == k * 4 * 1384
+    )
     # Either way the result is the gradient of the global batch of both ranks (fp32 sums of
     # O(1) values: 1e-6 is about ten fp32 rounding steps at 1).
     assert sync.grad_diff < 1e-6 and skip.grad_diff < 1e-6
@@ -302,6 +386,7 @@ def test_ddp_timeout_kills_the_workers():
 
 
 # --- bad input ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("k", [0, -2, 3, 5, 2.0, True, "4"])
 def test_bad_k_is_refused_naming_the_value(k):
@@ -321,39 +406,87 @@ def test_k_that_does_not_divide_says_so():
         cost.StepCostModel(0, 0, 0, 0).step_s(16, 3)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: acc.make_mlp("groupnorm"), "norm"),
-    (lambda: acc.make_mlp(d_hidden=0), "d_hidden"),
-    (lambda: acc.make_mlp(out_std=-1.0), "out_std"),
-    (lambda: acc.regression_batch(0), "batch_size"),
-    (lambda: acc.full_batch_grads(acc.make_mlp(), F.mse_loss, torch.zeros(4, 8), torch.zeros(3, 4)), "4 examples"),
-    (lambda: acc.max_abs_diff([torch.zeros(2)], []), "length"),
-    (lambda: acc.max_abs_diff([torch.zeros(2)], [torch.zeros(3)]), "shape"),
-    (lambda: acc.max_abs_diff([], []), "empty"),
-    (lambda: acc.clipped_accumulated_grads(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), 2, 0.0), "max_norm"),
-    (lambda: acc.clipped_accumulated_grads(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), 2, 1.0, "before"), "where"),
-    (lambda: acc.variable_length_batch(4, 8, 10, min_len=9), "min_len=9"),
-    (lambda: acc.variable_length_batch(0, 8, 10), "n_seqs"),
-    (lambda: acc.token_weights(torch.zeros(4, 2, dtype=torch.long), 2, "mean"), "how"),
-    (lambda: acc.token_weights(torch.zeros(4, 2, dtype=torch.long), 3), "k=3"),
-    (lambda: acc.token_normalised_grads(GPT(TINY_GPT, 4), torch.zeros(2, 4, dtype=torch.long),
-                                        torch.full((2, 4), acc.IGNORE_INDEX), 2), "no real tokens"),
-    (lambda: acc.fp16_accumulated_grads(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), 2, 0), "scale"),
-    (lambda: acc.zero_fraction([torch.zeros(1)], [torch.zeros(1)], 3), "index=3"),
-    (lambda: acc.accumulation_step(acc.make_mlp(), None, F.mse_loss, []), "empty"),
-    (lambda: acc.measure_k_sweep(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), [3]), "k=3"),
-    (lambda: acc.measure_k_sweep(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), []), "ks"),
-    (lambda: acc.measure_k_sweep(acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), [1], threads=0), "threads"),
-    (lambda: experiments_ddp.allreduce_counts(k=0), "k"),
-    (lambda: experiments_ddp.allreduce_counts(steps=100), "steps=100"),
-    (lambda: experiments_ddp.allreduce_counts(timeout_s=-1), "timeout_s"),
-    (lambda: cost.StepCostModel(-1, 0, 0, 0), "optimizer_s"),
-    (lambda: cost.StepCostModel(0, 0, 0, 0).activation_bytes(0), "micro_batch"),
-    (lambda: cost.fit_line([1, 1], [2, 3]), "two distinct"),
-    (lambda: cost.fit_line([1, 2], [2]), "must match"),
-    (lambda: cost.divisors(0), "n"),
-    (lambda: figs.token_weights([1, 2, 3], 2), "counts"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: acc.make_mlp("groupnorm"), "norm"),
+        (lambda: acc.make_mlp(d_hidden=0), "d_hidden"),
+        (lambda: acc.make_mlp(out_std=-1.0), "out_std"),
+        (lambda: acc.regression_batch(0), "batch_size"),
+        (
+            lambda: acc.full_batch_grads(
+                acc.make_mlp(), F.mse_loss, torch.zeros(4, 8), torch.zeros(3, 4)
+            ),
+            "4 examples",
+        ),
+        (lambda: acc.max_abs_diff([torch.zeros(2)], []), "length"),
+        (lambda: acc.max_abs_diff([torch.zeros(2)], [torch.zeros(3)]), "shape"),
+        (lambda: acc.max_abs_diff([], []), "empty"),
+        (
+            lambda: acc.clipped_accumulated_grads(
+                acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), 2, 0.0
+            ),
+            "max_norm",
+        ),
+        (
+            lambda: acc.clipped_accumulated_grads(
+                acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), 2, 1.0, "before"
+            ),
+            "where",
+        ),
+        (lambda: acc.variable_length_batch(4, 8, 10, min_len=9), "min_len=9"),
+        (lambda: acc.variable_length_batch(0, 8, 10), "n_seqs"),
+        (
+            lambda: acc.token_weights(torch.zeros(4, 2, dtype=torch.long), 2, "mean"),
+            "how",
+        ),
+        (lambda: acc.token_weights(torch.zeros(4, 2, dtype=torch.long), 3), "k=3"),
+        (
+            lambda: acc.token_normalised_grads(
+                GPT(TINY_GPT, 4),
+                torch.zeros(2, 4, dtype=torch.long),
+                torch.full((2, 4), acc.IGNORE_INDEX),
+                2,
+            ),
+            "no real tokens",
+        ),
+        (
+            lambda: acc.fp16_accumulated_grads(
+                acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), 2, 0
+            ),
+            "scale",
+        ),
+        (lambda: acc.zero_fraction([torch.zeros(1)], [torch.zeros(1)], 3), "index=3"),
+        (lambda: acc.accumulation_step(acc.make_mlp(), None, F.mse_loss, []), "empty"),
+        (
+            lambda: acc.measure_k_sweep(
+                acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), [3]
+            ),
+            "k=3",
+        ),
+        (
+            lambda: acc.measure_k_sweep(
+                acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), []
+            ),
+            "ks",
+        ),
+        (
+            lambda: acc.measure_k_sweep(
+                acc.make_mlp(), F.mse_loss, *acc.regression_batch(4), [1], threads=0
+            ),
+            "threads",
+        ),
+        (lambda: experiments_ddp.allreduce_counts(k=0), "k"),
+        (lambda: experiments_ddp.allreduce_counts(steps=100), "steps=100"),
+        (lambda: experiments_ddp.allreduce_counts(timeout_s=-1), "timeout_s"),
+        (lambda: cost.StepCostModel(-1, 0, 0, 0), "optimizer_s"),
+        (lambda: cost.StepCostModel(0, 0, 0, 0).activation_bytes(0), "micro_batch"),
+        (lambda: cost.fit_line([1, 1], [2, 3]), "two distinct"),
+        (lambda: cost.fit_line([1, 2], [2]), "must match"),
+        (lambda: cost.divisors(0), "n"),
+        (lambda: figs.token_weights([1, 2, 3], 2), "counts"),
+    ],
+)
 def test_bad_input_raises_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()

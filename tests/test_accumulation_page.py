@@ -20,15 +20,50 @@ DDP_K, DDP_HIDDEN = 4, 64
 EXACT_BAR, BROKEN_BAR = 1e-6, 1e-4
 
 GLUED = {
-    "device_name", "acc_B_exact", "acc_k_max_exact", "acc_ln_worst", "acc_bn_best",
-    "acc_clip_k", "acc_clip_max_norm", "acc_clip_right_diff", "acc_clip_wrong_diff", "acc_clip_wrong_angle",
-    "acc_tok_seqs", "acc_tok_len", "acc_tok_k", "acc_tok_naive_diff", "acc_tok_naive_cos",
-    "acc_tok_fixed_diff", "acc_tok_weight_ratio",
-    "acc_sweep_B", "acc_sweep_kmax", "acc_mem_k1", "acc_mem_kmax", "acc_mem_ratio", "acc_step_k1_ms",
-    "acc_step_kmax_ms", "acc_time_ratio", "acc_overhead_ms", "acc_example_ms", "acc_overhead_share",
-    "acc_ddp_k", "acc_ddp_sync_count", "acc_ddp_skip_count", "acc_ddp_buckets", "acc_ddp_grad_kib",
-    "acc_ddp_sync_ms", "acc_ddp_skip_ms", "acc_ddp_sync_step_ms", "acc_ddp_skip_step_ms", "acc_ddp_grad_diff",
-    *(f"acc_ex_{what}_k{k}_S{S}" for what in ("zero", "rel") for k in (1, 8) for S in (1, 1024)),
+    "device_name",
+    "acc_B_exact",
+    "acc_k_max_exact",
+    "acc_ln_worst",
+    "acc_bn_best",
+    "acc_clip_k",
+    "acc_clip_max_norm",
+    "acc_clip_right_diff",
+    "acc_clip_wrong_diff",
+    "acc_clip_wrong_angle",
+    "acc_tok_seqs",
+    "acc_tok_len",
+    "acc_tok_k",
+    "acc_tok_naive_diff",
+    "acc_tok_naive_cos",
+    "acc_tok_fixed_diff",
+    "acc_tok_weight_ratio",
+    "acc_sweep_B",
+    "acc_sweep_kmax",
+    "acc_mem_k1",
+    "acc_mem_kmax",
+    "acc_mem_ratio",
+    "acc_step_k1_ms",
+    "acc_step_kmax_ms",
+    "acc_time_ratio",
+    "acc_overhead_ms",
+    "acc_example_ms",
+    "acc_overhead_share",
+    "acc_ddp_k",
+    "acc_ddp_sync_count",
+    "acc_ddp_skip_count",
+    "acc_ddp_buckets",
+    "acc_ddp_grad_kib",
+    "acc_ddp_sync_ms",
+    "acc_ddp_skip_ms",
+    "acc_ddp_sync_step_ms",
+    "acc_ddp_skip_step_ms",
+    "acc_ddp_grad_diff",
+    *(
+        f"acc_ex_{what}_k{k}_S{S}"
+        for what in ("zero", "rel")
+        for k in (1, 8)
+        for S in (1, 1024)
+    ),
 }
 
 
@@ -39,10 +74,13 @@ def v(book):
 
 
 def test_every_glued_value_is_named_here_and_is_a_number_or_a_label(v):
-    assert set(v) == GLUED                       # a new glue needs a check in this file
+    assert set(v) == GLUED  # a new glue needs a check in this file
     assert v["device_name"].startswith(("CPU:", "GPU:")) and len(v["device_name"]) < 80
-    assert all(isinstance(x, (int, float)) and not isinstance(x, bool) for k, x in v.items()
-               if k != "device_name")
+    assert all(
+        isinstance(x, (int, float)) and not isinstance(x, bool)
+        for k, x in v.items()
+        if k != "device_name"
+    )
 
 
 def test_the_identity_holds_for_layernorm_and_breaks_for_batchnorm(v):
@@ -60,7 +98,11 @@ def test_clipping_once_matches_the_full_batch_and_clipping_inside_the_loop_does_
 
 
 def test_token_normalisation(v):
-    assert (v["acc_tok_seqs"], v["acc_tok_len"], v["acc_tok_k"]) == (TOK_SEQS, TOK_LEN, TOK_K)
+    assert (v["acc_tok_seqs"], v["acc_tok_len"], v["acc_tok_k"]) == (
+        TOK_SEQS,
+        TOK_LEN,
+        TOK_K,
+    )
     assert v["acc_tok_fixed_diff"] < EXACT_BAR < BROKEN_BAR < v["acc_tok_naive_diff"]
     assert -1 <= v["acc_tok_naive_cos"] < 1
     # The naive weight of a token is 1 / (k N_j), so the ratio is N_max / N_min. Each
@@ -74,10 +116,18 @@ def test_the_sweep_keeps_its_units_and_physical_bounds(v):
     assert (v["acc_sweep_B"], v["acc_sweep_kmax"]) == (SWEEP_B, max(SWEEP_KS))
     # Saved bytes are a fixed part plus a part linear in b (every activation of the
     # GPT is (b, s, ...)): going from b = B to b = B / kmax divides them by at most kmax.
-    assert 1 < v["acc_mem_ratio"] <= v["acc_sweep_kmax"] * (1 + 1e-12)    # 1e-12: the float division
+    assert (
+        1 < v["acc_mem_ratio"] <= v["acc_sweep_kmax"] * (1 + 1e-12)
+    )  # 1e-12: the float division
     assert v["acc_mem_k1"] > v["acc_mem_kmax"] > 0
-    assert v["acc_step_k1_ms"] > 0 and v["acc_step_kmax_ms"] > 0 and v["acc_time_ratio"] > 0
-    assert v["acc_overhead_ms"] >= 0 and v["acc_example_ms"] >= 0        # the fit clips noise at 0
+    assert (
+        v["acc_step_k1_ms"] > 0
+        and v["acc_step_kmax_ms"] > 0
+        and v["acc_time_ratio"] > 0
+    )
+    assert (
+        v["acc_overhead_ms"] >= 0 and v["acc_example_ms"] >= 0
+    )  # the fit clips noise at 0
     assert 0 <= v["acc_overhead_share"] <= 1
 
 
@@ -99,8 +149,8 @@ def test_fp16_loss_scaling_exercise(v):
     # fp16 without a scale zeroes some first-layer gradients; S = 1024 keeps all of them
     assert 0 < v["acc_ex_zero_k8_S1"] <= 1 and v["acc_ex_zero_k8_S1024"] == 0
     assert v["acc_ex_zero_k1_S1024"] == 0
-    assert v["acc_ex_zero_k8_S1"] >= v["acc_ex_zero_k1_S1"]       # the page asserts this too
+    assert v["acc_ex_zero_k8_S1"] >= v["acc_ex_zero_k1_S1"]  # the page asserts this too
     # With the scale, what is left is fp16's rounding: eps = 2^-10 ~ 1e-3 per operation,
     # over a handful of fp16 operations; 1e-2 is ten of them.
     assert 0 < v["acc_ex_rel_k1_S1024"] < 1e-2 and 0 < v["acc_ex_rel_k8_S1024"] < 1e-2
-    assert v["acc_ex_rel_k8_S1"] > v["acc_ex_rel_k8_S1024"]          # "the error falls to"
+    assert v["acc_ex_rel_k8_S1"] > v["acc_ex_rel_k8_S1024"]  # "the error falls to"

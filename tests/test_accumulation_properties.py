@@ -37,19 +37,26 @@ def batch_and_divisor(draw):
 
 @st.composite
 def cost_models(draw):
-    return cost.StepCostModel(optimizer_s=draw(seconds), per_micro_batch_s=draw(seconds),
-                              per_example_s=draw(seconds), per_example_bytes=draw(byte_counts),
-                              fixed_bytes=draw(byte_counts))
+    return cost.StepCostModel(
+        optimizer_s=draw(seconds),
+        per_micro_batch_s=draw(seconds),
+        per_example_s=draw(seconds),
+        per_example_bytes=draw(byte_counts),
+        fixed_bytes=draw(byte_counts),
+    )
 
 
 def synthetic_sweep(model: cost.StepCostModel, B: int) -> cost.KSweep:
     """What a noiseless measurement of ``model`` at global batch B would record."""
-    rows = tuple(cost.SweepRow(k, B // k, model.step_s(B, k), model.activation_bytes(B // k))
-                 for k in cost.divisors(B))
+    rows = tuple(
+        cost.SweepRow(k, B // k, model.step_s(B, k), model.activation_bytes(B // k))
+        for k in cost.divisors(B)
+    )
     return cost.KSweep(B, rows, optimizer_s=model.optimizer_s)
 
 
 # --- valid inputs ---------------------------------------------------------------------
+
 
 @FEW
 @given(batch_and_divisor())
@@ -71,13 +78,19 @@ def test_check_k_refuses_a_k_that_does_not_divide(B, k):
 def test_divisors_pair_up_and_grow_with_multiples(n, m):
     ds = cost.divisors(n)
     assert ds[0] == 1 and ds[-1] == n and ds == sorted(set(ds))
-    assert all(n % d == 0 and n // d in ds for d in ds)          # d divides n exactly when n / d does
-    assert set(ds) <= set(cost.divisors(n * m))                  # every divisor of n divides n m
+    assert all(
+        n % d == 0 and n // d in ds for d in ds
+    )  # d divides n exactly when n / d does
+    assert set(ds) <= set(cost.divisors(n * m))  # every divisor of n divides n m
 
 
 @FEW
-@given(st.floats(-1e3, 1e3), st.floats(-1e3, 1e3),
-       st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=20, unique=True), st.floats(0.1, 1e3))
+@given(
+    st.floats(-1e3, 1e3),
+    st.floats(-1e3, 1e3),
+    st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=20, unique=True),
+    st.floats(0.1, 1e3),
+)
 def test_fit_line_recovers_a_line_and_follows_a_shift(a, b, xs, c):
     assume(max(xs) - min(xs) > 1e-2)
     ys = [a + b * x for x in xs]
@@ -85,7 +98,9 @@ def test_fit_line_recovers_a_line_and_follows_a_shift(a, b, xs, c):
     assert math.isfinite(intercept) and math.isfinite(slope)
     # tolerance: the sums of up to 20 products of size 1e6 in float64, relative 1e-12 each
     assert slope == pytest.approx(b, abs=1e-6 * (1 + abs(b)) / (max(xs) - min(xs)))
-    shifted, same_slope = cost.fit_line(xs, [y + c for y in ys])   # lifting every y lifts the intercept
+    shifted, same_slope = cost.fit_line(
+        xs, [y + c for y in ys]
+    )  # lifting every y lifts the intercept
     assert shifted > intercept and same_slope == pytest.approx(slope, abs=1e-6)
 
 
@@ -94,16 +109,27 @@ def test_fit_line_recovers_a_line_and_follows_a_shift(a, b, xs, c):
 def test_fit_cost_model_recovers_the_model_it_measures(model, B):
     assume(len(cost.divisors(B)) >= 2)
     fit = cost.fit_cost_model(synthetic_sweep(model, B))
-    scales = {"s": (1 + B) * max(model.optimizer_s, model.per_micro_batch_s, model.per_example_s),
-              "bytes": (1 + B) * max(model.per_example_bytes, model.fixed_bytes)}
-    for name in ("optimizer_s", "per_micro_batch_s", "per_example_s", "per_example_bytes", "fixed_bytes"):
+    scales = {
+        "s": (1 + B)
+        * max(model.optimizer_s, model.per_micro_batch_s, model.per_example_s),
+        "bytes": (1 + B) * max(model.per_example_bytes, model.fixed_bytes),
+    }
+    for name in (
+        "optimizer_s",
+        "per_micro_batch_s",
+        "per_example_s",
+        "per_example_bytes",
+        "fixed_bytes",
+    ):
         got, want = getattr(fit, name), getattr(model, name)
         assert math.isfinite(got) and got >= 0
         # float64 least squares: relative 1e-6 of the value, or a few thousand ulps
         # (1e-12) of the largest value the same fit sees (a 1-byte intercept under
         # 1e11-byte points comes back as 1.000002)
         scale = scales["bytes" if name.endswith("bytes") else "s"]
-        assert got == pytest.approx(want, rel=1e-6, abs=1e-9 * (1 + B) + 1e-12 * scale), name
+        assert got == pytest.approx(
+            want, rel=1e-6, abs=1e-9 * (1 + B) + 1e-12 * scale
+        ), name
 
 
 @FEW
@@ -112,25 +138,33 @@ def test_step_cost_model_moves_the_way_the_formula_says(model, Bk):
     B, k = Bk
     t = model.step_s(B, k)
     assert math.isfinite(t) and t > 0
-    if B % (2 * k) == 0:                                   # more micro-batches: one more overhead each
+    if B % (2 * k) == 0:  # more micro-batches: one more overhead each
         assert model.step_s(B, 2 * k) > t
-    assert model.slowdown(B, k) >= 1                       # k micro-batches never beat one batch here
+    assert model.slowdown(B, k) >= 1  # k micro-batches never beat one batch here
     assert 0 <= model.overhead_share(B, k) < 1
     b = B // k
-    assert model.activation_bytes(b + 1) > model.activation_bytes(b)   # memory follows b
+    assert model.activation_bytes(b + 1) > model.activation_bytes(b)  # memory follows b
 
 
 @FEW
 @given(cost_models())
 def test_a_faster_overhead_fits_a_smaller_overhead(model):
     B = 64
-    slower = cost.StepCostModel(model.optimizer_s, 2 * model.per_micro_batch_s, model.per_example_s,
-                                model.per_example_bytes, model.fixed_bytes)
-    assert (cost.fit_cost_model(synthetic_sweep(slower, B)).per_micro_batch_s
-            > cost.fit_cost_model(synthetic_sweep(model, B)).per_micro_batch_s)
+    slower = cost.StepCostModel(
+        model.optimizer_s,
+        2 * model.per_micro_batch_s,
+        model.per_example_s,
+        model.per_example_bytes,
+        model.fixed_bytes,
+    )
+    assert (
+        cost.fit_cost_model(synthetic_sweep(slower, B)).per_micro_batch_s
+        > cost.fit_cost_model(synthetic_sweep(model, B)).per_micro_batch_s
+    )
 
 
 # --- bad input --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE_INT)
 def test_bad_integers_are_named(bad):
@@ -160,7 +194,9 @@ def test_fit_line_needs_two_distinct_xs_and_matching_lengths():
 def _sweep(**change):
     model = cost.StepCostModel(0.005, 0.003, 0.0002, 2048, 100)
     sweep = synthetic_sweep(model, 8)
-    fields = dict(global_batch=sweep.global_batch, rows=sweep.rows, optimizer_s=sweep.optimizer_s)
+    fields = dict(
+        global_batch=sweep.global_batch, rows=sweep.rows, optimizer_s=sweep.optimizer_s
+    )
     fields.update(change)
     return cost.KSweep(**fields)
 
@@ -173,19 +209,24 @@ def test_fit_cost_model_names_a_bad_global_batch(bad):
 
 @pytest.mark.parametrize("bad", [-1.0] + NOT_NUMBERS)
 def test_fit_cost_model_names_a_bad_optimizer_time(bad):
-    with pytest.raises(ValueError, match="optimizer_s must be a finite number at or above 0"):
+    with pytest.raises(
+        ValueError, match="optimizer_s must be a finite number at or above 0"
+    ):
         cost.fit_cost_model(_sweep(optimizer_s=bad))
 
 
-@pytest.mark.parametrize("field,bad,match", [
-    ("step_s", math.nan, "step_s must be a finite number"),
-    ("step_s", -1.0, "step_s must be a finite number at or above 0"),
-    ("step_s", "fast", "step_s must be a finite number"),
-    ("saved_bytes", math.inf, "saved_bytes must be a finite number"),
-    ("k", 3, "k=3 must divide batch_size=8"),
-    ("k", True, "k must be an integer above 0"),
-    ("micro_batch", 5, "micro_batch=5 times k=1 must be global_batch=8"),
-])
+@pytest.mark.parametrize(
+    "field,bad,match",
+    [
+        ("step_s", math.nan, "step_s must be a finite number"),
+        ("step_s", -1.0, "step_s must be a finite number at or above 0"),
+        ("step_s", "fast", "step_s must be a finite number"),
+        ("saved_bytes", math.inf, "saved_bytes must be a finite number"),
+        ("k", 3, "k=3 must divide batch_size=8"),
+        ("k", True, "k must be an integer above 0"),
+        ("micro_batch", 5, "micro_batch=5 times k=1 must be global_batch=8"),
+    ],
+)
 def test_fit_cost_model_names_a_bad_row(field, bad, match):
     sweep = _sweep()
     row = sweep.rows[0]

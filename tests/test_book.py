@@ -21,9 +21,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-import pytest
-
 import build  # tools/build.py (tests/conftest.py puts tools/ on the path)
+import pytest
 from helpers.browser import Allowed, chromium, watch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +30,9 @@ from conftest import BOOK_DEST as DEST
 
 HTML = DEST / "_build" / "html"
 CHAPTERS = [p.stem for p in build.chapters()]
-DEFAULT_BUDGET_S = 60  # tools/build.py's default per-page budget (reader sizes, idle 2-core machine)
+DEFAULT_BUDGET_S = (
+    60  # tools/build.py's default per-page budget (reader sizes, idle 2-core machine)
+)
 
 pytestmark = pytest.mark.book
 
@@ -47,7 +48,9 @@ def test_chapter_executes(book, name):
     retry = result.get("retry")
     assert retry is None, f"{name} needed a retry; its first attempt took {retry}"
     budget = result.get("budget_s", DEFAULT_BUDGET_S)
-    assert result["seconds"] <= 2 * budget, f"{name} took {result['seconds']} s, over twice its {budget} s budget"
+    assert result["seconds"] <= 2 * budget, (
+        f"{name} took {result['seconds']} s, over twice its {budget} s budget"
+    )
 
 
 def test_book_builds_without_warnings(book):
@@ -57,7 +60,9 @@ def test_book_builds_without_warnings(book):
 
 def pages():
     """The book's pages (not the theme's Jinja macro files it copies into _static/)."""
-    return sorted(p for p in HTML.rglob("*.html") if not p.relative_to(HTML).parts[0] == "_static")
+    return sorted(
+        p for p in HTML.rglob("*.html") if not p.relative_to(HTML).parts[0] == "_static"
+    )
 
 
 def page_of(name: str) -> Path:
@@ -79,80 +84,137 @@ SCANNED_SUFFIXES = {".html", ".htm", ".xhtml", ".svg", ".css", ".js", ".mjs"}
 # XML namespace names: compared as strings (createElementNS, XSLT, SSML), never
 # dereferenced. Any file may name them.
 NAMESPACES = {
-    "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xhtml", "http://www.w3.org/1999/xlink",
-    "http://www.w3.org/1998/Math/MathML", "http://www.w3.org/1999/XSL/Transform",
-    "http://www.w3.org/2001/10/synthesis", "http://www.w3.org/XML/1998/namespace",
-    "http://www.w3.org/2000/xmlns/", "http://exslt.org/common",
+    "http://www.w3.org/2000/svg",
+    "http://www.w3.org/1999/xhtml",
+    "http://www.w3.org/1999/xlink",
+    "http://www.w3.org/1998/Math/MathML",
+    "http://www.w3.org/1999/XSL/Transform",
+    "http://www.w3.org/2001/10/synthesis",
+    "http://www.w3.org/XML/1998/namespace",
+    "http://www.w3.org/2000/xmlns/",
+    "http://exslt.org/common",
 }
 
 
 @dataclass(frozen=True)
 class Inert:
-    files: str   # fnmatch pattern on the path relative to the HTML root
-    url: str     # a regular expression the whole URL must match
+    files: str  # fnmatch pattern on the path relative to the HTML root
+    url: str  # a regular expression the whole URL must match
     why: str
 
 
 COMMENT = "a comment, a license header or a documentation link in a message: text, never requested"
 INERT_URLS = [
-    Inert("*.html", r"https://unpkg\.com/thebe@[\d.]+/lib/index\.js",
-          "sphinx-thebe's THEBE_JS_URL in an inline configuration script: thebe is loaded from it only "
-          "when a reader presses a live-code launch button, and the book has none (launch_buttons.thebe: false; "
-          "test_thebe_is_off checks that no page loads or offers thebe)"),
+    Inert(
+        "*.html",
+        r"https://unpkg\.com/thebe@[\d.]+/lib/index\.js",
+        "sphinx-thebe's THEBE_JS_URL in an inline configuration script: thebe is loaded from it only "
+        "when a reader presses a live-code launch button, and the book has none (launch_buttons.thebe: false; "
+        "test_thebe_is_off checks that no page loads or offers thebe)",
+    ),
     # the widget manager (tools/vendor_js.py: @jupyter-widgets/html-manager's embed-amd.js)
-    Inert("vendor/html-manager/embed-amd.js", r"https://cdn\.jsdelivr\.net/npm/",
-          "the manager's CDN for widget modules it does not bundle; every widget in the book comes from "
-          "@jupyter-widgets/base, controls or output, which it bundles (test_widgets_need_only_bundled_modules), "
-          "and the browser tests block and fail any request it would make"),
-    Inert("vendor/html-manager/embed-amd.js", r"https?://json-schema\.org/(draft-0[47]/)?schema#?",
-          "JSON Schema $schema identifiers in the manager's state validator (ajv), which carries these "
-          "meta-schemas and is given no loadSchema, so it never fetches one"),
-    Inert("vendor/html-manager/embed-amd.js",
-          r"https://raw\.githubusercontent\.com/ajv-validator/ajv/master/lib/refs/data\.json#",
-          "the $id of ajv's bundled $data meta-schema: an identifier, never fetched"),
-    Inert("vendor/html-manager/embed-amd.js", r"https://fonts\.googleapis\.com/css\?family=Roboto\+Mono",
-          "inside a CSS comment in a stylesheet string (\"Commented out in ipywidgets since we don't need it\")"),
-    Inert("vendor/html-manager/embed-amd.js", r"https://",
-          "the scheme the output renderer puts in front of a 'www.' link it turns into an <a href> for the "
-          "reader to click"),
-    Inert("vendor/html-manager/embed-amd.js",
-          r"https://fontawesome\.com(/license/free)?|https?://github\.com/.+|https://meyerweb\.com/eric/tools/.+"
-          r"|http://stackoverflow\.com/a/\d+|https://tools\.ietf\.org/html/rfc\d+#.+"
-          r"|https://evilmartians\.com/chronicles/.+|https://www\.w3ctech\.com/topic/\d+", COMMENT),
-    Inert("vendor/require.js",
-          r"https://github\.com/requirejs/requirejs/.+|https://requirejs\.org/docs/errors\.html#|http://dev\.jquery\.com/ticket/\d+"
-          r"|https://connect\.microsoft\.com/IE/feedback/.+|https://webkit\.org/b/\d+", COMMENT),
+    Inert(
+        "vendor/html-manager/embed-amd.js",
+        r"https://cdn\.jsdelivr\.net/npm/",
+        "the manager's CDN for widget modules it does not bundle; every widget in the book comes from "
+        "@jupyter-widgets/base, controls or output, which it bundles (test_widgets_need_only_bundled_modules), "
+        "and the browser tests block and fail any request it would make",
+    ),
+    Inert(
+        "vendor/html-manager/embed-amd.js",
+        r"https?://json-schema\.org/(draft-0[47]/)?schema#?",
+        "JSON Schema $schema identifiers in the manager's state validator (ajv), which carries these "
+        "meta-schemas and is given no loadSchema, so it never fetches one",
+    ),
+    Inert(
+        "vendor/html-manager/embed-amd.js",
+        r"https://raw\.githubusercontent\.com/ajv-validator/ajv/master/lib/refs/data\.json#",
+        "the $id of ajv's bundled $data meta-schema: an identifier, never fetched",
+    ),
+    Inert(
+        "vendor/html-manager/embed-amd.js",
+        r"https://fonts\.googleapis\.com/css\?family=Roboto\+Mono",
+        'inside a CSS comment in a stylesheet string ("Commented out in ipywidgets since we don\'t need it")',
+    ),
+    Inert(
+        "vendor/html-manager/embed-amd.js",
+        r"https://",
+        "the scheme the output renderer puts in front of a 'www.' link it turns into an <a href> for the "
+        "reader to click",
+    ),
+    Inert(
+        "vendor/html-manager/embed-amd.js",
+        r"https://fontawesome\.com(/license/free)?|https?://github\.com/.+|https://meyerweb\.com/eric/tools/.+"
+        r"|http://stackoverflow\.com/a/\d+|https://tools\.ietf\.org/html/rfc\d+#.+"
+        r"|https://evilmartians\.com/chronicles/.+|https://www\.w3ctech\.com/topic/\d+",
+        COMMENT,
+    ),
+    Inert(
+        "vendor/require.js",
+        r"https://github\.com/requirejs/requirejs/.+|https://requirejs\.org/docs/errors\.html#|http://dev\.jquery\.com/ticket/\d+"
+        r"|https://connect\.microsoft\.com/IE/feedback/.+|https://webkit\.org/b/\d+",
+        COMMENT,
+    ),
     # Sphinx, its extensions and the theme
     Inert("_static/clipboard.min.js", r"https://clipboardjs\.com/", COMMENT),
     Inert("_static/searchtools.js", r"https://developer\.mozilla\.org/.+", COMMENT),
-    Inert("_static/scripts/pydata-sphinx-theme.js",
-          r"https://pydata-sphinx-theme\.readthedocs\.io/en/stable/user_guide/version-dropdown\.html",
-          "named in the warning the theme logs when a version switcher is misconfigured; the book has none"),
+    Inert(
+        "_static/scripts/pydata-sphinx-theme.js",
+        r"https://pydata-sphinx-theme\.readthedocs\.io/en/stable/user_guide/version-dropdown\.html",
+        "named in the warning the theme logs when a version switcher is misconfigured; the book has none",
+    ),
     # MathJax 3 (sphinx-mathjax-offline copies the whole distribution; pages load tex-chtml.js)
-    Inert("_static/mathjax/latest.js", r".+",
-          "latest.js is MathJax's loader that asks GitHub and CDNs for the newest MathJax; no page loads it "
-          "(test_pages_load_local_mathjax checks)"),
-    Inert("_static/mathjax/*",
-          r"https://cdn\.jsdelivr\.net/npm/(speech-rule-engine|sre-mathmaps-ie)@"
-          r"|https://cdn\.jsdelivr\.net/npm/wicked-good-xpath@[\d.]+/dist/wgxpath\.install\.js",
-          "the speech-rule-engine's built-in defaults: MathJax points it at its own copy of the maps "
-          "(loader path [sre] = [mathjax]/sre/mathmaps, in the build), and the IE maps and the XPath "
-          "polyfill load only in a browser without document.evaluate (Internet Explorer)"),
-    Inert("_static/mathjax/*", r"https://www\.mathjax\.org|http://www\.apache\.org/licenses/LICENSE-2\.0"
-                               r"|https://github\.com/mhchem/mhchemParser",
-          "the menu's 'About MathJax' link, license headers and a source comment: " + COMMENT),
+    Inert(
+        "_static/mathjax/latest.js",
+        r".+",
+        "latest.js is MathJax's loader that asks GitHub and CDNs for the newest MathJax; no page loads it "
+        "(test_pages_load_local_mathjax checks)",
+    ),
+    Inert(
+        "_static/mathjax/*",
+        r"https://cdn\.jsdelivr\.net/npm/(speech-rule-engine|sre-mathmaps-ie)@"
+        r"|https://cdn\.jsdelivr\.net/npm/wicked-good-xpath@[\d.]+/dist/wgxpath\.install\.js",
+        "the speech-rule-engine's built-in defaults: MathJax points it at its own copy of the maps "
+        "(loader path [sre] = [mathjax]/sre/mathmaps, in the build), and the IE maps and the XPath "
+        "polyfill load only in a browser without document.evaluate (Internet Explorer)",
+    ),
+    Inert(
+        "_static/mathjax/*",
+        r"https://www\.mathjax\.org|http://www\.apache\.org/licenses/LICENSE-2\.0"
+        r"|https://github\.com/mhchem/mhchemParser",
+        "the menu's 'About MathJax' link, license headers and a source comment: "
+        + COMMENT,
+    ),
 ]
 
-OFFSITE = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.I)    # scheme://... or protocol-relative //host
-URL_IN_CODE = re.compile(                                          # in JavaScript: scheme URLs, and quoted //host/
-    r"""(?:https?|wss?|ftp)://[^\s"'`<>()\\]*|(?<=["'`(])//[a-z0-9-]+(?:\.[a-z0-9-]+)+/[^\s"'`<>()\\]*""", re.I)
-CSS_URL = re.compile(r"""url\(\s*(["']?)(.*?)\1\s*\)|@import\s+(["'])(.*?)\3""", re.I | re.S)
+OFFSITE = re.compile(
+    r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.I
+)  # scheme://... or protocol-relative //host
+URL_IN_CODE = re.compile(  # in JavaScript: scheme URLs, and quoted //host/
+    r"""(?:https?|wss?|ftp)://[^\s"'`<>()\\]*|(?<=["'`(])//[a-z0-9-]+(?:\.[a-z0-9-]+)+/[^\s"'`<>()\\]*""",
+    re.I,
+)
+CSS_URL = re.compile(
+    r"""url\(\s*(["']?)(.*?)\1\s*\)|@import\s+(["'])(.*?)\3""", re.I | re.S
+)
 CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 # (tag or "*", attribute) pairs whose value the browser fetches
-FETCHING_ATTRS = {("*", "src"), ("*", "background"), ("video", "poster"), ("object", "data"),
-                  ("link", "href"), ("base", "href"), ("image", "href"), ("image", "xlink:href"),
-                  ("use", "href"), ("use", "xlink:href"), ("feimage", "href"), ("feimage", "xlink:href"),
-                  ("script", "href"), ("script", "xlink:href")}
+FETCHING_ATTRS = {
+    ("*", "src"),
+    ("*", "background"),
+    ("video", "poster"),
+    ("object", "data"),
+    ("link", "href"),
+    ("base", "href"),
+    ("image", "href"),
+    ("image", "xlink:href"),
+    ("use", "href"),
+    ("use", "xlink:href"),
+    ("feimage", "href"),
+    ("feimage", "xlink:href"),
+    ("script", "href"),
+    ("script", "xlink:href"),
+}
 
 
 def css_urls(text: str):
@@ -168,7 +230,7 @@ class FetchedURLs(HTMLParser):
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.found: list[tuple[str, str]] = []   # (where, url)
+        self.found: list[tuple[str, str]] = []  # (where, url)
         self._block, self._text = None, []
 
     def handle_starttag(self, tag, attrs):
@@ -201,7 +263,9 @@ class FetchedURLs(HTMLParser):
 
 def offsite_urls(root: Path):
     """(file, where, url) for every off-site URL a built file could fetch."""
-    for path in sorted(p for p in root.rglob("*") if p.suffix in SCANNED_SUFFIXES and p.is_file()):
+    for path in sorted(
+        p for p in root.rglob("*") if p.suffix in SCANNED_SUFFIXES and p.is_file()
+    ):
         rel, text = path.relative_to(root).as_posix(), path.read_text(errors="replace")
         if path.suffix in (".js", ".mjs"):
             found = [("script", u) for u in URL_IN_CODE.findall(text)]
@@ -225,12 +289,24 @@ def test_scanner_finds_what_fetches(tmp_path):
         '<script>fetch("https://api.example/d")</script></head><body>'
         '<img srcset="local.png 1x, https://img.example/e.png 2x"><video poster="https://img.example/f.png"></video>'
         '<object data="https://obj.example/g.svg"></object><div style="background:url(\'//img.example/h.png\')"></div>'
-        '<a href="https://example.org/read-me">a link is not a fetch</a><img src="local.png"></body></html>')
-    (tmp_path / "s.css").write_text('/* url(https://comment.example/x) */ @import url("https://css.example/i.css");')
-    (tmp_path / "t.js").write_text('var u = "//js.example/j.js"; var v = "https://js.example/k";')
+        '<a href="https://example.org/read-me">a link is not a fetch</a><img src="local.png"></body></html>'
+    )
+    (tmp_path / "s.css").write_text(
+        '/* url(https://comment.example/x) */ @import url("https://css.example/i.css");'
+    )
+    (tmp_path / "t.js").write_text(
+        'var u = "//js.example/j.js"; var v = "https://js.example/k";'
+    )
     hosts = {urlparse(u).hostname for _, _, u in offsite_urls(tmp_path)}
-    assert hosts == {"cdn.example", "fonts.example", "img.example", "api.example", "obj.example",
-                     "css.example", "js.example"}
+    assert hosts == {
+        "cdn.example",
+        "fonts.example",
+        "img.example",
+        "api.example",
+        "obj.example",
+        "css.example",
+        "js.example",
+    }
 
 
 def test_no_offsite_urls(book):
@@ -238,14 +314,26 @@ def test_no_offsite_urls(book):
     for rel, where, url in offsite_urls(HTML):
         if url in NAMESPACES:
             continue
-        entry = next((e for e in INERT_URLS if fnmatch.fnmatch(rel, e.files) and re.fullmatch(e.url, url)), None)
+        entry = next(
+            (
+                e
+                for e in INERT_URLS
+                if fnmatch.fnmatch(rel, e.files) and re.fullmatch(e.url, url)
+            ),
+            None,
+        )
         if entry is None:
             offenders.append(f"{rel}: {where} {url}")
         else:
             used.add(entry)
-    assert not offenders, "built files name off-site URLs a browser would fetch:\n" + "\n".join(offenders)
+    assert not offenders, (
+        "built files name off-site URLs a browser would fetch:\n" + "\n".join(offenders)
+    )
     stale = [f"{e.files}: {e.url}" for e in INERT_URLS if e not in used]
-    assert not stale, "allowlist entries that match nothing any more (remove them):\n" + "\n".join(stale)
+    assert not stale, (
+        "allowlist entries that match nothing any more (remove them):\n"
+        + "\n".join(stale)
+    )
     assert len(pages()) > len(CHAPTERS)
 
 
@@ -255,29 +343,49 @@ def test_thebe_is_off(book):
     the repeated `const`, see ALLOWED_CONSOLE) say the same thing."""
     for page in pages():
         html = page.read_text()
-        assert not re.search(r"<script[^>]+src=[\"'][^\"']*thebe@", html), f"{page.name} loads thebe"
+        assert not re.search(r"<script[^>]+src=[\"'][^\"']*thebe@", html), (
+            f"{page.name} loads thebe"
+        )
         # sphinx-thebe fetches THEBE_JS_URL only in initThebe(), which a launch button's click calls
-        assert "initThebe" not in html and "thebe-launch-button" not in html, \
+        assert "initThebe" not in html and "thebe-launch-button" not in html, (
             f"{page.name} offers a live-code launch button"
-        configs = set(re.findall(r"<script>(const THEBE_JS_URL = [^<]*)</script>", html))
-        assert len(configs) <= 1, f"{page.name} has differing thebe configurations: {configs}"
+        )
+        configs = set(
+            re.findall(r"<script>(const THEBE_JS_URL = [^<]*)</script>", html)
+        )
+        assert len(configs) <= 1, (
+            f"{page.name} has differing thebe configurations: {configs}"
+        )
 
 
 def test_pages_load_local_mathjax(book):
     for page in pages():
         html = page.read_text()
-        assert "mathjax/latest.js" not in html, f"{page.name} loads MathJax's CDN loader"
+        assert "mathjax/latest.js" not in html, (
+            f"{page.name} loads MathJax's CDN loader"
+        )
         for src in re.findall(r"<script[^>]+src=[\"']([^\"']*mathjax[^\"']*)", html):
-            assert not OFFSITE.match(src) and (page.parent / src.split("?")[0]).resolve().is_file(), src
+            assert (
+                not OFFSITE.match(src)
+                and (page.parent / src.split("?")[0]).resolve().is_file()
+            ), src
 
 
 def test_widgets_need_only_bundled_modules(book):
     """Every widget model and view in the book comes from a module the manager
     bundles, so it never turns to its CDN."""
-    bundled = {"@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output"}
+    bundled = {
+        "@jupyter-widgets/base",
+        "@jupyter-widgets/controls",
+        "@jupyter-widgets/output",
+    }
     for page in pages():
-        modules = set(re.findall(r'"_(?:model|view)_module": "([^"]+)"', page.read_text()))
-        assert modules <= bundled, f"{page.name} uses widget modules the manager would fetch: {modules - bundled}"
+        modules = set(
+            re.findall(r'"_(?:model|view)_module": "([^"]+)"', page.read_text())
+        )
+        assert modules <= bundled, (
+            f"{page.name} uses widget modules the manager would fetch: {modules - bundled}"
+        )
 
 
 def test_injected_parameters_do_not_show(book):
@@ -288,15 +396,22 @@ def test_injected_parameters_do_not_show(book):
 def test_chapters_downloadable_as_notebooks(book):
     for name in CHAPTERS:
         page = page_of(name).read_text()
-        assert re.search(rf'href="[^"]*_sources/[^"]*{name}\.ipynb"', page), f"{name} has no .ipynb download"
+        assert re.search(rf'href="[^"]*_sources/[^"]*{name}\.ipynb"', page), (
+            f"{name} has no .ipynb download"
+        )
 
 
 def test_widget_scripts_are_served_locally(book):
     page = (HTML / "notebooks" / "mfu.html").read_text()
-    scripts = ["vendor/require.js", "vendor/widgets-setup.js", "vendor/html-manager/embed-amd.js"]
+    scripts = [
+        "vendor/require.js",
+        "vendor/widgets-setup.js",
+        "vendor/html-manager/embed-amd.js",
+    ]
     positions = [page.find(s) for s in scripts]
-    assert all(p >= 0 for p in positions) and positions == sorted(positions), \
+    assert all(p >= 0 for p in positions) and positions == sorted(positions), (
         f"the widget scripts are missing or out of order: {dict(zip(scripts, positions))}"
+    )
     for s in scripts:
         assert (HTML / s).is_file(), f"{s} is not in the build"
     assert "application/vnd.jupyter.widget-state+json" in page
@@ -306,10 +421,17 @@ def test_widget_fonts_are_in_the_build(book):
     """Every font file the widget manager names (webpack's publicPath + name)
     is served beside it, where widgets-setup.js points the manager."""
     manager = HTML / "vendor" / "html-manager"
-    names = set(re.findall(r'\w\.p\+"([0-9a-f]{20}\.(?:woff2?|ttf|eot|svg))"', (manager / "embed-amd.js").read_text()))
+    names = set(
+        re.findall(
+            r'\w\.p\+"([0-9a-f]{20}\.(?:woff2?|ttf|eot|svg))"',
+            (manager / "embed-amd.js").read_text(),
+        )
+    )
     assert names, "no font references found in embed-amd.js (has the manager changed?)"
     missing = sorted(n for n in names if not (manager / n).is_file())
-    assert not missing, f"fonts the widget manager requests but the build lacks: {missing}"
+    assert not missing, (
+        f"fonts the widget manager requests but the build lacks: {missing}"
+    )
 
 
 # --- in a real browser -----------------------------------------------------------
@@ -317,15 +439,19 @@ def test_widget_fonts_are_in_the_build(book):
 # JavaScript console errors and page errors that are harmless, each with why.
 # Everything else a page logs as an error fails its test.
 ALLOWED_CONSOLE = [
-    Allowed(r"^(SyntaxError: )?Identifier 'THEBE_JS_URL' has already been declared$",
-            "every page carries sphinx-thebe's inline configuration script twice (the build adds it twice, "
-            "as it does togglebutton's selector); the second copy throws on re-declaring its first `const`, so "
-            "none of it runs again, and the first copy already declared the same values "
-            "(test_thebe_is_off checks the copies are identical). Thebe is off, so nothing reads them."),
+    Allowed(
+        r"^(SyntaxError: )?Identifier 'THEBE_JS_URL' has already been declared$",
+        "every page carries sphinx-thebe's inline configuration script twice (the build adds it twice, "
+        "as it does togglebutton's selector); the second copy throws on re-declaring its first `const`, so "
+        "none of it runs again, and the first copy already declared the same values "
+        "(test_thebe_is_off checks the copies are identical). Thebe is off, so nothing reads them.",
+    ),
 ]
 
 
-@pytest.fixture(scope="module")   # closed before test_lab.py starts its own (one sync Playwright at a time)
+@pytest.fixture(
+    scope="module"
+)  # closed before test_lab.py starts its own (one sync Playwright at a time)
 def browser(book):
     with chromium() as b:
         yield b
@@ -353,7 +479,9 @@ def settle(page, html: str):
     """Wait for what the page draws after load: MathJax and the widgets."""
     if "math notranslate" in html:
         page.wait_for_selector("mjx-container", timeout=15_000)
-        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true")
+        page.evaluate(
+            "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
+        )
     if "widget-state+json" in html:
         page.wait_for_selector(".widget-subarea", timeout=15_000)
     page.wait_for_load_state("networkidle")
@@ -367,15 +495,26 @@ def test_page_in_browser(browser, name):
         html = path.read_text()
         settle(page, html)
         if "math notranslate" in html:
-            assert page.locator("mjx-merror").count() == 0, "MathJax could not typeset some math"
-        widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : -1)")
+            assert page.locator("mjx-merror").count() == 0, (
+                "MathJax could not typeset some math"
+            )
+        widths = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : -1)"
+        )
         assert all(w > 0 for w in widths), f"broken or unloaded images: {widths}"
         if "widget-state+json" in html:
-            assert page.locator(".widget-slider, .widget-dropdown, .widget-text, .widget-checkbox").count() > 0
+            assert (
+                page.locator(
+                    ".widget-slider, .widget-dropdown, .widget-text, .widget-checkbox"
+                ).count()
+                > 0
+            )
             # the live widget carries its own figure; the static copy beside it is hidden
             assert page.locator(".widget-subarea img").count() > 0
             duplicates = page.eval_on_selector_all(
-                ".cell_output:has(.widget-subarea) > img", "imgs => imgs.filter(i => i.offsetParent !== null).length")
+                ".cell_output:has(.widget-subarea) > img",
+                "imgs => imgs.filter(i => i.offsetParent !== null).length",
+            )
             assert duplicates == 0
         w.assert_clean()
     finally:
@@ -400,7 +539,9 @@ def test_other_pages_in_browser(browser):
     assert not problems, "\n".join(problems)
     # every page shows the allowlisted messages; one that no longer appears is stale
     stale = [a.pattern for a in ALLOWED_CONSOLE if a.pattern not in seen]
-    assert not stale, f"ALLOWED_CONSOLE entries no page logs any more (remove them): {stale}"
+    assert not stale, (
+        f"ALLOWED_CONSOLE entries no page logs any more (remove them): {stale}"
+    )
 
 
 FONT_FACES = """() => {
@@ -426,7 +567,14 @@ def test_widget_fonts_load(browser):
     fonts = []
 
     def record_fonts(page):
-        page.on("response", lambda r: fonts.append(r.url) if re.search(r"\.(woff2?|ttf|eot)$", r.url) else None)
+        page.on(
+            "response",
+            lambda r: (
+                fonts.append(r.url)
+                if re.search(r"\.(woff2?|ttf|eot)$", r.url)
+                else None
+            ),
+        )
 
     context, page, w = open_offline(browser, path, record_fonts)
     try:
@@ -434,13 +582,19 @@ def test_widget_fonts_load(browser):
         page.evaluate("() => document.fonts.ready.then(() => true)")
         declared = page.evaluate(FONT_FACES)
         manager = [u for u in declared if "/vendor/html-manager/" in u]
-        assert manager, f"the widget manager's @font-face rules do not point into vendor/html-manager/: {declared}"
+        assert manager, (
+            f"the widget manager's @font-face rules do not point into vendor/html-manager/: {declared}"
+        )
         for url in declared:
             if url.startswith("data:"):
                 continue
             assert url.startswith(HTML.as_uri()), f"a font outside the build: {url}"
-            assert Path(unquote(urlparse(url).path)).is_file(), f"a declared font the build lacks: {url}"
-        assert any("/vendor/html-manager/" in u for u in fonts), f"no widget font was loaded: {fonts}"
+            assert Path(unquote(urlparse(url).path)).is_file(), (
+                f"a declared font the build lacks: {url}"
+            )
+        assert any("/vendor/html-manager/" in u for u in fonts), (
+            f"no widget font was loaded: {fonts}"
+        )
         w.assert_clean()
     finally:
         context.close()
@@ -452,7 +606,9 @@ def test_solutions_hidden_until_opened(browser):
     try:
         solution = page.locator(".solution").first
         body = solution.locator(".cell_output").first
-        assert not body.is_visible(), "the solution's output shows before the reader opens it"
+        assert not body.is_visible(), (
+            "the solution's output shows before the reader opens it"
+        )
         solution.locator(".admonition-title, summary, .toggle-button").first.click()
         body.wait_for(state="visible", timeout=5_000)
         assert "with 12Lhs" in body.inner_text()

@@ -3,7 +3,8 @@
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlbook.common import book_values
 
@@ -26,7 +27,16 @@ def test_falls_back_to_the_last_make_book(tmp_path, monkeypatch):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.one_of(st.just(""), st.just("../etc"), st.just(".hidden"), st.integers(), st.none(), st.booleans()))
+@given(
+    st.one_of(
+        st.just(""),
+        st.just("../etc"),
+        st.just(".hidden"),
+        st.integers(),
+        st.none(),
+        st.booleans(),
+    )
+)
 def test_bad_page_names_are_refused(page):
     with pytest.raises(ValueError, match="page"):
         book_values.page_values(page)

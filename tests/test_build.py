@@ -8,14 +8,12 @@ and not the chapters, and take seconds: each execution starts a kernel.
 import inspect
 import json
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 
+import build  # tools/build.py (tests/conftest.py puts tools/ on the path)
 import nbformat
 import pytest
-
-import build  # tools/build.py (tests/conftest.py puts tools/ on the path)
 
 HEAD = """\
 ---
@@ -45,26 +43,38 @@ SMALL = False
 
 PAGES = {
     # a reaches mlbook/common/units.py only through a relative import in mlbook/alpha/core.py
-    "a": ("", "Page a's prose.", """\
+    "a": (
+        "",
+        "Page a's prose.",
+        """\
 from myst_nb import glue
 from mlbook.alpha import core
 glue("a_x", core.f(), display=False)
 glue("a_label", "fast", display=False)
-glue("a_flag", True, display=False)"""),
-    "b": ("", "Page b's prose.", """\
+glue("a_flag", True, display=False)""",
+    ),
+    "b": (
+        "",
+        "Page b's prose.",
+        """\
 import os
 from myst_nb import glue
 from mlbook.beta.calc import g
 glue("b_n", g(), display=False)
 glue("b_cpus", len(os.sched_getaffinity(0)), display=False)
-glue("b_threads", os.environ.get("OMP_NUM_THREADS", "unset"), display=False)"""),
+glue("b_threads", os.environ.get("OMP_NUM_THREADS", "unset"), display=False)""",
+    ),
     # s reads a's values, as the introduction may read the chapters'
-    "s": ("mlbook:\n  depends_on: [a]\n", "Page s's prose.", """\
+    "s": (
+        "mlbook:\n  depends_on: [a]\n",
+        "Page s's prose.",
+        """\
 import json, os
 from pathlib import Path
 from myst_nb import glue
 a = json.loads((Path(os.environ["MLBOOK_VALUES_DIR"]) / "a.json").read_text())
-glue("s_twice_a", a["a_x"] * 2, display=False)"""),
+glue("s_twice_a", a["a_x"] * 2, display=False)""",
+    ),
 }
 
 PACKAGE = {
@@ -90,13 +100,24 @@ def write_tree(root: Path, files: dict) -> None:
 
 def make_project(root: Path) -> None:
     write_tree(root, PACKAGE)
-    write_tree(root, {f"notebooks/{n}.md": page_text(n, *spec) for n, spec in PAGES.items()})
-    write_tree(root, {"_config.yml": "title: t\n", "_toc.yml": "format: jb-book\nroot: notebooks/a\n",
-                      "requirements.txt": "nothing\n", "book/notation.md": "# Notation\n"})
+    write_tree(
+        root, {f"notebooks/{n}.md": page_text(n, *spec) for n, spec in PAGES.items()}
+    )
+    write_tree(
+        root,
+        {
+            "_config.yml": "title: t\n",
+            "_toc.yml": "format: jb-book\nroot: notebooks/a\n",
+            "requirements.txt": "nothing\n",
+            "book/notation.md": "# Notation\n",
+        },
+    )
     (root / "_vendor").mkdir()
 
 
-JOBS = 2 if len(build.physical_cores()) >= 2 else 1   # the parallel path, where the machine has two cores
+JOBS = (
+    2 if len(build.physical_cores()) >= 2 else 1
+)  # the parallel path, where the machine has two cores
 
 
 class Project:
@@ -135,9 +156,12 @@ def project(tmp_path_factory):
 
 # --- glued values ----------------------------------------------------------------
 
+
 def test_first_build_executes_everything_and_writes_values(project):
     r = project.first
-    assert project.executed(r) == ["a", "b", "s"] and not any(c["error"] for c in r["chapters"].values())
+    assert project.executed(r) == ["a", "b", "s"] and not any(
+        c["error"] for c in r["chapters"].values()
+    )
     a = build.read_values(project.dest, "a")
     assert a == {"a_x": 0.25, "a_label": "fast", "a_flag": True}
     assert type(a["a_x"]) is float
@@ -154,29 +178,60 @@ def test_parallel_jobs_get_their_own_cores(project):
     cpus = [set(j["cpus"]) for j in r["job_resources"]]
     assert not cpus[0] & cpus[1]
     b = build.read_values(project.dest, "b")
-    assert b["b_cpus"] == len(cpus[0]) and b["b_threads"] == r["job_resources"][0]["threads"]
+    assert (
+        b["b_cpus"] == len(cpus[0])
+        and b["b_threads"] == r["job_resources"][0]["threads"]
+    )
 
 
 def _notebook_with_glue(path: Path, text_plain: str, name="x"):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("glue(...)")
-    cell.outputs = [nbformat.v4.new_output(
-        "display_data", data={"application/papermill.record/text/plain": text_plain},
-        metadata={"scrapbook": {"name": name, "mime_prefix": "application/papermill.record/"}})]
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"application/papermill.record/text/plain": text_plain},
+            metadata={
+                "scrapbook": {
+                    "name": name,
+                    "mime_prefix": "application/papermill.record/",
+                }
+            },
+        )
+    ]
     nb.cells = [cell]
     nbformat.write(nb, path)
 
 
-@pytest.mark.parametrize("text, value", [("3", 3), ("0.125", 0.125), ("-1e-05", -1e-05), ("'1,024'", "1,024"),
-                                         ("'A100 (bf16)'", "A100 (bf16)"), ("False", False)])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("3", 3),
+        ("0.125", 0.125),
+        ("-1e-05", -1e-05),
+        ("'1,024'", "1,024"),
+        ("'A100 (bf16)'", "A100 (bf16)"),
+        ("False", False),
+    ],
+)
 def test_glued_values_come_back_as_plain_values(tmp_path, text, value):
     _notebook_with_glue(tmp_path / "p.ipynb", text)
     got = build.glued_values(tmp_path / "p.ipynb")["x"]
     assert got == value and type(got) is type(value)
 
 
-@pytest.mark.parametrize("text", ["np.float64(0.3)", "{'a': 1}", "(1, 24)", "None", "nan", "1j",
-                                  "<Figure size 640x480 with 1 Axes>"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "np.float64(0.3)",
+        "{'a': 1}",
+        "(1, 24)",
+        "None",
+        "nan",
+        "1j",
+        "<Figure size 640x480 with 1 Axes>",
+    ],
+)
 def test_glued_values_other_than_numbers_and_strings_are_refused(tmp_path, text):
     _notebook_with_glue(tmp_path / "mfu.ipynb", text, name="peak_mfu")
     with pytest.raises(build.GlueError, match=r"mfu: glued value 'peak_mfu'"):
@@ -185,16 +240,30 @@ def test_glued_values_other_than_numbers_and_strings_are_refused(tmp_path, text)
 
 def test_a_bad_glued_value_fails_its_page_naming_the_glue(project):
     project.build()
-    write_tree(project.root, {"notebooks/d.md": page_text("d", "", "Bad glue.", """\
+    write_tree(
+        project.root,
+        {
+            "notebooks/d.md": page_text(
+                "d",
+                "",
+                "Bad glue.",
+                """\
 import numpy as np
 from myst_nb import glue
-glue("d_ratio", np.float64(0.3), display=False)""")})
+glue("d_ratio", np.float64(0.3), display=False)""",
+            )
+        },
+    )
     try:
         r = project.build(only=["d"])
         error = r["chapters"]["d"]["error"]
-        assert error and "d: glued value 'd_ratio'" in error and "np.float64(0.3)" in error
+        assert (
+            error and "d: glued value 'd_ratio'" in error and "np.float64(0.3)" in error
+        )
         assert not (project.dest / "values" / "d.json").exists()
-        assert build.Cache(project.dest / "cache").entry("d") is None      # a failure is not cached
+        assert (
+            build.Cache(project.dest / "cache").entry("d") is None
+        )  # a failure is not cached
         timings = json.loads((project.dest / "timings.json").read_text())
         assert timings["chapters"]["d"]["error"] == error
     finally:
@@ -203,16 +272,25 @@ glue("d_ratio", np.float64(0.3), display=False)""")})
 
 # --- the cache -------------------------------------------------------------------
 
+
 def test_unchanged_build_executes_nothing(project):
     project.build()
     started = time.perf_counter()
     r = project.build()
-    assert time.perf_counter() - started < 10          # no kernel started
+    assert time.perf_counter() - started < 10  # no kernel started
     assert project.executed(r) == []
     timings = json.loads((project.dest / "timings.json").read_text())
-    assert {n: c["cached"] for n, c in timings["chapters"].items()} == {"a": True, "b": True, "s": True}
-    assert all(c["this_run_s"] == 0 and c["seconds"] > 0 for c in timings["chapters"].values())
-    assert build.read_values(project.dest, "s") == {"s_twice_a": 0.5}   # values written from the cache
+    assert {n: c["cached"] for n, c in timings["chapters"].items()} == {
+        "a": True,
+        "b": True,
+        "s": True,
+    }
+    assert all(
+        c["this_run_s"] == 0 and c["seconds"] > 0 for c in timings["chapters"].values()
+    )
+    assert build.read_values(project.dest, "s") == {
+        "s_twice_a": 0.5
+    }  # values written from the cache
     assert (project.dest / "src" / "notebooks" / "a.ipynb").exists()
 
 
@@ -239,13 +317,19 @@ def test_package_edit_reexecutes_the_pages_whose_key_includes_it(project):
 
 def test_failed_execution_is_not_cached(project):
     project.build()
-    write_tree(project.root, {"notebooks/c.md": page_text("c", "", "Fails.", 'raise RuntimeError("boom")')})
+    write_tree(
+        project.root,
+        {"notebooks/c.md": page_text("c", "", "Fails.", 'raise RuntimeError("boom")')},
+    )
     try:
         first = project.build(only=["c"])
         assert "RuntimeError: boom" in first["chapters"]["c"]["error"]
         assert build.Cache(project.dest / "cache").entry("c") is None
         again = project.build(only=["c"])
-        assert again["chapters"]["c"]["cached"] is False and again["chapters"]["c"]["error"]
+        assert (
+            again["chapters"]["c"]["cached"] is False
+            and again["chapters"]["c"]["error"]
+        )
     finally:
         (project.root / "notebooks" / "c.md").unlink()
 
@@ -261,20 +345,25 @@ def test_default_build_executes_every_page(project):
 
 # --- keys: which package files a page depends on (no kernels) --------------------
 
+
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "ROOT", tmp_path)
-    write_tree(tmp_path, PACKAGE | {
-        "mlbook/gamma/__init__.py": "from .tools import helper\n",
-        "mlbook/gamma/tools.py": "from mlbook.beta import calc\n\ndef helper():\n    return calc.g()\n",
-        "mlbook/delta/runner.py": 'import subprocess\nMODULE = "mlbook.delta.script"\n',
-        "mlbook/delta/script.py": "from mlbook.alpha.core import f\n",
-        "mlbook/delta/launcher.py": 'SCRIPT = "worker.py"\n',
-        "mlbook/delta/worker.py": "",
-        "mlbook/epsilon.py": "import importlib\nm = importlib.import_module('mlbook.' + 'beta')\n",
-        "mlbook/zeta.py": '"""Documents mlbook.beta.calc and worker.py; imports neither."""\n',
-        "mlbook/table.json": "{}\n",
-    })
+    write_tree(
+        tmp_path,
+        PACKAGE
+        | {
+            "mlbook/gamma/__init__.py": "from .tools import helper\n",
+            "mlbook/gamma/tools.py": "from mlbook.beta import calc\n\ndef helper():\n    return calc.g()\n",
+            "mlbook/delta/runner.py": 'import subprocess\nMODULE = "mlbook.delta.script"\n',
+            "mlbook/delta/script.py": "from mlbook.alpha.core import f\n",
+            "mlbook/delta/launcher.py": 'SCRIPT = "worker.py"\n',
+            "mlbook/delta/worker.py": "",
+            "mlbook/epsilon.py": "import importlib\nm = importlib.import_module('mlbook.' + 'beta')\n",
+            "mlbook/zeta.py": '"""Documents mlbook.beta.calc and worker.py; imports neither."""\n',
+            "mlbook/table.json": "{}\n",
+        },
+    )
     return tmp_path
 
 
@@ -288,25 +377,46 @@ def deps_of(root: Path, code: str):
 def test_keys_follow_imports_through_the_package(tree):
     files, why = deps_of(tree, "from mlbook.alpha import core")
     assert why is None
-    assert files == ["mlbook/__init__.py", "mlbook/alpha/__init__.py", "mlbook/alpha/core.py",
-                     "mlbook/common/__init__.py", "mlbook/common/units.py", "mlbook/table.json"]
-    files, _ = deps_of(tree, "import mlbook.gamma as gm\n%time gm.helper()")   # via the package's __init__
+    assert files == [
+        "mlbook/__init__.py",
+        "mlbook/alpha/__init__.py",
+        "mlbook/alpha/core.py",
+        "mlbook/common/__init__.py",
+        "mlbook/common/units.py",
+        "mlbook/table.json",
+    ]
+    files, _ = deps_of(
+        tree, "import mlbook.gamma as gm\n%time gm.helper()"
+    )  # via the package's __init__
     assert "mlbook/gamma/tools.py" in files and "mlbook/beta/calc.py" in files
     assert "mlbook/alpha/core.py" not in files
 
 
 def test_keys_follow_module_names_and_file_names_in_strings(tree):
-    files, why = deps_of(tree, "from mlbook.delta import runner")   # torchrun("mlbook.delta.script")
-    assert why is None and {"mlbook/delta/script.py", "mlbook/alpha/core.py"} <= set(files)
-    files, _ = deps_of(tree, "from mlbook.delta.launcher import SCRIPT")   # Path(...) / "worker.py"
+    files, why = deps_of(
+        tree, "from mlbook.delta import runner"
+    )  # torchrun("mlbook.delta.script")
+    assert why is None and {"mlbook/delta/script.py", "mlbook/alpha/core.py"} <= set(
+        files
+    )
+    files, _ = deps_of(
+        tree, "from mlbook.delta.launcher import SCRIPT"
+    )  # Path(...) / "worker.py"
     assert "mlbook/delta/worker.py" in files
-    files, _ = deps_of(tree, "from mlbook import zeta")   # a docstring naming modules runs nothing
+    files, _ = deps_of(
+        tree, "from mlbook import zeta"
+    )  # a docstring naming modules runs nothing
     assert "mlbook/beta/calc.py" not in files and "mlbook/delta/worker.py" not in files
 
 
-@pytest.mark.parametrize("code", ["from mlbook.nowhere import x",
-                                  "from mlbook import epsilon",
-                                  "import mlbook.beta.calc\nx = (  # unparsable"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from mlbook.nowhere import x",
+        "from mlbook import epsilon",
+        "import mlbook.beta.calc\nx = (  # unparsable",
+    ],
+)
 def test_keys_take_the_whole_package_when_imports_cannot_be_resolved(tree, code):
     files, why = deps_of(tree, code)
     assert why
@@ -314,17 +424,27 @@ def test_keys_take_the_whole_package_when_imports_cannot_be_resolved(tree, code)
 
 
 def test_dependency_cycles_and_unknown_pages_are_refused(tree):
-    write_tree(tree, {"notebooks/x.md": page_text("x", "mlbook:\n  depends_on: [y]\n", "p", "1"),
-                      "notebooks/y.md": page_text("y", "mlbook:\n  depends_on: [x]\n", "p", "1")})
+    write_tree(
+        tree,
+        {
+            "notebooks/x.md": page_text("x", "mlbook:\n  depends_on: [y]\n", "p", "1"),
+            "notebooks/y.md": page_text("y", "mlbook:\n  depends_on: [x]\n", "p", "1"),
+        },
+    )
     with pytest.raises(SystemExit, match="cycle"):
         build.execution_order(build.chapters())
-    write_tree(tree, {"notebooks/y.md": page_text("y", "mlbook:\n  depends_on: [zz]\n", "p", "1")})
+    write_tree(
+        tree,
+        {"notebooks/y.md": page_text("y", "mlbook:\n  depends_on: [zz]\n", "p", "1")},
+    )
     with pytest.raises(SystemExit, match="'zz'"):
         build.execution_order(build.chapters())
 
 
 def test_jobs_get_disjoint_whole_cores(monkeypatch):
-    monkeypatch.setattr(build, "physical_cores", lambda: [[0, 8], [1, 9], [2, 10], [3, 11], [4, 12]])
+    monkeypatch.setattr(
+        build, "physical_cores", lambda: [[0, 8], [1, 9], [2, 10], [3, 11], [4, 12]]
+    )
     monkeypatch.setattr(build, "gpu_models", lambda: [])
     plan = build.plan_jobs(2)
     assert [j["cpus"] for j in plan] == [[0, 1, 8, 9], [2, 3, 10, 11]]
@@ -336,7 +456,10 @@ def test_jobs_get_disjoint_whole_cores(monkeypatch):
 
 # --- the HTML step (jupyter-book replaced by a stand-in) -------------------------
 
-def test_html_is_rebuilt_unless_the_sources_match_the_last_clean_build(tmp_path, monkeypatch):
+
+def test_html_is_rebuilt_unless_the_sources_match_the_last_clean_build(
+    tmp_path, monkeypatch
+):
     src, dest = tmp_path / "src", tmp_path / "dest"
     write_tree(src, {"intro.md": "# Intro\n"})
     runs, warn = [], []
@@ -351,12 +474,16 @@ def test_html_is_rebuilt_unless_the_sources_match_the_last_clean_build(tmp_path,
     dest.mkdir()
     assert build.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 1
     assert not build.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 1
-    assert build.build_book(src, dest, reuse=False)["rebuilt"] and len(runs) == 2     # --no-cache, make test
+    assert (
+        build.build_book(src, dest, reuse=False)["rebuilt"] and len(runs) == 2
+    )  # --no-cache, make test
     (src / "intro.md").write_text("# Intro, edited\n")
     warn.append("intro.md:1: WARNING: something\n")
     assert build.build_book(src, dest, reuse=True)["warnings"] and len(runs) == 3
-    assert build.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 4       # warnings are never reused
+    assert (
+        build.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 4
+    )  # warnings are never reused
     warn.clear()
     build.build_book(src, dest, reuse=True)
     (dest / "_build" / "html" / "index.html").unlink()
-    assert build.build_book(src, dest, reuse=True)["rebuilt"]                         # output gone: rebuilt
+    assert build.build_book(src, dest, reuse=True)["rebuilt"]  # output gone: rebuilt

@@ -12,6 +12,7 @@ H = c.HOUR_S
 
 # --- known answers ---------------------------------------------------------------
 
+
 def test_young_known_answers():
     # sqrt(2 C T): C = 30 s, T = 3 h -> sqrt(648 000) s; C = 1 min -> sqrt(1 296 000) s
     assert c.young_interval(30, 3 * H) == pytest.approx(804.98, abs=0.01)
@@ -22,7 +23,7 @@ def test_young_known_answers():
 def test_daly_known_answer_and_branches():
     # C = 50, T = 100: C/(2T) = 1/4, sqrt(2CT) = 100 -> 100 (1 + 1/6 + 1/36) - 50
     assert c.daly_interval(50, 100) == pytest.approx(100 * (1 + 1 / 6 + 1 / 36) - 50)
-    assert c.daly_interval(200, 100) == 100          # C >= 2T: checkpoint every T
+    assert c.daly_interval(200, 100) == 100  # C >= 2T: checkpoint every T
     assert c.daly_interval(250, 100) == 100
     # small C/T: sqrt(2CT) sqrt(x)/3 = C/3, so Daly tends to Young minus 2C/3 (the next term,
     # sqrt(2CT) x / 9 = C sqrt(x) / 9, is 1e-4 C here)
@@ -47,12 +48,17 @@ def test_first_order_waste_minimum_is_sqrt_2c_over_t():
 
 def test_exact_waste_limits():
     # no failures to speak of: the waste is the checkpoint share C / (I + C)
-    assert c.waste_fraction(100, 1, 1e12, exact=True) == pytest.approx(1 / 101, rel=1e-6)
+    assert c.waste_fraction(100, 1, 1e12, exact=True) == pytest.approx(
+        1 / 101, rel=1e-6
+    )
     # exact and first order agree when C << I << T
     assert c.waste_fraction(100, 0.01, 1e7, exact=True) == pytest.approx(
-        c.waste_fraction(100, 0.01, 1e7), rel=1e-3)
+        c.waste_fraction(100, 0.01, 1e7), rel=1e-3
+    )
     # restarts only add waste
-    assert c.waste_fraction(800, 30, 3 * H, 300, exact=True) > c.waste_fraction(800, 30, 3 * H, exact=True)
+    assert c.waste_fraction(800, 30, 3 * H, 300, exact=True) > c.waste_fraction(
+        800, 30, 3 * H, exact=True
+    )
 
 
 def test_waste_accepts_arrays():
@@ -65,15 +71,24 @@ def test_cluster_mtbf():
     assert c.cluster_mtbf(1000 * H, 1000) == pytest.approx(H)
     assert c.cluster_mtbf(5.0, 1) == 5.0
     # I* falls as the square root of the node count
-    ratio = c.young_interval(30, c.cluster_mtbf(1e6, 400)) / c.young_interval(30, c.cluster_mtbf(1e6, 100))
+    ratio = c.young_interval(30, c.cluster_mtbf(1e6, 400)) / c.young_interval(
+        30, c.cluster_mtbf(1e6, 100)
+    )
     assert ratio == pytest.approx(0.5)
 
 
 # --- Monte Carlo against the closed form ----------------------------------------
 
-@pytest.mark.parametrize("cs,t,r", [(30, 3 * H, 0.0), (60, 3 * H, 600.0), (40, 2.5 * H, 120.0)])
+
+@pytest.mark.parametrize(
+    "cs,t,r", [(30, 3 * H, 0.0), (60, 3 * H, 600.0), (40, 2.5 * H, 120.0)]
+)
 def test_monte_carlo_matches_exact_within_five_standard_errors(cs, t, r):
-    for i in (c.young_interval(cs, t) / 4, c.young_interval(cs, t), 4 * c.young_interval(cs, t)):
+    for i in (
+        c.young_interval(cs, t) / 4,
+        c.young_interval(cs, t),
+        4 * c.young_interval(cs, t),
+    ):
         mc = c.simulate_waste(i, cs, t, restart_s=r, seed=1)
         exact = c.waste_fraction(i, cs, t, r, exact=True)
         se = c.monte_carlo_stderr(i, cs, t, r)
@@ -88,7 +103,11 @@ def test_monte_carlo_optimum_near_daly():
     mc = c.simulate_waste(grid, cs, t, horizon_s=20000 * t, seed=2)
     best = grid[np.argmin(mc)]
     # the waste curve is flat near its minimum: compare waste, not the argmin
-    assert c.waste_fraction(best, cs, t, exact=True) - c.waste_fraction(c.daly_interval(cs, t), cs, t, exact=True) < 2e-3
+    assert (
+        c.waste_fraction(best, cs, t, exact=True)
+        - c.waste_fraction(c.daly_interval(cs, t), cs, t, exact=True)
+        < 2e-3
+    )
 
 
 def test_monte_carlo_is_seeded_and_vectorised():
@@ -104,17 +123,20 @@ def test_monte_carlo_is_seeded_and_vectorised():
 def test_monte_carlo_without_failures_wastes_only_checkpoints():
     # horizon far below the MTBF: almost surely no failure
     w = c.simulate_waste(90.0, 10.0, 1e15, horizon_s=1000.0, seed=0)
-    assert w == pytest.approx(100 / 1000)   # 10 segments, each 10 s of checkpoint
+    assert w == pytest.approx(100 / 1000)  # 10 segments, each 10 s of checkpoint
 
 
 # --- storage -----------------------------------------------------------------------
+
 
 def test_checkpoint_bytes_70b():
     total = c.checkpoint_bytes(70e9)
     parts = c.checkpoint_bytes(70e9, breakdown=True)
     assert parts["bf16 weights"] == pytest.approx(140e9)
-    assert parts["fp32 master weights"] + parts["Adam m (fp32)"] + parts["Adam v (fp32)"] == pytest.approx(840e9)
-    assert total == pytest.approx(980e9)                 # "about 1 TB"
+    assert parts["fp32 master weights"] + parts["Adam m (fp32)"] + parts[
+        "Adam v (fp32)"
+    ] == pytest.approx(840e9)
+    assert total == pytest.approx(980e9)  # "about 1 TB"
     assert not any("gradient" in k for k in parts)
 
 
@@ -123,7 +145,7 @@ def test_write_time_sharding():
     one = c.write_time_s(b, 1, 2e9, 100e9)
     assert one == pytest.approx(500.0)
     assert c.write_time_s(b, 10, 2e9, 100e9) == pytest.approx(50.0)
-    assert c.write_time_s(b, 1000, 2e9, 100e9) == pytest.approx(10.0)   # storage-bound
+    assert c.write_time_s(b, 1000, 2e9, 100e9) == pytest.approx(10.0)  # storage-bound
 
 
 # --- bad input -----------------------------------------------------------------------
@@ -144,7 +166,10 @@ def test_bad_times_raise_naming_the_value(bad):
         (lambda: c.simulate_waste(bad, 30, 100), "interval_s"),
         (lambda: c.simulate_waste(100, bad, 100), "checkpoint_s"),
         (lambda: c.simulate_waste(100, 30, bad), "mtbf_s"),
-        (lambda: c.simulate_waste(100, 30, 100, horizon_s=0 if bad is None else bad), "horizon_s"),
+        (
+            lambda: c.simulate_waste(100, 30, 100, horizon_s=0 if bad is None else bad),
+            "horizon_s",
+        ),
         (lambda: c.cluster_mtbf(bad, 10), "node_mtbf_s"),
         (lambda: c.checkpoint_bytes(bad), "n_params"),
         (lambda: c.write_time_s(bad, 1, 1, 1), "checkpoint_bytes_total"),
@@ -152,11 +177,19 @@ def test_bad_times_raise_naming_the_value(bad):
         (lambda: c.write_time_s(1, 1, 1, bad), "storage_bytes_per_s"),
         (lambda: c.optimal_interval(bad, 100), "checkpoint_s"),
         (lambda: c.optimal_interval(30, bad), "mtbf_s"),
-        (lambda: c.optimal_interval(30, 100, -1 if bad is None or bad == 0 else bad), "restart_s"),
+        (
+            lambda: c.optimal_interval(30, 100, -1 if bad is None or bad == 0 else bad),
+            "restart_s",
+        ),
         (lambda: c.monte_carlo_stderr(bad, 30, 100), "interval_s"),
         (lambda: c.monte_carlo_stderr(100, bad, 100), "checkpoint_s"),
         (lambda: c.monte_carlo_stderr(100, 30, bad), "mtbf_s"),
-        (lambda: c.monte_carlo_stderr(100, 30, 100, horizon_s=0 if bad is None else bad), "horizon_s"),
+        (
+            lambda: c.monte_carlo_stderr(
+                100, 30, 100, horizon_s=0 if bad is None else bad
+            ),
+            "horizon_s",
+        ),
     ]:
         with pytest.raises(ValueError, match=name):
             call()
@@ -181,9 +214,8 @@ def test_other_bad_input():
         c.simulate_waste(100, 30, 100, seed=1.5)
 
 
-
-
 # --- figures ---------------------------------------------------------------------------
+
 
 def test_slider_figure_is_the_cheap_one():
     """The slider figure draws closed forms only: no Monte Carlo dots, no legend, no
@@ -197,11 +229,16 @@ def test_slider_figure_is_the_cheap_one():
 
     fig = figs.waste_explorer(30.0, 1011.0, 300.0, 128)
     ax = fig.axes[0]
-    assert ax.get_legend() is None and not ax.texts[1:] and not any(
-        line.get_marker() == "o" for line in ax.lines)
+    assert (
+        ax.get_legend() is None
+        and not ax.texts[1:]
+        and not any(line.get_marker() == "o" for line in ax.lines)
+    )
     # T = 1011 h / 128 nodes = 7.9 h; Daly's interval for C = 30 s is marked by the star
     star = next(line for line in ax.lines if line.get_marker() == "*")
-    assert star.get_xdata()[0] == pytest.approx(c.daly_interval(30.0, 1011.0 * H / 128) / 60)
+    assert star.get_xdata()[0] == pytest.approx(
+        c.daly_interval(30.0, 1011.0 * H / 128) / 60
+    )
     plt.close(fig)
 
 
@@ -212,19 +249,45 @@ def test_figures_have_labelled_axes():
     import matplotlib.pyplot as plt
 
     from mlbook.cadence import figures as figs
-
     from mlbook.cadence.experiments import ModeTiming, ResumeResult, SaveModes
 
-    modes = SaveModes("CPU", {m: ModeTiming(1.0, (0.1, 0.2), () if m == "none" else (0.05, 0.04),
-                                            () if m == "none" else (0.05, 0.3), 0)
-                              for m in ("none", "sync", "async")})
-    res = ResumeResult(resumed_from=2, crash_at=3, ref_losses=(3.0, 2.9, 2.8, 2.7),
-                       crashed_losses=(3.0, 2.9, 2.8), exact_losses=(2.8, 2.7), naive_losses=(2.9, 2.85),
-                       exact_weights_equal=True, exact_max_weight_diff=0.0, naive_max_weight_diff=0.1,
-                       exact_extra=0, exact_missing=0, naive_extra=4, naive_missing=4, samples_per_step=4)
-    for fig in (figs.waste_curve(30, 3 * H), figs.waste_explorer(30, 1000, 0, 64),
-                figs.interval_vs_cluster(1000 * H, [30]), figs.save_stall(modes, "CPU"),
-                figs.resume_losses(res), figs.checkpoint_storage(70e9, "70B", 1e9, 200e9)):
+    modes = SaveModes(
+        "CPU",
+        {
+            m: ModeTiming(
+                1.0,
+                (0.1, 0.2),
+                () if m == "none" else (0.05, 0.04),
+                () if m == "none" else (0.05, 0.3),
+                0,
+            )
+            for m in ("none", "sync", "async")
+        },
+    )
+    res = ResumeResult(
+        resumed_from=2,
+        crash_at=3,
+        ref_losses=(3.0, 2.9, 2.8, 2.7),
+        crashed_losses=(3.0, 2.9, 2.8),
+        exact_losses=(2.8, 2.7),
+        naive_losses=(2.9, 2.85),
+        exact_weights_equal=True,
+        exact_max_weight_diff=0.0,
+        naive_max_weight_diff=0.1,
+        exact_extra=0,
+        exact_missing=0,
+        naive_extra=4,
+        naive_missing=4,
+        samples_per_step=4,
+    )
+    for fig in (
+        figs.waste_curve(30, 3 * H),
+        figs.waste_explorer(30, 1000, 0, 64),
+        figs.interval_vs_cluster(1000 * H, [30]),
+        figs.save_stall(modes, "CPU"),
+        figs.resume_losses(res),
+        figs.checkpoint_storage(70e9, "70B", 1e9, 200e9),
+    ):
         for ax in fig.axes:
             assert ax.get_xlabel() and ax.get_ylabel()
         plt.close(fig)
@@ -238,7 +301,7 @@ def test_storage_figure_shows_the_floor():
 
     from mlbook.cadence import figures as figs
 
-    for writer_bw in (11.4e6, 1e9):      # saturates past 8192 writers, and well before
+    for writer_bw in (11.4e6, 1e9):  # saturates past 8192 writers, and well before
         fig = figs.checkpoint_storage(70e9, "70B", writer_bw, 200e9)
         x = fig.axes[1].lines[0].get_xdata()
         assert x.max() >= 4 * 200e9 / writer_bw
@@ -247,11 +310,14 @@ def test_storage_figure_shows_the_floor():
 
 # --- the simulation has no bias ----------------------------------------------------------
 
+
 def test_monte_carlo_is_unbiased_over_seeds():
     """Many independent runs average to the exact waste (the simulation has no bias)."""
     t = 3 * H
     d = c.daly_interval(30.0, t)
-    runs = np.array([c.simulate_waste(d, 30.0, t, horizon_s=300 * t, seed=s) for s in range(200)])
+    runs = np.array(
+        [c.simulate_waste(d, 30.0, t, horizon_s=300 * t, seed=s) for s in range(200)]
+    )
     exact = c.waste_fraction(d, 30.0, t, exact=True)
     # The mean of 200 independent runs has standard error sd / sqrt(200); by the central limit
     # theorem a deviation beyond 4 of them has probability 6e-5 for an unbiased simulation.

@@ -38,7 +38,7 @@ def test_young_interval_for_the_briefs_cases(v):
     assert v["c60_young"] * 60 == pytest.approx(1138.42, rel=SIX_DIGITS)
     assert v["c30_wy"] == pytest.approx(0.0745356, rel=SIX_DIGITS)
     assert v["c60_wy"] == pytest.approx(0.105409, rel=SIX_DIGITS)
-    assert v["c_ratio"] == pytest.approx(math.sqrt(2), rel=EXACT)      # "which is sqrt 2"
+    assert v["c_ratio"] == pytest.approx(math.sqrt(2), rel=EXACT)  # "which is sqrt 2"
 
 
 def test_daly_interval_for_the_briefs_cases(v):
@@ -49,7 +49,9 @@ def test_daly_interval_for_the_briefs_cases(v):
     assert v["c60_daly"] * 60 == pytest.approx(1098.77, rel=SIX_DIGITS)
     # "the two optima differ by about 2C/3" (C << T): 804.984 - 785.109 = 19.875 s
     assert v["c30_gap"] == pytest.approx(804.984 - 785.109, abs=2e-3)
-    assert v["c30_gap"] == pytest.approx(2 / 3 * 30, rel=0.01)   # the next term is C sqrt(x) / 9
+    assert v["c30_gap"] == pytest.approx(
+        2 / 3 * 30, rel=0.01
+    )  # the next term is C sqrt(x) / 9
 
 
 def test_exact_waste_agrees_with_the_monte_carlo(v):
@@ -59,7 +61,7 @@ def test_exact_waste_agrees_with_the_monte_carlo(v):
     # (20,000 * 10,800 s) = 3.08e-4. Three of them: the page asserts fewer, and a normal
     # deviate beyond 3 has probability 0.3 %.
     assert v["mc_failures"] == 20_000
-    assert v["c30_wd"] == v["mc_exact"]                     # the same quantity, computed once each
+    assert v["c30_wd"] == v["mc_exact"]  # the same quantity, computed once each
     assert abs(v["mc_waste"] - v["c30_wd"]) < 3 * 3.08e-4
     assert v["mc_sigma"] < 3
     # The exact waste at the optimum is below the first order at Young's (the page's figure)
@@ -85,14 +87,18 @@ def test_kokolis_numbers_and_the_linear_model(v):
 
 
 def test_measured_save_is_physical_and_consistent(v):
-    assert v["stall_steps"] == 6 and v["stall_every"] == 3            # the test-size run
+    assert v["stall_steps"] == 6 and v["stall_every"] == 3  # the test-size run
     assert v["ckpt_mb"] > 0 and v["sync_ms"] > 0 and v["async_ms"] > 0
     # an async save is published after its stall ends
     assert v["async_total_ms"] >= v["async_ms"]
     assert v["async_vs_sync"] == pytest.approx(v["async_ms"] / v["sync_ms"], rel=EXACT)
-    assert v["write_mb_s"] == pytest.approx(v["ckpt_mb"] / (v["sync_ms"] / 1e3), rel=EXACT)
+    assert v["write_mb_s"] == pytest.approx(
+        v["ckpt_mb"] / (v["sync_ms"] / 1e3), rel=EXACT
+    )
     assert v["step_none_ms"] > 0 and v["step_async_ms"] > 0 and v["step_spread"] >= 0
-    assert v["step_async_change"] == pytest.approx(v["step_async_ms"] / v["step_none_ms"] - 1, rel=1e-9)
+    assert v["step_async_change"] == pytest.approx(
+        v["step_async_ms"] / v["step_none_ms"] - 1, rel=1e-9
+    )
 
 
 def test_measured_c_fed_into_the_interval(v):
@@ -107,7 +113,12 @@ def test_measured_c_fed_into_the_interval(v):
 
 def test_resume_claims(v):
     # the test-size run: 12 steps of 4 samples, saves every 4, crash after step 6
-    assert (v["res_steps"], v["res_every"], v["res_crash"], v["res_batch"]) == (12, 4, 6, 4)
+    assert (v["res_steps"], v["res_every"], v["res_crash"], v["res_batch"]) == (
+        12,
+        4,
+        6,
+        4,
+    )
     # the last save at or before the crash, and the steps lost after it
     assert v["res_from"] == 4 and v["res_lost"] == 2
     # exact: bitwise (the page asserts it), every sample seen as often as in the uninterrupted run
@@ -126,12 +137,14 @@ def test_storage_claims(v):
     assert v["bytes_per_param"] == 14
     assert (v["s70_w"], v["s70_rest"]) == (140.0, 840.0)
     assert v["s70_total"] == pytest.approx(0.98, rel=EXACT)
-    assert v["s_storage_bw"] == 200.0                               # the page's stated assumption
-    assert v["s_c_floor"] == pytest.approx(980e9 / 200e9, rel=EXACT)       # 4.9 s
+    assert v["s_storage_bw"] == 200.0  # the page's stated assumption
+    assert v["s_c_floor"] == pytest.approx(980e9 / 200e9, rel=EXACT)  # 4.9 s
     bw = v["s_writer_mb_s"] * 1e6
-    assert v["s_writer_mb_s"] == pytest.approx(v["write_mb_s"], rel=EXACT)   # "this machine reached above"
+    assert v["s_writer_mb_s"] == pytest.approx(
+        v["write_mb_s"], rel=EXACT
+    )  # "this machine reached above"
     assert v["s_n_sat"] == pytest.approx(200e9 / bw, rel=EXACT)
-    for n in (1, 64, 512):                                  # C = bytes / min(n * writer, storage)
+    for n in (1, 64, 512):  # C = bytes / min(n * writer, storage)
         assert v[f"s_c_{n}"] == pytest.approx(980e9 / min(n * bw, 200e9), rel=EXACT)
     # 7.9 h * 128 nodes / 512 nodes = 1.975 h
     assert v["s_t_cluster"] == pytest.approx(1.975, rel=EXACT)

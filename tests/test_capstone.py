@@ -25,9 +25,22 @@ TOOLS = ROOT / "tools"
 
 def tiny_sizes(**kw) -> cf.LadderSizes:
     """A ladder small enough for a unit test (seconds, not tens of them)."""
-    base = dict(n_layers=1, d_model=64, n_heads=2, vocab_size=300, seq_len=16, batch=2, small_micro_batch=1,
-                steps=2, profiled_steps=2, probe_budget_s=0.05, tokenizer_vocab=300, corpus_bytes=60_000,
-                log_every=20, cpu_threads=1)
+    base = dict(
+        n_layers=1,
+        d_model=64,
+        n_heads=2,
+        vocab_size=300,
+        seq_len=16,
+        batch=2,
+        small_micro_batch=1,
+        steps=2,
+        profiled_steps=2,
+        probe_budget_s=0.05,
+        tokenizer_vocab=300,
+        corpus_bytes=60_000,
+        log_every=20,
+        cpu_threads=1,
+    )
     return cf.LadderSizes(**{**base, **kw})
 
 
@@ -38,32 +51,56 @@ def data():
 
 # --- bucket rules ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,scope,bucket", [
-    ("aten::linear", "forward", "matmul"),
-    ("autograd::engine::evaluate_function: MmBackward0", "backward", "matmul"),
-    ("autograd::engine::evaluate_function: BmmBackward0", "backward", "attention"),
-    ("aten::matmul", "forward", "attention"),              # a bare @: Q K^T or P V in this GPT
-    ("aten::softmax", "forward", "attention"),
-    ("aten::_log_softmax", "forward", "elementwise"),        # the loss, not attention
-    ("autograd::engine::evaluate_function: LogSoftmaxBackward0", "backward", "elementwise"),
-    ("aten::scaled_dot_product_attention", "forward", "attention"),
-    ("autograd::engine::evaluate_function: ScaledDotProductFlashAttentionForCpuBackward0", None, "attention"),
-    ("aten::layer_norm", "forward", "elementwise"),
-    ("aten::gelu", None, "elementwise"),
-    ("aten::embedding", "forward", "elementwise"),
-    ("aten::mul_", "optimizer", "optimizer"),                # the scope decides
-    ("aten::copy_", "data", "data"),
-    ("aten::item", "log", "sync"),
-    ("aten::linear", "recompute", "recompute"),
-    ("gloo:all_reduce", None, "comm"),
-    # CUDA kernel names, for a GPU trace whose launcher is unknown
-    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", None, "matmul"),
-    ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64>>", None, "attention"),
-    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", None, "comm"),
-    ("Memcpy HtoD (Pageable -> Device)", None, "data"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", None, "elementwise"),
-    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", None, "optimizer"),
-])
+
+@pytest.mark.parametrize(
+    "name,scope,bucket",
+    [
+        ("aten::linear", "forward", "matmul"),
+        ("autograd::engine::evaluate_function: MmBackward0", "backward", "matmul"),
+        ("autograd::engine::evaluate_function: BmmBackward0", "backward", "attention"),
+        ("aten::matmul", "forward", "attention"),  # a bare @: Q K^T or P V in this GPT
+        ("aten::softmax", "forward", "attention"),
+        ("aten::_log_softmax", "forward", "elementwise"),  # the loss, not attention
+        (
+            "autograd::engine::evaluate_function: LogSoftmaxBackward0",
+            "backward",
+            "elementwise",
+        ),
+        ("aten::scaled_dot_product_attention", "forward", "attention"),
+        (
+            "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionForCpuBackward0",
+            None,
+            "attention",
+        ),
+        ("aten::layer_norm", "forward", "elementwise"),
+        ("aten::gelu", None, "elementwise"),
+        ("aten::embedding", "forward", "elementwise"),
+        ("aten::mul_", "optimizer", "optimizer"),  # the scope decides
+        ("aten::copy_", "data", "data"),
+        ("aten::item", "log", "sync"),
+        ("aten::linear", "recompute", "recompute"),
+        ("gloo:all_reduce", None, "comm"),
+        # CUDA kernel names, for a GPU trace whose launcher is unknown
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", None, "matmul"),
+        (
+            "pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64>>",
+            None,
+            "attention",
+        ),
+        ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", None, "comm"),
+        ("Memcpy HtoD (Pageable -> Device)", None, "data"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
+            None,
+            "elementwise",
+        ),
+        (
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>",
+            None,
+            "optimizer",
+        ),
+    ],
+)
 def test_bucket_rules(name, scope, bucket):
     assert cf.bucket_of(name, scope) == bucket
 
@@ -71,25 +108,48 @@ def test_bucket_rules(name, scope, bucket):
 def test_account_by_hand():
     # window 10 s: a matmul 0-4 with a recompute scope 2-3 inside it (priority 2 wins), a data
     # scope 5-6 over an elementwise op 5.5-7, an op sticking out of the window at 9-12.
-    items = [(0, 4, "matmul", 1), (2, 3, "recompute", 2), (5, 6, "data", 2), (5.5, 7, "elementwise", 1),
-             (9, 12, "optimizer", 1)]
+    items = [
+        (0, 4, "matmul", 1),
+        (2, 3, "recompute", 2),
+        (5, 6, "data", 2),
+        (5.5, 7, "elementwise", 1),
+        (9, 12, "optimizer", 1),
+    ]
     out = cf.account(10.0, items)
     # by hand: matmul 0-2 and 3-4 = 3; recompute 1; data 5-6 = 1; elementwise 6-7 = 1;
     # optimizer 9-10 = 1; idle 4-5 and 7-9 = 3; total 10.
-    assert out == {"matmul": 3.0, "attention": 0.0, "elementwise": 1.0, "optimizer": 1.0, "data": 1.0,
-                   "sync": 0.0, "comm": 0.0, "recompute": 1.0, "idle": 3.0}
+    assert out == {
+        "matmul": 3.0,
+        "attention": 0.0,
+        "elementwise": 1.0,
+        "optimizer": 1.0,
+        "data": 1.0,
+        "sync": 0.0,
+        "comm": 0.0,
+        "recompute": 1.0,
+        "idle": 3.0,
+    }
 
 
 # --- reading a trace: CPU and CUDA branches on synthetic events -------------------------------
+
 
 def _cpu_trace():
     # one step 0-100 us on thread 1: forward (linear 10-40 with its mm 12-38), a data scope
     # 45-55, an optimizer scope 60-90 holding two ops; nothing runs 40-45, 55-60, 90-100.
     P = cf.SCOPE_PREFIX
-    evs = [ex.Ev(P + "step", 0, 100, 1), ex.Ev(P + "forward", 5, 42, 1), ex.Ev("aten::linear", 10, 40, 1),
-           ex.Ev("aten::mm", 12, 38, 1), ex.Ev(P + "data", 45, 55, 1), ex.Ev("aten::copy_", 46, 50, 1),
-           ex.Ev(P + "optimizer", 60, 90, 1), ex.Ev("aten::mul_", 61, 70, 1), ex.Ev("aten::add_", 71, 80, 1),
-           ex.Ev("aten::mm", 200, 300, 2)]                     # another thread, another time: ignored
+    evs = [
+        ex.Ev(P + "step", 0, 100, 1),
+        ex.Ev(P + "forward", 5, 42, 1),
+        ex.Ev("aten::linear", 10, 40, 1),
+        ex.Ev("aten::mm", 12, 38, 1),
+        ex.Ev(P + "data", 45, 55, 1),
+        ex.Ev("aten::copy_", 46, 50, 1),
+        ex.Ev(P + "optimizer", 60, 90, 1),
+        ex.Ev("aten::mul_", 61, 70, 1),
+        ex.Ev("aten::add_", 71, 80, 1),
+        ex.Ev("aten::mm", 200, 300, 2),
+    ]  # another thread, another time: ignored
     return ex.nest(evs)
 
 
@@ -97,9 +157,24 @@ def test_cpu_account_of_a_synthetic_step():
     acc = ex.account_step(_cpu_trace(), "cpu")
     us = {k: round(v * 1e6, 6) for k, v in acc.buckets.items()}
     assert acc.window_s == pytest.approx(100e-6)
-    assert us == {"matmul": 30.0, "attention": 0.0, "elementwise": 0.0, "optimizer": 30.0, "data": 10.0,
-                  "sync": 0.0, "comm": 0.0, "recompute": 0.0, "idle": 30.0}
-    assert acc.calls == {"aten::linear": 1, "aten::mm": 1, "aten::copy_": 1, "aten::mul_": 1, "aten::add_": 1}
+    assert us == {
+        "matmul": 30.0,
+        "attention": 0.0,
+        "elementwise": 0.0,
+        "optimizer": 30.0,
+        "data": 10.0,
+        "sync": 0.0,
+        "comm": 0.0,
+        "recompute": 0.0,
+        "idle": 30.0,
+    }
+    assert acc.calls == {
+        "aten::linear": 1,
+        "aten::mm": 1,
+        "aten::copy_": 1,
+        "aten::mul_": 1,
+        "aten::add_": 1,
+    }
     assert acc.scope_calls == {"forward": 2, "data": 1, "optimizer": 2}
 
 
@@ -108,17 +183,35 @@ def test_cuda_account_buckets_kernels_by_their_launcher():
     # aten::_fused_adamw_ (id 9); a data copy_ (id 11). GPU: the gemm kernel 20-50 (linked to 7), the
     # adam kernel 70-80 (linked to 9), a copy 2-6 (linked to 11). Host-side time is GPU idle time.
     P = cf.SCOPE_PREFIX
-    evs = [ex.Ev(P + "step", 0, 100, 1), ex.Ev(P + "data", 1, 8, 1), ex.Ev("aten::copy_", 1, 7, 1, id=11),
-           ex.Ev(P + "forward", 10, 30, 1), ex.Ev("aten::linear", 10, 20, 1, id=6), ex.Ev("aten::mm", 11, 19, 1, id=7),
-           ex.Ev("cudaLaunchKernel", 12, 13, 1, id=7, linked_id=7),      # the runtime call: not the launcher
-           ex.Ev(P + "optimizer", 60, 65, 1), ex.Ev("aten::_fused_adamw_", 60, 64, 1, id=9),
-           ex.Ev("sm90_xmma_gemm_f32", 20, 50, 7, "cuda", linked_id=7),
-           ex.Ev("void fused_adam_kernel", 70, 80, 7, "cuda", linked_id=9),
-           ex.Ev("Memcpy HtoD (Pageable -> Device)", 2, 6, 7, "cuda", linked_id=11)]
+    evs = [
+        ex.Ev(P + "step", 0, 100, 1),
+        ex.Ev(P + "data", 1, 8, 1),
+        ex.Ev("aten::copy_", 1, 7, 1, id=11),
+        ex.Ev(P + "forward", 10, 30, 1),
+        ex.Ev("aten::linear", 10, 20, 1, id=6),
+        ex.Ev("aten::mm", 11, 19, 1, id=7),
+        ex.Ev(
+            "cudaLaunchKernel", 12, 13, 1, id=7, linked_id=7
+        ),  # the runtime call: not the launcher
+        ex.Ev(P + "optimizer", 60, 65, 1),
+        ex.Ev("aten::_fused_adamw_", 60, 64, 1, id=9),
+        ex.Ev("sm90_xmma_gemm_f32", 20, 50, 7, "cuda", linked_id=7),
+        ex.Ev("void fused_adam_kernel", 70, 80, 7, "cuda", linked_id=9),
+        ex.Ev("Memcpy HtoD (Pageable -> Device)", 2, 6, 7, "cuda", linked_id=11),
+    ]
     acc = ex.account_step(ex.nest(evs), "cuda")
     us = {k: round(v * 1e6, 6) for k, v in acc.buckets.items()}
-    assert us == {"matmul": 30.0, "attention": 0.0, "elementwise": 0.0, "optimizer": 10.0, "data": 4.0,
-                  "sync": 0.0, "comm": 0.0, "recompute": 0.0, "idle": 56.0}
+    assert us == {
+        "matmul": 30.0,
+        "attention": 0.0,
+        "elementwise": 0.0,
+        "optimizer": 10.0,
+        "data": 4.0,
+        "sync": 0.0,
+        "comm": 0.0,
+        "recompute": 0.0,
+        "idle": 56.0,
+    }
 
 
 def test_the_device_picks_the_cuda_branches(monkeypatch):
@@ -126,14 +219,25 @@ def test_the_device_picks_the_cuda_branches(monkeypatch):
 
     from mlbook.common_torch.device import pick_device
 
-    assert ex.profiler_activities("cuda") == [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    assert ex.profiler_activities("cuda") == [
+        ProfilerActivity.CPU,
+        ProfilerActivity.CUDA,
+    ]
     assert ex.profiler_activities("cpu") == [ProfilerActivity.CPU]
     assert ex.step_clock("cuda", None) == "wall" and ex.step_clock("cpu", 1) == "thread"
-    assert ex.step_clock("cpu", 2) == "wall"                   # other threads' CPU time is not the caller's
+    assert (
+        ex.step_clock("cpu", 2) == "wall"
+    )  # other threads' CPU time is not the caller's
     gpu, cpu = cf.ladder_sizes("cuda", False), cf.ladder_sizes("cpu", False)
-    assert gpu.n_layers * gpu.d_model ** 2 > 10 * cpu.n_layers * cpu.d_model ** 2      # a larger model on a GPU
-    assert gpu.vocab_size == 50257 and cf.padded_vocab(gpu.vocab_size) == 50304     # nanoGPT's padding
-    page_fixes = cf.ladder_fixes(bf16_fast=True, compile_on=True)       # what the page passes on CUDA
+    assert (
+        gpu.n_layers * gpu.d_model**2 > 10 * cpu.n_layers * cpu.d_model**2
+    )  # a larger model on a GPU
+    assert (
+        gpu.vocab_size == 50257 and cf.padded_vocab(gpu.vocab_size) == 50304
+    )  # nanoGPT's padding
+    page_fixes = cf.ladder_fixes(
+        bf16_fast=True, compile_on=True
+    )  # what the page passes on CUDA
     assert [f.name for f in page_fixes][-2:] == ["bf16", "compile"]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device("auto") == "cuda"
@@ -144,7 +248,9 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
     with the settling step and the timed one);
     run here on the CPU with the sync and CUDA activity stubbed out."""
     monkeypatch.setattr(ex, "sync", lambda device: None)
-    monkeypatch.setattr(ex, "profiler_activities", lambda device: [torch.profiler.ProfilerActivity.CPU])
+    monkeypatch.setattr(
+        ex, "profiler_activities", lambda device: [torch.profiler.ProfilerActivity.CPU]
+    )
     calls = []
 
     def step():
@@ -153,7 +259,9 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
             torch.ones(64, 64) @ torch.ones(64, 64)
 
     st = ex.time_and_profile(step, steps=2, profiled_steps=2, device="cuda", warmup=1)
-    assert len(calls) == 1 + 4 * 2            # warm-up, then (settle, timed, warm-up, active) twice
+    assert (
+        len(calls) == 1 + 4 * 2
+    )  # warm-up, then (settle, timed, warm-up, active) twice
     assert len(st.unprofiled_s) == 2 and len(st.profiled) == 2 and st.clock == "wall"
 
 
@@ -165,9 +273,11 @@ def test_time_and_profile_times_no_step_right_after_a_profiled_one():
     def step():
         calls.append(1)
         with torch.profiler.record_function(cf.SCOPE_PREFIX + "step"):
-            time.sleep(0.01 * (len(calls) - 1))          # the warm-up call sleeps 0
+            time.sleep(0.01 * (len(calls) - 1))  # the warm-up call sleeps 0
 
-    st = ex.time_and_profile(step, steps=4, profiled_steps=2, device="cpu", warmup=1, clock="wall")
+    st = ex.time_and_profile(
+        step, steps=4, profiled_steps=2, device="cpu", warmup=1, clock="wall"
+    )
     assert len(calls) == 1 + 3 * 2 + 1 + 2
     # calls after the warm-up, from 0: timed 1, 4, 7, 8; profiled 2, 5 (never 0, 3, 6: settling)
     assert [round(t, 2) for t in st.unprofiled_s] == [0.02, 0.05, 0.08, 0.09]
@@ -176,11 +286,14 @@ def test_time_and_profile_times_no_step_right_after_a_profiled_one():
 
 # --- the loop and its defects ------------------------------------------------------------------
 
+
 def test_each_fix_changes_one_thing(data):
     sizes = tiny_sizes()
     slow = ex.slow_loop(sizes)
     assert slow.tokenise_in_loop and slow.sync_every_micro_step and slow.recompute
-    assert slow.attn_impl == "math" and not slow.fused_optimizer and slow.micro_batch == 1
+    assert (
+        slow.attn_impl == "math" and not slow.fused_optimizer and slow.micro_batch == 1
+    )
     config = slow
     for fix in cf.FIX_NAMES:
         new = ex.apply_fix(config, fix, sizes)
@@ -188,7 +301,9 @@ def test_each_fix_changes_one_thing(data):
         assert len(changed) == 1, (fix, changed)
         config = new
     assert config.micro_batch == sizes.batch and config.bf16 and config.compile
-    assert ex.model_config(sizes, pad_vocab=True).vocab_size == 320          # 300 -> next multiple of 64
+    assert (
+        ex.model_config(sizes, pad_vocab=True).vocab_size == 320
+    )  # 300 -> next multiple of 64
     with pytest.raises(ValueError, match="fix"):
         ex.apply_fix(slow, "faster", sizes)
 
@@ -210,14 +325,21 @@ def test_the_profile_shows_each_defect(data):
     assert s.buckets["recompute"] > 0 and f.buckets["recompute"] == 0
     assert s.scope_calls["recompute"] > 0 and "recompute" not in f.scope_calls
     # the slow loop logs (one .item() and a print) on every micro-step, the fixed one every 20 steps
-    slow_loop, fixed_loop = ex.Loop(ex.slow_loop(sizes), sizes, data), ex.Loop(fixed_config, sizes, data)
+    slow_loop, fixed_loop = (
+        ex.Loop(ex.slow_loop(sizes), sizes, data),
+        ex.Loop(fixed_config, sizes, data),
+    )
     for _ in range(3):
         slow_loop.step()
         fixed_loop.step()
     assert len(slow_loop.sink.getvalue().splitlines()) == 3 * sizes.accumulation
     assert fixed_loop.sink.getvalue() == ""
-    assert "aten::scaled_dot_product_attention" in f.calls and "aten::softmax" in s.calls
-    assert s.scope_calls["optimizer"] > 3 * f.scope_calls["optimizer"]      # a for-loop over parameters
+    assert (
+        "aten::scaled_dot_product_attention" in f.calls and "aten::softmax" in s.calls
+    )
+    assert (
+        s.scope_calls["optimizer"] > 3 * f.scope_calls["optimizer"]
+    )  # a for-loop over parameters
     assert s.scope_calls["data"] > 0 and s.buckets["data"] > 0
 
 
@@ -227,19 +349,33 @@ def test_the_mystery_has_two_defects_back():
     for fix in cf.ladder_fixes(False, False):
         fixed = ex.apply_fix(fixed, fix.name, sizes)
     mystery = ex.mystery_config(sizes, "cpu")
-    assert {k for k in vars(mystery) if getattr(mystery, k) != getattr(fixed, k)} == {"recompute", "fused_optimizer"}
+    assert {k for k in vars(mystery) if getattr(mystery, k) != getattr(fixed, k)} == {
+        "recompute",
+        "fused_optimizer",
+    }
 
 
 def test_a_tiny_ladder_reports_every_rung(data):
     sizes = tiny_sizes()
     ceilings = ex.probe_ceilings(sizes, "cpu", budget_s=0.02, min_run_time_s=0.005)
-    ladder = ex.run_ladder(sizes, "cpu", data, ceilings, cf.ladder_fixes(False, False), min_run_time_s=0.005,
-                           max_attempts=1)
-    assert [r.fix for r in ladder.rungs] == ["slow loop"] + [f.name for f in cf.ladder_fixes(False, False)]
+    ladder = ex.run_ladder(
+        sizes,
+        "cpu",
+        data,
+        ceilings,
+        cf.ladder_fixes(False, False),
+        min_run_time_s=0.005,
+        max_attempts=1,
+    )
+    assert [r.fix for r in ladder.rungs] == ["slow loop"] + [
+        f.name for f in cf.ladder_fixes(False, False)
+    ]
     assert ladder.device.endswith("1 thread")
     for r in ladder.rungs:
         assert 0 < r.rates.mfu <= 1 and r.attempts == 1 and r.dtype == "fp32"
-        assert r.rates.tokens_per_s == pytest.approx(sizes.batch * sizes.seq_len / r.step_s)
+        assert r.rates.tokens_per_s == pytest.approx(
+            sizes.batch * sizes.seq_len / r.step_s
+        )
     # the ceiling was re-probed between rungs: refine never lowers it
     assert ladder.ceilings["fp32"].flops_per_s >= ceilings["fp32"].flops_per_s
 
@@ -247,10 +383,22 @@ def test_a_tiny_ladder_reports_every_rung(data):
 def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
     """A ceiling that a step beat (here: one recorded far too low) is widened by a longer sweep
     that re-times its shapes and adds more; the result is the best of both."""
-    low = mamf.MatmulCeiling(1e6, 128, 128, 128, "fp32", "cpu", (mamf.MatmulTiming(128, 128, 128, 1e6),), 1, 0.0)
+    low = mamf.MatmulCeiling(
+        1e6,
+        128,
+        128,
+        128,
+        "fp32",
+        "cpu",
+        (mamf.MatmulTiming(128, 128, 128, 1e6),),
+        1,
+        0.0,
+    )
     wide = ex.widen_ceiling(low, budget_s=0.05, min_run_time_s=0.005)
     assert wide.flops_per_s > low.flops_per_s
-    assert (128, 128, 128) in [(t.m, t.n, t.k) for t in wide.timings]        # its shapes were timed again
+    assert (128, 128, 128) in [
+        (t.m, t.n, t.k) for t in wide.timings
+    ]  # its shapes were timed again
     assert wide.flops_per_s == max(t.flops_per_s for t in wide.timings)
 
 
@@ -278,7 +426,10 @@ def test_the_gloo_run_names_the_slowed_rank():
 
     run = ex.comm_run(steps=3, warmup=1, slow_rank=1, delay_fraction=0.5)
     assert set(run.step_s) == set(ex.COMM_MODES) and run.delay_s > 0
-    assert all(len(rows) == 3 and all(len(r) == 2 for r in rows) for rows in run.step_s.values())
+    assert all(
+        len(rows) == 3 and all(len(r) == 2 for r in rows)
+        for rows in run.step_s.values()
+    )
     assert find_straggler(run.compute_s["straggler"])[0] == 1
     # the step ends when the last rank ends: at least the slow rank's own work
     assert run.median("straggler") >= run.median("straggler", "compute_s")
@@ -293,26 +444,51 @@ def test_figures_draw(data):
     buckets = [dict.fromkeys(cf.BUCKETS, 0.01), dict.fromkeys(cf.BUCKETS, 0.005)]
     fig = figs.ladder_buckets(["a", "b"], buckets, [0.1, 0.04], [0.3, 0.7], "CPU: test")
     assert fig.axes[0].get_ylabel() == "step time (ms)"
-    fig = figs.step_timeline([("a", 0.1, ((0.0, 0.05, "matmul"), (0.06, 0.1, "optimizer")))], "CPU: test")
+    fig = figs.step_timeline(
+        [("a", 0.1, ((0.0, 0.05, "matmul"), (0.06, 0.1, "optimizer")))], "CPU: test"
+    )
     assert "ms" in fig.axes[0].get_xlabel()
-    fig = figs.mfu_waterfall(1e12, 6e11, 1e10, 0.05, {"sdpa": 0.01, "bf16": 0.02}, {}, "CPU: test",
-                             sdpa=True, bf16=False)
+    fig = figs.mfu_waterfall(
+        1e12,
+        6e11,
+        1e10,
+        0.05,
+        {"sdpa": 0.01, "bf16": 0.02},
+        {},
+        "CPU: test",
+        sdpa=True,
+        bf16=False,
+    )
     # datasheet, ceiling, all fixes, bf16 (not applied), achieved
     assert len(fig.axes[0].patches) == 5
 
 
 # --- tools/gpu_check.py --------------------------------------------------------------------------
 
+
 def _gpu_check(*args, **kw):
-    return subprocess.run([sys.executable, str(TOOLS / "gpu_check.py"), *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300, **kw)
+    return subprocess.run(
+        [sys.executable, str(TOOLS / "gpu_check.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        **kw,
+    )
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this checks the refusal on a machine without CUDA")
+@pytest.mark.skipif(
+    torch.cuda.is_available(),
+    reason="this checks the refusal on a machine without CUDA",
+)
 def test_gpu_check_refuses_without_cuda(tmp_path):
     out = _gpu_check("--dest", str(tmp_path / "gpu"), "--no-install")
     assert out.returncode == 2
-    assert "needs a CUDA GPU" in out.stderr and "torch" in out.stderr and "cu126" in out.stderr
+    assert (
+        "needs a CUDA GPU" in out.stderr
+        and "torch" in out.stderr
+        and "cu126" in out.stderr
+    )
     assert not (tmp_path / "gpu" / "summary.json").exists()
 
 
@@ -327,31 +503,55 @@ def test_gpu_check_layout_with_a_stub_runner(tmp_path, monkeypatch):
         import nbformat
         from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-        out = new_output("display_data", data={"application/papermill.record/text/plain": "0.5"},
-                         metadata={"scrapbook": {"name": "x", "mime_prefix": "application/papermill.record/"}})
+        out = new_output(
+            "display_data",
+            data={"application/papermill.record/text/plain": "0.5"},
+            metadata={
+                "scrapbook": {
+                    "name": "x",
+                    "mime_prefix": "application/papermill.record/",
+                }
+            },
+        )
         cell = new_code_cell("glue('x', 0.5)", outputs=[out])
         nbformat.write(new_notebook(cells=[cell]), out_dir / f"{page.stem}.ipynb")
         assert gpu_check.build.VALUES_ENV in env
         return 1.5, None
 
-    summary = gpu_check.run_check(tmp_path, ["capstone"], "cuda", False, runner, {"torch": "x", "gpu": "fake"})
+    summary = gpu_check.run_check(
+        tmp_path, ["capstone"], "cuda", False, runner, {"torch": "x", "gpu": "fake"}
+    )
     pages = list(summary["pages"])
     assert "capstone" in pages and ("capstone", "cuda") in ran
     assert all(d == "cuda" for _, d in ran)
     for page in pages:
-        assert json.loads((tmp_path / "values" / f"{page}.json").read_text()) == {"x": 0.5}
+        assert json.loads((tmp_path / "values" / f"{page}.json").read_text()) == {
+            "x": 0.5
+        }
         assert (tmp_path / "notebooks" / f"{page}.ipynb").exists()
     saved = json.loads((tmp_path / "summary.json").read_text())
-    assert saved["gpu"] == "fake" and saved["pages"]["capstone"] == {"seconds": 1.5, "error": None, "values": {"x": 0.5}}
+    assert saved["gpu"] == "fake" and saved["pages"]["capstone"] == {
+        "seconds": 1.5,
+        "error": None,
+        "values": {"x": 0.5},
+    }
     assert not (tmp_path / "inputs").exists()
 
 
 def test_gpu_check_dry_run_on_the_cpu(tmp_path):
-    out = _gpu_check("--device", "cpu", "--dry-run", "--only", "capstone", "--dest", str(tmp_path))
+    out = _gpu_check(
+        "--device", "cpu", "--dry-run", "--only", "capstone", "--dest", str(tmp_path)
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["device"] == "cpu" and summary["torch"] == torch.__version__ and "capstone" in summary["pages"]
-    assert (tmp_path / "notebooks" / "capstone.ipynb").exists() and (tmp_path / "values" / "capstone.json").exists()
+    assert (
+        summary["device"] == "cpu"
+        and summary["torch"] == torch.__version__
+        and "capstone" in summary["pages"]
+    )
+    assert (tmp_path / "notebooks" / "capstone.ipynb").exists() and (
+        tmp_path / "values" / "capstone.json"
+    ).exists()
 
 
 def test_carried_wheels_reach_a_child_interpreter(tmp_path):
@@ -365,13 +565,27 @@ def test_carried_wheels_reach_a_child_interpreter(tmp_path):
     dist = "carried_probe-0.1.dist-info"
     with zipfile.ZipFile(wheels / "carried_probe-0.1-py3-none-any.whl", "w") as z:
         z.writestr("carried_probe/__init__.py", "VALUE = 42\n")
-        z.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: carried-probe\nVersion: 0.1\n")
-        z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(
+            f"{dist}/METADATA",
+            "Metadata-Version: 2.1\nName: carried-probe\nVersion: 0.1\n",
+        )
+        z.writestr(
+            f"{dist}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         z.writestr(f"{dist}/RECORD", "")
     target = gpu_check.install_wheels(sys.executable, wheels, tmp_path / "site")
     env = gpu_check.with_paths({"PATH": "/usr/bin:/bin"}, target, ROOT)
-    out = subprocess.run([sys.executable, "-c", "import carried_probe, mlbook; print(carried_probe.VALUE)"],
-                         capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import carried_probe, mlbook; print(carried_probe.VALUE)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.stdout.strip() == "42", out.stderr
     with pytest.raises(SystemExit, match="no .whl"):
         gpu_check.install_wheels(sys.executable, tmp_path, tmp_path / "site2")
@@ -381,6 +595,16 @@ def test_gpu_check_drops_options_it_has_acted_on():
     sys.path.insert(0, str(TOOLS))
     import gpu_check
 
-    args = ["--python", "/x/python3", "--wheels=.whl", "--only", "mfu", "--wheels", ".whl"]
-    assert gpu_check._drop_option(gpu_check._drop_option(args, "--python"), "--wheels") == ["--only", "mfu"]
+    args = [
+        "--python",
+        "/x/python3",
+        "--wheels=.whl",
+        "--only",
+        "mfu",
+        "--wheels",
+        ".whl",
+    ]
+    assert gpu_check._drop_option(
+        gpu_check._drop_option(args, "--python"), "--wheels"
+    ) == ["--only", "mfu"]
     assert "papermill==" in "\n".join(gpu_check.wheel_list())

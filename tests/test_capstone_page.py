@@ -20,15 +20,21 @@ def v(book):
 
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
-    assert set(labels) == {"device_name", "ceil_fp32_shape", "ceil_bf16_shape", "ladder_final_label",
-                           "ladder_final_dtype", "comm_device"}
-    assert all(len(x) < 80 for x in labels.values())            # a label, not a sentence
+    assert set(labels) == {
+        "device_name",
+        "ceil_fp32_shape",
+        "ceil_bf16_shape",
+        "ladder_final_label",
+        "ladder_final_dtype",
+        "comm_device",
+    }
+    assert all(len(x) < 80 for x in labels.values())  # a label, not a sentence
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
 
 
 def test_the_device_is_named(v):
     assert v["device_name"].startswith(("CPU:", "GPU:"))
-    assert v["comm_device"].startswith("CPU:")                   # the gloo run is a CPU run everywhere
+    assert v["comm_device"].startswith("CPU:")  # the gloo run is a CPU run everywhere
 
 
 def test_the_must_show_claims(v):
@@ -52,8 +58,11 @@ def test_the_ladder_is_faster_and_below_the_peak(v):
     # tokens/s and ms describe the same steps: tokens per step = tokens/s x step time, the same
     # for the first and final rungs (the global batch is fixed); 1e-9 for float rounding.
     assert v["ladder_first_tokens_per_s"] * v["ladder_first_ms"] == pytest.approx(
-        v["ladder_final_tokens_per_s"] * v["ladder_final_ms"], rel=EXACT)
-    assert v["ladder_speedup"] == pytest.approx(v["ladder_first_ms"] / v["ladder_final_ms"], rel=EXACT)
+        v["ladder_final_tokens_per_s"] * v["ladder_final_ms"], rel=EXACT
+    )
+    assert v["ladder_speedup"] == pytest.approx(
+        v["ladder_first_ms"] / v["ladder_final_ms"], rel=EXACT
+    )
 
 
 def test_the_rungs_follow_the_probe(v):
@@ -64,8 +73,12 @@ def test_the_rungs_follow_the_probe(v):
     assert v["ladder_n_rungs"] == 1 + 7 + bf16 + gpu
     assert v["ladder_final_dtype"] == ("bf16" if bf16 else "fp32")
     if not gpu:
-        assert v["ladder_final_label"] == ("bf16 autocast" if bf16 else "bigger micro-batch")
-        assert (v["bf16_step_ratio"] > 0) == bf16 == (v["bf16_matmul_ratio"] > 0)   # 0: "no bf16 rung"
+        assert v["ladder_final_label"] == (
+            "bf16 autocast" if bf16 else "bigger micro-batch"
+        )
+        assert (
+            (v["bf16_step_ratio"] > 0) == bf16 == (v["bf16_matmul_ratio"] > 0)
+        )  # 0: "no bf16 rung"
     # The vocabulary starts ragged: not a multiple of 64 (the defect the pad fixes).
     assert v["vocab_raw"] % 64 != 0
 
@@ -95,8 +108,19 @@ def test_the_published_ladder_table_matches_the_readme():
     from mlbook.capstone.formulas import RASCHKA_LADDER
 
     # Every "Avg tok/sec" / "Step tok/sec" after each change in the README, in order.
-    assert [r.tokens_per_s for r in RASCHKA_LADDER] == [12_525, 12_526, 27_648, 28_399, 28_402, 45_486, 55_256,
-                                                        91_901, 112_046, 127_345, 142_156]
+    assert [r.tokens_per_s for r in RASCHKA_LADDER] == [
+        12_525,
+        12_526,
+        27_648,
+        28_399,
+        28_402,
+        45_486,
+        55_256,
+        91_901,
+        112_046,
+        127_345,
+        142_156,
+    ]
 
 
 def test_bubble_by_hand(v):
@@ -138,7 +162,11 @@ def test_sizes_and_ceiling_shares_as_the_package_sets_them(v):
 
     sizes = ladder_sizes("cuda" if v["device_name"].startswith("GPU:") else "cpu", True)
     assert (v["batch"], v["log_every"], v["vocab_raw"], v["small_micro_batch"]) == (
-        sizes.batch, sizes.log_every, sizes.vocab_size, sizes.small_micro_batch)
-    assert v["raw_chars"] == 16_384                     # TextData's default: about one source file
+        sizes.batch,
+        sizes.log_every,
+        sizes.vocab_size,
+        sizes.small_micro_batch,
+    )
+    assert v["raw_chars"] == 16_384  # TextData's default: about one source file
     # Every rung's share of its ceiling is at most 1 (the page asserts no rung beat it).
     assert 0 < v["ladder_first_vs_ceiling"] <= 1

@@ -40,6 +40,7 @@ def _finite(x) -> bool:
 
 # --- bucket_of ------------------------------------------------------------------------
 
+
 @FEW
 @given(st.text(min_size=1), st.sampled_from((None,) + cf.SCOPES))
 def test_every_name_lands_in_a_bucket_and_scopes_decide_first(name, scope):
@@ -63,6 +64,7 @@ def test_bucket_of_rejects_a_bad_scope(bad):
 
 # --- account --------------------------------------------------------------------------
 
+
 @st.composite
 def windows_and_items(draw):
     window = draw(st.floats(1e-3, 10.0))
@@ -71,7 +73,9 @@ def windows_and_items(draw):
     for _ in range(n):
         a = draw(st.floats(-0.5 * window, 1.5 * window))
         d = draw(st.floats(0, window))
-        items.append((a, a + d, draw(st.sampled_from(cf.BUCKETS)), draw(st.integers(0, 3))))
+        items.append(
+            (a, a + d, draw(st.sampled_from(cf.BUCKETS)), draw(st.integers(0, 3)))
+        )
     return window, items
 
 
@@ -83,7 +87,12 @@ def test_buckets_add_up_to_the_window_and_more_items_leave_less_idle(wi, data):
     assert set(out) == set(cf.BUCKETS)
     assert all(_finite(v) and v >= 0 for v in out.values())
     assert sum(out.values()) == pytest.approx(window, rel=1e-9, abs=1e-12)
-    extra = (data.draw(st.floats(0, window)), window, data.draw(st.sampled_from(cf.BUCKETS[:-1])), 0)
+    extra = (
+        data.draw(st.floats(0, window)),
+        window,
+        data.draw(st.sampled_from(cf.BUCKETS[:-1])),
+        0,
+    )
     more = cf.account(window, items + [extra])
     assert more["idle"] <= out["idle"] + 1e-12
     # the top priority owns its whole (clipped) interval
@@ -97,17 +106,24 @@ def test_account_rejects_a_bad_window(bad):
         cf.account(bad, [])
 
 
-@pytest.mark.parametrize("item,match", [
-    ((math.nan, 1.0, "matmul", 1), r"items\[0\] start_s"), ((0.0, "1", "matmul", 1), r"items\[0\] end_s"),
-    ((0.0, 1.0, "gemm", 1), "bucket"), ((0.0, 1.0, "matmul", True), "priority"),
-    ((1.0, 0.5, "matmul", 1), "before it starts"), ((0.0, 1.0), r"items\[0\]"),
-])
+@pytest.mark.parametrize(
+    "item,match",
+    [
+        ((math.nan, 1.0, "matmul", 1), r"items\[0\] start_s"),
+        ((0.0, "1", "matmul", 1), r"items\[0\] end_s"),
+        ((0.0, 1.0, "gemm", 1), "bucket"),
+        ((0.0, 1.0, "matmul", True), "priority"),
+        ((1.0, 0.5, "matmul", 1), "before it starts"),
+        ((0.0, 1.0), r"items\[0\]"),
+    ],
+)
 def test_account_rejects_a_bad_item(item, match):
     with pytest.raises(ValueError, match=match):
         cf.account(1.0, [item])
 
 
 # --- residual, exposure, savings --------------------------------------------------------
+
 
 @FEW
 @given(times, times)
@@ -127,8 +143,13 @@ def test_exposed_share_grows_with_the_step(step, compute):
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE)
-@pytest.mark.parametrize("fn,names", [(cf.residual_fraction, ("step_s", "accounted_s")),
-                                      (cf.exposed_fraction, ("step_s", "compute_s"))])
+@pytest.mark.parametrize(
+    "fn,names",
+    [
+        (cf.residual_fraction, ("step_s", "accounted_s")),
+        (cf.exposed_fraction, ("step_s", "compute_s")),
+    ],
+)
 def test_ratios_reject_bad_times(fn, names, bad):
     for i, name in enumerate(names):
         args = [1.0, 1.0]
@@ -145,15 +166,24 @@ def test_savings_telescope_to_first_minus_last(ts):
     assert sum(s) == pytest.approx(ts[0] - ts[-1], abs=1e-9 * max(ts))
 
 
-@pytest.mark.parametrize("bad,match", [([1.0], "at least two"), ("12", "sequence"), (None, "sequence"),
-                                       ([1.0, 0.0], r"step_times_s\[1\]"), ([math.inf, 1.0], r"step_times_s\[0\]"),
-                                       ([1.0, True], r"step_times_s\[1\]")])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ([1.0], "at least two"),
+        ("12", "sequence"),
+        (None, "sequence"),
+        ([1.0, 0.0], r"step_times_s\[1\]"),
+        ([math.inf, 1.0], r"step_times_s\[0\]"),
+        ([1.0, True], r"step_times_s\[1\]"),
+    ],
+)
 def test_savings_reject_bad_times(bad, match):
     with pytest.raises(ValueError, match=match):
         cf.fix_savings(bad)
 
 
 # --- vocab and GEMM shapes --------------------------------------------------------------
+
 
 @FEW
 @given(st.integers(1, 10**6), st.sampled_from([1, 8, 64, 128]))
@@ -176,9 +206,15 @@ def configs(draw):
     a = draw(st.integers(1, 16))
     h = a * draw(st.sampled_from([8, 16, 64]))
     kv = draw(st.sampled_from([d for d in range(1, a + 1) if a % d == 0]))
-    return TransformerConfig(n_layers=draw(st.integers(1, 4)), d_model=h, n_heads=a, n_kv_heads=kv,
-                             d_ff=draw(st.integers(1, 4096)), vocab_size=draw(st.integers(1, 60000)),
-                             mlp=draw(st.sampled_from(["gelu", "swiglu"])))
+    return TransformerConfig(
+        n_layers=draw(st.integers(1, 4)),
+        d_model=h,
+        n_heads=a,
+        n_kv_heads=kv,
+        d_ff=draw(st.integers(1, 4096)),
+        vocab_size=draw(st.integers(1, 60000)),
+        mlp=draw(st.sampled_from(["gelu", "swiglu"])),
+    )
 
 
 @FEW
@@ -189,7 +225,7 @@ def test_gemm_shapes_are_positive_and_scale_with_tokens(cfg, tokens):
     assert len(set(shapes)) == len(shapes)
     vols = [m * n * k for m, n, k in shapes]
     assert vols == sorted(vols, reverse=True)
-    assert (tokens, cfg.vocab_size, cfg.d_model) in shapes            # the LM head, forward
+    assert (tokens, cfg.vocab_size, cfg.d_model) in shapes  # the LM head, forward
     doubled = cf.gemm_shapes(cfg, 2 * tokens)
     assert sum(m * n * k for m, n, k in doubled) > sum(vols)
 
@@ -205,18 +241,27 @@ def test_gemm_shapes_reject_bad_tokens(bad):
 
 # --- rates ------------------------------------------------------------------------------
 
+
 @FEW
 @given(st.integers(1, 10**6), times, st.floats(1.0, 1e12), st.floats(1.0, 1e3))
-def test_rates_fall_with_step_time_and_stay_below_the_peak(tokens, step, per_token, headroom):
+def test_rates_fall_with_step_time_and_stay_below_the_peak(
+    tokens, step, per_token, headroom
+):
     achieved = tokens / step * per_token
-    peak = achieved * headroom                   # a peak at or above what the step achieved
+    peak = achieved * headroom  # a peak at or above what the step achieved
     r = cf.rung_rates(tokens, step, per_token, peak, achieved)
-    assert all(_finite(x) for x in (r.tokens_per_s, r.achieved_flops_per_s, r.mfu, r.vs_ceiling))
+    assert all(
+        _finite(x)
+        for x in (r.tokens_per_s, r.achieved_flops_per_s, r.mfu, r.vs_ceiling)
+    )
     assert 0 < r.mfu <= 1 + 1e-9
     assert r.vs_ceiling == pytest.approx(1.0)
     slower = cf.rung_rates(tokens, step * 2, per_token, peak, achieved)
     assert slower.tokens_per_s < r.tokens_per_s and slower.mfu < r.mfu
-    assert cf.rung_rates(tokens, step, per_token, peak, achieved * 2).vs_ceiling < r.vs_ceiling
+    assert (
+        cf.rung_rates(tokens, step, per_token, peak, achieved * 2).vs_ceiling
+        < r.vs_ceiling
+    )
 
 
 def test_rates_refuse_an_mfu_above_one():
@@ -225,8 +270,16 @@ def test_rates_refuse_an_mfu_above_one():
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE)
-@pytest.mark.parametrize("i,name", [(0, "tokens_per_step"), (1, "step_s"), (2, "flops_per_token"),
-                                    (3, "peak_flops_per_s"), (4, "ceiling_flops_per_s")])
+@pytest.mark.parametrize(
+    "i,name",
+    [
+        (0, "tokens_per_step"),
+        (1, "step_s"),
+        (2, "flops_per_token"),
+        (3, "peak_flops_per_s"),
+        (4, "ceiling_flops_per_s"),
+    ],
+)
 def test_rates_reject_bad_inputs(i, name, bad):
     args = [100, 1.0, 1e6, 1e12, 1e11]
     args[i] = bad
@@ -236,15 +289,20 @@ def test_rates_reject_bad_inputs(i, name, bad):
 
 # --- the ladder's fixes and sizes -------------------------------------------------------------
 
+
 @FEW
 @given(st.booleans(), st.booleans())
 def test_fixes_are_the_checklist_in_order_with_the_optional_rungs(bf16, compile_on):
     fixes = cf.ladder_fixes(bf16, compile_on)
     names = [f.name for f in fixes]
-    assert names == [n for n in cf.FIX_NAMES if n in names]              # the brief's order
+    assert names == [n for n in cf.FIX_NAMES if n in names]  # the brief's order
     assert ("bf16" in names) == bf16 and ("compile" in names) == compile_on
-    assert set(fixes) <= set(cf.ladder_fixes(True, True)) and all(f.bucket in cf.BUCKETS for f in fixes)
-    assert len(cf.ladder_fixes(bf16, compile_on)) <= len(cf.ladder_fixes(True, compile_on))
+    assert set(fixes) <= set(cf.ladder_fixes(True, True)) and all(
+        f.bucket in cf.BUCKETS for f in fixes
+    )
+    assert len(cf.ladder_fixes(bf16, compile_on)) <= len(
+        cf.ladder_fixes(True, compile_on)
+    )
 
 
 @pytest.mark.parametrize("bad", NOT_BOOL)
@@ -262,10 +320,10 @@ def test_sizes_keep_the_defects_and_test_sizes_are_smaller(device):
     for s in (big, small):
         fields = [v for k, v in vars(s).items() if k != "cpu_threads"]
         assert all(_finite(v) and v > 0 for v in fields)
-        assert s.vocab_size % 64                                # the vocabulary defect is there to fix
+        assert s.vocab_size % 64  # the vocabulary defect is there to fix
         assert s.batch % s.small_micro_batch == 0 and s.accumulation > 1
         assert s.d_model % s.n_heads == 0 and s.tokenizer_vocab <= s.vocab_size
-    work = lambda s: s.n_layers * s.d_model ** 2 * s.batch * s.seq_len      # noqa: E731
+    work = lambda s: s.n_layers * s.d_model**2 * s.batch * s.seq_len  # noqa: E731
     assert work(small) < work(big)
     assert (big.cpu_threads is None) == (device == "cuda")
 
@@ -284,13 +342,21 @@ def test_sizes_reject_a_non_flag(bad):
 
 # --- the waterfall ------------------------------------------------------------------------
 
+
 @st.composite
 def waterfalls(draw):
-    names = draw(st.lists(st.sampled_from(cf.FIX_NAMES), min_size=1, max_size=len(cf.FIX_NAMES), unique=True))
+    names = draw(
+        st.lists(
+            st.sampled_from(cf.FIX_NAMES),
+            min_size=1,
+            max_size=len(cf.FIX_NAMES),
+            unique=True,
+        )
+    )
     savings = {n: draw(st.floats(0.0, 1.0)) for n in names}
     fixed = draw(st.floats(1e-3, 1.0))
     peak = draw(st.floats(1e9, 1e15))
-    flops = peak * fixed * draw(st.floats(0.01, 0.9))     # the fixed step below the peak
+    flops = peak * fixed * draw(st.floats(0.01, 0.9))  # the fixed step below the peak
     ceiling = peak * draw(st.floats(0.1, 1.0))
     applied = draw(st.lists(st.sampled_from(names), unique=True))
     return peak, ceiling, flops, fixed, savings, applied
@@ -303,7 +369,9 @@ def test_the_waterfall_runs_from_the_peak_and_more_fixes_end_higher(w):
     bars, final = cf.waterfall(peak, ceiling, flops, fixed, savings, applied)
     assert bars[0].top == 1 and bars[0].bottom == pytest.approx(ceiling / peak)
     assert all(_finite(b.top) and _finite(b.bottom) for b in bars)
-    assert all(a.bottom == b.top for a, b in zip(bars, bars[1:]))        # each bar starts where the last ended
+    assert all(
+        a.bottom == b.top for a, b in zip(bars, bars[1:])
+    )  # each bar starts where the last ended
     unapplied = sum(s for n, s in savings.items() if n not in applied)
     assert final == pytest.approx(flops / ((fixed + unapplied) * peak))
     _, all_fixed = cf.waterfall(peak, ceiling, flops, fixed, savings, list(savings))
@@ -311,8 +379,15 @@ def test_the_waterfall_runs_from_the_peak_and_more_fixes_end_higher(w):
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE)
-@pytest.mark.parametrize("i,name", [(0, "peak_flops_per_s"), (1, "ceiling_flops_per_s"), (2, "flops_per_step"),
-                                    (3, "fixed_step_s")])
+@pytest.mark.parametrize(
+    "i,name",
+    [
+        (0, "peak_flops_per_s"),
+        (1, "ceiling_flops_per_s"),
+        (2, "flops_per_step"),
+        (3, "fixed_step_s"),
+    ],
+)
 def test_waterfall_rejects_bad_numbers(i, name, bad):
     args = [1e12, 5e11, 1e9, 0.1, {"sdpa": 0.01}, []]
     args[i] = bad
@@ -320,10 +395,17 @@ def test_waterfall_rejects_bad_numbers(i, name, bad):
         cf.waterfall(*args)
 
 
-@pytest.mark.parametrize("savings,applied,match", [
-    ({}, [], "savings_s"), ({"sdpa": math.nan}, [], r"savings_s\['sdpa'\]"), ({"sdpa": "1"}, [], "savings_s"),
-    ({"sdpa": 0.1}, "sdpa", "applied"), ({"sdpa": 0.1}, ["bf16"], "lacks"), ({"sdpa": -1.0}, [], "additive"),
-])
+@pytest.mark.parametrize(
+    "savings,applied,match",
+    [
+        ({}, [], "savings_s"),
+        ({"sdpa": math.nan}, [], r"savings_s\['sdpa'\]"),
+        ({"sdpa": "1"}, [], "savings_s"),
+        ({"sdpa": 0.1}, "sdpa", "applied"),
+        ({"sdpa": 0.1}, ["bf16"], "lacks"),
+        ({"sdpa": -1.0}, [], "additive"),
+    ],
+)
 def test_waterfall_rejects_bad_fixes(savings, applied, match):
     with pytest.raises(ValueError, match=match):
         cf.waterfall(1e12, 5e11, 1e9, 0.1, savings, applied)

@@ -29,20 +29,34 @@ def _one_thread():
 
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = cx.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
-                  n_samples=128, steps=12, warmup=3)
+TINY = cx.RunSpec(
+    n_layers=1,
+    d_model=32,
+    n_heads=2,
+    vocab_size=64,
+    seq_len=16,
+    batch_size=4,
+    n_samples=128,
+    steps=12,
+    warmup=3,
+)
 
 
 # --- the sampler -------------------------------------------------------------------
 
+
 def test_sampler_shards_are_disjoint_and_cover_the_epoch():
     n, world = 103, 4
-    shards = [list(ShardedSampler(n, rank=r, world_size=world, seed=1)) for r in range(world)]
+    shards = [
+        list(ShardedSampler(n, rank=r, world_size=world, seed=1)) for r in range(world)
+    ]
     assert all(len(s) == n // world for s in shards)
     flat = [i for s in shards for i in s]
     assert len(set(flat)) == len(flat) == (n // world) * world
     perm = ShardedSampler(n, seed=1).permutation(0).tolist()
-    assert set(flat) == set(perm[: (n // world) * world])   # only the uneven tail is dropped
+    assert set(flat) == set(
+        perm[: (n // world) * world]
+    )  # only the uneven tail is dropped
 
 
 def test_sampler_epochs_differ_and_are_deterministic():
@@ -60,7 +74,7 @@ def test_sampler_resumes_mid_epoch():
     stream = iter(ref)
     first = [next(stream) for _ in range(7)]
     state = ref.state_dict()
-    rest = list(stream) + list(ref)           # the rest of epoch 0, then epoch 1
+    rest = list(stream) + list(ref)  # the rest of epoch 0, then epoch 1
     resumed = ShardedSampler(40, rank=1, world_size=2, seed=9)
     resumed.load_state_dict(state)
     assert list(resumed) + list(resumed) == rest
@@ -72,7 +86,7 @@ def test_sampler_at_epoch_end_rolls_over():
     stream = iter(s)
     for _ in range(8):
         next(stream)
-    state = s.state_dict()                    # epoch used up, generator not yet closed
+    state = s.state_dict()  # epoch used up, generator not yet closed
     t = ShardedSampler(8, seed=0)
     t.load_state_dict(state)
     assert list(t) == s.permutation(1).tolist()
@@ -85,7 +99,7 @@ def test_sampler_reshards_when_world_size_changes():
         stream = iter(s)
         for _ in range(10):
             next(stream)
-    consumed = {i for s in old for i in s.permutation(0)[s.rank: 20: 2].tolist()}
+    consumed = {i for s in old for i in s.permutation(0)[s.rank : 20 : 2].tolist()}
     new = [ShardedSampler(n, rank=r, world_size=4, seed=5) for r in range(4)]
     for s in new:
         s.load_state_dict(old[0].state_dict())
@@ -110,10 +124,13 @@ def test_sampler_bad_input():
     with pytest.raises(ValueError, match="consumed"):
         ShardedSampler(10).state_dict(consumed=-1)
     with pytest.raises(ValueError, match="seed"):
-        ShardedSampler(10, seed=1).load_state_dict(ShardedSampler(10, seed=2).state_dict())
+        ShardedSampler(10, seed=1).load_state_dict(
+            ShardedSampler(10, seed=2).state_dict()
+        )
 
 
 # --- the checkpointer in one process --------------------------------------------------
+
 
 def _trained(spec=TINY, steps=4):
     run = cx.build_run(spec)
@@ -124,7 +141,14 @@ def _trained(spec=TINY, steps=4):
 def test_round_trip_restores_everything(tmp_path):
     run = _trained()
     ckpt = Checkpointer(tmp_path)
-    ckpt.save(run.done, run.model, run.optimizer, run.scheduler, run.sampler, extra={"note": "x"})
+    ckpt.save(
+        run.done,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        run.sampler,
+        extra={"note": "x"},
+    )
     w, opt_sd = cx.weights(run), run.optimizer.state_dict()
     draws = (random.random(), np.random.rand(), torch.rand(2))
     fresh = cx.build_run(TINY)
@@ -139,7 +163,9 @@ def test_round_trip_restores_everything(tmp_path):
     assert got["param_groups"][0]["lr"] == opt_sd["param_groups"][0]["lr"]
     assert fresh.scheduler.state_dict() == run.scheduler.state_dict()
     assert fresh.sampler.state_dict() == run.sampler.state_dict()
-    assert (random.random(), np.random.rand()) == draws[:2] and torch.equal(torch.rand(2), draws[2])
+    assert (random.random(), np.random.rand()) == draws[:2] and torch.equal(
+        torch.rand(2), draws[2]
+    )
 
 
 def test_keep_last_and_milestones(tmp_path):
@@ -150,8 +176,12 @@ def test_keep_last_and_milestones(tmp_path):
     assert ckpt.steps() == [4, 8, 9]
     assert ckpt.latest() == ckpt.path(9)
     assert (tmp_path / "latest").read_text().strip() == "step-00000009"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step-00000004", "step-00000008",
-                                                          "step-00000009"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "latest",
+        "step-00000004",
+        "step-00000008",
+        "step-00000009",
+    ]
     ckpt2 = Checkpointer(tmp_path / "b", keep_last=1)
     for step in (1, 2, 3):
         ckpt2.save(step, run.model, run.optimizer)
@@ -163,11 +193,13 @@ def test_latest_pointer_wins_and_falls_back(tmp_path):
     ckpt = Checkpointer(tmp_path, keep_last=5)
     for step in (10, 20):
         ckpt.save(step, run.model, run.optimizer)
-    ckpt.save(15, run.model, run.optimizer)      # a rewind: the pointer names 15, not the highest
+    ckpt.save(
+        15, run.model, run.optimizer
+    )  # a rewind: the pointer names 15, not the highest
     assert ckpt.latest() == ckpt.path(15)
     (tmp_path / "latest").unlink()
     assert ckpt.latest() == ckpt.path(20)
-    (tmp_path / "latest").write_text("step-00000099\n")   # stale pointer
+    (tmp_path / "latest").write_text("step-00000099\n")  # stale pointer
     assert ckpt.latest() == ckpt.path(20)
     assert Checkpointer(tmp_path / "empty").latest() is None
 
@@ -187,11 +219,13 @@ def test_async_save_is_a_snapshot(tmp_path):
     ckpt = Checkpointer(tmp_path)
     w = cx.weights(run)
     stats = ckpt.save(2, run.model, run.optimizer, async_=True)
-    with torch.no_grad():                      # training goes on while the write runs
+    with torch.no_grad():  # training goes on while the write runs
         for p in run.model.parameters():
             p.add_(1.0)
     ckpt.wait()
-    assert stats.async_ and stats.total_s is not None and stats.total_s >= stats.blocking_s
+    assert (
+        stats.async_ and stats.total_s is not None and stats.total_s >= stats.blocking_s
+    )
     fresh = cx.build_run(TINY)
     ckpt.load(fresh.model, fresh.optimizer)
     assert all(torch.equal(w[k], v) for k, v in cx.weights(fresh).items())
@@ -201,7 +235,7 @@ def test_async_then_sync_then_close(tmp_path):
     run = _trained(steps=1)
     ckpt = Checkpointer(tmp_path, keep_last=3)
     ckpt.save(1, run.model, run.optimizer, async_=True)
-    ckpt.save(2, run.model, run.optimizer, async_=True)   # waits for step 1 first
+    ckpt.save(2, run.model, run.optimizer, async_=True)  # waits for step 1 first
     ckpt.save(3, run.model, run.optimizer)
     ckpt.close()
     assert ckpt.steps() == [1, 2, 3] and len(ckpt.history) == 3
@@ -242,17 +276,38 @@ def test_checkpointer_bad_input(tmp_path):
 
 # --- two ranks in a process group ----------------------------------------------------------
 
+
 def test_two_gloo_ranks(tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--nnodes", "1",
-           "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           "-m", "tests.helpers.checkpoint_worker", "ranks", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--nnodes",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "tests.helpers.checkpoint_worker",
+        "ranks",
+        str(tmp_path),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
+    out = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     for rank in (0, 1):
         r = json.loads((tmp_path / f"result-rank{rank}.json").read_text())
         assert r.get("ok"), r
-        assert r["steps"] == [3, 4] and r["latest"] == "step-00000004" and r["loaded_step"] == 4
+        assert (
+            r["steps"] == [3, 4]
+            and r["latest"] == "step-00000004"
+            and r["loaded_step"] == 4
+        )
         assert r["weights_equal"] and r["rng_equal"]
         assert r["sampler"]["offset"] == 16 and r["sampler"]["rank"] == rank
         assert r["next_index"] == r["expected_next_index"]
@@ -260,12 +315,26 @@ def test_two_gloo_ranks(tmp_path):
 
 # --- the chapter's experiments ---------------------------------------------------------------
 
+
 def test_exact_resume_is_bitwise_and_naive_is_not(tmp_path):
-    spec = cx.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
-                      n_samples=128, steps=16, warmup=3)
+    spec = cx.RunSpec(
+        n_layers=1,
+        d_model=32,
+        n_heads=2,
+        vocab_size=64,
+        seq_len=16,
+        batch_size=4,
+        n_samples=128,
+        steps=16,
+        warmup=3,
+    )
     r = cx.resume_experiment(spec, tmp_path, save_every=5, crash_at=8)
     assert r.resumed_from == 5 and r.lost_steps == 3
-    assert r.exact_losses_equal and r.exact_weights_equal and r.exact_max_weight_diff == 0.0
+    assert (
+        r.exact_losses_equal
+        and r.exact_weights_equal
+        and r.exact_max_weight_diff == 0.0
+    )
     assert r.exact_extra == r.exact_missing == 0
     # the naive resume restarts the stream at the checkpoint's step 5: steps 6..16 of the
     # resumed run read the batches of steps 1..11, so it sees the 5 batches of steps 1..5
@@ -282,17 +351,36 @@ def test_without_dataloader_generator_the_resume_would_drift(tmp_path):
     iter(torch.utils.data.DataLoader(range(4)))
     assert not torch.equal(before, torch.get_rng_state())
     torch.manual_seed(0)
-    iter(torch.utils.data.DataLoader(range(4), generator=torch.Generator().manual_seed(0)))
+    iter(
+        torch.utils.data.DataLoader(
+            range(4), generator=torch.Generator().manual_seed(0)
+        )
+    )
     assert torch.equal(before, torch.get_rng_state())
 
 
 def test_compare_save_modes(tmp_path):
-    spec = cx.RunSpec(n_layers=1, d_model=32, n_heads=2, vocab_size=64, seq_len=16, batch_size=4,
-                      n_samples=128, steps=6, warmup=2)
+    spec = cx.RunSpec(
+        n_layers=1,
+        d_model=32,
+        n_heads=2,
+        vocab_size=64,
+        seq_len=16,
+        batch_size=4,
+        n_samples=128,
+        steps=6,
+        warmup=2,
+    )
     m = cx.compare_save_modes(spec, tmp_path, save_every=3)
     assert set(m.modes) == {"none", "sync", "async"} and m.device.endswith("1 thread")
-    assert m["none"].blocking_s == () and len(m["sync"].blocking_s) == len(m["async"].blocking_s) == 2
-    assert all(t is not None and t >= b for t, b in zip(m["async"].total_s, m["async"].blocking_s))
+    assert (
+        m["none"].blocking_s == ()
+        and len(m["sync"].blocking_s) == len(m["async"].blocking_s) == 2
+    )
+    assert all(
+        t is not None and t >= b
+        for t, b in zip(m["async"].total_s, m["async"].blocking_s)
+    )
     assert m["sync"].checkpoint_bytes > 0 and len(m["none"].step_s) == 6
     assert m["none"].checkpoint_bytes == 0
 
@@ -333,11 +421,17 @@ def test_a_new_checkpointer_cleans_up_after_a_crash(tmp_path):
     for step in (1, 2, 3):
         ckpt.save(step, run.model, run.optimizer, extra={"step": step})
     os.replace(tmp_path / "step-00000003", tmp_path / ".replaced-step-00000003")
-    (tmp_path / "step-00000001" / "COMPLETE").unlink()          # pruning killed after the marker
+    (
+        tmp_path / "step-00000001" / "COMPLETE"
+    ).unlink()  # pruning killed after the marker
     (tmp_path / ".tmp-step-00000004").mkdir()
     (tmp_path / ".latest.tmp").write_text("step-00000004\n")
     again = Checkpointer(tmp_path, keep_last=5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step-00000002", "step-00000003"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "latest",
+        "step-00000002",
+        "step-00000003",
+    ]
     fresh = cx.build_run(TINY)
     assert again.load(fresh.model, fresh.optimizer).extra == {"step": 3}
     # a moved-aside copy whose replacement did arrive is simply removed

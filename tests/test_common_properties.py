@@ -35,14 +35,22 @@ FEW = settings(max_examples=50, deadline=None)
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
-not_numbers = st.sampled_from([math.nan, math.inf, -math.inf, True, False, "1", None, [1], 1j])
+not_numbers = st.sampled_from(
+    [math.nan, math.inf, -math.inf, True, False, "1", None, [1], 1j]
+)
 
 
 # --- validate -----------------------------------------------------------------------
 
+
 @FEW
-@given(names, st.one_of(st.floats(min_value=1e-300, allow_nan=False, allow_infinity=False),
-                        st.integers(1, 10**18)))
+@given(
+    names,
+    st.one_of(
+        st.floats(min_value=1e-300, allow_nan=False, allow_infinity=False),
+        st.integers(1, 10**18),
+    ),
+)
 def test_positive_returns_what_it_accepts(name, value):
     assert validate.positive(name, value) is value
     assert validate.non_negative(name, value) is value
@@ -50,17 +58,33 @@ def test_positive_returns_what_it_accepts(name, value):
 
 
 @FEW
-@given(names, st.one_of(not_numbers, st.floats(max_value=0, allow_nan=False), st.integers(max_value=0)))
+@given(
+    names,
+    st.one_of(
+        not_numbers, st.floats(max_value=0, allow_nan=False), st.integers(max_value=0)
+    ),
+)
 def test_positive_names_what_it_refuses(name, bad):
-    with pytest.raises(ValueError, match=f"^{name} must be a finite number above 0, got"):
+    with pytest.raises(
+        ValueError, match=f"^{name} must be a finite number above 0, got"
+    ):
         validate.positive(name, bad)
 
 
 @FEW
-@given(names, st.one_of(not_numbers, st.floats(max_value=-1e-300, allow_nan=False), st.integers(max_value=-1)))
+@given(
+    names,
+    st.one_of(
+        not_numbers,
+        st.floats(max_value=-1e-300, allow_nan=False),
+        st.integers(max_value=-1),
+    ),
+)
 def test_non_negative_names_what_it_refuses(name, bad):
     assert validate.non_negative(name, 0) == 0
-    with pytest.raises(ValueError, match=f"^{name} must be a finite number at or above 0"):
+    with pytest.raises(
+        ValueError, match=f"^{name} must be a finite number at or above 0"
+    ):
         validate.non_negative(name, bad)
 
 
@@ -70,7 +94,9 @@ def test_at_least_splits_at_its_minimum(name, value, minimum):
     if value >= minimum:
         assert validate.at_least(name, value, minimum) is value
     else:
-        with pytest.raises(ValueError, match=f"^{name} must be a finite number at or above"):
+        with pytest.raises(
+            ValueError, match=f"^{name} must be a finite number at or above"
+        ):
             validate.at_least(name, value, minimum)
     with pytest.raises(ValueError, match=f"^{name} "):
         validate.at_least(name, math.nan, minimum)
@@ -92,9 +118,14 @@ def test_positive_int_names_what_it_refuses(name, bad):
 @FEW
 @given(names, st.floats(0, 1), st.booleans(), st.booleans())
 def test_fraction_keeps_its_ends_as_asked(name, value, allow_zero, allow_one):
-    inside = (value > 0 or (allow_zero and value == 0)) and (value < 1 or (allow_one and value == 1))
+    inside = (value > 0 or (allow_zero and value == 0)) and (
+        value < 1 or (allow_one and value == 1)
+    )
     if inside:
-        assert validate.fraction(name, value, allow_zero=allow_zero, allow_one=allow_one) is value
+        assert (
+            validate.fraction(name, value, allow_zero=allow_zero, allow_one=allow_one)
+            is value
+        )
     else:
         with pytest.raises(ValueError, match=f"^{name} must lie in"):
             validate.fraction(name, value, allow_zero=allow_zero, allow_one=allow_one)
@@ -108,7 +139,9 @@ def test_fraction_names_what_it_refuses(name, bad):
 
 
 @FEW
-@given(names, st.lists(st.text(max_size=5), min_size=1, max_size=5, unique=True), st.data())
+@given(
+    names, st.lists(st.text(max_size=5), min_size=1, max_size=5, unique=True), st.data()
+)
 def test_one_of_accepts_only_its_choices(name, allowed, data):
     choice = data.draw(st.sampled_from(allowed))
     assert validate.one_of(name, choice, tuple(allowed)) is choice
@@ -122,7 +155,9 @@ def test_one_of_accepts_only_its_choices(name, allowed, data):
 def test_divides_accepts_exact_divisors_only(divisor, quotient):
     assert validate.divides("k", divisor, "batch", divisor * quotient) == divisor
     if divisor > 1:
-        with pytest.raises(ValueError, match=f"^k={divisor} must divide batch={divisor * quotient + 1}"):
+        with pytest.raises(
+            ValueError, match=f"^k={divisor} must divide batch={divisor * quotient + 1}"
+        ):
             validate.divides("k", divisor, "batch", divisor * quotient + 1)
 
 
@@ -136,7 +171,11 @@ def test_divides_names_a_bad_divisor_or_dividend(bad):
 
 
 @FEW
-@given(names, st.booleans(), st.one_of(st.integers(), st.text(max_size=3), st.none(), st.floats()))
+@given(
+    names,
+    st.booleans(),
+    st.one_of(st.integers(), st.text(max_size=3), st.none(), st.floats()),
+)
 def test_boolean_accepts_only_true_and_false(name, flag, bad):
     assert validate.boolean(name, flag) is flag
     with pytest.raises(ValueError, match=f"^{name} must be True or False"):
@@ -144,7 +183,12 @@ def test_boolean_accepts_only_true_and_false(name, flag, bad):
 
 
 @FEW
-@given(names, st.one_of(st.integers(), st.text(max_size=3), st.none(), st.floats(allow_nan=False)))
+@given(
+    names,
+    st.one_of(
+        st.integers(), st.text(max_size=3), st.none(), st.floats(allow_nan=False)
+    ),
+)
 def test_instance_of_checks_the_type(name, bad):
     assert validate.instance_of(name, LLAMA2_7B, TransformerConfig) is LLAMA2_7B
     with pytest.raises(ValueError, match=f"^{name} must be a TransformerConfig"):
@@ -153,7 +197,9 @@ def test_instance_of_checks_the_type(name, bad):
 
 # --- the accelerator table ------------------------------------------------------------
 
-known_devices = st.sampled_from(list(accelerators.ACCELERATORS) + list(accelerators.ALIASES))
+known_devices = st.sampled_from(
+    list(accelerators.ACCELERATORS) + list(accelerators.ALIASES)
+)
 
 
 @FEW
@@ -171,7 +217,11 @@ def test_every_listed_device_has_finite_peaks_falling_with_precision(name):
 
 
 @FEW
-@given(st.text(max_size=12).filter(lambda t: t not in accelerators.ACCELERATORS and t not in accelerators.ALIASES))
+@given(
+    st.text(max_size=12).filter(
+        lambda t: t not in accelerators.ACCELERATORS and t not in accelerators.ALIASES
+    )
+)
 def test_unknown_device_names_are_refused_by_name(name):
     with pytest.raises(ValueError, match="unknown device"):
         accelerators.accelerator(name)
@@ -180,14 +230,18 @@ def test_unknown_device_names_are_refused_by_name(name):
 
 
 @FEW
-@given(known_devices, st.text(max_size=6).filter(lambda t: t not in accelerators.DTYPES))
+@given(
+    known_devices, st.text(max_size=6).filter(lambda t: t not in accelerators.DTYPES)
+)
 def test_unknown_dtypes_are_refused_by_name(name, dtype):
     with pytest.raises(ValueError, match="^dtype must be one of"):
         accelerators.peak_flops_per_s(name, dtype)
 
 
 @FEW
-@given(st.one_of(st.integers(), st.none(), st.floats(), st.lists(st.text(), max_size=2)))
+@given(
+    st.one_of(st.integers(), st.none(), st.floats(), st.lists(st.text(), max_size=2))
+)
 def test_device_names_must_be_strings(bad):
     with pytest.raises(ValueError, match="device must be a name"):
         accelerators.accelerator(bad)
@@ -196,17 +250,30 @@ def test_device_names_must_be_strings(bad):
 
 
 CHIPS = ("H200", "H100", "A100", "V100")
-no_chip = st.text(max_size=20).filter(lambda t: not any(c in t.upper() for c in CHIPS + ("PCIE",)))
+no_chip = st.text(max_size=20).filter(
+    lambda t: not any(c in t.upper() for c in CHIPS + ("PCIE",))
+)
 
 
 @FEW
-@given(no_chip, no_chip, st.sampled_from([("H200", "H200 SXM"), ("H100", "H100 SXM"), ("A100", "A100 SXM"),
-                                          ("V100", "V100 SXM2")]))
+@given(
+    no_chip,
+    no_chip,
+    st.sampled_from(
+        [
+            ("H200", "H200 SXM"),
+            ("H100", "H100 SXM"),
+            ("A100", "A100 SXM"),
+            ("V100", "V100 SXM2"),
+        ]
+    ),
+)
 def test_cuda_names_match_the_chip_they_contain(prefix, suffix, chip_row):
     chip, row = chip_row
     assert accelerators.match_cuda_name(f"{prefix}{chip}{suffix}").name == row
-    assert accelerators.match_cuda_name(f"{prefix}{chip.lower()} PCIe{suffix}").name == \
-        ("H100 PCIe" if chip == "H100" else row)
+    assert accelerators.match_cuda_name(
+        f"{prefix}{chip.lower()} PCIe{suffix}"
+    ).name == ("H100 PCIe" if chip == "H100" else row)
     if not any(c in f"{prefix}{suffix}".upper() for c in CHIPS):
         assert accelerators.match_cuda_name(f"{prefix}{suffix}") is None
 
@@ -216,10 +283,13 @@ def test_cuda_names_match_the_chip_they_contain(prefix, suffix, chip_row):
 def test_cpu_peak_is_finite_and_bf16_is_no_slower(dtype):
     try:
         peak, how = accelerators.cpu_nominal_peak_flops_per_s(dtype)
-    except ValueError as e:            # a CPU whose /proc/cpuinfo does not say enough
+    except ValueError as e:  # a CPU whose /proc/cpuinfo does not say enough
         pytest.skip(str(e))
     assert math.isfinite(peak) and peak > 0 and "GHz" in how
-    assert accelerators.cpu_nominal_peak_flops_per_s("bf16")[0] >= accelerators.cpu_nominal_peak_flops_per_s("fp32")[0]
+    assert (
+        accelerators.cpu_nominal_peak_flops_per_s("bf16")[0]
+        >= accelerators.cpu_nominal_peak_flops_per_s("fp32")[0]
+    )
 
 
 @FEW
@@ -231,6 +301,7 @@ def test_cpu_peak_names_a_bad_dtype(dtype):
 
 # --- model state ----------------------------------------------------------------------
 
+
 @FEW
 @given(st.floats(1, 1e13))
 def test_model_state_is_sixteen_bytes_a_parameter(n):
@@ -239,11 +310,17 @@ def test_model_state_is_sixteen_bytes_a_parameter(n):
     assert total == pytest.approx(16 * n, rel=1e-12)
     assert memory.model_state_bytes(2 * n) > total
     parts = memory.model_state_bytes(n, breakdown=True)
-    assert sum(parts.values()) == pytest.approx(total, rel=1e-12) and min(parts.values()) > 0
+    assert (
+        sum(parts.values()) == pytest.approx(total, rel=1e-12)
+        and min(parts.values()) > 0
+    )
 
 
 @FEW
-@given(st.one_of(not_numbers, st.floats(max_value=0, allow_nan=False)), st.one_of(st.integers(), st.none()))
+@given(
+    st.one_of(not_numbers, st.floats(max_value=0, allow_nan=False)),
+    st.one_of(st.integers(), st.none()),
+)
 def test_model_state_names_its_bad_argument(bad, bad_flag):
     with pytest.raises(ValueError, match="^n_params must be"):
         memory.model_state_bytes(bad)

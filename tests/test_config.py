@@ -14,7 +14,9 @@ def test_gqa_kv_dim():
     assert c.head_dim == 128 and c.kv_dim == 8 * 128
 
 
-@pytest.mark.parametrize("field", ["n_layers", "d_model", "n_heads", "d_ff", "vocab_size"])
+@pytest.mark.parametrize(
+    "field", ["n_layers", "d_model", "n_heads", "d_ff", "vocab_size"]
+)
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
 def test_rejects_non_positive_ints(field, bad):
     kw = dict(n_layers=2, d_model=64, n_heads=4, d_ff=256, vocab_size=100)
@@ -30,12 +32,16 @@ def test_heads_must_divide_width():
 
 def test_kv_heads_must_divide_heads():
     with pytest.raises(ValueError, match=r"n_kv_heads=3 must divide n_heads=4"):
-        TransformerConfig(n_layers=2, d_model=64, n_heads=4, n_kv_heads=3, d_ff=256, vocab_size=100)
+        TransformerConfig(
+            n_layers=2, d_model=64, n_heads=4, n_kv_heads=3, d_ff=256, vocab_size=100
+        )
 
 
 def test_unknown_mlp():
     with pytest.raises(ValueError, match="mlp must be one of"):
-        TransformerConfig(n_layers=2, d_model=64, n_heads=4, d_ff=256, vocab_size=100, mlp="relu")
+        TransformerConfig(
+            n_layers=2, d_model=64, n_heads=4, d_ff=256, vocab_size=100, mlp="relu"
+        )
 
 
 def test_frozen():

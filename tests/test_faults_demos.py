@@ -25,7 +25,12 @@ def _alive_with(text: str) -> list[int]:
     pids = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cmd = (
+                (proc / "cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+            )
         except OSError:
             continue
         if text in cmd:
@@ -38,11 +43,17 @@ def test_elastic_restart_ends_identical_to_uninterrupted_run():
     ref = experiments.run_elastic(fail_step=None, launcher="fork", **kw)
     run = experiments.run_elastic(fail_step=6, fail_rank=1, max_restarts=1, **kw)
     s = run.summary
-    assert s.attempts == 2                                   # torchrun restarted the group once
+    assert s.attempts == 2  # torchrun restarted the group once
     # killed after step 6 with checkpoints every 4 steps: the newest is step 4
-    assert s.failed_at_step == 6 and s.last_checkpoint_step == 4 and s.resumed_from_step == 4
+    assert (
+        s.failed_at_step == 6
+        and s.last_checkpoint_step == 4
+        and s.resumed_from_step == 4
+    )
     assert s.redone_steps == 2 and s.final_step == 12 and s.steps_done == 12 + 2
-    assert any(e["kind"] == "fail" and e["rank"] == 1 and e["attempt"] == 0 for e in run.events)
+    assert any(
+        e["kind"] == "fail" and e["rank"] == 1 and e["attempt"] == 0 for e in run.events
+    )
     assert all(e["attempt"] == 0 for e in ref.events)
     assert experiments.same_weights(ref.final_state, run.final_state)
     assert experiments.max_abs_difference(ref.final_state, run.final_state) == 0.0
@@ -52,15 +63,27 @@ def test_elastic_restart_ends_identical_to_uninterrupted_run():
     assert experiments.max_abs_difference(ref.final_state, other) > 0
 
 
-@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")   # DCP's single-process notice
-def test_exhausted_restarts_fail_clearly_and_leave_the_last_checkpoint_loadable(tmp_path):
+@pytest.mark.filterwarnings(
+    "ignore:torch.distributed is disabled"
+)  # DCP's single-process notice
+def test_exhausted_restarts_fail_clearly_and_leave_the_last_checkpoint_loadable(
+    tmp_path,
+):
     # Rank 1 dies after step 6 in every attempt; --max-restarts 1 allows two attempts.
     with pytest.raises(experiments.RestartsExhausted, match="max_restarts=1") as info:
-        experiments.run_elastic(steps=12, ckpt_every=4, fail_step=6, fail_rank=1, max_restarts=1,
-                                fail_attempts=None, workdir=tmp_path, timeout_s=HANG_GUARD_S)
+        experiments.run_elastic(
+            steps=12,
+            ckpt_every=4,
+            fail_step=6,
+            fail_rank=1,
+            max_restarts=1,
+            fail_attempts=None,
+            workdir=tmp_path,
+            timeout_s=HANG_GUARD_S,
+        )
     err = info.value
     assert err.max_restarts == 1 and err.attempts == 2
-    assert err.last_checkpoint_step == 4              # the newest checkpoint before step 6
+    assert err.last_checkpoint_step == 4  # the newest checkpoint before step 6
     assert "exhausted" in str(err) and "step 4" in str(err)
     # The checkpoint it names loads, in a fresh single process, into the same model.
     ckpt = Checkpointer(err.checkpoint_dir)
@@ -69,9 +92,11 @@ def test_exhausted_restarts_fail_clearly_and_leave_the_last_checkpoint_loadable(
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     loaded = ckpt.load(model, opt)
     assert loaded.step == 4 and ckpt.steps()[-1] == 4
-    assert not experiments.same_weights(before, model.state_dict())       # trained weights came back
+    assert not experiments.same_weights(
+        before, model.state_dict()
+    )  # trained weights came back
     assert all(torch.isfinite(v).all() for v in model.state_dict().values())
-    assert opt.state_dict()["state"]                                       # and the Adam moments
+    assert opt.state_dict()["state"]  # and the Adam moments
 
 
 def test_fail_attempts_counts_attempts():
@@ -84,15 +109,21 @@ def test_torchrun_timeout_kills_every_process(tmp_path):
     marker = str(tmp_path / "slow")
     Path(marker).mkdir()
     with pytest.raises(TimeoutError, match="timeout_s"):
-        torchrun(experiments.ELASTIC_MODULE, ["--workdir", marker, "--steps", "1000", "--step-s", "1.0"],
-                 nproc=2, timeout_s=8)
+        torchrun(
+            experiments.ELASTIC_MODULE,
+            ["--workdir", marker, "--steps", "1000", "--step-s", "1.0"],
+            nproc=2,
+            timeout_s=8,
+        )
     time.sleep(0.5)
     assert _alive_with(marker) == []
 
 
 def _stuck_forever(argv):
     """A fork_group body that never returns (in a function the stack can name)."""
-    Path(argv[0], f"rank{os.environ['RANK']}").write_text(f"{os.getpid()} {os.getppid()}")
+    Path(argv[0], f"rank{os.environ['RANK']}").write_text(
+        f"{os.getpid()} {os.getppid()}"
+    )
     while True:
         time.sleep(0.05)
 
@@ -104,17 +135,28 @@ def test_fork_group_timeout_names_where_each_rank_was_stuck(tmp_path):
     # each rank's stack, written by SIGUSR1 before the kill, names the function it was in
     assert text.count("_stuck_forever") >= 2 and "--- rank 1 ---" in text
     # the workers were children of the fork server, not forks of this (threaded) process
-    pids, parents = zip(*(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2)))
+    pids, parents = zip(
+        *(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2))
+    )
     assert len(set(parents)) == 1 and os.getpid() not in parents
-    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)      # killed and reaped
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)  # killed and reaped
 
 
 def test_corruption_caught_before_the_step_and_clean_runs_silent():
-    rep = experiments.run_corruption(nproc=3, steps=6, flip_step=3, flip_rank=1, seed=0,
-                                     timeout_s=HANG_GUARD_S)
+    rep = experiments.run_corruption(
+        nproc=3, steps=6, flip_step=3, flip_rank=1, seed=0, timeout_s=HANG_GUARD_S
+    )
     clean, expo = rep.scenarios["clean"], rep.scenarios["exponent_before"]
-    mant, off = rep.scenarios["mantissa_after"], rep.scenarios["mantissa_after_unchecked"]
-    assert list(rep.scenarios) == ["clean", "exponent_before", "mantissa_after", "mantissa_after_unchecked"]
+    mant, off = (
+        rep.scenarios["mantissa_after"],
+        rep.scenarios["mantissa_after_unchecked"],
+    )
+    assert list(rep.scenarios) == [
+        "clean",
+        "exponent_before",
+        "mantissa_after",
+        "mantissa_after_unchecked",
+    ]
     assert clean.alarm_steps("norm") == () and clean.alarm_steps("checksum") == ()
     assert clean.replicas_agree and clean.max_weight_gap == 0.0
     # exponent flip before the all-reduce: the norm check names rank 1; checksums agree
@@ -124,15 +166,16 @@ def test_corruption_caught_before_the_step_and_clean_runs_silent():
     # mantissa flip after the all-reduce: invisible to norms, caught by the checksum
     assert mant.alarm_steps("norm") == () and mant.alarm_steps("checksum") == (3,)
     assert mant.suspects("checksum") == (1,)
-    assert mant.replicas_agree                           # the step was skipped everywhere
+    assert mant.replicas_agree  # the step was skipped everywhere
     # with the checks off the replicas silently fork
     assert not off.replicas_agree and off.max_weight_gap > 0
     assert not any(s.skipped for s in off.steps)
 
 
 def test_corruption_flags_whichever_rank_is_hit():
-    rep = experiments.run_corruption(nproc=3, steps=3, flip_step=1, flip_rank=2, seed=1,
-                                     timeout_s=HANG_GUARD_S)
+    rep = experiments.run_corruption(
+        nproc=3, steps=3, flip_step=1, flip_rank=2, seed=1, timeout_s=HANG_GUARD_S
+    )
     assert rep.scenarios["exponent_before"].suspects("norm") == (2,)
     assert rep.scenarios["mantissa_after"].suspects("checksum") == (2,)
     assert rep.scenarios["mantissa_after"].alarm_steps("checksum") == (1,)
@@ -141,19 +184,22 @@ def test_corruption_flags_whichever_rank_is_hit():
 def test_loss_spike_is_detected_and_rewind_and_skip_recovers():
     bad = (60, 64)
     plain = experiments.spike_run(steps=110, bad=bad)
-    rescued = experiments.spike_run(steps=110, bad=bad,
-                                    policy=faults.RewindPolicy(rewind_steps=5, skip_batches=15))
+    rescued = experiments.spike_run(
+        steps=110, bad=bad, policy=faults.RewindPolicy(rewind_steps=5, skip_batches=15)
+    )
     never = experiments.spike_run(steps=110, bad=(0, 0))
     assert plain.spikes[0] == bad[0]
     assert never.spikes == ()
     assert len(rescued.rewinds) == 1
     plan = rescued.rewinds[0]
     assert plan.resume_step == 50 and (plan.skip_start, plan.skip_end) == (50, 65)
-    assert rescued.spikes == (bad[0],)                        # no second spike after the skip
+    assert rescued.spikes == (bad[0],)  # no second spike after the skip
     assert not any(bad[0] <= b < bad[1] for b in rescued.batches)
-    assert rescued.batches[50] == 65                         # step 50 reads batch 65 after the skip
+    assert rescued.batches[50] == 65  # step 50 reads batch 65 after the skip
     # The rescued run ends nearer the clean run than the run that ploughed on.
-    assert abs(rescued.mean_loss(20) - never.mean_loss(20)) < abs(plain.mean_loss(20) - never.mean_loss(20))
+    assert abs(rescued.mean_loss(20) - never.mean_loss(20)) < abs(
+        plain.mean_loss(20) - never.mean_loss(20)
+    )
 
 
 def test_spike_run_restores_the_thread_count():
@@ -162,22 +208,36 @@ def test_spike_run_restores_the_thread_count():
     assert torch.get_num_threads() == threads
 
 
-@pytest.mark.parametrize("kw,match", [(dict(bad=(5, 2)), "bad"), (dict(bad=[1, 2]), "bad"),
-                                      (dict(steps=0), "steps"), (dict(max_rewinds=-1), "max_rewinds"),
-                                      (dict(policy="rewind"), "policy"), (dict(threads=0), "threads"),
-                                      (dict(detector={}), "detector"), (dict(lr=0), "lr")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(bad=(5, 2)), "bad"),
+        (dict(bad=[1, 2]), "bad"),
+        (dict(steps=0), "steps"),
+        (dict(max_rewinds=-1), "max_rewinds"),
+        (dict(policy="rewind"), "policy"),
+        (dict(threads=0), "threads"),
+        (dict(detector={}), "detector"),
+        (dict(lr=0), "lr"),
+    ],
+)
 def test_spike_run_bad_input(kw, match):
     with pytest.raises(ValueError, match=match):
         experiments.spike_run(**{"steps": 10, **kw})
 
 
 def test_seeded_runs_are_bitwise_identical():
-    a, b = experiments.seeded_run(seed=3, steps=10), experiments.seeded_run(seed=3, steps=10)
+    a, b = (
+        experiments.seeded_run(seed=3, steps=10),
+        experiments.seeded_run(seed=3, steps=10),
+    )
     c = experiments.seeded_run(seed=4, steps=10)
     assert experiments.same_weights(a, b)
     assert not experiments.same_weights(a, c)
     d = experiments.seeded_run(seed=3, steps=10, deterministic=True)
-    assert experiments.same_weights(a, d)      # on the CPU the mode changes none of these kernels
+    assert experiments.same_weights(
+        a, d
+    )  # on the CPU the mode changes none of these kernels
 
 
 def test_deterministic_mode_gives_one_result_and_restores_the_setting():
@@ -186,12 +246,17 @@ def test_deterministic_mode_gives_one_result_and_restores_the_setting():
     fast = experiments.nondeterministic_op(False, n=200_000, repeats=4)
     safe = experiments.nondeterministic_op(True, n=200_000, repeats=4)
     assert safe.distinct == 1 and safe.max_diff == 0
-    assert 1 <= fast.distinct <= fast.repeats and (fast.max_diff == 0) == (fast.distinct == 1)
+    assert 1 <= fast.distinct <= fast.repeats and (fast.max_diff == 0) == (
+        fast.distinct == 1
+    )
     assert not torch.are_deterministic_algorithms_enabled()
     # The deterministic result is the float32 sum per slot that a fixed order gives,
     # close to the exact (float64) sums.
     g = torch.Generator().manual_seed(0)
-    src, idx = torch.randn(200_000, generator=g), torch.randint(0, 100, (200_000,), generator=g)
+    src, idx = (
+        torch.randn(200_000, generator=g),
+        torch.randint(0, 100, (200_000,), generator=g),
+    )
     out = torch.zeros(100).index_put_((idx,), src, accumulate=True)
     exact = torch.zeros(100, dtype=torch.float64).index_add_(0, idx, src.double())
     # float32 rounding of ~2,000 adds per slot: at most 2,000 x 2^-24 x partial sums
@@ -214,12 +279,26 @@ def test_float_addition_depends_on_the_order():
 
 def test_deterministic_env_sets_cublas_workspace_only_for_cuda():
     assert experiments.deterministic_env("cpu", environ={}) == {}
-    assert experiments.deterministic_env("cuda", environ={}) == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    assert experiments.deterministic_env("cuda", environ={}) == {
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8"
+    }
     # an accepted value the user chose is kept
-    assert experiments.deterministic_env("cuda", environ={"CUBLAS_WORKSPACE_CONFIG": ":16:8"}) == {}
-    assert experiments.deterministic_env("cuda", environ={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}) == {}
+    assert (
+        experiments.deterministic_env(
+            "cuda", environ={"CUBLAS_WORKSPACE_CONFIG": ":16:8"}
+        )
+        == {}
+    )
+    assert (
+        experiments.deterministic_env(
+            "cuda", environ={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+        )
+        == {}
+    )
     with pytest.raises(ValueError, match="CUBLAS_WORKSPACE_CONFIG"):
-        experiments.deterministic_env("cuda", environ={"CUBLAS_WORKSPACE_CONFIG": ":0:0"})
+        experiments.deterministic_env(
+            "cuda", environ={"CUBLAS_WORKSPACE_CONFIG": ":0:0"}
+        )
     with pytest.raises(ValueError, match="device"):
         experiments.deterministic_env("tpu", environ={})
 
@@ -228,11 +307,13 @@ def test_set_deterministic_env_writes_the_environment_before_cuda(monkeypatch):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     assert experiments.set_deterministic_env("cpu") == {}
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    assert experiments.set_deterministic_env("cuda") == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    assert experiments.set_deterministic_env("cuda") == {
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8"
+    }
     import os
 
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
-    assert experiments.set_deterministic_env("cuda") == {}            # already set: nothing to do
+    assert experiments.set_deterministic_env("cuda") == {}  # already set: nothing to do
     # too late once CUDA has started: cuBLAS has read its setting
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)

@@ -31,7 +31,9 @@ def test_static_figures_draw_with_labels():
 def test_the_cause_chart_draws_every_row_of_table_5():
     fig = figs.llama3_causes()
     bars = fig.axes[0].patches
-    assert sorted(b.get_width() for b in bars) == sorted(r.count for r in faults.LLAMA3_INTERRUPTIONS)
+    assert sorted(b.get_width() for b in bars) == sorted(
+        r.count for r in faults.LLAMA3_INTERRUPTIONS
+    )
     assert sum(b.get_width() for b in bars) == 419
     plt.close(fig)
 
@@ -44,7 +46,10 @@ def test_the_straggler_is_the_bar_at_zero():
     _labelled(fig)
 
 
-@pytest.mark.parametrize("n,delta,sigma", [(1024, 0.1, 0.05), (2, 0.0, 0.0), (1, 0.3, 0.1), (16384, 1.0, 0.3)])
+@pytest.mark.parametrize(
+    "n,delta,sigma",
+    [(1024, 0.1, 0.05), (2, 0.0, 0.0), (1, 0.3, 0.1), (16384, 1.0, 0.3)],
+)
 def test_straggler_slider_draws_everywhere_on_its_range(n, delta, sigma):
     _labelled(figs.straggler_curves(n, delta, sigma))
 
@@ -57,26 +62,49 @@ def test_straggler_slider_marks_the_current_point_and_the_break_even():
     x, y = marker.get_xdata()[0], marker.get_ydata()[0]
     assert x == delta
     assert y == pytest.approx(1 + faults.straggler_slowdown(n, delta, sigma), rel=1e-12)
-    vertical = [line for line in ax.lines if len(set(line.get_xdata())) == 1 and line is not marker]
+    vertical = [
+        line
+        for line in ax.lines
+        if len(set(line.get_xdata())) == 1 and line is not marker
+    ]
     # the drawn break-even agrees with the bisection to its drawing tolerance (1e-4)
-    assert any(math.isclose(line.get_xdata()[0], faults.drain_threshold(n, sigma), abs_tol=2e-4)
-               for line in vertical)
+    assert any(
+        math.isclose(
+            line.get_xdata()[0], faults.drain_threshold(n, sigma), abs_tol=2e-4
+        )
+        for line in vertical
+    )
     plt.close(fig)
 
 
 def test_spike_and_timeline_figures():
     plain = experiments.spike_run(steps=80)
-    rescued = experiments.spike_run(steps=80, policy=faults.RewindPolicy(rewind_steps=5, skip_batches=15))
+    rescued = experiments.spike_run(
+        steps=80, policy=faults.RewindPolicy(rewind_steps=5, skip_batches=15)
+    )
     fig = figs.spike_runs(plain, rescued, bad=(60, 64), device_name="CPU: test")
     assert "CPU: test" in fig.axes[0].get_title()
     _labelled(fig)
-    ev = [{"kind": "step", "attempt": 0, "rank": 0, "t": float(s), "step": s} for s in range(1, 6)]
-    ev += [{"kind": "checkpoint", "attempt": 0, "rank": 0, "t": 4.1, "step": 4},
-           {"kind": "fail", "attempt": 0, "rank": 1, "t": 5.5, "step": 5},
-           {"kind": "resume", "attempt": 1, "rank": 0, "t": 8.0, "step": 4}]
-    ev += [{"kind": "step", "attempt": 1, "rank": 0, "t": 8.0 + s, "step": s} for s in range(5, 9)]
-    run = experiments.ElasticRun(launch=Launch(0, 9.0, ""), events=tuple(ev), final_state={},
-                                 summary=faults.summarize_timeline(ev), t0=0.0)
+    ev = [
+        {"kind": "step", "attempt": 0, "rank": 0, "t": float(s), "step": s}
+        for s in range(1, 6)
+    ]
+    ev += [
+        {"kind": "checkpoint", "attempt": 0, "rank": 0, "t": 4.1, "step": 4},
+        {"kind": "fail", "attempt": 0, "rank": 1, "t": 5.5, "step": 5},
+        {"kind": "resume", "attempt": 1, "rank": 0, "t": 8.0, "step": 4},
+    ]
+    ev += [
+        {"kind": "step", "attempt": 1, "rank": 0, "t": 8.0 + s, "step": s}
+        for s in range(5, 9)
+    ]
+    run = experiments.ElasticRun(
+        launch=Launch(0, 9.0, ""),
+        events=tuple(ev),
+        final_state={},
+        summary=faults.summarize_timeline(ev),
+        t0=0.0,
+    )
     fig = figs.elastic_timeline(run, reference=run, device_name="CPU: test")
-    assert "CPU: test" in fig.axes[0].get_title()          # a measured figure names its device
+    assert "CPU: test" in fig.axes[0].get_title()  # a measured figure names its device
     _labelled(fig)

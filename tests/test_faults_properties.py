@@ -64,16 +64,23 @@ def _raises_naming(name, fn, *args, **kw):
 
 # --- the Llama 3 log ---------------------------------------------------------------
 
-rows = st.lists(st.builds(faults.Interruption, component=st.text(max_size=8),
-                          category=st.sampled_from(["GPU", "Host", "Network", "Dependency", "Unknown"]),
-                          count=st.integers(0, 500), printed_share=st.floats(0, 1)), max_size=30)
+rows = st.lists(
+    st.builds(
+        faults.Interruption,
+        component=st.text(max_size=8),
+        category=st.sampled_from(["GPU", "Host", "Network", "Dependency", "Unknown"]),
+        count=st.integers(0, 500),
+        printed_share=st.floats(0, 1),
+    ),
+    max_size=30,
+)
 
 
 @FEW
 @given(rows)
 def test_categories_keep_every_count_largest_first(rs):
     by_cat = faults.interruptions_by_category(rs)
-    expected = Counter()                       # a different way to add them up
+    expected = Counter()  # a different way to add them up
     for r in rs:
         expected[r.category] += r.count
     assert by_cat == dict(expected)
@@ -81,9 +88,17 @@ def test_categories_keep_every_count_largest_first(rs):
     assert totals == sorted(totals, reverse=True)
 
 
-@pytest.mark.parametrize("bad", ["GPU", 7, None, [("GPU", 3)],
-                                 [faults.Interruption("x", "GPU", -1, 0.1)],
-                                 [faults.Interruption("x", "GPU", True, 0.1)]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "GPU",
+        7,
+        None,
+        [("GPU", 3)],
+        [faults.Interruption("x", "GPU", -1, 0.1)],
+        [faults.Interruption("x", "GPU", True, 0.1)],
+    ],
+)
 def test_categories_refuse_what_is_not_a_row(bad):
     _raises_naming("rows", faults.interruptions_by_category, bad)
 
@@ -108,17 +123,25 @@ def test_mean_hours_between_names_bad_arguments(bad_n, bad_days):
 
 # --- stragglers ---------------------------------------------------------------------
 
+
 @FEW
-@given(st.floats(1 / (1 + faults.MAX_DELTA), 1.0), st.floats(1 / (1 + faults.MAX_DELTA), 1.0))
+@given(
+    st.floats(1 / (1 + faults.MAX_DELTA), 1.0),
+    st.floats(1 / (1 + faults.MAX_DELTA), 1.0),
+)
 def test_delta_from_speed_is_the_extra_time_and_falls_with_speed(a, b):
     lo, hi = sorted((a, b))
     d_lo, d_hi = faults.delta_from_speed(lo), faults.delta_from_speed(hi)
     assert 0 <= d_hi <= d_lo
-    assert (1 + d_lo) * lo == pytest.approx(1.0, rel=1e-12)     # time x speed = the same work
+    assert (1 + d_lo) * lo == pytest.approx(
+        1.0, rel=1e-12
+    )  # time x speed = the same work
     assert faults.delta_from_speed(1.0) == 0
 
 
-@pytest.mark.parametrize("bad", [0, -0.5, 1.5, 1 / 200, math.nan, math.inf, True, "0.8", None])
+@pytest.mark.parametrize(
+    "bad", [0, -0.5, 1.5, 1 / 200, math.nan, math.inf, True, "0.8", None]
+)
 def test_delta_from_speed_names_speed(bad):
     _raises_naming("speed", faults.delta_from_speed, bad)
 
@@ -127,48 +150,64 @@ def test_delta_from_speed_names_speed(bad):
 @given(ranks, deltas, sigmas, medians)
 def test_expected_step_time_lies_between_its_bounds(n, delta, sigma, median):
     t = faults.expected_step_time(n, delta, sigma, median)
-    mean_x = median * math.exp(sigma**2 / 2)               # E[X] of one lognormal rank
+    mean_x = median * math.exp(sigma**2 / 2)  # E[X] of one lognormal rank
     assert math.isfinite(t)
     # the max is at least the slow rank's own time, and at most the sum of all ranks' times
     assert t >= (1 + delta) * mean_x * (1 - REL)
     assert t <= (n - 1 + 1 + delta) * mean_x * (1 + REL)
     # seconds scale with the median
-    assert faults.expected_step_time(n, delta, sigma, 2 * median) == pytest.approx(2 * t, rel=1e-9)
+    assert faults.expected_step_time(n, delta, sigma, 2 * median) == pytest.approx(
+        2 * t, rel=1e-9
+    )
 
 
 @FEW
 @given(ranks, deltas, deltas, pos_sigmas)
 def test_step_time_grows_with_the_stragglers_slowness(n, d1, d2, sigma):
     lo, hi = sorted((d1, d2))
-    assert faults.expected_step_time(n, hi, sigma) >= faults.expected_step_time(n, lo, sigma) * (1 - REL)
+    assert faults.expected_step_time(n, hi, sigma) >= faults.expected_step_time(
+        n, lo, sigma
+    ) * (1 - REL)
 
 
 @FEW
 @given(ranks, ranks, deltas, pos_sigmas)
 def test_step_time_grows_with_the_number_of_ranks(n1, n2, delta, sigma):
     lo, hi = sorted((n1, n2))
-    assert faults.expected_step_time(hi, delta, sigma) >= faults.expected_step_time(lo, delta, sigma) * (1 - REL)
+    assert faults.expected_step_time(hi, delta, sigma) >= faults.expected_step_time(
+        lo, delta, sigma
+    ) * (1 - REL)
 
 
 @FEW
 @given(ranks, sigmas, sigmas)
 def test_step_time_grows_with_the_spread(n, s1, s2):
     lo, hi = sorted((s1, s2))
-    assert faults.expected_step_time(n, 0.0, hi) >= faults.expected_step_time(n, 0.0, lo) * (1 - REL)
+    assert faults.expected_step_time(n, 0.0, hi) >= faults.expected_step_time(
+        n, 0.0, lo
+    ) * (1 - REL)
 
 
 @FEW
 @given(ranks, deltas, deltas, sigmas)
-def test_slowdown_and_throughput_lost_are_bounded_by_the_slow_rank_and_grow_with_it(n, d1, d2, sigma):
+def test_slowdown_and_throughput_lost_are_bounded_by_the_slow_rank_and_grow_with_it(
+    n, d1, d2, sigma
+):
     lo, hi = sorted((d1, d2))
-    s_lo, s_hi = faults.straggler_slowdown(n, lo, sigma), faults.straggler_slowdown(n, hi, sigma)
+    s_lo, s_hi = (
+        faults.straggler_slowdown(n, lo, sigma),
+        faults.straggler_slowdown(n, hi, sigma),
+    )
     # max(a, (1 + d) b) lies between max(a, b) and (1 + d) max(a, b)
     assert -REL <= s_lo <= lo + REL * (1 + lo)
     assert s_hi >= s_lo - REL * (1 + hi)
-    x_lo, x_hi = faults.throughput_lost(n, lo, sigma), faults.throughput_lost(n, hi, sigma)
+    x_lo, x_hi = (
+        faults.throughput_lost(n, lo, sigma),
+        faults.throughput_lost(n, hi, sigma),
+    )
     assert -REL <= x_lo <= lo / (1 + lo) + REL and x_hi < 1
     assert x_hi >= x_lo - REL
-    if sigma == 0:      # no noise: the slow rank sets every step
+    if sigma == 0:  # no noise: the slow rank sets every step
         assert s_hi == pytest.approx(hi, rel=1e-12, abs=1e-12)
         assert x_hi == pytest.approx(hi / (1 + hi), rel=1e-12, abs=1e-12)
 
@@ -178,7 +217,7 @@ def test_slowdown_and_throughput_lost_are_bounded_by_the_slow_rank_and_grow_with
 def test_the_barrier_tax_grows_with_n(n1, n2, sigma):
     lo, hi = sorted((n1, n2))
     t_lo, t_hi = faults.barrier_tax(lo, sigma), faults.barrier_tax(hi, sigma)
-    assert math.isfinite(t_lo) and t_lo >= -REL         # E[max] >= E[X]
+    assert math.isfinite(t_lo) and t_lo >= -REL  # E[max] >= E[X]
     assert t_hi >= t_lo - REL
     assert faults.barrier_tax(1, sigma) == pytest.approx(0.0, abs=REL)
 
@@ -195,7 +234,7 @@ def test_the_barrier_tax_grows_with_the_spread(n, s1, s2):
 @given(ranks2, sigmas, medians)
 def test_drop_step_time_is_at_least_the_bigger_share(n, sigma, median):
     t = faults.drop_step_time(n, sigma, median)
-    share = n / (n - 1) * median                   # each of n - 1 ranks does n / (n - 1) of a share
+    share = n / (n - 1) * median  # each of n - 1 ranks does n / (n - 1) of a share
     assert math.isfinite(t)
     assert t >= share * math.exp(sigma**2 / 2) * (1 - REL)
     if sigma == 0:
@@ -206,7 +245,7 @@ def test_drop_step_time_is_at_least_the_bigger_share(n, sigma, median):
 @given(ranks2, deltas, deltas, st.floats(0.0, 0.5))
 def test_once_draining_wins_it_keeps_winning_as_the_rank_slows(n, d1, d2, sigma):
     lo, hi = sorted((d1, d2))
-    assume(hi - lo > 1e-3)                      # away from ties within the integral's rounding
+    assume(hi - lo > 1e-3)  # away from ties within the integral's rounding
     if faults.drop_beats_wait(n, lo, sigma):
         assert faults.drop_beats_wait(n, hi, sigma)
 
@@ -237,31 +276,63 @@ def test_noise_raises_the_drain_threshold(n, s1, s2):
     # With 8 or more ranks a slow rank hides better in wider noise (at n = 2 and 3 and
     # wide spreads it does not: there draining saves the pair's own noise).
     lo, hi = sorted((s1, s2))
-    assert faults.drain_threshold(n, hi, tol=1e-7) >= faults.drain_threshold(n, lo, tol=1e-7) - 1e-6
+    assert (
+        faults.drain_threshold(n, hi, tol=1e-7)
+        >= faults.drain_threshold(n, lo, tol=1e-7) - 1e-6
+    )
 
 
 STRAGGLER_FUNCTIONS = {
-    "expected_step_time": lambda n=4, delta=0.1, sigma=0.05, median_s=1.0:
-        faults.expected_step_time(n, delta, sigma, median_s),
-    "straggler_slowdown": lambda n=4, delta=0.1, sigma=0.05: faults.straggler_slowdown(n, delta, sigma),
-    "throughput_lost": lambda n=4, delta=0.1, sigma=0.05: faults.throughput_lost(n, delta, sigma),
+    "expected_step_time": lambda n=4, delta=0.1, sigma=0.05, median_s=1.0: (
+        faults.expected_step_time(n, delta, sigma, median_s)
+    ),
+    "straggler_slowdown": lambda n=4, delta=0.1, sigma=0.05: faults.straggler_slowdown(
+        n, delta, sigma
+    ),
+    "throughput_lost": lambda n=4, delta=0.1, sigma=0.05: faults.throughput_lost(
+        n, delta, sigma
+    ),
     "barrier_tax": lambda n=4, sigma=0.05: faults.barrier_tax(n, sigma),
-    "drop_step_time": lambda n=4, sigma=0.05, median_s=1.0: faults.drop_step_time(n, sigma, median_s),
-    "drop_beats_wait": lambda n=4, delta=0.1, sigma=0.05: faults.drop_beats_wait(n, delta, sigma),
-    "drain_threshold": lambda n=4, sigma=0.05, tol=1e-6: faults.drain_threshold(n, sigma, tol),
-    "simulate_step_times": lambda n=4, delta=0.1, sigma=0.05, median_s=1.0, steps=3:
-        faults.simulate_step_times(n, delta, sigma, steps=steps, median_s=median_s),
+    "drop_step_time": lambda n=4, sigma=0.05, median_s=1.0: faults.drop_step_time(
+        n, sigma, median_s
+    ),
+    "drop_beats_wait": lambda n=4, delta=0.1, sigma=0.05: faults.drop_beats_wait(
+        n, delta, sigma
+    ),
+    "drain_threshold": lambda n=4, sigma=0.05, tol=1e-6: faults.drain_threshold(
+        n, sigma, tol
+    ),
+    "simulate_step_times": lambda n=4, delta=0.1, sigma=0.05, median_s=1.0, steps=3: (
+        faults.simulate_step_times(n, delta, sigma, steps=steps, median_s=median_s)
+    ),
 }
-ARG_NAMES = {"n": "n_ranks", "delta": "delta", "sigma": "sigma", "median_s": "median_s", "tol": "tol",
-             "steps": "steps"}
-BAD_FOR = {"n": NOT_POSITIVE_INT, "delta": NOT_NON_NEGATIVE + [faults.MAX_DELTA * 1.01],
-           "sigma": NOT_NON_NEGATIVE + [faults.MAX_SIGMA * 1.01], "median_s": NOT_POSITIVE,
-           "tol": NOT_POSITIVE, "steps": NOT_POSITIVE_INT}
-BAD_CASES = [(fn, arg, bad) for fn, f in STRAGGLER_FUNCTIONS.items()
-             for arg in f.__code__.co_varnames[:f.__code__.co_argcount] for bad in BAD_FOR[arg]]
+ARG_NAMES = {
+    "n": "n_ranks",
+    "delta": "delta",
+    "sigma": "sigma",
+    "median_s": "median_s",
+    "tol": "tol",
+    "steps": "steps",
+}
+BAD_FOR = {
+    "n": NOT_POSITIVE_INT,
+    "delta": NOT_NON_NEGATIVE + [faults.MAX_DELTA * 1.01],
+    "sigma": NOT_NON_NEGATIVE + [faults.MAX_SIGMA * 1.01],
+    "median_s": NOT_POSITIVE,
+    "tol": NOT_POSITIVE,
+    "steps": NOT_POSITIVE_INT,
+}
+BAD_CASES = [
+    (fn, arg, bad)
+    for fn, f in STRAGGLER_FUNCTIONS.items()
+    for arg in f.__code__.co_varnames[: f.__code__.co_argcount]
+    for bad in BAD_FOR[arg]
+]
 
 
-@pytest.mark.parametrize("fn,arg,bad", BAD_CASES, ids=[f"{f}-{a}-{b!r}" for f, a, b in BAD_CASES])
+@pytest.mark.parametrize(
+    "fn,arg,bad", BAD_CASES, ids=[f"{f}-{a}-{b!r}" for f, a, b in BAD_CASES]
+)
 def test_every_straggler_function_names_each_bad_argument(fn, arg, bad):
     _raises_naming(ARG_NAMES[arg], STRAGGLER_FUNCTIONS[fn], **{arg: bad})
 
@@ -272,11 +343,22 @@ def test_dropping_needs_a_second_rank(fn):
 
 
 @FEW
-@given(st.integers(1, 64), deltas, sigmas, st.integers(1, 50), st.integers(0, 2**32 - 1), st.data())
+@given(
+    st.integers(1, 64),
+    deltas,
+    sigmas,
+    st.integers(1, 50),
+    st.integers(0, 2**32 - 1),
+    st.data(),
+)
 def test_simulation_slows_exactly_the_chosen_rank(n, delta, sigma, steps, seed, data):
     rank = data.draw(st.integers(0, n - 1))
-    t = faults.simulate_step_times(n, delta, sigma, steps=steps, seed=seed, straggler_rank=rank)
-    base = faults.simulate_step_times(n, 0.0, sigma, steps=steps, seed=seed, straggler_rank=rank)
+    t = faults.simulate_step_times(
+        n, delta, sigma, steps=steps, seed=seed, straggler_rank=rank
+    )
+    base = faults.simulate_step_times(
+        n, 0.0, sigma, steps=steps, seed=seed, straggler_rank=rank
+    )
     assert t.shape == (steps, n) and np.all(np.isfinite(t)) and np.all(t > 0)
     others = np.arange(n) != rank
     assert np.array_equal(t[:, others], base[:, others])
@@ -285,7 +367,9 @@ def test_simulation_slows_exactly_the_chosen_rank(n, delta, sigma, steps, seed, 
 
 @pytest.mark.parametrize("bad", [-1, 4, 1.0, True, "0", None])
 def test_simulation_names_a_bad_straggler_rank(bad):
-    _raises_naming("straggler_rank", faults.simulate_step_times, 4, 0.1, straggler_rank=bad)
+    _raises_naming(
+        "straggler_rank", faults.simulate_step_times, 4, 0.1, straggler_rank=bad
+    )
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "0"])
@@ -293,8 +377,15 @@ def test_simulation_names_a_bad_seed(bad):
     _raises_naming("seed", faults.simulate_step_times, 4, 0.1, seed=bad)
 
 
-step_times = st.integers(1, 30).flatmap(lambda steps: st.integers(2, 30).flatmap(
-    lambda n: st.lists(st.lists(st.floats(0, 1e3), min_size=n, max_size=n), min_size=steps, max_size=steps)))
+step_times = st.integers(1, 30).flatmap(
+    lambda steps: st.integers(2, 30).flatmap(
+        lambda n: st.lists(
+            st.lists(st.floats(0, 1e3), min_size=n, max_size=n),
+            min_size=steps,
+            max_size=steps,
+        )
+    )
+)
 
 
 @FEW
@@ -303,8 +394,10 @@ def test_allreduce_wait_is_what_each_rank_waits_for_the_last(times):
     times = np.asarray(times)
     wait = faults.allreduce_wait(times)
     assert wait.shape == times.shape and np.all(wait >= 0)
-    assert np.all(wait.min(axis=1) == 0)                         # the last rank waits for nobody
-    np.testing.assert_allclose(wait + times, np.broadcast_to(times.max(axis=1, keepdims=True), times.shape))
+    assert np.all(wait.min(axis=1) == 0)  # the last rank waits for nobody
+    np.testing.assert_allclose(
+        wait + times, np.broadcast_to(times.max(axis=1, keepdims=True), times.shape)
+    )
 
 
 @FEW
@@ -314,23 +407,45 @@ def test_find_straggler_returns_a_rank_that_waits_least(times):
     rank, score = faults.find_straggler(times)
     wait = faults.allreduce_wait(times).mean(axis=0)
     assert 0 <= rank < times.shape[1] and wait[rank] == wait.min()
-    assert math.isfinite(score) and score >= 0                   # at or below the others' median
+    assert math.isfinite(score) and score >= 0  # at or below the others' median
 
 
 @FEW
-@given(st.integers(2, 64), st.floats(1e-3, 0.2), st.integers(10, 200), st.integers(0, 2**32 - 1), st.data())
-def test_a_rank_far_slower_than_the_noise_is_found_and_never_waits(n, sigma, steps, seed, data):
+@given(
+    st.integers(2, 64),
+    st.floats(1e-3, 0.2),
+    st.integers(10, 200),
+    st.integers(0, 2**32 - 1),
+    st.data(),
+)
+def test_a_rank_far_slower_than_the_noise_is_found_and_never_waits(
+    n, sigma, steps, seed, data
+):
     rank = data.draw(st.integers(0, n - 1))
-    delta = math.expm1(20 * sigma)          # 20 standard deviations of log-time: always the last
-    times = faults.simulate_step_times(n, delta, sigma, steps=steps, seed=seed, straggler_rank=rank)
+    delta = math.expm1(
+        20 * sigma
+    )  # 20 standard deviations of log-time: always the last
+    times = faults.simulate_step_times(
+        n, delta, sigma, steps=steps, seed=seed, straggler_rank=rank
+    )
     found, _ = faults.find_straggler(times)
     assert found == rank
     assert np.all(faults.allreduce_wait(times)[:, rank] == 0)
 
 
 @pytest.mark.parametrize("fn", [faults.allreduce_wait, faults.find_straggler])
-@pytest.mark.parametrize("bad", [np.zeros(3), np.zeros((0, 4)), [[1.0, math.nan]], [[1.0, math.inf]],
-                                 [[1.0, -1.0]], "times", [["a", "b"]]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.zeros(3),
+        np.zeros((0, 4)),
+        [[1.0, math.nan]],
+        [[1.0, math.inf]],
+        [[1.0, -1.0]],
+        "times",
+        [["a", "b"]],
+    ],
+)
 def test_timing_functions_name_bad_times(fn, bad):
     _raises_naming("times", fn, bad)
 
@@ -346,14 +461,18 @@ float_arrays = st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_si
 
 @FEW
 @given(float_arrays, st.integers(0, 31), st.data())
-def test_a_flipped_bit_changes_one_element_and_the_checksum_by_its_weight(values, bit, data):
+def test_a_flipped_bit_changes_one_element_and_the_checksum_by_its_weight(
+    values, bit, data
+):
     index = data.draw(st.integers(0, len(values) - 1))
     x = np.asarray(values, dtype=np.float32)
     y = faults.flip_bit(x, index, bit)
     differs = x.view(np.uint32) != y.view(np.uint32)
     assert y.shape == x.shape and differs.sum() == 1 and differs[index]
     assert abs(faults.checksum(y) - faults.checksum(x)) == 2**bit
-    assert faults.flip_bit(y, index, bit).tobytes() == x.tobytes()     # flipping twice restores it
+    assert (
+        faults.flip_bit(y, index, bit).tobytes() == x.tobytes()
+    )  # flipping twice restores it
 
 
 @FEW
@@ -378,7 +497,9 @@ def test_flip_bit_names_a_bad_index(bad):
 
 
 @pytest.mark.parametrize("fn", [lambda v: faults.flip_bit(v, 0, 0), faults.checksum])
-@pytest.mark.parametrize("bad", ["abc", ["a", "b"], [True, False], [None, 1.0], [{"x": 1}]])
+@pytest.mark.parametrize(
+    "bad", ["abc", ["a", "b"], [True, False], [None, 1.0], [{"x": 1}]]
+)
 def test_bit_functions_name_bad_values(fn, bad):
     _raises_naming("values", fn, bad)
 
@@ -392,7 +513,9 @@ losses = st.lists(st.floats(0.01, 100.0), max_size=80)
 @given(losses)
 def test_detect_spikes_returns_positions_in_order(values):
     flagged = faults.detect_spikes(values)
-    assert flagged == sorted(set(flagged)) and all(0 <= i < len(values) for i in flagged)
+    assert flagged == sorted(set(flagged)) and all(
+        0 <= i < len(values) for i in flagged
+    )
 
 
 @FEW
@@ -439,12 +562,15 @@ def test_batch_for_step_names_a_bad_step(bad):
     _raises_naming("step", faults.batch_for_step, bad)
 
 
-@pytest.mark.parametrize("bad", [[(1,)], [(1, 2, 3)], [(-1, 2)], [(1, -2)], [(1.5, 2)], ["ab"]])
+@pytest.mark.parametrize(
+    "bad", [[(1,)], [(1, 2, 3)], [(-1, 2)], [(1, -2)], [(1.5, 2)], ["ab"]]
+)
 def test_batch_for_step_names_a_bad_skip(bad):
     _raises_naming("skips", faults.batch_for_step, 3, bad)
 
 
 # --- the elastic timeline ----------------------------------------------------------------
+
 
 @st.composite
 def timelines(draw):
@@ -454,8 +580,17 @@ def timelines(draw):
     every = draw(st.integers(1, total))
     fail = draw(st.integers(1, total - 1))
     resume = fail // every * every
-    t = iter(np.cumsum(draw(st.lists(st.floats(0.001, 10.0), min_size=2 * total + 10,
-                                     max_size=2 * total + 10))))
+    t = iter(
+        np.cumsum(
+            draw(
+                st.lists(
+                    st.floats(0.001, 10.0),
+                    min_size=2 * total + 10,
+                    max_size=2 * total + 10,
+                )
+            )
+        )
+    )
     ev = [{"kind": "start", "attempt": 0, "t": next(t)}]
     for s in range(1, fail + 1):
         ev.append({"kind": "step", "attempt": 0, "t": next(t), "step": s})
@@ -487,12 +622,28 @@ def test_the_summary_resumes_from_the_newest_checkpoint_before_the_failure(case)
 def test_a_run_without_failure_has_nothing_to_redo(case):
     ev = [e for e in case[0] if e["attempt"] == 0 and e["kind"] != "fail"]
     s = faults.summarize_timeline(ev)
-    assert s.attempts == 1 and s.redone_steps == 0 and s.failed_at_step is None and s.downtime_s == 0
+    assert (
+        s.attempts == 1
+        and s.redone_steps == 0
+        and s.failed_at_step is None
+        and s.downtime_s == 0
+    )
 
 
-@pytest.mark.parametrize("bad", ["events", {"kind": "step"}, 5, [1], [{"kind": "explode", "attempt": 0, "t": 0.0}],
-                                 [{"kind": "step", "attempt": -1, "t": 0.0, "step": 1}],
-                                 [{"kind": "step", "attempt": 0, "t": math.nan, "step": 1}],
-                                 [{"kind": "step", "attempt": 0, "t": 0.0}], [], [{"kind": "start", "attempt": 0, "t": 0.0}]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "events",
+        {"kind": "step"},
+        5,
+        [1],
+        [{"kind": "explode", "attempt": 0, "t": 0.0}],
+        [{"kind": "step", "attempt": -1, "t": 0.0, "step": 1}],
+        [{"kind": "step", "attempt": 0, "t": math.nan, "step": 1}],
+        [{"kind": "step", "attempt": 0, "t": 0.0}],
+        [],
+        [{"kind": "start", "attempt": 0, "t": 0.0}],
+    ],
+)
 def test_summarize_timeline_names_bad_events(bad):
     _raises_naming("events", faults.summarize_timeline, bad)

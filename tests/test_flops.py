@@ -1,8 +1,8 @@
 import pytest
 
 from mlbook.common import transformer as config
-from mlbook.mfu import flops
 from mlbook.common.transformer import TransformerConfig
+from mlbook.mfu import flops
 
 
 def test_llama2_7b_parameter_count():
@@ -29,14 +29,18 @@ def test_matmul_params_exclude_embedding_but_count_head():
 
 
 def test_tied_embeddings_counted_once():
-    untied = TransformerConfig(n_layers=2, d_model=64, n_heads=4, d_ff=256, vocab_size=100)
+    untied = TransformerConfig(
+        n_layers=2, d_model=64, n_heads=4, d_ff=256, vocab_size=100
+    )
     tied = untied.scaled(tied_embeddings=True)
     assert flops.n_params(untied) - flops.n_params(tied) == 100 * 64
     assert flops.matmul_params(untied) == flops.matmul_params(tied)
 
 
 def test_swiglu_has_three_mlp_matrices():
-    g = TransformerConfig(n_layers=1, d_model=64, n_heads=4, d_ff=256, vocab_size=10, mlp="gelu")
+    g = TransformerConfig(
+        n_layers=1, d_model=64, n_heads=4, d_ff=256, vocab_size=10, mlp="gelu"
+    )
     s = g.scaled(mlp="swiglu")
     assert flops.mlp_params_per_layer(s) == 3 * 64 * 256
     assert flops.mlp_params_per_layer(g) == 2 * 64 * 256
@@ -51,7 +55,10 @@ def test_train_is_six_n_plus_twelve_lhs():
 
 def test_full_recompute_is_four_thirds():
     c = config.LLAMA3_8B
-    assert flops.flops_per_token(c, 8192, recompute=True) * 3 == flops.flops_per_token(c, 8192) * 4
+    assert (
+        flops.flops_per_token(c, 8192, recompute=True) * 3
+        == flops.flops_per_token(c, 8192) * 4
+    )
 
 
 def test_attention_term_is_about_a_seventh_for_llama2_7b():
@@ -59,7 +66,9 @@ def test_attention_term_is_about_a_seventh_for_llama2_7b():
     # 6,442,450,944 / 46,084,915,200 = 0.139795...; a seventh is 0.142857.
     share = flops.attention_share(config.LLAMA2_7B, 4096)
     assert share == pytest.approx(0.139795, abs=1e-6)
-    assert share == pytest.approx(1 / 7, abs=0.005)   # "roughly": within half a point of 1/7
+    assert share == pytest.approx(
+        1 / 7, abs=0.005
+    )  # "roughly": within half a point of 1/7
 
 
 def test_six_nd():
@@ -72,8 +81,15 @@ def test_bad_seq_len(bad):
         flops.flops_per_token(config.LLAMA2_7B, bad)
 
 
-@pytest.mark.parametrize("fn", [flops.attention_params_per_layer, flops.mlp_params_per_layer,
-                                flops.matmul_params, flops.n_params])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        flops.attention_params_per_layer,
+        flops.mlp_params_per_layer,
+        flops.matmul_params,
+        flops.n_params,
+    ],
+)
 def test_a_config_is_required(fn):
     with pytest.raises(ValueError, match="cfg must be a TransformerConfig"):
         fn({"n_layers": 32})

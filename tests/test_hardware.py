@@ -10,10 +10,17 @@ def test_table_rows_have_source_and_date():
         assert a.hbm_bytes > 0 and a.hbm_bytes_per_s > 0
 
 
-@pytest.mark.parametrize("device,dtype,tflops", [
-    ("A100", "bf16", 312), ("H100 SXM", "bf16", 989), ("H100 PCIe", "bf16", 756),
-    ("H200", "bf16", 989), ("H100", "fp8", 1979), ("V100", "fp16", 125),
-])
+@pytest.mark.parametrize(
+    "device,dtype,tflops",
+    [
+        ("A100", "bf16", 312),
+        ("H100 SXM", "bf16", 989),
+        ("H100 PCIe", "bf16", 756),
+        ("H200", "bf16", 989),
+        ("H100", "fp8", 1979),
+        ("V100", "fp16", 125),
+    ],
+)
 def test_known_peaks(device, dtype, tflops):
     assert hardware.peak_flops_per_s(device, dtype) == tflops * 1e12
 
@@ -55,8 +62,6 @@ def test_measured_matmul_is_below_nominal_peak():
     assert 0 < measured < peak
 
 
-
-
 def test_device_description_counts_threads_in_english():
     import torch
 
@@ -78,15 +83,22 @@ def test_pick_device_choices():
     import torch
 
     assert devices.pick_device("cpu") == "cpu"
-    assert devices.pick_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert devices.pick_device("auto") == (
+        "cuda" if torch.cuda.is_available() else "cpu"
+    )
     if torch.cuda.is_available():
         assert devices.pick_device("cuda") == "cuda"
     else:
-        with pytest.raises(ValueError, match="device='cuda' was asked for but torch sees no CUDA GPU"):
+        with pytest.raises(
+            ValueError, match="device='cuda' was asked for but torch sees no CUDA GPU"
+        ):
             devices.pick_device("cuda")
 
 
-@pytest.mark.parametrize("fn", [devices.device_description, lambda d: devices.nominal_peak_flops_per_s(d, "fp32")])
+@pytest.mark.parametrize(
+    "fn",
+    [devices.device_description, lambda d: devices.nominal_peak_flops_per_s(d, "fp32")],
+)
 def test_device_helpers_reject_unknown_devices(fn):
     with pytest.raises(ValueError, match="device must be one of 'cpu', 'cuda'"):
         fn("cuda:0")

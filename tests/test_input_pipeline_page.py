@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -29,8 +28,12 @@ def test_device_is_named(v):
 
 
 def test_tokenizer_and_corpus(v):
-    assert 257 <= v["tok_vocab"] <= SMALL_VOCAB              # 256 bytes + the end token, at most V asked
-    assert v["corpus_docs"] >= 1 and 0 < v["corpus_mb"] <= 0.2  # the 200,000-byte cap at test sizes
+    assert (
+        257 <= v["tok_vocab"] <= SMALL_VOCAB
+    )  # 256 bytes + the end token, at most V asked
+    assert (
+        v["corpus_docs"] >= 1 and 0 < v["corpus_mb"] <= 0.2
+    )  # the 200,000-byte cap at test sizes
     assert v["tok_train_s"] > 0
     for key in ("tok_single_tps", "tok_batched_tps", "tok_single_mbps"):
         assert math.isfinite(v[key]) and v[key] > 0
@@ -54,9 +57,15 @@ def test_what_an_h100_eats_by_hand(v):
         N_matmul = 12 (4 1024^2 + 2 1024 4096) + 32768 1024 = 184,549,376
         6 N + 12 L h s = 1,107,296,256 + 150,994,944 = 1,258,291,200"""
     assert v["plan_mfu"] == 0.4
-    assert v["8b_need"] == pytest.approx(0.4 * 989e12 / 57_912_852_480, rel=1e-9)      # 6,831
-    assert v["70b_need"] == pytest.approx(0.4 * 989e12 / 481_434_796_032, rel=1e-9)    # 822
-    assert v["gpt_need"] == pytest.approx(0.4 * 989e12 / 1_258_291_200, rel=1e-9)      # 314,395
+    assert v["8b_need"] == pytest.approx(
+        0.4 * 989e12 / 57_912_852_480, rel=1e-9
+    )  # 6,831
+    assert v["70b_need"] == pytest.approx(
+        0.4 * 989e12 / 481_434_796_032, rel=1e-9
+    )  # 822
+    assert v["gpt_need"] == pytest.approx(
+        0.4 * 989e12 / 1_258_291_200, rel=1e-9
+    )  # 314,395
     # the prose: one tokenizer thread feeds a node of eight 8B GPUs (the page asserts it too)
     assert v["8b_cores"] < 1
     # tokenising in the loop: the hungrier the trainer, the more the device waits
@@ -69,7 +78,9 @@ def test_packing_wastes_least(v):
     # packing pads only the last row: fewer than s slots of ceil(T / s) s
     assert v["waste_packed"] <= (v["seq_len"] - 1) / v["corpus_tokens"]
     assert v["seq_len"] == SMALL_SEQ_LEN and v["long_s"] == 4096
-    assert 0 <= v["waste_long"] < 1 and v["doc_median"] >= 2      # a document and its end token
+    assert (
+        0 <= v["waste_long"] < 1 and v["doc_median"] >= 2
+    )  # a document and its end token
 
 
 def test_document_mask(v):
@@ -83,16 +94,21 @@ def test_document_mask(v):
 
 
 def test_shards(v):
-    assert v["shard_bytes_per_token"] == 2                    # uint16: V <= 65,536
+    assert v["shard_bytes_per_token"] == 2  # uint16: V <= 65,536
     assert v["shard_count"] == math.ceil(v["shard_rows"] / SMALL_ROWS_PER_SHARD)
-    assert v["shard_mb"] == pytest.approx(v["shard_rows"] * (SMALL_SEQ_LEN + 1) * 2 / 1e6)
+    assert v["shard_mb"] == pytest.approx(
+        v["shard_rows"] * (SMALL_SEQ_LEN + 1) * 2 / 1e6
+    )
 
 
 def test_resume(v):
-    assert v["resume_equal"] == 1                             # bitwise-equal weights (the page asserts it)
+    assert v["resume_equal"] == 1  # bitwise-equal weights (the page asserts it)
     # torch's DataLoader hands out prefetch_factor x num_workers batches before the
     # loop takes one: 2 x 2 batches of b rows that a sampler-offset checkpoint would skip
-    assert v["resume_ahead"] == 2 * 2 * v["resume_batch"] and v["resume_batch"] == SMALL_BATCH
+    assert (
+        v["resume_ahead"] == 2 * 2 * v["resume_batch"]
+        and v["resume_batch"] == SMALL_BATCH
+    )
 
 
 def test_step_time_ab(v):
@@ -107,7 +123,7 @@ def test_step_time_ab(v):
 def test_timeline(v):
     # each batch of the slow loader sleeps tl_load_ms in all; a sleep is never shorter
     assert v["tl_w0_wait_ms"] >= v["tl_load_ms"]
-    assert v["tl_w2_wait_ms"] < v["tl_w0_wait_ms"]            # the page asserts it
+    assert v["tl_w2_wait_ms"] < v["tl_w0_wait_ms"]  # the page asserts it
 
 
 def test_bekman_numbers_are_the_published_ones(v):
@@ -140,7 +156,10 @@ def test_sweep_against_lower_bounds(v):
         bound = max(load + n * c, math.ceil(n / w) * load + c)
         assert v[f"sweep_w{w}_ratio"] >= bound / model - 1e-9
         assert v[f"here_w{w}_overhead"] >= bound - n * c - 1e-9
-    assert v["sweep_w2_persistent_ratio"] >= (load + n * c) / (load + (n - 1) * max(c, load / 2) + c) - 1e-9
+    assert (
+        v["sweep_w2_persistent_ratio"]
+        >= (load + n * c) / (load + (n - 1) * max(c, load / 2) + c) - 1e-9
+    )
 
 
 def test_exercise_by_hand(v):
@@ -151,7 +170,9 @@ def test_exercise_by_hand(v):
 
 
 def test_sleep_calibration(v):
-    assert v["sweep_sleep_ms"] >= v["sweep_item_ms"]          # a sleep is never shorter than asked
+    assert (
+        v["sweep_sleep_ms"] >= v["sweep_item_ms"]
+    )  # a sleep is never shorter than asked
 
 
 def test_the_introductions_step(v):
@@ -160,4 +181,6 @@ def test_the_introductions_step(v):
     GPU more; the threads that keep up are the fewest whose share of the
     tokenising fits in 400 ms."""
     assert v["seed_tok_s"] > 0 and v["gpt_idle"] < v["seed_idle"] < 1
-    assert v["seed_workers"] - 1 < v["seed_tok_s"] / 0.4 <= v["seed_workers"] * (1 + 1e-9)
+    assert (
+        v["seed_workers"] - 1 < v["seed_tok_s"] / 0.4 <= v["seed_workers"] * (1 + 1e-9)
+    )

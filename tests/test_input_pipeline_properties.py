@@ -43,7 +43,9 @@ PROPERTY_COVERS = {
 }
 
 FEW = settings(max_examples=50, deadline=None)
-SLOW = settings(max_examples=10, deadline=None)     # each example trains a tokenizer or writes files
+SLOW = settings(
+    max_examples=10, deadline=None
+)  # each example trains a tokenizer or writes files
 
 seconds = st.floats(1e-4, 1e3)
 workers = st.integers(0, 64)
@@ -60,12 +62,15 @@ def _raises_naming(name, fn, *args, **kw):
 
 # --- the loader model ------------------------------------------------------------------
 
+
 @FEW
 @given(seconds, seconds, workers)
 def test_step_is_finite_and_between_its_bounds(load, compute, w):
     step = formulas.loader_step_s(load, compute, w)
     assert math.isfinite(step)
-    assert compute <= step <= load + compute          # never faster than compute, never worse than serial
+    assert (
+        compute <= step <= load + compute
+    )  # never faster than compute, never worse than serial
     idle = formulas.device_idle_fraction(load, compute, w)
     assert 0 <= idle < 1 and math.isfinite(idle)
 
@@ -73,18 +78,32 @@ def test_step_is_finite_and_between_its_bounds(load, compute, w):
 @FEW
 @given(seconds, seconds, workers)
 def test_more_workers_never_slow_the_step(load, compute, w):
-    assert formulas.loader_step_s(load, compute, w + 1) <= formulas.loader_step_s(load, compute, w)
-    assert formulas.device_idle_fraction(load, compute, w + 1) <= formulas.device_idle_fraction(load, compute, w)
+    assert formulas.loader_step_s(load, compute, w + 1) <= formulas.loader_step_s(
+        load, compute, w
+    )
+    assert formulas.device_idle_fraction(
+        load, compute, w + 1
+    ) <= formulas.device_idle_fraction(load, compute, w)
 
 
 @FEW
 @given(seconds, seconds, seconds, workers)
 def test_slower_loading_never_speeds_the_step(load, more, compute, w):
-    assert formulas.loader_step_s(load + more, compute, w) >= formulas.loader_step_s(load, compute, w)
-    assert formulas.device_idle_fraction(load + more, compute, w) >= formulas.device_idle_fraction(load, compute, w) - 1e-12
+    assert formulas.loader_step_s(load + more, compute, w) >= formulas.loader_step_s(
+        load, compute, w
+    )
+    assert (
+        formulas.device_idle_fraction(load + more, compute, w)
+        >= formulas.device_idle_fraction(load, compute, w) - 1e-12
+    )
     # more compute: a longer step, and a device that waits less of it
-    assert formulas.loader_step_s(load, compute + more, w) >= formulas.loader_step_s(load, compute, w)
-    assert formulas.device_idle_fraction(load, compute + more, w) <= formulas.device_idle_fraction(load, compute, w) + 1e-12
+    assert formulas.loader_step_s(load, compute + more, w) >= formulas.loader_step_s(
+        load, compute, w
+    )
+    assert (
+        formulas.device_idle_fraction(load, compute + more, w)
+        <= formulas.device_idle_fraction(load, compute, w) + 1e-12
+    )
 
 
 @FEW
@@ -92,12 +111,16 @@ def test_slower_loading_never_speeds_the_step(load, more, compute, w):
 def test_epoch_grows_with_batches_and_shrinks_with_workers(n, load, compute, w):
     epoch = formulas.loader_epoch_s(n, load, compute, w)
     assert math.isfinite(epoch)
-    assert epoch >= n * compute * (1 - 1e-12)                             # the compute alone
+    assert epoch >= n * compute * (1 - 1e-12)  # the compute alone
     assert formulas.loader_epoch_s(n + 1, load, compute, w) >= epoch
     assert formulas.loader_epoch_s(n, load, compute, w + 1) <= epoch * (1 + 1e-12)
     overhead = formulas.loader_overhead_s(n, load, compute, w)
-    assert overhead >= -1e-9 * epoch and math.isclose(overhead + n * compute, epoch, rel_tol=1e-9)
-    assert formulas.loader_overhead_s(n, load * 2, compute, w) >= overhead - 1e-9 * epoch
+    assert overhead >= -1e-9 * epoch and math.isclose(
+        overhead + n * compute, epoch, rel_tol=1e-9
+    )
+    assert (
+        formulas.loader_overhead_s(n, load * 2, compute, w) >= overhead - 1e-9 * epoch
+    )
 
 
 @FEW
@@ -133,19 +156,33 @@ def test_workers_must_be_a_count(bad):
 @st.composite
 def configs(draw):
     n_heads = draw(st.integers(1, 64))
-    return TransformerConfig(n_layers=draw(st.integers(1, 128)), d_model=n_heads * draw(st.sampled_from([16, 64, 128])),
-                             n_heads=n_heads, d_ff=draw(st.integers(1, 60_000)),
-                             vocab_size=draw(st.integers(1, 200_000)))
+    return TransformerConfig(
+        n_layers=draw(st.integers(1, 128)),
+        d_model=n_heads * draw(st.sampled_from([16, 64, 128])),
+        n_heads=n_heads,
+        d_ff=draw(st.integers(1, 60_000)),
+        vocab_size=draw(st.integers(1, 200_000)),
+    )
 
 
 @FEW
-@given(configs(), st.integers(1, 200_000), st.floats(1e9, 1e16), st.floats(1e-4, 1.0), st.integers(1, 10_000))
+@given(
+    configs(),
+    st.integers(1, 200_000),
+    st.floats(1e9, 1e16),
+    st.floats(1e-4, 1.0),
+    st.integers(1, 10_000),
+)
 def test_trainer_tokens_grow_with_mfu_gpus_and_peak(cfg, s, peak, mfu, g):
     t = formulas.trainer_tokens_per_s(cfg, s, peak, mfu, g)
     assert math.isfinite(t) and t > 0
     assert formulas.trainer_tokens_per_s(cfg, s, peak, min(1.0, mfu * 2), g) >= t
-    assert math.isclose(formulas.trainer_tokens_per_s(cfg, s, peak, mfu, 2 * g), 2 * t, rel_tol=1e-12)
-    assert formulas.trainer_tokens_per_s(cfg, s * 2, peak, mfu, g) < t      # longer s: more FLOPs a token
+    assert math.isclose(
+        formulas.trainer_tokens_per_s(cfg, s, peak, mfu, 2 * g), 2 * t, rel_tol=1e-12
+    )
+    assert (
+        formulas.trainer_tokens_per_s(cfg, s * 2, peak, mfu, g) < t
+    )  # longer s: more FLOPs a token
 
 
 @FEW
@@ -153,7 +190,9 @@ def test_trainer_tokens_grow_with_mfu_gpus_and_peak(cfg, s, peak, mfu, g):
 def test_trainer_tokens_names_bad_arguments(bad):
     cfg = TransformerConfig(n_layers=2, d_model=64, n_heads=2, d_ff=256, vocab_size=100)
     _raises_naming("mfu", formulas.trainer_tokens_per_s, cfg, 128, 1e12, bad)
-    _raises_naming("peak_flops_per_s", formulas.trainer_tokens_per_s, cfg, 128, bad, 0.4)
+    _raises_naming(
+        "peak_flops_per_s", formulas.trainer_tokens_per_s, cfg, 128, bad, 0.4
+    )
     _raises_naming("seq_len", formulas.trainer_tokens_per_s, cfg, bad, 1e12, 0.4)
     _raises_naming("n_gpus", formulas.trainer_tokens_per_s, cfg, 128, 1e12, 0.4, bad)
     _raises_naming("mfu", formulas.trainer_tokens_per_s, cfg, 128, 1e12, 1.5)
@@ -169,8 +208,11 @@ seq_lens = st.integers(1, 4096)
 @FEW
 @given(doc_lengths, seq_lens, st.integers(1, 16))
 def test_packing_pads_least(lens, s, b):
-    fixed, dynamic, packed = (packing.padding_waste(lens, s), packing.padding_waste(lens, s, b),
-                              packing.packing_waste(lens, s))
+    fixed, dynamic, packed = (
+        packing.padding_waste(lens, s),
+        packing.padding_waste(lens, s, b),
+        packing.packing_waste(lens, s),
+    )
     for w in (fixed, dynamic, packed):
         assert 0 <= w < 1 and math.isfinite(w)
     # sum ceil(l/s) >= ceil(sum l / s): per-document rows never fewer than packed rows
@@ -200,11 +242,13 @@ def test_padding_names_bad_lengths(bad):
 def test_padding_names_bad_seq_len(bad):
     for fn in (packing.padding_waste, packing.packing_waste, packing.per_document_rows):
         _raises_naming("seq_len", fn, [3, 4], bad)
-    if bad is not None:                     # None is the fixed-length scheme
+    if bad is not None:  # None is the fixed-length scheme
         _raises_naming("batch_size", packing.padding_waste, [3, 4], 8, bad)
 
 
-docs_strategy = st.lists(st.lists(st.integers(1, 500), max_size=40), min_size=1, max_size=20)
+docs_strategy = st.lists(
+    st.lists(st.integers(1, 500), max_size=40), min_size=1, max_size=20
+)
 
 
 @FEW
@@ -213,7 +257,9 @@ def test_pack_keeps_every_token_in_order(docs, s):
     rows = packing.pack_documents(docs, s, 0)
     stream = [t for d in docs for t in d + [0]]
     assert rows.shape == (len(stream) // (s + 1), s + 1)
-    assert rows.ravel().tolist() == stream[: rows.size]          # only the short tail is dropped
+    assert (
+        rows.ravel().tolist() == stream[: rows.size]
+    )  # only the short tail is dropped
     assert len(stream) - rows.size < s + 1
 
 
@@ -240,14 +286,20 @@ def test_document_ids_positions_and_mask_agree(row):
     eos = 0
     ids = packing.document_ids(row, eos)
     assert ids[0] == 0 and np.all(np.diff(ids) >= 0) and np.all(np.diff(ids) <= 1)
-    assert ids[-1] == sum(1 for t in row[:-1] if t == eos)            # one document more per end token
+    assert ids[-1] == sum(
+        1 for t in row[:-1] if t == eos
+    )  # one document more per end token
     pos = packing.reset_positions(row, eos)
     assert pos[0] == 0 and np.all((np.diff(pos) == 1) | (pos[1:] == 0))
     mask = packing.document_mask(row, eos)
     causal = np.tril(np.ones((len(row), len(row)), dtype=bool))
-    assert not np.any(mask & ~causal) and np.all(np.diag(mask))      # inside the causal mask, self always kept
+    assert not np.any(mask & ~causal) and np.all(
+        np.diag(mask)
+    )  # inside the causal mask, self always kept
     density = packing.mask_density(row, eos)
-    assert 0 < density <= 1 and math.isclose(density, mask.sum() / causal.sum(), rel_tol=1e-12)
+    assert 0 < density <= 1 and math.isclose(
+        density, mask.sum() / causal.sum(), rel_tol=1e-12
+    )
     if eos not in row[:-1]:
         assert density == 1 and np.array_equal(mask, causal)
 
@@ -255,14 +307,23 @@ def test_document_ids_positions_and_mask_agree(row):
 @FEW
 @given(st.sampled_from([[], "ab", None, [[1, 2], [3, 4]], [0.5, 1.5]]))
 def test_mask_functions_name_bad_rows(bad):
-    for fn in (packing.document_ids, packing.reset_positions, packing.document_mask, packing.mask_density):
+    for fn in (
+        packing.document_ids,
+        packing.reset_positions,
+        packing.document_mask,
+        packing.mask_density,
+    ):
         _raises_naming("row", fn, bad, 0)
         _raises_naming("eos_id", fn, [1, 2, 3], -1)
 
 
 # --- tokenizer ---------------------------------------------------------------------------
 
-texts_strategy = st.lists(st.text(st.characters(codec="utf-8"), min_size=1, max_size=200), min_size=1, max_size=8)
+texts_strategy = st.lists(
+    st.text(st.characters(codec="utf-8"), min_size=1, max_size=200),
+    min_size=1,
+    max_size=8,
+)
 
 
 @SLOW
@@ -272,11 +333,17 @@ def test_bpe_round_trips_any_text_and_hashes_stably(texts, vocab):
     assert tok.get_vocab_size() <= vocab and tok.token_to_id(tokenizer.EOS) is not None
     ids = tokenizer.encode_documents(tok, texts)
     assert ids == tokenizer.encode_documents(tok, texts, batched=False)
-    assert [tok.decode(d) for d in ids] == texts                         # byte-level: lossless
+    assert [tok.decode(d) for d in ids] == texts  # byte-level: lossless
     h = tokenizer.tokenizer_sha256(tok)
-    assert len(h) == 64 and h == tokenizer.tokenizer_sha256(tokenizer.train_bpe(texts, vocab, min_frequency=1))
+    assert len(h) == 64 and h == tokenizer.tokenizer_sha256(
+        tokenizer.train_bpe(texts, vocab, min_frequency=1)
+    )
     t = tokenizer.measure_throughput(tok, texts, batched=False, repeats=1)
-    assert t.tokens == sum(map(len, ids)) and t.tokens_per_s > 0 and math.isfinite(t.bytes_per_s)
+    assert (
+        t.tokens == sum(map(len, ids))
+        and t.tokens_per_s > 0
+        and math.isfinite(t.bytes_per_s)
+    )
 
 
 @SLOW
@@ -305,7 +372,7 @@ def test_hash_names_a_non_tokenizer(bad):
 def test_throughput_names_bad_repeats_and_flags(bad):
     tok = _small_tokenizer()
     _raises_naming("repeats", tokenizer.measure_throughput, tok, ["a b"], True, bad)
-    if not isinstance(bad, bool):           # True is a fine flag
+    if not isinstance(bad, bool):  # True is a fine flag
         _raises_naming("batched", tokenizer.encode_documents, tok, ["a b"], bad)
         _raises_naming("batched", tokenizer.measure_throughput, tok, ["a b"], bad)
 
@@ -320,7 +387,9 @@ def _small_tokenizer():
 
 
 @SLOW
-@given(st.lists(st.integers(1, 3000), min_size=1, max_size=12), st.integers(2_000, 40_000))
+@given(
+    st.lists(st.integers(1, 3000), min_size=1, max_size=12), st.integers(2_000, 40_000)
+)
 def test_python_sources_is_a_deterministic_capped_subset(sizes, cap):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -332,13 +401,17 @@ def test_python_sources_is_a_deterministic_capped_subset(sizes, cap):
         assume(min(sizes) <= cap)
         try:
             a = tokenizer.python_sources(cap, root)
-        except ValueError:       # every file the stride took was above the cap
+        except ValueError:  # every file the stride took was above the cap
             return
         assert a == tokenizer.python_sources(cap, root)
         assert 0 < a.n_bytes <= cap and a.n_docs == len(a.paths) <= len(sizes)
-        assert list(a.paths) == sorted(a.paths) and not any("site-packages" in p for p in a.paths)
+        assert list(a.paths) == sorted(a.paths) and not any(
+            "site-packages" in p for p in a.paths
+        )
         assert a.files_seen == len(sizes)
-        everything = tokenizer.python_sources(sum(sizes), root)      # a cap above the total takes every file
+        everything = tokenizer.python_sources(
+            sum(sizes), root
+        )  # a cap above the total takes every file
         assert everything.n_docs == len(sizes) and everything.n_bytes == sum(sizes)
 
 
@@ -353,6 +426,7 @@ def test_python_sources_names_a_missing_root(tmp_path):
 
 
 # --- shards --------------------------------------------------------------------------------
+
 
 @FEW
 @given(st.integers(1, 2**32))
@@ -369,7 +443,12 @@ def test_token_dtype_names_bad_vocab(bad):
 
 
 @SLOW
-@given(st.integers(1, 40), st.integers(1, 33), st.integers(1, 12), st.sampled_from([300, 70_000]))
+@given(
+    st.integers(1, 40),
+    st.integers(1, 33),
+    st.integers(1, 12),
+    st.sampled_from([300, 70_000]),
+)
 def test_shards_round_trip_exactly(n_rows, row_len_minus_one, per, vocab):
     rng = np.random.default_rng(n_rows * 1000 + per)
     rows = rng.integers(0, vocab, size=(n_rows, row_len_minus_one + 1))
@@ -379,7 +458,9 @@ def test_shards_round_trip_exactly(n_rows, row_len_minus_one, per, vocab):
         assert len(index["shards"]) == math.ceil(n_rows / per)
         assert sum(s["rows"] for s in index["shards"]) == n_rows == index["rows"]
         data = shards.PackedShards(tmp, "a" * 64, verify=True)
-        assert len(data) == n_rows and data.nbytes == rows.size * (2 if vocab <= 65_536 else 4)
+        assert len(data) == n_rows and data.nbytes == rows.size * (
+            2 if vocab <= 65_536 else 4
+        )
         assert np.array_equal(np.stack([data[i] for i in range(n_rows)]), rows)
 
 
@@ -388,11 +469,17 @@ def test_shards_round_trip_exactly(n_rows, row_len_minus_one, per, vocab):
 def test_write_shards_names_bad_arguments(bad):
     rows = np.ones((2, 5), dtype=np.int64)
     with tempfile.TemporaryDirectory() as tmp:
-        _raises_naming("rows_per_shard", shards.write_shards, rows, tmp, bad, 10, "a" * 64, 0)
-        _raises_naming("vocab_size", shards.write_shards, rows, tmp, 1, bad, "a" * 64, 0)
+        _raises_naming(
+            "rows_per_shard", shards.write_shards, rows, tmp, bad, 10, "a" * 64, 0
+        )
+        _raises_naming(
+            "vocab_size", shards.write_shards, rows, tmp, 1, bad, "a" * 64, 0
+        )
         _raises_naming("rows", shards.write_shards, np.ones(5), tmp, 1, 10, "a" * 64, 0)
         _raises_naming("rows", shards.write_shards, rows * 20, tmp, 1, 10, "a" * 64, 0)
-        _raises_naming("tokenizer_sha256", shards.write_shards, rows, tmp, 1, 10, "abc", 0)
+        _raises_naming(
+            "tokenizer_sha256", shards.write_shards, rows, tmp, 1, 10, "abc", 0
+        )
         _raises_naming("eos_id", shards.write_shards, rows, tmp, 1, 10, "a" * 64, 10)
 
 

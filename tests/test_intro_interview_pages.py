@@ -10,7 +10,7 @@ from conftest import page_values
 
 pytestmark = pytest.mark.book
 
-EXACT = 1e-9     # hand values that are exact products; float division only
+EXACT = 1e-9  # hand values that are exact products; float division only
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +25,14 @@ def interview(book):
 
 @pytest.mark.parametrize("page", ["intro", "interview"])
 def test_pages_glue_numbers_only(book, page):
-    assert all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in page_values(page).values())
+    assert all(
+        isinstance(x, (int, float)) and not isinstance(x, bool)
+        for x in page_values(page).values()
+    )
 
 
 # --- the introduction -----------------------------------------------------------------
+
 
 def test_tokenising_in_the_loop(intro):
     # BRIEF section 0: a step of 2M tokens; 2M int32 ids are 8 MB.
@@ -66,13 +70,18 @@ def test_summary_card(intro):
 
 # --- the interview page -----------------------------------------------------------------
 
+
 def test_q1_cost_of_18_percent(interview):
     # Llama-3-70B (N = 70,553,706,496 from its shape; Meta reports 70.6B), s = 8192:
     #   6N + 12Lhs = 423,322,238,976 + 64,424,509,440 = 487,746,748,416 FLOPs a token;
     #   * 15e12 tokens / (4096 * 989e12 * 86400) = 20.9033 days at 100 % MFU.
-    assert interview["q1_days_40"] == pytest.approx(20.90334 / 0.40, abs=1e-3)    # 52.258
-    assert interview["q1_days_18"] == pytest.approx(20.90334 / 0.18, abs=1e-3)    # 116.130
-    assert interview["q1_days_18"] / interview["q1_days_40"] == pytest.approx(40 / 18, rel=EXACT)
+    assert interview["q1_days_40"] == pytest.approx(20.90334 / 0.40, abs=1e-3)  # 52.258
+    assert interview["q1_days_18"] == pytest.approx(
+        20.90334 / 0.18, abs=1e-3
+    )  # 116.130
+    assert interview["q1_days_18"] / interview["q1_days_40"] == pytest.approx(
+        40 / 18, rel=EXACT
+    )
 
 
 def test_q2_one_all_reduce_per_step(interview):
@@ -87,7 +96,10 @@ def test_q3_float_formats(interview):
     # IEEE 754 binary16: 5 exponent bits, smallest normal 2^-14, smallest subnormal 2^-24;
     # bfloat16: fp32's 8 exponent bits and 7 stored mantissa bits, so 2^-7 above 1.
     assert interview["q3_fp16_exp"] == 5 and interview["q3_bf16_exp"] == 8
-    assert interview["q3_fp16_normal"] == 2.0**-14 and interview["q3_fp16_tiny"] == 2.0**-24
+    assert (
+        interview["q3_fp16_normal"] == 2.0**-14
+        and interview["q3_fp16_tiny"] == 2.0**-24
+    )
     assert interview["q3_bf16_eps"] == 2.0**-7
     # torch.amp.GradScaler's documented defaults: init_scale 2^16, growth_interval 2000.
     assert interview["q3_init"] == 65536 and interview["q3_growth_interval"] == 2000
@@ -129,7 +141,13 @@ def test_q6_quotes_the_input_pipeline_chapter(interview):
     """Question 6 quotes numbers measured by the input-pipeline chapter in the
     same build: they must be that page's values, unchanged."""
     ip = page_values("input_pipeline")
-    for name in ("8b_need", "gpt_need", "tok_single_tps", "tl_w0_wait_ms", "tl_w2_wait_ms"):
+    for name in (
+        "8b_need",
+        "gpt_need",
+        "tok_single_tps",
+        "tl_w0_wait_ms",
+        "tl_w2_wait_ms",
+    ):
         assert interview[f"q6_{name}"] == ip[name]
     # The loader model's bound: two workers wait less than none (the chapter asserts its timeline too)
     assert interview["q6_tl_w2_wait_ms"] < interview["q6_tl_w0_wait_ms"]
@@ -137,8 +155,14 @@ def test_q6_quotes_the_input_pipeline_chapter(interview):
 
 def test_card_items_from_the_later_chapters(intro):
     ip = page_values("input_pipeline")
-    assert (intro["card_tok_tps"], intro["card_gpt_need"]) == (ip["tok_single_tps"], ip["gpt_need"])
-    assert (intro["card_waste_packed"], intro["card_waste_long"]) == (ip["waste_packed"], ip["waste_long"])
+    assert (intro["card_tok_tps"], intro["card_gpt_need"]) == (
+        ip["tok_single_tps"],
+        ip["gpt_need"],
+    )
+    assert (intro["card_waste_packed"], intro["card_waste_long"]) == (
+        ip["waste_packed"],
+        ip["waste_long"],
+    )
     # ZeRO (Rajbhandari et al. 2020, Sec. 5): 16 bytes a parameter unsharded, 16/N_d with
     # stage 3; Llama-3-70B has 70,553,706,496 parameters (hand count in test_scaling_page).
     n = 70_553_706_496
@@ -148,26 +172,40 @@ def test_card_items_from_the_later_chapters(intro):
     assert intro["card_bubble"] == pytest.approx(7 / 39, rel=EXACT)
     # The plan: failures only add time; goodput is compute over wall clock
     assert intro["card_plan_ideal"] < intro["card_plan_days"]
-    assert intro["card_plan_goodput"] == pytest.approx(intro["card_plan_ideal"] / intro["card_plan_days"])
+    assert intro["card_plan_goodput"] == pytest.approx(
+        intro["card_plan_ideal"] / intro["card_plan_days"]
+    )
 
 
-CAPSTONE_HEADLINES = ("ladder_first_mfu", "ladder_final_mfu", "ladder_speedup", "ladder_final_vs_ceiling",
-                      "ladder_max_residual")
+CAPSTONE_HEADLINES = (
+    "ladder_first_mfu",
+    "ladder_final_mfu",
+    "ladder_speedup",
+    "ladder_final_vs_ceiling",
+    "ladder_max_residual",
+)
 
 
 def test_card_and_q1_quote_the_capstone(intro, interview):
     """Card item 12 and question 1 quote the capstone's ladder, measured in the
     same build: they must be that page's values, unchanged."""
     cap = page_values("capstone")
-    card = dict(ladder_first_mfu="card_lost_first_mfu", ladder_final_mfu="card_lost_final_mfu",
-                ladder_speedup="card_lost_speedup", ladder_final_vs_ceiling="card_lost_vs_ceiling",
-                ladder_max_residual="card_lost_residual")
+    card = dict(
+        ladder_first_mfu="card_lost_first_mfu",
+        ladder_final_mfu="card_lost_final_mfu",
+        ladder_speedup="card_lost_speedup",
+        ladder_final_vs_ceiling="card_lost_vs_ceiling",
+        ladder_max_residual="card_lost_residual",
+    )
     for name in CAPSTONE_HEADLINES:
         assert intro[card[name]] == cap[name]
         assert interview[f"q1_{name}"] == cap[name]
     # What the sentences say of them: faster, below the datasheet and the measured ceiling
     assert 0 < interview["q1_ladder_first_mfu"] < interview["q1_ladder_final_mfu"] <= 1
-    assert interview["q1_ladder_speedup"] > 1 and interview["q1_ladder_final_vs_ceiling"] <= 1
+    assert (
+        interview["q1_ladder_speedup"] > 1
+        and interview["q1_ladder_final_vs_ceiling"] <= 1
+    )
 
 
 def test_card_and_q1_link_the_capstone():

@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -45,7 +44,14 @@ KEEP_LAST = 2
 SCENARIOS = [
     ("sync save + prune", 3, 1, False, (2, 1), "replace .latest.tmp -> latest"),
     ("async save + prune", 3, 1, True, (2, 1), "replace .latest.tmp -> latest"),
-    ("same-step replace", 2, 2, False, (2, 1), "replace .tmp-step-00000002 -> step-00000002"),
+    (
+        "same-step replace",
+        2,
+        2,
+        False,
+        (2, 1),
+        "replace .tmp-step-00000002 -> step-00000002",
+    ),
 ]
 REPORT: dict = {}
 
@@ -75,14 +81,18 @@ def base(tmp_path_factory):
 def _run(ctx, root: Path, step, version, async_, stall_at):
     """Start the child; return (message, process) once it stalls or finishes."""
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=worker.save_with_stall,
-                       args=(str(root), step, version, KEEP_LAST, async_, stall_at, child))
+    proc = ctx.Process(
+        target=worker.save_with_stall,
+        args=(str(root), step, version, KEEP_LAST, async_, stall_at, child),
+    )
     proc.start()
     child.close()
     if not parent.poll(60):
         proc.kill()
         proc.join(10)
-        raise AssertionError(f"the child neither stalled nor finished (exit code {proc.exitcode})")
+        raise AssertionError(
+            f"the child neither stalled nor finished (exit code {proc.exitcode})"
+        )
     return parent.recv(), proc
 
 
@@ -90,7 +100,7 @@ def _expect_loaded(root: Path, step: int, version: int) -> None:
     """A restarted job's view: the latest checkpoint is (step, version), bitwise."""
     ckpt = Checkpointer(root, keep_last=KEEP_LAST)
     want_model, want_opt = worker.deterministic_state(step, version)
-    model, opt = worker.deterministic_state(99, 9)           # different values everywhere
+    model, opt = worker.deterministic_state(99, 9)  # different values everywhere
     loaded = ckpt.load(model, opt)
     assert (loaded.step, loaded.extra) == (step, {"step": step, "version": version})
     for name, tensor in want_model.state_dict().items():
@@ -102,12 +112,15 @@ def _expect_loaded(root: Path, step: int, version: int) -> None:
             assert torch.equal(got["state"][i][key], tensor), (i, key)
     # Nothing half-done is left: only `latest` and complete, published checkpoints.
     for path in root.iterdir():
-        assert path.name == "latest" or (path.name.startswith("step-") and ckpt.is_complete(path)), path
+        assert path.name == "latest" or (
+            path.name.startswith("step-") and ckpt.is_complete(path)
+        ), path
 
 
 @pytest.mark.parametrize("name, step, version, async_, previous, commit", SCENARIOS)
-def test_sigkill_at_every_step_of_a_save(ctx, base, tmp_path, name, step, version, async_,
-                                         previous, commit):
+def test_sigkill_at_every_step_of_a_save(
+    ctx, base, tmp_path, name, step, version, async_, previous, commit
+):
     dry = tmp_path / "dry"
     shutil.copytree(base, dry)
     (kind, events), proc = _run(ctx, dry, step, version, async_, None)
@@ -115,9 +128,9 @@ def test_sigkill_at_every_step_of_a_save(ctx, base, tmp_path, name, step, versio
     assert kind == "done" and proc.exitcode == 0
     labels = [label for label, _ in events]
     assert commit in labels, labels
-    commit_at = labels.index(commit) + 1          # stalling at k stops just before event k
-    _expect_loaded(dry, step, version)            # left alone, the save publishes
-    if step != previous[0]:                        # a new step prunes the oldest
+    commit_at = labels.index(commit) + 1  # stalling at k stops just before event k
+    _expect_loaded(dry, step, version)  # left alone, the save publishes
+    if step != previous[0]:  # a new step prunes the oldest
         assert any(label.startswith("unlink step-00000001") for label in labels), labels
     recovered = []
     for k in range(1, len(events) + 1):
@@ -135,14 +148,25 @@ def test_sigkill_at_every_step_of_a_save(ctx, base, tmp_path, name, step, versio
     REPORT[name] = recovered
     # The kills covered the windows the issue names.
     hit = [label for _, label, _, _ in recovered]
-    assert any(label.startswith("write item") for label in hit)          # during DCP's write
+    assert any(label.startswith("write item") for label in hit)  # during DCP's write
     assert commit in hit
     if step == previous[0]:
-        assert any(label.startswith("replace step-00000002 -> .replaced") for label in hit)
+        assert any(
+            label.startswith("replace step-00000002 -> .replaced") for label in hit
+        )
     else:
-        rename = next(i for i, lab in enumerate(hit) if lab.startswith("replace .tmp-step-00000003"))
-        assert hit.index(commit) > rename + 1     # at least one kill between rename and `latest`
-        assert any(lab.startswith(("unlink step-00000001", "rmdir")) for lab in hit[hit.index(commit):])
+        rename = next(
+            i
+            for i, lab in enumerate(hit)
+            if lab.startswith("replace .tmp-step-00000003")
+        )
+        assert (
+            hit.index(commit) > rename + 1
+        )  # at least one kill between rename and `latest`
+        assert any(
+            lab.startswith(("unlink step-00000001", "rmdir"))
+            for lab in hit[hit.index(commit) :]
+        )
 
 
 def test_report_kills(capsys):
@@ -151,12 +175,16 @@ def test_report_kills(capsys):
         pytest.skip("run with the kill tests")
     total = sum(len(v) for v in REPORT.values())
     with capsys.disabled():
-        print(f"\nkill anywhere: {total} SIGKILLs, every one recovered the expected checkpoint bitwise")
+        print(
+            f"\nkill anywhere: {total} SIGKILLs, every one recovered the expected checkpoint bitwise"
+        )
         for name, rows in REPORT.items():
             ms = [r[2] for r in rows]
             kept = {}
             for _, _, _, expected in rows:
                 kept[expected] = kept.get(expected, 0) + 1
-            print(f"  {name}: {len(rows)} offsets, {min(ms):.2f} to {max(ms):.2f} ms into the save; "
-                  f"recovered (step, version): {kept}")
+            print(
+                f"  {name}: {len(rows)} offsets, {min(ms):.2f} to {max(ms):.2f} ms into the save; "
+                f"recovered (step, version): {kept}"
+            )
     assert total >= 30

@@ -34,23 +34,25 @@ from pathlib import Path
 
 import jupytext
 import pytest
-
 from helpers.browser import Allowed, chromium, chromium_or_skip, watch
+
 from mlbook.common_torch.launch import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTER = ROOT / "notebooks" / "mfu.md"   # runs in seconds at test sizes
-SERVER_START_S = 60    # generous: JupyterLab starts in 2-5 s here, longer under load
-RUN_ALL_S = 120        # the chapter takes about 10 s at test sizes
+CHAPTER = ROOT / "notebooks" / "mfu.md"  # runs in seconds at test sizes
+SERVER_START_S = 60  # generous: JupyterLab starts in 2-5 s here, longer under load
+RUN_ALL_S = 120  # the chapter takes about 10 s at test sizes
 
 # Console errors and page errors from JupyterLab that are harmless, each with
 # why. None: JupyterLab 4.6 with jupyterlab-myst 2.7 and jupytext logs no error
 # while opening and running a chapter.
 ALLOWED_CONSOLE: list[Allowed] = [
-    Allowed(r"Cross reference target was not found: (page|chapter)-[a-z_-]+",
-            "JupyterLab renders one notebook at a time, so jupyterlab-myst cannot resolve a {ref} to "
-            "another page of the book (here the MFU chapter's link to the planning page); the HTML book "
-            "resolves it, and its build fails on any unresolved reference (-W -n)."),
+    Allowed(
+        r"Cross reference target was not found: (page|chapter)-[a-z_-]+",
+        "JupyterLab renders one notebook at a time, so jupyterlab-myst cannot resolve a {ref} to "
+        "another page of the book (here the MFU chapter's link to the planning page); the HTML book "
+        "resolves it, and its build fails on any unresolved reference (-W -n).",
+    ),
 ]
 
 pytestmark = pytest.mark.book
@@ -77,13 +79,17 @@ def notebook_copy(chapter: Path, root: Path) -> Path:
     for top in ("book", "mlbook", "notebooks"):
         if top != rel.parts[0]:
             (root / top).symlink_to(ROOT / top)
-    for entry in chapter.parent.iterdir():   # the chapter's neighbours, but not its own sources
+    for (
+        entry
+    ) in chapter.parent.iterdir():  # the chapter's neighbours, but not its own sources
         if entry.stem != chapter.stem:
             (root / rel.parent / entry.name).symlink_to(entry)
     nb = jupytext.read(chapter)
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1, f"{rel} should have one parameters cell"
-    params[0].source, n = re.subn(r"^SMALL\s*=.*$", "SMALL = True", params[0].source, flags=re.M)
+    params[0].source, n = re.subn(
+        r"^SMALL\s*=.*$", "SMALL = True", params[0].source, flags=re.M
+    )
     assert n == 1, f"{rel}'s parameters cell has no `SMALL = ...` line"
     out = root / rel.with_suffix(".ipynb")
     jupytext.write(nb, out)
@@ -91,15 +97,24 @@ def notebook_copy(chapter: Path, root: Path) -> Path:
 
 
 def lab_command(root: Path, port: int, token: str) -> list[str]:
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser",
-           "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--ServerApp.terminals_enabled=False",
-           # nothing from the network: no news feed, no update check, no PyPI queries
-           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--LabApp.extension_manager=readonly",
-           # window.jupyterapp, so the test can run cells and read the notebook model
-           "--LabApp.expose_app_in_browser=True"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.terminals_enabled=False",
+        # nothing from the network: no news feed, no update check, no PyPI queries
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly",
+        # window.jupyterapp, so the test can run cells and read the notebook model
+        "--LabApp.expose_app_in_browser=True",
+    ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd
@@ -109,43 +124,66 @@ def lab_command(root: Path, port: int, token: str) -> list[str]:
 def lab(tmp_path):
     """A JupyterLab server on 127.0.0.1 serving a temporary folder that holds
     the chapter; yields (base URL, token, notebook path under the root)."""
-    chromium_or_skip()   # no server for nothing: skip (or, under CI, fail) before starting one
+    chromium_or_skip()  # no server for nothing: skip (or, under CI, fail) before starting one
     root, home = tmp_path / "root", tmp_path / "jupyter"
     notebook = notebook_copy(CHAPTER, root)
     # JupyterLab renders only the cells in view unless told otherwise; the test reads every cell
-    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker = (
+        home
+        / "settings"
+        / "@jupyterlab"
+        / "notebook-extension"
+        / "tracker.jupyterlab-settings"
+    )
     tracker.parent.mkdir(parents=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}))
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-               IPYTHONDIR=str(home / "ipython"))
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+        IPYTHONDIR=str(home / "ipython"),
+    )
     port, token = free_port(), secrets.token_hex(16)
     log = tmp_path / "server.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(lab_command(root, port, token), cwd=root, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            lab_command(root, port, token),
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+                pytest.fail(
+                    f"JupyterLab exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
+                )
             try:
-                req = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
+                req = urllib.request.Request(
+                    f"{base}/api/status", headers={"Authorization": f"token {token}"}
+                )
                 with urllib.request.urlopen(req, timeout=2):
                     break
             except OSError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
+                    pytest.fail(
+                        f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}"
+                    )
                 time.sleep(0.3)
         yield base, token, notebook.relative_to(root).as_posix()
     finally:
-        proc.send_signal(signal.SIGTERM)   # the server shuts its kernels down
+        proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             pass
-        try:                               # whatever of its session is left (a kernel), by group id
+        try:  # whatever of its session is left (a kernel), by group id
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
@@ -207,10 +245,16 @@ def test_chapter_runs_in_jupyterlab(lab):
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         origin = base.replace("http://", "ws://")
-        w = watch(page, lambda u: u.startswith((base + "/", origin + "/", "data:", "blob:")), ALLOWED_CONSOLE)
+        w = watch(
+            page,
+            lambda u: u.startswith((base + "/", origin + "/", "data:", "blob:")),
+            ALLOWED_CONSOLE,
+        )
         try:
             page.goto(f"{base}/lab/tree/{path}?token={token}")
-            page.wait_for_function(NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250)
+            page.wait_for_function(
+                NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
+            )
             page.evaluate(RUN_ALL)
             page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
             run = page.evaluate("() => window.__mlbookRun")
@@ -230,12 +274,15 @@ def test_chapter_runs_in_jupyterlab(lab):
     assert not not_run, f"cells that never ran: {not_run}"
     for c in code:
         if c["widgets"]:
-            assert c["widgetViews"] > 0 and "Error displaying widget" not in c["text"], \
-                f"cell {c['i']}'s widgets did not render in JupyterLab"
+            assert (
+                c["widgetViews"] > 0 and "Error displaying widget" not in c["text"]
+            ), f"cell {c['i']}'s widgets did not render in JupyterLab"
 
     raw = []
     for c in markdown:
-        for literal in ["```{", ":::{"] + [f"{{{n}}}" for n in sorted(directives | roles)]:
+        for literal in ["```{", ":::{"] + [
+            f"{{{n}}}" for n in sorted(directives | roles)
+        ]:
             if literal in c["text"]:
                 raw.append(f"{literal!r} in cell {c['i']}: {c['text'][:120]!r}")
     assert not raw, "raw MyST shows in the rendered markdown:\n" + "\n".join(raw)
@@ -243,9 +290,13 @@ def test_chapter_runs_in_jupyterlab(lab):
     assert not not_myst, f"markdown cells not rendered by jupyterlab-myst: {not_myst}"
     if "exercise" in directives:
         expected = len(re.findall(r"^\s*(?:`{3,}|:{3,})\{exercise\}", source, re.M))
-        assert sum(c["exercises"] for c in markdown) >= expected, "exercises did not render as exercise boxes"
+        assert sum(c["exercises"] for c in markdown) >= expected, (
+            "exercises did not render as exercise boxes"
+        )
     if "$" in source or "math" in directives:
-        assert sum(c["math"] for c in markdown) > 0, "no math was typeset in the markdown cells"
+        assert sum(c["math"] for c in markdown) > 0, (
+            "no math was typeset in the markdown cells"
+        )
 
     assert not problems, "JupyterLab misbehaved in the browser:\n" + "\n".join(problems)
     print(f"opened, ran and checked {CHAPTER.name} in JupyterLab in {seconds:.1f} s")

@@ -32,14 +32,22 @@ def module_name(path: Path) -> str:
 
 
 def all_modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PKG.rglob("*.py")) if "__pycache__" not in p.parts}
+    return {
+        module_name(p): p
+        for p in sorted(PKG.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
 
 
 def may_use_torch(name: str) -> bool:
     parts = name.split(".")
     leaf = parts[-1]
-    return (len(parts) > 1 and parts[1] in ("common_torch", "plotting")) or leaf.startswith("experiments") \
-        or leaf.endswith("_script") or leaf == "figures"
+    return (
+        (len(parts) > 1 and parts[1] in ("common_torch", "plotting"))
+        or leaf.startswith("experiments")
+        or leaf.endswith("_script")
+        or leaf == "figures"
+    )
 
 
 def torch_free_modules() -> list[str]:
@@ -67,12 +75,20 @@ def test_torch_free_modules_import_neither_torch_nor_matplotlib():
         "        break\n"
         "print(json.dumps(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     bad = json.loads(out.stdout.strip().splitlines()[-1])
     assert bad == {}, f"a torch-free module pulled in a heavy import: {bad}"
 
 
-def _resolve(importer: str, node: ast.ImportFrom | ast.Import, modules: set[str]) -> set[str]:
+def _resolve(
+    importer: str, node: ast.ImportFrom | ast.Import, modules: set[str]
+) -> set[str]:
     """The mlbook modules an import statement loads (submodules included)."""
     found = set()
     if isinstance(node, ast.Import):
@@ -80,7 +96,12 @@ def _resolve(importer: str, node: ast.ImportFrom | ast.Import, modules: set[str]
     else:
         if node.level:
             base = importer.split(".")
-            pkg = base if importer in modules and (PKG / "/".join(base[1:]) / "__init__.py").exists() else base[:-1]
+            pkg = (
+                base
+                if importer in modules
+                and (PKG / "/".join(base[1:]) / "__init__.py").exists()
+                else base[:-1]
+            )
             pkg = pkg[: len(pkg) - (node.level - 1)]
             root = ".".join(pkg + ([node.module] if node.module else []))
         else:
@@ -115,7 +136,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(graph.get(n, ())):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state:
                 cyc = visit(m)
                 if cyc:
@@ -147,25 +168,66 @@ def test_no_import_cycles():
 @pytest.fixture(scope="module")
 def plain_install(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(ROOT)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return target
 
 
 def test_plain_install_carries_every_module(plain_install):
-    shipped = {p.relative_to(plain_install).as_posix() for p in (plain_install / "mlbook").rglob("*.py")}
-    source = {p.relative_to(ROOT).as_posix() for p in PKG.rglob("*.py") if "__pycache__" not in p.parts}
-    assert source - shipped == set(), f"left out of a plain install: {sorted(source - shipped)}"
+    shipped = {
+        p.relative_to(plain_install).as_posix()
+        for p in (plain_install / "mlbook").rglob("*.py")
+    }
+    source = {
+        p.relative_to(ROOT).as_posix()
+        for p in PKG.rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    assert source - shipped == set(), (
+        f"left out of a plain install: {sorted(source - shipped)}"
+    )
 
 
 def test_every_subpackage_imports_from_a_plain_install(plain_install, tmp_path):
     packages = sorted(n for n, p in all_modules().items() if p.name == "__init__.py")
-    code = ("import importlib, sys\n"
-            f"for n in {packages!r}:\n"
-            "    m = importlib.import_module(n)\n"
-            f"    assert m.__file__.startswith({str(plain_install)!r}), (n, m.__file__)\n"
-            "print(len(sys.modules))\n")
-    env = {"PYTHONPATH": str(plain_install), "PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"}
-    subprocess.run([sys.executable, "-I", "-c", code.replace("import importlib, sys\n",
-                    f"import importlib, sys\nsys.path.insert(0, {str(plain_install)!r})\n")],
-                   check=True, cwd=tmp_path, env=env)
+    code = (
+        "import importlib, sys\n"
+        f"for n in {packages!r}:\n"
+        "    m = importlib.import_module(n)\n"
+        f"    assert m.__file__.startswith({str(plain_install)!r}), (n, m.__file__)\n"
+        "print(len(sys.modules))\n"
+    )
+    env = {
+        "PYTHONPATH": str(plain_install),
+        "PATH": "/usr/bin:/bin",
+        "PYTHONNOUSERSITE": "1",
+    }
+    subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            code.replace(
+                "import importlib, sys\n",
+                f"import importlib, sys\nsys.path.insert(0, {str(plain_install)!r})\n",
+            ),
+        ],
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )

@@ -9,16 +9,25 @@ from mlbook.common_torch import mamf
 
 
 def test_grid_holds_multiples_of_64_and_the_models_shapes_first():
-    grid = mamf.shape_grid(max_dim=512, min_dim=256, step=128, include=((100, 200, 300), (256, 256, 256)))
+    grid = mamf.shape_grid(
+        max_dim=512, min_dim=256, step=128, include=((100, 200, 300), (256, 256, 256))
+    )
     assert grid[0] == (100, 200, 300) and grid[1] == (256, 256, 256)
-    assert len(grid) == 1 + 3 ** 3            # 256, 384, 512 in each of m, n, k; the duplicate dropped
+    assert (
+        len(grid) == 1 + 3**3
+    )  # 256, 384, 512 in each of m, n, k; the duplicate dropped
     assert all(d % 64 == 0 for shape in grid[1:] for d in shape)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(step=100), "multiple of 64"), (dict(min_dim=1024, max_dim=512), "min_dim"),
-    (dict(include=((0, 1, 1),)), "three positive sizes"), (dict(max_dim=0), "max_dim"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(step=100), "multiple of 64"),
+        (dict(min_dim=1024, max_dim=512), "min_dim"),
+        (dict(include=((0, 1, 1),)), "three positive sizes"),
+        (dict(max_dim=0), "max_dim"),
+    ],
+)
 def test_grid_rejects_bad_shapes(kwargs, match):
     with pytest.raises(ValueError, match=match):
         mamf.shape_grid(**kwargs)
@@ -30,7 +39,9 @@ def test_ceiling_is_the_best_timed_shape_and_below_the_nominal_peak():
     assert c.flops_per_s == max(t.flops_per_s for t in c.timings)
     assert (c.m, c.n, c.k) == (c.timings[0].m, c.timings[0].n, c.timings[0].k)
     peak, _ = cpu_nominal_peak_flops_per_s("fp32")
-    assert 0 < c.flops_per_s < peak           # a measurement above the datasheet is a broken probe
+    assert (
+        0 < c.flops_per_s < peak
+    )  # a measurement above the datasheet is a broken probe
 
 
 def test_a_tiny_budget_still_times_one_shape_and_stops():
@@ -39,7 +50,9 @@ def test_a_tiny_budget_still_times_one_shape_and_stops():
 
 
 def test_the_models_own_shapes_are_timed_first():
-    c = mamf.find_ceiling("fp32", budget_s=1e-6, include=((64, 96, 160),), min_run_time_s=0.01)
+    c = mamf.find_ceiling(
+        "fp32", budget_s=1e-6, include=((64, 96, 160),), min_run_time_s=0.01
+    )
     assert c.shape == (64, 96, 160)
 
 
@@ -61,13 +74,22 @@ def test_time_matmul_counts_2mnk():
 
 
 def test_merge_keeps_each_shapes_best_and_refuses_mixed_dtypes():
-    a = mamf._ceiling([mamf.MatmulTiming(64, 64, 64, 1e9), mamf.MatmulTiming(128, 64, 64, 3e9)], "fp32", "cpu", 2, 1.0)
+    a = mamf._ceiling(
+        [mamf.MatmulTiming(64, 64, 64, 1e9), mamf.MatmulTiming(128, 64, 64, 3e9)],
+        "fp32",
+        "cpu",
+        2,
+        1.0,
+    )
     b = mamf._ceiling([mamf.MatmulTiming(64, 64, 64, 4e9)], "fp32", "cpu", 5, 2.0)
     m = mamf.merge(a, b)
     assert m.flops_per_s == 4e9 and m.shape == (64, 64, 64) and len(m.timings) == 2
     assert m.grid_size == 5 and m.seconds == 3.0
     with pytest.raises(ValueError, match="one dtype"):
-        mamf.merge(a, mamf._ceiling([mamf.MatmulTiming(64, 64, 64, 1e9)], "bf16", "cpu", 1, 0.0))
+        mamf.merge(
+            a,
+            mamf._ceiling([mamf.MatmulTiming(64, 64, 64, 1e9)], "bf16", "cpu", 1, 0.0),
+        )
 
 
 def test_time_matmul_runs_on_torchs_thread_count(monkeypatch):

@@ -4,8 +4,8 @@ import pytest
 
 from mlbook.common import memory
 
-
 # --- model state ---------------------------------------------------------------------
+
 
 def test_mixed_precision_adam_is_16_bytes_per_parameter():
     assert sum(memory.ADAM_MIXED_STATE_BYTES.values()) == 16

@@ -8,8 +8,8 @@ from mlbook.common import transformer as config
 from mlbook.mfu import flops
 from mlbook.mfu import formulas as mfu
 
-A100 = hardware.peak_flops_per_s("A100", "bf16")   # 312e12, checked in test_hardware
-H100 = hardware.peak_flops_per_s("H100", "bf16")   # 989e12, checked in test_hardware
+A100 = hardware.peak_flops_per_s("A100", "bf16")  # 312e12, checked in test_hardware
+H100 = hardware.peak_flops_per_s("H100", "bf16")  # 989e12, checked in test_hardware
 
 # Llama-2-7B by hand (L=32, h=4096, d_ff=11008, V=32000, untied):
 #   N_matmul = 32 (4 * 4096^2 + 3 * 4096 * 11008) + 32000 * 4096
@@ -43,14 +43,18 @@ def test_nanogpt_convention_agrees():
     # A second implementation, written the way nanoGPT's estimate_mfu writes it.
     c = config.LLAMA2_7B
     ours = mfu.mfu(4000, c, 2048, A100)
-    theirs = mfu.nanogpt_estimate_mfu(flops.matmul_params(c), c.n_layers, c.n_heads, c.head_dim, 2048, 4000)
+    theirs = mfu.nanogpt_estimate_mfu(
+        flops.matmul_params(c), c.n_layers, c.n_heads, c.head_dim, 2048, 4000
+    )
     assert theirs == pytest.approx(ours, rel=1e-12)
 
 
 def test_exercise_7b_at_12k_tokens():
     # With attention: 12,000 * 46,084,915,200 (L7_TRAIN_FLOPS_PER_TOKEN) / 989e12 = 0.559170...
     # 6N only (all parameters): 12,000 * 6 * 6,738,415,616 / 989e12 = 0.490562...
-    assert mfu.mfu(12_000, config.LLAMA2_7B, 4096, H100) == pytest.approx(0.559170, abs=1e-6)
+    assert mfu.mfu(12_000, config.LLAMA2_7B, 4096, H100) == pytest.approx(
+        0.559170, abs=1e-6
+    )
     assert mfu.mfu_from_six_nd(L7_N, 12_000, H100) == pytest.approx(0.490562, abs=1e-6)
     assert flops.n_params(config.LLAMA2_7B) == L7_N
 
@@ -59,14 +63,21 @@ def test_max_tokens_per_s_is_100_percent_mfu():
     # One H100: 989e12 / 46,084,915,200 = 21,460.4 tokens/s.
     top = mfu.max_tokens_per_s(config.LLAMA2_7B, 4096, H100)
     assert top == pytest.approx(21_460.4, abs=0.1)
-    assert mfu.max_tokens_per_s(config.LLAMA2_7B, 4096, H100, n_gpus=8) == pytest.approx(8 * top)
-    assert mfu.mfu(top, config.LLAMA2_7B, 4096, H100) == pytest.approx(1.0)   # exactly 100 %, rounding allowed
+    assert mfu.max_tokens_per_s(
+        config.LLAMA2_7B, 4096, H100, n_gpus=8
+    ) == pytest.approx(8 * top)
+    assert mfu.mfu(top, config.LLAMA2_7B, 4096, H100) == pytest.approx(
+        1.0
+    )  # exactly 100 %, rounding allowed
     with pytest.raises(mfu.ImpossibleUtilisation):
         mfu.mfu(top * 1.001, config.LLAMA2_7B, 4096, H100)
 
 
 def test_mfu_above_one_is_refused():
-    with pytest.raises(mfu.ImpossibleUtilisation, match="peak FLOP/s .* or the FLOPs convention must be wrong"):
+    with pytest.raises(
+        mfu.ImpossibleUtilisation,
+        match="peak FLOP/s .* or the FLOPs convention must be wrong",
+    ):
         mfu.mfu(1e6, config.LLAMA2_7B, 4096, H100)
     with pytest.raises(ValueError):  # it is a ValueError too
         mfu.mfu_from_six_nd(7e9, 1e6, H100)
@@ -75,7 +86,9 @@ def test_mfu_above_one_is_refused():
 def test_training_days_known_case():
     # BRIEF, planning arithmetic: 6 * 8e9 * 15e12 = 7.2e23 FLOPs;
     # 1024 * 989e12 * 0.4 * 86400 = 3.50002e22 FLOP a day -> 20.5713 days.
-    assert mfu.training_days(8e9, 15e12, H100, 1024, 0.4) == pytest.approx(20.5713, abs=1e-4)
+    assert mfu.training_days(8e9, 15e12, H100, 1024, 0.4) == pytest.approx(
+        20.5713, abs=1e-4
+    )
 
 
 def test_training_days_with_the_attention_term():
@@ -84,29 +97,42 @@ def test_training_days_with_the_attention_term():
     #      6ND days: 6 * 70e9 * 15e12 / (4096 * 989e12 * 0.4 * 86400) = 44.9998 days, so 51.902 days.
     attn70 = 3 * flops.attention_flops_per_token(config.LLAMA3_70B, 8192)
     assert attn70 == 64_424_509_440
-    assert mfu.training_days(70e9, 15e12, H100, 4096, 0.4) == pytest.approx(44.9998, abs=1e-4)
-    assert mfu.training_days(70e9, 15e12, H100, 4096, 0.4, attention_flops_per_token=attn70) == \
-        pytest.approx(51.9024, abs=1e-4)
+    assert mfu.training_days(70e9, 15e12, H100, 4096, 0.4) == pytest.approx(
+        44.9998, abs=1e-4
+    )
+    assert mfu.training_days(
+        70e9, 15e12, H100, 4096, 0.4, attention_flops_per_token=attn70
+    ) == pytest.approx(51.9024, abs=1e-4)
     # 405B: 12 * 126 * 16384 * 8192 = 202,937,204,736 over 6 * 405e9 = 2.43e12: +8.35 %.
     attn405 = 3 * flops.attention_flops_per_token(config.LLAMA3_405B, 8192)
     assert attn405 == 202_937_204_736
-    ratio = (mfu.training_days(405e9, 15.6e12, H100, 16384, 0.4, attention_flops_per_token=attn405)
-             / mfu.training_days(405e9, 15.6e12, H100, 16384, 0.4))
+    ratio = mfu.training_days(
+        405e9, 15.6e12, H100, 16384, 0.4, attention_flops_per_token=attn405
+    ) / mfu.training_days(405e9, 15.6e12, H100, 16384, 0.4)
     assert ratio == pytest.approx(1.08351, abs=1e-5)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(tokens_per_s=0), "tokens_per_s"),
-    (dict(tokens_per_s=-3.0), "tokens_per_s"),
-    (dict(seq_len=0), "seq_len"),
-    (dict(n_gpus=0), "n_gpus"),
-    (dict(n_gpus=1.5), "n_gpus"),
-    (dict(peak_flops_per_s=0), "peak_flops_per_s"),
-    (dict(cfg="Llama-2-7B"), "cfg must be a TransformerConfig"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(tokens_per_s=0), "tokens_per_s"),
+        (dict(tokens_per_s=-3.0), "tokens_per_s"),
+        (dict(seq_len=0), "seq_len"),
+        (dict(n_gpus=0), "n_gpus"),
+        (dict(n_gpus=1.5), "n_gpus"),
+        (dict(peak_flops_per_s=0), "peak_flops_per_s"),
+        (dict(cfg="Llama-2-7B"), "cfg must be a TransformerConfig"),
+    ],
+)
 @pytest.mark.parametrize("fn", [mfu.mfu, mfu.hfu])
 def test_bad_inputs(fn, kw, match):
-    args = dict(tokens_per_s=1000.0, cfg=config.LLAMA2_7B, seq_len=4096, peak_flops_per_s=H100, n_gpus=1)
+    args = dict(
+        tokens_per_s=1000.0,
+        cfg=config.LLAMA2_7B,
+        seq_len=4096,
+        peak_flops_per_s=H100,
+        n_gpus=1,
+    )
     args.update(kw)
     with pytest.raises(ValueError, match=match):
         fn(**args)
@@ -118,15 +144,32 @@ def test_hfu_recompute_must_be_a_flag(bad):
         mfu.hfu(1000.0, config.LLAMA2_7B, 4096, H100, recompute=bad)
 
 
-NANOGPT_ARGS = dict(n_params=124e6, n_layers=12, n_heads=12, head_dim=64, seq_len=1024, tokens_per_s=1e5,
-                    peak_flops_per_s=312e12)
+NANOGPT_ARGS = dict(
+    n_params=124e6,
+    n_layers=12,
+    n_heads=12,
+    head_dim=64,
+    seq_len=1024,
+    tokens_per_s=1e5,
+    peak_flops_per_s=312e12,
+)
 
 
-@pytest.mark.parametrize("name,bad", [
-    ("n_params", 0), ("n_params", float("nan")), ("n_layers", 0), ("n_layers", 2.5), ("n_heads", -1),
-    ("head_dim", True), ("seq_len", "1024"), ("tokens_per_s", -1.0), ("tokens_per_s", float("inf")),
-    ("peak_flops_per_s", 0),
-])
+@pytest.mark.parametrize(
+    "name,bad",
+    [
+        ("n_params", 0),
+        ("n_params", float("nan")),
+        ("n_layers", 0),
+        ("n_layers", 2.5),
+        ("n_heads", -1),
+        ("head_dim", True),
+        ("seq_len", "1024"),
+        ("tokens_per_s", -1.0),
+        ("tokens_per_s", float("inf")),
+        ("peak_flops_per_s", 0),
+    ],
+)
 def test_nanogpt_estimate_rejects_bad_inputs(name, bad):
     with pytest.raises(ValueError, match=name):
         mfu.nanogpt_estimate_mfu(**(NANOGPT_ARGS | {name: bad}))
@@ -155,9 +198,13 @@ def test_training_days_rejects_negative_attention():
 # Llama 3 (arXiv:2407.21783) Table 4: 8,192 GPUs at s=8192 43 %; 16,384 at s=8192 41 %;
 # 16,384 at s=131,072 38 %; TFLOPs/GPU 430, 400, 380.
 SOURCE_ROWS = [
-    ("GPT-3 175B", None, 0.213, None), ("Gopher 280B", 4096, 0.325, None), ("MT-NLG 530B", 2240, 0.302, None),
-    ("PaLM 540B", 6144, 0.462, 0.578), ("Llama 3 405B, s=8192", 8192, 0.43, None),
-    ("Llama 3 405B, s=8192", 16_384, 0.41, None), ("Llama 3 405B, s=131072", 16_384, 0.38, None),
+    ("GPT-3 175B", None, 0.213, None),
+    ("Gopher 280B", 4096, 0.325, None),
+    ("MT-NLG 530B", 2240, 0.302, None),
+    ("PaLM 540B", 6144, 0.462, 0.578),
+    ("Llama 3 405B, s=8192", 8192, 0.43, None),
+    ("Llama 3 405B, s=8192", 16_384, 0.41, None),
+    ("Llama 3 405B, s=131072", 16_384, 0.38, None),
 ]
 
 
@@ -165,10 +212,14 @@ def test_published_table_matches_its_sources():
     got = [(r.model, r.n_chips, r.mfu, r.hfu) for r in mfu.PUBLISHED_MFU]
     assert got == SOURCE_ROWS
     for r in mfu.PUBLISHED_MFU:
-        assert ("Table 3" in r.source) == (not r.model.startswith("Llama")) and "arXiv" in r.source
+        assert ("Table 3" in r.source) == (
+            not r.model.startswith("Llama")
+        ) and "arXiv" in r.source
 
 
-@pytest.mark.parametrize("tflops_per_gpu,published", [(430, 0.43), (400, 0.41), (380, 0.38)])
+@pytest.mark.parametrize(
+    "tflops_per_gpu,published", [(430, 0.43), (400, 0.41), (380, 0.38)]
+)
 def test_llama3_mfu_is_its_tflops_over_the_h100_peak(tflops_per_gpu, published):
     # Llama 3 Table 4 prints both columns; they agree with the table's H100 peak to the
     # paper's rounding: TFLOPs/GPU to the nearest 10 (+-5 / 989 = +-0.0051) and MFU to the

@@ -27,7 +27,17 @@ def test_written_out_attention_counts_exactly_and_fused_cpu_attention_is_invisib
 def _stub_ceiling(flops_per_s):
     from mlbook.common_torch.mamf import MatmulCeiling, MatmulTiming
 
-    return MatmulCeiling(flops_per_s, 64, 64, 64, "fp32", "cpu", (MatmulTiming(64, 64, 64, flops_per_s),), 1, 0.0)
+    return MatmulCeiling(
+        flops_per_s,
+        64,
+        64,
+        64,
+        "fp32",
+        "cpu",
+        (MatmulTiming(64, 64, 64, flops_per_s),),
+        1,
+        0.0,
+    )
 
 
 def test_measure_mfu_arithmetic_with_stubbed_clocks(monkeypatch):
@@ -38,18 +48,26 @@ def test_measure_mfu_arithmetic_with_stubbed_clocks(monkeypatch):
     against a 4e9 FLOP/s MAMF ceiling 1.179648 %."""
     from mlbook.common_torch import mamf
 
-    monkeypatch.setattr(measure, "time_steps", lambda step, steps, warmup, device: [0.25, 0.5, 1.0])
+    monkeypatch.setattr(
+        measure, "time_steps", lambda step, steps, warmup, device: [0.25, 0.5, 1.0]
+    )
     monkeypatch.setattr(devices, "measure_matmul_flops_per_s", lambda *a, **k: 2e9)
-    monkeypatch.setattr(devices, "nominal_peak_flops_per_s", lambda device, dtype: (1e9, "stub"))
+    monkeypatch.setattr(
+        devices, "nominal_peak_flops_per_s", lambda device, dtype: (1e9, "stub")
+    )
     monkeypatch.setattr(mamf, "find_ceiling", lambda *a, **k: _stub_ceiling(4e9))
     monkeypatch.setattr(mamf, "refine", lambda c, **k: c)
     lines = []
-    m = mfu_demo.measure_mfu(CFG, 32, 2, steps=3, device="cpu", gemm_n=128, rounds=1, log=lines.append)
+    m = mfu_demo.measure_mfu(
+        CFG, 32, 2, steps=3, device="cpu", gemm_n=128, rounds=1, log=lines.append
+    )
     assert m.step_s == 0.5 and m.tokens_per_s == 128
     assert m.mfu_nominal == pytest.approx(0.04718592, rel=1e-12)
     assert m.step_vs_square == pytest.approx(0.02359296, rel=1e-12)
     assert m.step_vs_ceiling == pytest.approx(0.01179648, rel=1e-12) and m.sweeps == 1
-    assert "128^3" in lines[0] and len(lines) == 3      # progress goes where the caller says
+    assert (
+        "128^3" in lines[0] and len(lines) == 3
+    )  # progress goes where the caller says
 
 
 def test_a_beaten_ceiling_widens_the_sweep(monkeypatch):
@@ -58,33 +76,67 @@ def test_a_beaten_ceiling_widens_the_sweep(monkeypatch):
     from mlbook.common_torch import mamf
 
     budgets = []
-    monkeypatch.setattr(measure, "time_steps", lambda step, steps, warmup, device: [0.5])
+    monkeypatch.setattr(
+        measure, "time_steps", lambda step, steps, warmup, device: [0.5]
+    )
     monkeypatch.setattr(devices, "measure_matmul_flops_per_s", lambda *a, **k: 2e9)
-    monkeypatch.setattr(devices, "nominal_peak_flops_per_s", lambda device, dtype: (1e9, "stub"))
-    monkeypatch.setattr(mamf, "find_ceiling", lambda *a, budget_s, **k: budgets.append(budget_s) or _stub_ceiling(1e7))
+    monkeypatch.setattr(
+        devices, "nominal_peak_flops_per_s", lambda device, dtype: (1e9, "stub")
+    )
+    monkeypatch.setattr(
+        mamf,
+        "find_ceiling",
+        lambda *a, budget_s, **k: budgets.append(budget_s) or _stub_ceiling(1e7),
+    )
     monkeypatch.setattr(mamf, "refine", lambda c, **k: c)
-    m = mfu_demo.measure_mfu(CFG, 32, 2, steps=1, device="cpu", gemm_n=128, rounds=1, ceiling_budget_s=1.0)
+    m = mfu_demo.measure_mfu(
+        CFG, 32, 2, steps=1, device="cpu", gemm_n=128, rounds=1, ceiling_budget_s=1.0
+    )
     assert m.sweeps == 3 and budgets == [1.0, 2.0, 4.0] and m.step_vs_ceiling > 1
 
 
 def test_gemm_shapes_cover_forward_and_both_gradients():
     shapes = mfu_demo.gemm_shapes(CFG, 2, 32)
     t, h = 64, CFG.d_model
-    assert {(t, h, h), (h, h, t), (t, CFG.vocab_size, h), (t, h, CFG.vocab_size), (CFG.vocab_size, h, t)} <= set(shapes)
+    assert {
+        (t, h, h),
+        (h, h, t),
+        (t, CFG.vocab_size, h),
+        (t, h, CFG.vocab_size),
+        (CFG.vocab_size, h, t),
+    } <= set(shapes)
     # 2 FLOPs per weight per token, three matmuls per weight: the shapes' FLOPs are
     # 6 x (matmul weights, attention K/V at kv width) x tokens, the LM head included
     assert sum(2 * m * n * k for m, n, k in shapes) >= 6 * t * h * CFG.vocab_size
 
 
 def test_measure_mfu_is_silent_unless_asked(capsys):
-    mfu_demo.measure_mfu(CFG, 32, 2, steps=1, device="cpu", gemm_n=64, min_run_time_s=0.02,
-                         ceiling_budget_s=0.2, rounds=1)
+    mfu_demo.measure_mfu(
+        CFG,
+        32,
+        2,
+        steps=1,
+        device="cpu",
+        gemm_n=64,
+        min_run_time_s=0.02,
+        ceiling_budget_s=0.2,
+        rounds=1,
+    )
     assert capsys.readouterr().out == ""
 
 
 def test_measure_mfu_on_cpu():
-    m = mfu_demo.measure_mfu(CFG, 32, 2, steps=2, device="cpu", gemm_n=128, min_run_time_s=0.05,
-                             ceiling_budget_s=0.3, rounds=1)
+    m = mfu_demo.measure_mfu(
+        CFG,
+        32,
+        2,
+        steps=2,
+        device="cpu",
+        gemm_n=128,
+        min_run_time_s=0.05,
+        ceiling_budget_s=0.3,
+        rounds=1,
+    )
     assert m.device.startswith("CPU") and m.dtype == "fp32"
     # Physical bounds: no step beats the nominal peak (mfu() would have refused it),
     # and none beats the best matmul of the same dtype on the same device.

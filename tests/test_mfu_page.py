@@ -21,13 +21,15 @@ def v(book):
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
     assert set(labels) == {"device_name", "meas_dtype"}
-    assert all(len(x) < 80 for x in labels.values())          # a label, not a sentence
+    assert all(len(x) < 80 for x in labels.values())  # a label, not a sentence
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
 
 
 def test_the_device_is_named(v):
     assert v["device_name"].startswith(("CPU:", "GPU:"))
-    assert v["meas_dtype"] == ("bf16" if v["device_name"].startswith("GPU:") else "fp32")
+    assert v["meas_dtype"] == (
+        "bf16" if v["device_name"].startswith("GPU:") else "fp32"
+    )
 
 
 def test_llama2_7b_reference_counts(v):
@@ -42,7 +44,9 @@ def test_llama2_7b_reference_counts(v):
     assert v["l7_six_n"] == pytest.approx(39.642464256, rel=EXACT)
     assert v["l7_attn"] == pytest.approx(6.442450944, rel=EXACT)
     assert v["l7_train"] == pytest.approx(46.0849152, rel=EXACT)
-    assert v["l7_attn_over_6n"] == pytest.approx(6.442450944 / 39.642464256, rel=EXACT)   # 16.25 %
+    assert v["l7_attn_over_6n"] == pytest.approx(
+        6.442450944 / 39.642464256, rel=EXACT
+    )  # 16.25 %
     # "roughly a seventh" (BRIEF section 1): 6,442,450,944 / 46,084,915,200 = 0.1398, and
     # "roughly" is taken as within half a point of 1/7 = 0.1429.
     assert v["l7_attn_share"] == pytest.approx(0.139795, abs=1e-6)
@@ -59,7 +63,9 @@ def test_counter_against_formula(v):
     if v["device_name"].startswith("CPU:"):
         # On a CPU the fused kernel is invisible to the counter: exactly the attention
         # term is missing (the page asserts it there).
-        assert 1 - v["count_sdpa_ratio"] == pytest.approx(v["count_attn_share_tiny"], abs=1e-9)
+        assert 1 - v["count_sdpa_ratio"] == pytest.approx(
+            v["count_attn_share_tiny"], abs=1e-9
+        )
     else:
         # On CUDA, torch.utils.flop_counter registers the fused kernels: the forward as
         # the formula's two matmuls (QK^T, PV), the backward as five, the recomputed QK^T
@@ -88,20 +94,28 @@ def test_measured_mfu_is_physical_and_consistent(v):
     # and none faster than the best matmul of its dtype on its device (the page asserts it too).
     assert 0 < v["meas_mfu_nominal"] <= 1
     assert 0 < v["mfu_step_vs_ceiling"] < 1
-    assert 0 < v["meas_ceiling_frac"] < 1                         # a sweep never beats the datasheet
+    assert 0 < v["meas_ceiling_frac"] < 1  # a sweep never beats the datasheet
     assert v["meas_tokens_per_s"] > 0 and v["meas_square"] > 0 and v["meas_shapes"] >= 1
     # The numbers it prints describe one step: tokens/s x FLOPs = MFU x peak
     # = (step / ceiling) x ceiling = (step / square) x square.
     achieved = v["meas_mfu_nominal"] * v["meas_peak"]
-    assert v["mfu_step_vs_ceiling"] * v["meas_ceiling"] == pytest.approx(achieved, rel=EXACT)
-    assert v["meas_step_vs_square"] * v["meas_square"] == pytest.approx(achieved, rel=EXACT)
-    assert v["meas_ceiling_frac"] == pytest.approx(v["meas_ceiling"] / v["meas_peak"], rel=EXACT)
+    assert v["mfu_step_vs_ceiling"] * v["meas_ceiling"] == pytest.approx(
+        achieved, rel=EXACT
+    )
+    assert v["meas_step_vs_square"] * v["meas_square"] == pytest.approx(
+        achieved, rel=EXACT
+    )
+    assert v["meas_ceiling_frac"] == pytest.approx(
+        v["meas_ceiling"] / v["meas_peak"], rel=EXACT
+    )
     # the single square shape is one of the shapes a sweep may find, never above the ceiling
     # by more than the drift between their measurements; both are multiples of 64 or the model's
-    assert v["meas_gemm_n"] == 256                                # the test-size probe
+    assert v["meas_gemm_n"] == 256  # the test-size probe
     # The best shape is a grid shape (multiples of 256 from 256) or one of the step's
     # own GEMMs; at test sizes (h=128, d_ff=512, V=512, 4 x 64 tokens) all are multiples of 64.
-    assert all(v[f"meas_ceiling_{d}"] % 64 == 0 and v[f"meas_ceiling_{d}"] >= 64 for d in "mnk")
+    assert all(
+        v[f"meas_ceiling_{d}"] % 64 == 0 and v[f"meas_ceiling_{d}"] >= 64 for d in "mnk"
+    )
 
 
 def test_days_at_40_percent_mfu(v):

@@ -1,15 +1,17 @@
 import pytest
 import torch
 
-from mlbook.mfu import flops
 from mlbook.common_torch import timing as measure
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
+from mlbook.mfu import flops
 
 
 @pytest.mark.parametrize("mlp", ["gelu", "swiglu"])
 @pytest.mark.parametrize("kv", [None, 1])
 def test_parameter_count_matches_formula(mlp, kv):
-    cfg = tiny_config(n_layers=2, d_model=64, n_heads=4, vocab_size=100, mlp=mlp, n_kv_heads=kv)
+    cfg = tiny_config(
+        n_layers=2, d_model=64, n_heads=4, vocab_size=100, mlp=mlp, n_kv_heads=kv
+    )
     model = GPT(cfg, max_seq_len=16)
     n_model = sum(p.numel() for p in model.parameters()) - model.pos_emb.weight.numel()
     assert n_model == flops.n_params(cfg)

@@ -10,12 +10,12 @@ and on the test build):
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
-import pytest
-
 import build  # tools/build.py
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = build.chapters()
@@ -32,7 +32,9 @@ def code_cells(page: Path):
 def test_at_most_a_third_of_code_cells_hide_their_input(page):
     cells = code_cells(page)
     hidden = [c for c in cells if HIDING & set(c.metadata.get("tags", []))]
-    assert len(hidden) * 3 <= len(cells), f"{page.name}: {len(hidden)} of {len(cells)} code cells hide their input"
+    assert len(hidden) * 3 <= len(cells), (
+        f"{page.name}: {len(hidden)} of {len(cells)} code cells hide their input"
+    )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
@@ -42,10 +44,14 @@ def test_pages_glue_one_way_and_print_what_they_glue(page):
     for i, cell in enumerate(code_cells(page)):
         src = cell.source
         if re.search(r"\bglue\(", src):
-            assert "print(" in src, f"{page.name}, code cell {i}: glues values but prints nothing"
+            assert "print(" in src, (
+                f"{page.name}, code cell {i}: glues values but prints nothing"
+            )
             for line in src.splitlines():
                 if re.search(r"\bglue\(", line):
-                    assert "display=False" in line, f"{page.name}, code cell {i}: glue without display=False"
+                    assert "display=False" in line, (
+                        f"{page.name}, code cell {i}: glue without display=False"
+                    )
     assert "from myst_nb import glue" in text or "glue(" not in text
 
 
@@ -58,16 +64,27 @@ def test_the_package_never_glues_or_prints_to_pages():
     glues, prints = [], []
     for path in (ROOT / "mlbook").rglob("*.py"):
         src, rel = path.read_text(), path.relative_to(ROOT / "mlbook").as_posix()
-        if re.search(r"^\s*from myst_nb import|^\s*import myst_nb|\bglue\(", src, flags=re.M):
+        if re.search(
+            r"^\s*from myst_nb import|^\s*import myst_nb|\bglue\(", src, flags=re.M
+        ):
             glues.append(rel)
         # print(..., file=sink) writes to a stream the caller owns (the capstone's slow
         # loop logs every step on purpose, into a StringIO): not to the page
-        to_page = [ln for ln in re.findall(r"^\s*print\(.*$", src, flags=re.M) if "file=" not in ln]
+        to_page = [
+            node
+            for node in ast.walk(ast.parse(src))
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "print"
+            and not any(k.arg == "file" for k in node.keywords)
+        ]
         if to_page and not (rel in MAY_PRINT or rel.endswith("_script.py")):
             prints.append(rel)
     assert not glues, f"the package glues: {glues}"
     assert not prints, f"the package prints (pass a log callback instead): {prints}"
-    assert not (ROOT / "mlbook" / "page.py").exists(), "mlbook/page.py (page text helpers) is gone"
+    assert not (ROOT / "mlbook" / "page.py").exists(), (
+        "mlbook/page.py (page text helpers) is gone"
+    )
 
 
 @pytest.mark.book
@@ -79,5 +96,6 @@ def test_glued_values_are_numbers_or_short_labels(book):
             assert isinstance(value, (int, float, str)), (page.stem, name, value)
             if isinstance(value, str):
                 words = value.split()
-                assert len(words) <= 8 and not re.search(r"[.;]\s|[.;]$", value), \
+                assert len(words) <= 8 and not re.search(r"[.;]\s|[.;]$", value), (
                     f"{page.stem}: glued value {name!r} reads like a sentence: {value!r}"
+                )

@@ -8,18 +8,23 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlbook.common.units import GIB
-from mlbook.plan import RunSpec, plan
-from mlbook.plan import cli
+from mlbook.plan import RunSpec, cli, plan
 from mlbook.plan.planner import as_dict, llama3_failures_per_gpu_hour, memory_per_gpu
 
 PROPERTY_COVERS = {
-    "mlbook.plan.planner.llama3_failures_per_gpu_hour", "mlbook.plan.planner.memory_per_gpu",
-    "mlbook.plan.planner.plan", "mlbook.plan.planner.as_dict",
-    "mlbook.plan.cli.parser", "mlbook.plan.cli.spec_from_args", "mlbook.plan.cli.budget_lines",
-    "mlbook.plan.cli.main", "mlbook.__main__.main",
+    "mlbook.plan.planner.llama3_failures_per_gpu_hour",
+    "mlbook.plan.planner.memory_per_gpu",
+    "mlbook.plan.planner.plan",
+    "mlbook.plan.planner.as_dict",
+    "mlbook.plan.cli.parser",
+    "mlbook.plan.cli.spec_from_args",
+    "mlbook.plan.cli.budget_lines",
+    "mlbook.plan.cli.main",
+    "mlbook.__main__.main",
 }
 
 H100 = "H100 SXM"
@@ -27,8 +32,15 @@ H100 = "H100 SXM"
 
 # --- known answers -------------------------------------------------------------------
 
-@pytest.mark.parametrize("model,tokens,gpus,brief_days", [
-    ("Llama-3-8B", 15e12, 1024, 21), ("Llama-3-70B", 15e12, 4096, 45), ("Llama-3-405B", 15.6e12, 16384, 68)])
+
+@pytest.mark.parametrize(
+    "model,tokens,gpus,brief_days",
+    [
+        ("Llama-3-8B", 15e12, 1024, 21),
+        ("Llama-3-70B", 15e12, 4096, 45),
+        ("Llama-3-405B", 15.6e12, 16384, 68),
+    ],
+)
 def test_the_briefs_planning_cases(model, tokens, gpus, brief_days):
     """BRIEF section 1: 8B/15T/1,024, 70B/15T/4,096 and 405B/15.6T/16,384 H100s at
     40 % MFU take 21, 45 and 68 days by 6ND, before failures. The brief rounds
@@ -46,7 +58,11 @@ def test_llama3_failure_rate_is_the_logs():
     one per 3.09 hours for the job, 1.97e-5 per GPU-hour."""
     rate = llama3_failures_per_gpu_hour()
     assert rate == pytest.approx(419 / (54 * 24 * 16384))
-    p = plan(RunSpec(model="Llama-3-405B", tokens=15.6e12, gpu=H100, n_gpus=16384, tp=8, pp=16))
+    p = plan(
+        RunSpec(
+            model="Llama-3-405B", tokens=15.6e12, gpu=H100, n_gpus=16384, tp=8, pp=16
+        )
+    )
     assert p.job_mtbf_s / 3600 == pytest.approx(54 * 24 / 419)
 
 
@@ -57,11 +73,21 @@ def test_single_gpu_memory_equals_the_chapters_numbers():
     none / selective / sqrt(L) / full (BRIEF section 4, from Korthikanti et al.'s formula)."""
     briefs = {"none": 97.0, "selective": 17.0, "sqrt": 18.4, "full": 4.0}
     for strategy, gib in briefs.items():
-        spec = RunSpec(model="Llama-2-7B", tokens=1e12, gpu=H100, n_gpus=1, zero_stage=0, seq_len=4096,
-                       micro_batch=1, recompute=strategy)
+        spec = RunSpec(
+            model="Llama-2-7B",
+            tokens=1e12,
+            gpu=H100,
+            n_gpus=1,
+            zero_stage=0,
+            seq_len=4096,
+            micro_batch=1,
+            recompute=strategy,
+        )
         m = memory_per_gpu(spec)
         n = plan(spec).n_params
-        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == pytest.approx(16 * n)
+        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == pytest.approx(
+            16 * n
+        )
         assert round(m.activations_bytes / GIB, 1) == gib
 
 
@@ -69,15 +95,21 @@ def test_zero_stages_shard_what_they_say():
     """ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards the optimizer, 2 adds
     gradients, 3 adds weights; Psi = 7.5 B, N_d = 64, K = 12 gives 120, 31.4, 16.6
     and 1.9 GB."""
-    from mlbook.common.transformer import TransformerConfig
 
     totals = []
     for stage in (0, 1, 2, 3):
-        spec = RunSpec(model="Llama-2-7B", tokens=1e12, gpu=H100, n_gpus=64, zero_stage=stage, seq_len=2048)
+        spec = RunSpec(
+            model="Llama-2-7B",
+            tokens=1e12,
+            gpu=H100,
+            n_gpus=64,
+            zero_stage=stage,
+            seq_len=2048,
+        )
         m = memory_per_gpu(spec)
         totals.append(m.weights_bytes + m.gradients_bytes + m.optimizer_bytes)
     n = plan(RunSpec(model="Llama-2-7B", tokens=1e12, gpu=H100, n_gpus=64)).n_params
-    psi_gb = [t / 1e9 * 7.5e9 / n for t in totals]    # rescaled to the paper's 7.5 B
+    psi_gb = [t / 1e9 * 7.5e9 / n for t in totals]  # rescaled to the paper's 7.5 B
     assert [round(x, 1) for x in psi_gb] == [120.0, 31.4, 16.6, 1.9]
 
 
@@ -87,11 +119,29 @@ def test_checkpoint_and_bloom():
     2.3e12 bytes; at BLOOM's implied 57.5 GB/s it writes in 43 s."""
     from mlbook.common.transformer import TransformerConfig
 
-    bloom = TransformerConfig(n_layers=70, d_model=14336, n_heads=112, d_ff=4 * 14336, vocab_size=250880,
-                              mlp="gelu", tied_embeddings=True, name="BLOOM 176B")
-    p = plan(RunSpec(model=bloom, tokens=366e9, gpu="A100", n_gpus=384, tp=4, pp=12, seq_len=2048,
-                     storage_bytes_per_s=2.3e12 / 40))
-    assert p.n_params / 1e9 == pytest.approx(176, rel=0.01)      # BLOOM's name is its size
+    bloom = TransformerConfig(
+        n_layers=70,
+        d_model=14336,
+        n_heads=112,
+        d_ff=4 * 14336,
+        vocab_size=250880,
+        mlp="gelu",
+        tied_embeddings=True,
+        name="BLOOM 176B",
+    )
+    p = plan(
+        RunSpec(
+            model=bloom,
+            tokens=366e9,
+            gpu="A100",
+            n_gpus=384,
+            tp=4,
+            pp=12,
+            seq_len=2048,
+            storage_bytes_per_s=2.3e12 / 40,
+        )
+    )
+    assert p.n_params / 1e9 == pytest.approx(176, rel=0.01)  # BLOOM's name is its size
     assert p.checkpoint_bytes == pytest.approx(14 * p.n_params)
     assert 1.0 < p.checkpoint_bytes / 2.3e12 < 1.1
     assert p.checkpoint_write_s == pytest.approx(40 * p.checkpoint_bytes / 2.3e12)
@@ -99,7 +149,10 @@ def test_checkpoint_and_bloom():
 
 def test_lost_time_adds_up():
     p = plan(RunSpec(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096, tp=8))
-    assert p.ideal_days + p.checkpoint_days + p.rework_days + p.restart_days == pytest.approx(p.expected_days)
+    assert (
+        p.ideal_days + p.checkpoint_days + p.rework_days + p.restart_days
+        == pytest.approx(p.expected_days)
+    )
     assert p.expected_failures == pytest.approx(p.expected_days * 86400 / p.job_mtbf_s)
     # First order and Daly's exact expectation differ by second-order terms,
     # about ((I + C)/T)^2 / 6 + (R/T)^2 / 2: with I = 11 min, R = 10 min and
@@ -108,7 +161,14 @@ def test_lost_time_adds_up():
 
 
 def test_a_model_that_does_not_fit_says_by_how_much():
-    spec = RunSpec(model="Llama-3-405B", tokens=1e12, gpu=H100, n_gpus=8, zero_stage=0, recompute="none")
+    spec = RunSpec(
+        model="Llama-3-405B",
+        tokens=1e12,
+        gpu=H100,
+        n_gpus=8,
+        zero_stage=0,
+        recompute="none",
+    )
     m = memory_per_gpu(spec)
     assert not m.fits and m.short_bytes == pytest.approx(m.total_bytes - 80e9)
 
@@ -118,19 +178,38 @@ def test_a_model_that_does_not_fit_says_by_how_much():
 BASE = dict(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096)
 
 
-@pytest.mark.parametrize("change,field", [
-    (dict(model="GPT-5"), "model"), (dict(model=3), "model"), (dict(tokens=0), "tokens"),
-    (dict(tokens=float("nan")), "tokens"), (dict(gpu="TPU"), "device"), (dict(n_gpus=0), "n_gpus"),
-    (dict(n_gpus=True), "n_gpus"), (dict(mfu=0), "mfu"), (dict(mfu=1.2), "mfu"), (dict(seq_len=0), "seq_len"),
-    (dict(tp=3), "tp x pp"), (dict(tp=0), "tp"), (dict(pp=0), "pp"), (dict(dp=3), "dp x tp x pp"),
-    (dict(tp=128, n_gpus=4096), "tp=128 must divide the model's n_heads"),
-    (dict(pp=128, n_gpus=4096), "pp=128 must not exceed the model's n_layers"),
-    (dict(zero_stage=4), "zero_stage"), (dict(zero_stage=True), "zero_stage"), (dict(micro_batch=0), "micro_batch"), (dict(grad_accum=-1), "grad_accum"),
-    (dict(global_batch=1000), "must fill global_batch"), (dict(recompute="half"), "recompute"),
-    (dict(failures_per_gpu_hour=0), "failures_per_gpu_hour"),
-    (dict(storage_bytes_per_s=float("inf")), "storage_bytes_per_s"), (dict(restart_s=-1), "restart_s"),
-    (dict(interval_s=0), "interval_s"), (dict(mfu="0.4"), "mfu"),
-])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (dict(model="GPT-5"), "model"),
+        (dict(model=3), "model"),
+        (dict(tokens=0), "tokens"),
+        (dict(tokens=float("nan")), "tokens"),
+        (dict(gpu="TPU"), "device"),
+        (dict(n_gpus=0), "n_gpus"),
+        (dict(n_gpus=True), "n_gpus"),
+        (dict(mfu=0), "mfu"),
+        (dict(mfu=1.2), "mfu"),
+        (dict(seq_len=0), "seq_len"),
+        (dict(tp=3), "tp x pp"),
+        (dict(tp=0), "tp"),
+        (dict(pp=0), "pp"),
+        (dict(dp=3), "dp x tp x pp"),
+        (dict(tp=128, n_gpus=4096), "tp=128 must divide the model's n_heads"),
+        (dict(pp=128, n_gpus=4096), "pp=128 must not exceed the model's n_layers"),
+        (dict(zero_stage=4), "zero_stage"),
+        (dict(zero_stage=True), "zero_stage"),
+        (dict(micro_batch=0), "micro_batch"),
+        (dict(grad_accum=-1), "grad_accum"),
+        (dict(global_batch=1000), "must fill global_batch"),
+        (dict(recompute="half"), "recompute"),
+        (dict(failures_per_gpu_hour=0), "failures_per_gpu_hour"),
+        (dict(storage_bytes_per_s=float("inf")), "storage_bytes_per_s"),
+        (dict(restart_s=-1), "restart_s"),
+        (dict(interval_s=0), "interval_s"),
+        (dict(mfu="0.4"), "mfu"),
+    ],
+)
 def test_every_rule_names_itself(change, field):
     with pytest.raises(ValueError, match=field.replace("(", r"\(").replace("+", r"\+")):
         RunSpec(**{**BASE, **change})
@@ -152,33 +231,69 @@ def test_a_run_that_cannot_progress_is_refused():
 
 # --- the command --------------------------------------------------------------------------
 
+
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "mlbook", "plan", *args], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "mlbook", "plan", *args], capture_output=True, text=True
+    )
 
 
-CASE_70B = ["--model", "Llama-3-70B", "--tokens", "15e12", "--gpu", "H100 SXM", "--gpus", "4096", "--mfu", "0.4",
-            "--tp", "8"]
+CASE_70B = [
+    "--model",
+    "Llama-3-70B",
+    "--tokens",
+    "15e12",
+    "--gpu",
+    "H100 SXM",
+    "--gpus",
+    "4096",
+    "--mfu",
+    "0.4",
+    "--tp",
+    "8",
+]
 
 
 def test_command_prints_a_budget_and_json():
     out = run_cli(*CASE_70B)
     assert out.returncode == 0, out.stderr
-    assert "expected days" in out.stdout and "GiB" in out.stdout and "FLOPs" in out.stdout
+    assert (
+        "expected days" in out.stdout and "GiB" in out.stdout and "FLOPs" in out.stdout
+    )
     js = run_cli(*CASE_70B, "--json")
     d = json.loads(js.stdout)
-    for key in ("compute_flops", "ideal_days", "expected_days", "memory_per_gpu_bytes", "fits",
-                "checkpoint_bytes", "checkpoint_interval_s", "expected_failures", "goodput"):
+    for key in (
+        "compute_flops",
+        "ideal_days",
+        "expected_days",
+        "memory_per_gpu_bytes",
+        "fits",
+        "checkpoint_bytes",
+        "checkpoint_interval_s",
+        "expected_failures",
+        "goodput",
+    ):
         assert key in d
-    p = plan(RunSpec(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096, mfu=0.4, tp=8))
+    p = plan(
+        RunSpec(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096, mfu=0.4, tp=8)
+    )
     assert d["expected_days"] == pytest.approx(p.expected_days)
 
 
-@pytest.mark.parametrize("args,flag", [
-    (["--gpus", "0"], "--gpus"), (["--mfu", "1.5"], "--mfu"), (["--zero", "4"], "--zero"),
-    (["--tp", "3"], "--tp"), (["--recompute", "half"], "--recompute"), (["--gpus", "many"], "--gpus"),
-    (["--storage-gb-per-s", "0"], "--storage-gb-per-s"), (["--seq-len", "0"], "--seq-len"),
-    (["--model", "GPT-5"], "--model"),
-])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["--gpus", "0"], "--gpus"),
+        (["--mfu", "1.5"], "--mfu"),
+        (["--zero", "4"], "--zero"),
+        (["--tp", "3"], "--tp"),
+        (["--recompute", "half"], "--recompute"),
+        (["--gpus", "many"], "--gpus"),
+        (["--storage-gb-per-s", "0"], "--storage-gb-per-s"),
+        (["--seq-len", "0"], "--seq-len"),
+        (["--model", "GPT-5"], "--model"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args, flag):
     out = run_cli(*CASE_70B, *args)
     assert out.returncode == 2
@@ -197,18 +312,26 @@ def test_help_lists_every_flag_with_unit_and_default():
 
 
 def test_no_subcommand_is_an_error():
-    out = subprocess.run([sys.executable, "-m", "mlbook"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "mlbook"], capture_output=True, text=True
+    )
     assert out.returncode == 2
 
 
 # --- properties -------------------------------------------------------------------------------
 
 specs = st.builds(
-    RunSpec, model=st.sampled_from(["Llama-2-7B", "Llama-3-8B", "Llama-3-70B"]),
-    tokens=st.floats(1e9, 2e13), gpu=st.sampled_from(["H100 SXM", "A100 SXM", "H200 SXM"]),
-    n_gpus=st.sampled_from([8, 64, 512, 4096]), mfu=st.floats(0.1, 0.7), seq_len=st.sampled_from([1024, 4096]),
-    zero_stage=st.sampled_from([0, 1, 2, 3]), recompute=st.sampled_from(["none", "selective", "sqrt", "full"]),
-    failures_per_gpu_hour=st.floats(1e-6, 1e-4))
+    RunSpec,
+    model=st.sampled_from(["Llama-2-7B", "Llama-3-8B", "Llama-3-70B"]),
+    tokens=st.floats(1e9, 2e13),
+    gpu=st.sampled_from(["H100 SXM", "A100 SXM", "H200 SXM"]),
+    n_gpus=st.sampled_from([8, 64, 512, 4096]),
+    mfu=st.floats(0.1, 0.7),
+    seq_len=st.sampled_from([1024, 4096]),
+    zero_stage=st.sampled_from([0, 1, 2, 3]),
+    recompute=st.sampled_from(["none", "selective", "sqrt", "full"]),
+    failures_per_gpu_hour=st.floats(1e-6, 1e-4),
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -218,9 +341,13 @@ def test_more_tokens_more_days_more_failures(spec, factor):
 
     a, b = plan(spec), plan(replace(spec, tokens=spec.tokens * factor))
     for p in (a, b):
-        assert all(math.isfinite(v) for k, v in as_dict(p).items() if isinstance(v, float))
+        assert all(
+            math.isfinite(v) for k, v in as_dict(p).items() if isinstance(v, float)
+        )
         assert 0 < p.goodput < 1 and p.memory.total_bytes > 0
-    assert b.expected_days > a.expected_days and b.expected_failures > a.expected_failures
+    assert (
+        b.expected_days > a.expected_days and b.expected_failures > a.expected_failures
+    )
     assert b.ideal_days == pytest.approx(a.ideal_days * factor)
 
 
@@ -241,20 +368,59 @@ def test_higher_failure_rate_lowers_goodput_and_more_sharding_less_memory(spec):
 def test_budget_lines_and_main(spec):
     lines = cli.budget_lines(as_dict(plan(spec)))
     assert len(lines) == 15 and all("  " in line for line in lines)
-    args = cli.parser().parse_args(["--model", spec.config.name, "--tokens", repr(spec.tokens), "--gpu", spec.gpu,
-                                    "--gpus", str(spec.n_gpus), "--mfu", repr(spec.mfu),
-                                    "--seq-len", str(spec.seq_len), "--zero", str(spec.zero_stage),
-                                    "--recompute", spec.recompute,
-                                    "--failures-per-gpu-hour", repr(spec.failures_per_gpu_hour)])
+    args = cli.parser().parse_args(
+        [
+            "--model",
+            spec.config.name,
+            "--tokens",
+            repr(spec.tokens),
+            "--gpu",
+            spec.gpu,
+            "--gpus",
+            str(spec.n_gpus),
+            "--mfu",
+            repr(spec.mfu),
+            "--seq-len",
+            str(spec.seq_len),
+            "--zero",
+            str(spec.zero_stage),
+            "--recompute",
+            spec.recompute,
+            "--failures-per-gpu-hour",
+            repr(spec.failures_per_gpu_hour),
+        ]
+    )
     again = cli.spec_from_args(args)
     assert plan(again).expected_days == pytest.approx(plan(spec).expected_days)
-    assert cli.main(["--model", spec.config.name, "--tokens", repr(spec.tokens), "--gpu", spec.gpu,
-                     "--gpus", str(spec.n_gpus), "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "--model",
+                spec.config.name,
+                "--tokens",
+                repr(spec.tokens),
+                "--gpu",
+                spec.gpu,
+                "--gpus",
+                str(spec.n_gpus),
+                "--json",
+            ]
+        )
+        == 0
+    )
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.one_of(st.just(0), st.just(-1.0), st.just(float("nan")), st.just(float("inf")), st.just(True),
-                 st.just("many")))
+@given(
+    st.one_of(
+        st.just(0),
+        st.just(-1.0),
+        st.just(float("nan")),
+        st.just(float("inf")),
+        st.just(True),
+        st.just("many"),
+    )
+)
 def test_bad_numbers_are_refused_by_name(bad):
     for field in ("tokens", "n_gpus", "failures_per_gpu_hour", "storage_bytes_per_s"):
         with pytest.raises(ValueError, match=field):
@@ -262,7 +428,9 @@ def test_bad_numbers_are_refused_by_name(bad):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.text(min_size=1, max_size=12).filter(lambda w: w not in ("plan", "-h", "--help")))
+@given(
+    st.text(min_size=1, max_size=12).filter(lambda w: w not in ("plan", "-h", "--help"))
+)
 def test_the_top_level_command_knows_only_plan(word):
     from mlbook.__main__ import main as top
 

@@ -4,7 +4,6 @@ pytest.approx's default (relative 1e-6) is float rounding: every such line
 compares two ways of writing the same arithmetic on the page's numbers."""
 
 import pytest
-
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -18,17 +17,30 @@ def v(book):
 def test_the_briefs_cases_come_back(v):
     """BRIEF section 1: 21, 45 and 68 days by 6ND at 40 % MFU on H100s."""
     assert [round(v[f"case_{k}_6nd"]) for k in ("8B", "70B", "405B")] == [21, 45, 68]
-    for k in ("8B", "70B", "405B"):   # attention adds FLOPs; failures add days
+    for k in ("8B", "70B", "405B"):  # attention adds FLOPs; failures add days
         assert v[f"case_{k}_6nd"] < v[f"case_{k}_full"] < v[f"case_{k}_expected"]
 
 
 def test_the_70b_budget_adds_up(v):
-    parts = v["p70_ideal_days"] + v["p70_ckpt_days"] + v["p70_rework_days"] + v["p70_restart_days"]
+    parts = (
+        v["p70_ideal_days"]
+        + v["p70_ckpt_days"]
+        + v["p70_rework_days"]
+        + v["p70_restart_days"]
+    )
     assert parts == pytest.approx(v["p70_expected_days"])
-    assert v["p70_goodput"] == pytest.approx(v["p70_ideal_days"] / v["p70_expected_days"])
-    assert v["p70_goodput"] == pytest.approx(v["p70_goodput_daly"], abs=1e-3)   # second-order terms, test_plan
-    assert v["p70_failures"] == pytest.approx(v["p70_expected_days"] * 24 / v["p70_mtbf_h"])
-    assert v["p70_mem_gib"] < v["p70_hbm_gib"] == pytest.approx(80e9 / 2**30)   # H100: 80 GB
+    assert v["p70_goodput"] == pytest.approx(
+        v["p70_ideal_days"] / v["p70_expected_days"]
+    )
+    assert v["p70_goodput"] == pytest.approx(
+        v["p70_goodput_daly"], abs=1e-3
+    )  # second-order terms, test_plan
+    assert v["p70_failures"] == pytest.approx(
+        v["p70_expected_days"] * 24 / v["p70_mtbf_h"]
+    )
+    assert (
+        v["p70_mem_gib"] < v["p70_hbm_gib"] == pytest.approx(80e9 / 2**30)
+    )  # H100: 80 GB
 
 
 def test_llama3(v):
@@ -57,9 +69,13 @@ def test_the_rest_of_the_70b_and_llama3_numbers(v):
     assert v["p70_ckpt_tb"] == pytest.approx(14 * n70 / 1e12)
     assert v["p70_write_s"] == pytest.approx(14 * n70 / 200e9)
     # Young: sqrt(2 C T)
-    assert v["p70_interval_min"] * 60 == pytest.approx((2 * v["p70_write_s"] * v["p70_mtbf_h"] * 3600) ** 0.5)
+    assert v["p70_interval_min"] * 60 == pytest.approx(
+        (2 * v["p70_write_s"] * v["p70_mtbf_h"] * 3600) ** 0.5
+    )
     # 6ND / (G x peak x MFU x 86,400) with the H100's 989 TFLOP/s
-    assert v["p70_ideal_days_6nd"] == pytest.approx(6 * n70 * 15e12 / (4096 * 989e12 * 0.40 * 86400))
+    assert v["p70_ideal_days_6nd"] == pytest.approx(
+        6 * n70 * 15e12 / (4096 * 989e12 * 0.40 * 86400)
+    )
     # one failure per GPU every 54 x 24 x 16,384 / 419 hours (Llama 3's log), in years
     assert v["rate_gpu_years"] == pytest.approx(54 * 24 * 16384 / 419 / (24 * 365))
     # the Llama 3 setting is the brief's 405B case at 41 % instead of 40 % MFU: days scale as 1/MFU

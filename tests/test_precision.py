@@ -16,7 +16,6 @@ from mlbook.precision import experiments as P
 from mlbook.precision import figures as figs
 from mlbook.precision import formulas as F
 
-
 # --- formats: known constants ------------------------------------------------------
 # IEEE 754-2008 Table 3.5 (binary32: emax 127, p 24; binary16: emax 15, p 11);
 # bfloat16: binary32's exponent with p 8; OCP 8-bit Floating Point Specification
@@ -34,28 +33,50 @@ KNOWN = [
 
 
 @pytest.mark.parametrize("name,exp,mant,fmax,normal,subnormal,has_inf", KNOWN)
-def test_formats_known_values_from_the_bits_and_from_finfo(name, exp, mant, fmax, normal, subnormal, has_inf):
+def test_formats_known_values_from_the_bits_and_from_finfo(
+    name, exp, mant, fmax, normal, subnormal, has_inf
+):
     for f in (F.float_format(name), P.finfo_format(name)):
-        assert (f.name, f.exponent_bits, f.mantissa_bits, f.bits) == (name, exp, mant, 1 + exp + mant)
-        assert (f.max, f.smallest_normal, f.smallest_subnormal) == (fmax, normal, subnormal)
+        assert (f.name, f.exponent_bits, f.mantissa_bits, f.bits) == (
+            name,
+            exp,
+            mant,
+            1 + exp + mant,
+        )
+        assert (f.max, f.smallest_normal, f.smallest_subnormal) == (
+            fmax,
+            normal,
+            subnormal,
+        )
         assert f.eps == 2.0**-mant and f.has_inf is has_inf
 
 
 def test_format_table_order_and_torch_dtypes():
-    assert [f.name for f in F.format_table()] == ["fp32", "fp16", "bf16", "fp8 E4M3", "fp8 E5M2"]
+    assert [f.name for f in F.format_table()] == [
+        "fp32",
+        "fp16",
+        "bf16",
+        "fp8 E4M3",
+        "fp8 E5M2",
+    ]
     assert P.finfo_format(torch.float16) == F.float_format("fp16")
     assert list(DTYPES) == list(F.FORMATS)
-    assert dtype_name(torch.bfloat16) == "bf16" and torch_dtype("fp8 E5M2") is torch.float8_e5m2
+    assert (
+        dtype_name(torch.bfloat16) == "bf16"
+        and torch_dtype("fp8 E5M2") is torch.float8_e5m2
+    )
 
 
 @pytest.mark.parametrize("name", list(DTYPES))
 def test_smallest_subnormal_is_the_last_value_before_zero(name):
     f = F.float_format(name)
-    t = torch.tensor([f.smallest_subnormal, f.smallest_subnormal / 2, f.smallest_subnormal * 0.51],
-                     dtype=torch.float64)
+    t = torch.tensor(
+        [f.smallest_subnormal, f.smallest_subnormal / 2, f.smallest_subnormal * 0.51],
+        dtype=torch.float64,
+    )
     back = t.to(DTYPES[name]).to(torch.float64)
     assert back[0] == f.smallest_subnormal
-    assert back[1] == 0                     # exactly half: ties to the even zero
+    assert back[1] == 0  # exactly half: ties to the even zero
     assert back[2] == f.smallest_subnormal
     assert F.flush_threshold(name) == f.smallest_subnormal / 2
 
@@ -64,9 +85,13 @@ def test_smallest_subnormal_is_the_last_value_before_zero(name):
 def test_overflow_threshold_is_where_the_cast_becomes_inf(name):
     t = F.overflow_threshold(name)
     below = np.nextafter(np.float32(t), np.float32(0))
-    cast = torch.tensor([t, below], dtype=torch.float32).to(DTYPES[name]).to(torch.float64)
+    cast = (
+        torch.tensor([t, below], dtype=torch.float32).to(DTYPES[name]).to(torch.float64)
+    )
     assert math.isinf(cast[0]) and cast[1] == F.float_format(name).max
-    assert F.overflow_threshold("fp16") == 65520.0          # 65504 + 32 / 2 (the gap at the top is 32)
+    assert (
+        F.overflow_threshold("fp16") == 65520.0
+    )  # 65504 + 32 / 2 (the gap at the top is 32)
 
 
 def test_e4m3_has_no_overflow_threshold_and_saturates():
@@ -87,6 +112,7 @@ def test_unknown_dtype():
 
 # --- rounding without torch against torch's casts ------------------------------------
 
+
 @pytest.mark.parametrize("name", F.FORMATS)
 def test_round_to_format_matches_torch_casts(name):
     """The same rounding by two methods: exponent-and-quantum arithmetic in numpy,
@@ -95,8 +121,16 @@ def test_round_to_format_matches_torch_casts(name):
     v = np.exp(rng.normal(-5, 12, 100_000)) * rng.choice([-1, 1], 100_000)
     v = v[np.abs(v) < 3e38].astype(np.float32)
     f = F.float_format(name)
-    edges = [f.max, f.smallest_normal, f.smallest_subnormal, f.smallest_subnormal / 2,
-             f.smallest_subnormal * 1.5, 1 + f.eps / 2, 1 + 1.5 * f.eps, 0.0]
+    edges = [
+        f.max,
+        f.smallest_normal,
+        f.smallest_subnormal,
+        f.smallest_subnormal / 2,
+        f.smallest_subnormal * 1.5,
+        1 + f.eps / 2,
+        1 + 1.5 * f.eps,
+        0.0,
+    ]
     v = np.concatenate([v, np.float32(edges)])
     ours = F.round_to_format(v, name)
     theirs = torch.tensor(v).to(DTYPES[name]).double().numpy()
@@ -111,14 +145,17 @@ def test_bf16_absorbs_matches_torch_bf16_addition():
         wt = torch.tensor(w, dtype=torch.bfloat16)
         moved = bool(wt + torch.tensor(u, dtype=torch.bfloat16) != wt)
         assert F.bf16_absorbs(w, u) is moved, (w, u)
-    assert not F.bf16_absorbs(1.0, 1e-4) and not F.bf16_absorbs(1.0, 2.0**-8)   # 2^-8: the tie, to even
+    assert not F.bf16_absorbs(1.0, 1e-4) and not F.bf16_absorbs(
+        1.0, 2.0**-8
+    )  # 2^-8: the tie, to even
     assert F.bf16_absorbs(1.0, 2.0**-7) and F.bf16_absorbs(1e-2, 1e-4)
 
 
 # --- underflow and overflow fractions (real casts) -------------------------------------
 
+
 def test_underflow_fraction_known_values():
-    values = [1e-9, 1e-3, 1.0, 0.0]          # the zero is not counted
+    values = [1e-9, 1e-3, 1.0, 0.0]  # the zero is not counted
     assert P.underflow_fraction(values, "fp16") == pytest.approx(1 / 3)
     assert P.underflow_fraction(values, "fp16", scale=1024.0) == 0
     assert P.underflow_fraction(values, "bf16") == 0
@@ -128,7 +165,7 @@ def test_underflow_fraction_known_values():
 
 def test_overflow_fraction_known_values():
     assert P.overflow_fraction([70000.0, 1.0], "fp16") == 0.5
-    assert P.overflow_fraction([65519.0, 1.0], "fp16") == 0          # rounds down to 65504
+    assert P.overflow_fraction([65519.0, 1.0], "fp16") == 0  # rounds down to 65504
     assert P.overflow_fraction([1.0, 2.0], "fp16", scale=40000.0) == 0.5
     assert P.overflow_fraction([500.0, 1.0, 2.0, 3.0], "fp8 E4M3") == 0.25
     assert P.overflow_fraction([1e30], "bf16") == 0
@@ -162,25 +199,37 @@ def test_histogram_zones_match_real_casts(seed):
     for log2_scale in (0, 5, 12, 20, 30):
         s = 2.0**log2_scale
         z = F.zone_fractions(hist, "fp16", s)
-        assert z.flushed == pytest.approx(P.underflow_fraction(values, "fp16", s), abs=1e-12)
-        assert z.overflow == pytest.approx(P.overflow_fraction(values, "fp16", s), abs=1e-12)
+        assert z.flushed == pytest.approx(
+            P.underflow_fraction(values, "fp16", s), abs=1e-12
+        )
+        assert z.overflow == pytest.approx(
+            P.overflow_fraction(values, "fp16", s), abs=1e-12
+        )
         assert z.flushed + z.subnormal + z.normal + z.overflow == pytest.approx(1)
 
 
 def test_max_safe_scale_known_values():
-    assert F.max_safe_scale(1.0, "fp16") == 2.0**15          # 65504 / 1 lies in [2^15, 2^16)
-    assert F.max_safe_scale(1e-3, "fp16") == 2.0**25         # 65504 / 1e-3 = 6.55e7, 2^25 = 3.4e7
+    assert F.max_safe_scale(1.0, "fp16") == 2.0**15  # 65504 / 1 lies in [2^15, 2^16)
+    assert (
+        F.max_safe_scale(1e-3, "fp16") == 2.0**25
+    )  # 65504 / 1e-3 = 6.55e7, 2^25 = 3.4e7
     v = torch.tensor([3e-4, -7e-2])
     s = F.max_safe_scale(float(v.abs().max()), "fp16")
-    assert P.overflow_fraction(v, "fp16", s) == 0 and P.overflow_fraction(v, "fp16", 2 * s) > 0
+    assert (
+        P.overflow_fraction(v, "fp16", s) == 0
+        and P.overflow_fraction(v, "fp16", 2 * s) > 0
+    )
 
 
 # --- the dynamic loss scaler against torch.amp.GradScaler -------------------------
 
+
 def assert_parity(grad_max, **kw):
     ours = P.loss_scaling_run(grad_max, "mlbook", **kw)
     theirs = P.loss_scaling_run(grad_max, "torch", **kw)
-    for step, (a, b, sa, sb) in enumerate(zip(ours.scales, theirs.scales, ours.skipped, theirs.skipped)):
+    for step, (a, b, sa, sb) in enumerate(
+        zip(ours.scales, theirs.scales, ours.skipped, theirs.skipped)
+    ):
         assert a == b, f"scale differs after step {step}: {a} vs {b}"
         assert sa == sb, f"skip decision differs at step {step}: {sa} vs {sb}"
     assert len(ours.scales) == len(theirs.scales) == len(grad_max)
@@ -189,7 +238,10 @@ def assert_parity(grad_max, **kw):
 
 def test_parity_all_finite_grows_every_interval():
     trace = assert_parity([1.0] * 10, growth_interval=3, fp16_grads=False)
-    assert list(trace.scales) == [65536.0] * 2 + [131072.0] * 3 + [262144.0] * 3 + [524288.0] * 2
+    assert (
+        list(trace.scales)
+        == [65536.0] * 2 + [131072.0] * 3 + [262144.0] * 3 + [524288.0] * 2
+    )
     assert trace.n_skipped == 0
 
 
@@ -197,7 +249,16 @@ def test_parity_inf_backs_off_and_skips():
     seq = F.scripted_grad_max(8, overflow_steps=(1, 2, 6))
     trace = assert_parity(seq, growth_interval=2, fp16_grads=False)
     assert list(trace.skipped) == [False, True, True, False, False, False, True, False]
-    assert list(trace.scales) == [65536.0, 32768.0, 16384.0, 16384.0, 32768.0, 32768.0, 16384.0, 16384.0]
+    assert list(trace.scales) == [
+        65536.0,
+        32768.0,
+        16384.0,
+        16384.0,
+        32768.0,
+        32768.0,
+        16384.0,
+        16384.0,
+    ]
 
 
 def test_parity_nan_counts_as_non_finite():
@@ -210,8 +271,12 @@ def test_parity_random_scripts(seed):
     rnd = random.Random(seed)
     n = 60
     overflow = tuple(t for t in range(n) if rnd.random() < 0.25)
-    kw = dict(growth_interval=rnd.choice([1, 2, 3, 7]), growth_factor=rnd.choice([2.0, 3.0, 1.5]),
-              backoff_factor=rnd.choice([0.5, 0.7, 0.25]), init_scale=rnd.choice([65536.0, 1000.0, 3.3]))
+    kw = dict(
+        growth_interval=rnd.choice([1, 2, 3, 7]),
+        growth_factor=rnd.choice([2.0, 3.0, 1.5]),
+        backoff_factor=rnd.choice([0.5, 0.7, 0.25]),
+        init_scale=rnd.choice([65536.0, 1000.0, 3.3]),
+    )
     assert_parity(F.scripted_grad_max(n, overflow), fp16_grads=False, **kw)
 
 
@@ -219,11 +284,15 @@ def test_parity_with_fp16_overflow_from_the_scale_itself():
     g = F.drifting_grad_max(400, seed=1, n_spikes=3)
     trace = assert_parity(g, growth_interval=10)
     assert trace.n_skipped > 0
-    assert F.simulate_scaler(g, growth_interval=10) == trace      # the tensor-free simulation agrees
+    assert (
+        F.simulate_scaler(g, growth_interval=10) == trace
+    )  # the tensor-free simulation agrees
 
 
 def test_parity_scale_never_grows_to_inf():
-    trace = assert_parity([1.0] * 4, init_scale=2.0**127, growth_interval=1, fp16_grads=False)
+    trace = assert_parity(
+        [1.0] * 4, init_scale=2.0**127, growth_interval=1, fp16_grads=False
+    )
     assert list(trace.scales) == [2.0**127] * 4
 
 
@@ -248,18 +317,21 @@ def test_scale_loss_and_unscale():
     assert s.unscale_([w]) is True
 
 
-@pytest.mark.parametrize("kw,rule", [
-    (dict(init_scale=0), "init_scale must be a finite number above 0"),
-    (dict(init_scale=-1.0), "init_scale must be a finite number above 0"),
-    (dict(init_scale=math.inf), "init_scale must be a finite number above 0"),
-    (dict(growth_factor=1.0), "growth_factor must be a finite number above 1"),
-    (dict(growth_factor=0.5), "growth_factor must be a finite number above 1"),
-    (dict(growth_factor=math.nan), "growth_factor must be a finite number above 1"),
-    (dict(backoff_factor=1.0), r"backoff_factor must lie in \(0, 1\)"),
-    (dict(backoff_factor=0.0), r"backoff_factor must lie in \(0, 1\)"),
-    (dict(growth_interval=0), "growth_interval must be an integer above 0"),
-    (dict(growth_interval=2.5), "growth_interval must be an integer above 0"),
-])
+@pytest.mark.parametrize(
+    "kw,rule",
+    [
+        (dict(init_scale=0), "init_scale must be a finite number above 0"),
+        (dict(init_scale=-1.0), "init_scale must be a finite number above 0"),
+        (dict(init_scale=math.inf), "init_scale must be a finite number above 0"),
+        (dict(growth_factor=1.0), "growth_factor must be a finite number above 1"),
+        (dict(growth_factor=0.5), "growth_factor must be a finite number above 1"),
+        (dict(growth_factor=math.nan), "growth_factor must be a finite number above 1"),
+        (dict(backoff_factor=1.0), r"backoff_factor must lie in \(0, 1\)"),
+        (dict(backoff_factor=0.0), r"backoff_factor must lie in \(0, 1\)"),
+        (dict(growth_interval=0), "growth_interval must be an integer above 0"),
+        (dict(growth_interval=2.5), "growth_interval must be an integer above 0"),
+    ],
+)
 def test_scaler_bad_input(kw, rule):
     with pytest.raises(ValueError, match=rule):
         F.DynamicLossScaler(**kw)
@@ -286,6 +358,7 @@ def test_tiny_loops_restore_the_thread_count():
 
 # --- master weights -------------------------------------------------------------
 
+
 def test_master_weight_experiment_pure_bf16_stalls():
     lr = 3e-4
     r = P.master_weight_experiment(steps=150, lr=lr, n_features=16, batch_size=64)
@@ -295,12 +368,12 @@ def test_master_weight_experiment_pure_bf16_stalls():
     # update of a pure-bf16 weight rounds away, and its weights end where they began.
     assert pure.unchanged_updates == 1.0
     assert len(set(pure.weight)) == 1
-    assert abs(pure.final_error - r.initial_error) <= 2.0**-8      # w0 rounded to bf16 once
+    assert abs(pure.final_error - r.initial_error) <= 2.0**-8  # w0 rounded to bf16 once
     # fp32 weights (alone or as the master copy) take every update that is not far below
     # fp32's half gap at 1 (6e-8): only steps where Adam's momentum passes through zero.
     for run in (fp32, master):
         assert run.unchanged_updates < 0.05
-        assert run.final_error < r.initial_error                   # they moved towards the target
+        assert run.final_error < r.initial_error  # they moved towards the target
     assert len(pure.weight) == 150
 
 
@@ -313,6 +386,7 @@ def test_master_weight_experiment_bad_input():
 
 # --- fp8 --------------------------------------------------------------------------
 
+
 def rounding_bound(x: torch.Tensor, name: str, scale: float) -> float:
     """An upper bound on the relative RMS error of round to nearest in format
     ``name`` after multiplying by ``scale`` (no value past the max): each value
@@ -320,7 +394,9 @@ def rounding_bound(x: torch.Tensor, name: str, scale: float) -> float:
     most half the subnormal spacing in absolute terms when it is not."""
     f = F.float_format(name)
     x = x.double() * scale
-    per_value = torch.maximum(x.abs() * f.eps / 2, torch.full_like(x, f.smallest_subnormal / 2))
+    per_value = torch.maximum(
+        x.abs() * f.eps / 2, torch.full_like(x, f.smallest_subnormal / 2)
+    )
     return float(per_value.norm() / x.norm())
 
 
@@ -329,7 +405,7 @@ def test_fp8_scale_maps_amax_to_max():
     assert F.fp8_scale(2.0, "fp8 E5M2", margin=1) == 57344.0 / 4
     x = torch.tensor([0.5, -2.0, 1.0])
     q = P.quantize_fp8(x, "fp8 E4M3", F.fp8_scale(2.0))
-    assert torch.equal(q, x)                 # powers of two survive exactly
+    assert torch.equal(q, x)  # powers of two survive exactly
 
 
 def test_quantize_without_scale_flushes_small_tensors():
@@ -341,9 +417,14 @@ def test_quantize_without_scale_flushes_small_tensors():
     scaled = P.quant_error(x, "fp8 E4M3", scale)
     assert scaled.rel_rms_error <= rounding_bound(x, "fp8 E4M3", scale)
     # scaled, a value flushes only below 2^-10 / 448 = 2.2e-6 of amax: none of these do
-    assert float((x.abs() * scale).min()) > F.flush_threshold("fp8 E4M3") and scaled.underflow == 0
+    assert (
+        float((x.abs() * scale).min()) > F.flush_threshold("fp8 E4M3")
+        and scaled.underflow == 0
+    )
     e5 = P.quant_error(x, "fp8 E5M2", F.fp8_scale(float(x.abs().max()), "fp8 E5M2"))
-    assert e5.rel_rms_error <= rounding_bound(x, "fp8 E5M2", F.fp8_scale(float(x.abs().max()), "fp8 E5M2"))
+    assert e5.rel_rms_error <= rounding_bound(
+        x, "fp8 E5M2", F.fp8_scale(float(x.abs().max()), "fp8 E5M2")
+    )
     # one mantissa bit fewer doubles the step: over 1000 values the RMS error follows
     assert e5.rel_rms_error > scaled.rel_rms_error
 
@@ -370,15 +451,15 @@ def test_fp8_bad_input():
 
 def test_delayed_scaler_uses_history_and_lags_a_jump():
     d = P.DelayedScaler("fp8 E4M3", history_len=3)
-    assert d.scale == 1.0                                  # no history yet
+    assert d.scale == 1.0  # no history yet
     for amax in (1.0, 4.0, 2.0):
         d.quantize(torch.tensor([amax, -amax / 2]))
     assert d.scale == 448.0 / 4.0
-    d.quantize(torch.tensor([0.5]))                        # pushes 1.0 out, 4.0 stays
+    d.quantize(torch.tensor([0.5]))  # pushes 1.0 out, 4.0 stays
     assert d.history == [4.0, 2.0, 0.5] and d.scale == 448.0 / 4.0
-    _, err = d.quantize(torch.tensor([64.0, 1.0]))         # a jump: saturates this step
+    _, err = d.quantize(torch.tensor([64.0, 1.0]))  # a jump: saturates this step
     assert err.saturated == 0.5
-    _, err = d.quantize(torch.tensor([64.0, 1.0]))         # the history has caught up
+    _, err = d.quantize(torch.tensor([64.0, 1.0]))  # the history has caught up
     # 64 and 1 at scale 7: 448 exactly, and 7 exactly (E4M3 holds 1.75 x 2^2): no error
     assert err.saturated == 0 and err.rel_rms_error == 0
 
@@ -390,33 +471,41 @@ def _gaussian_tail(threshold: float, sigma: float) -> float:
 
 def test_scaling_run_policies_against_the_gaussian():
     n, start, growth, jump_at, jump, hist = 512, 1e-3, 1.02, 30, 8.0, 8
-    run = P.scaling_run(P.drifting_tensors(40, size=n, start=start, growth=growth, jump_at=jump_at,
-                                           jump=jump), "fp8 E4M3", history_len=hist)
+    run = P.scaling_run(
+        P.drifting_tensors(
+            40, size=n, start=start, growth=growth, jump_at=jump_at, jump=jump
+        ),
+        "fp8 E4M3",
+        history_len=hist,
+    )
     sigma = [start * growth**t * (jump if t >= jump_at else 1) for t in range(40)]
     # Each count is a binomial over n values; 5 standard deviations plus one value of
     # slack makes a seeded draw that lands outside an event of probability < 1e-6.
-    tol = lambda p: 5 * math.sqrt(p * (1 - p) / n) + 1 / n          # noqa: E731
+    tol = lambda p: 5 * math.sqrt(p * (1 - p) / n) + 1 / n  # noqa: E731
     # step 0, no scale: E4M3 flushes |x| <= 2^-10 (half its smallest subnormal)
     p0 = 1 - _gaussian_tail(F.flush_threshold("fp8 E4M3"), sigma[0])
     assert run.none[0].underflow == pytest.approx(p0, abs=tol(p0))
     # at the jump and one step later, delayed scaling saturates what lies past the
     # largest amax of the history, which the run recorded
     for t in (jump_at, jump_at + 1):
-        past = max(run.amax[max(0, t - hist):t])
+        past = max(run.amax[max(0, t - hist) : t])
         p = _gaussian_tail(past, sigma[t])
         assert run.delayed[t].saturated == pytest.approx(p, abs=tol(p)), t
     # a scale from the tensor itself: only rounding, at most eps/2 of each value (normal ones)
-    assert max(e.rel_rms_error for e in run.current) <= F.float_format("fp8 E4M3").eps / 2
+    assert (
+        max(e.rel_rms_error for e in run.current) <= F.float_format("fp8 E4M3").eps / 2
+    )
 
 
 def test_fp8_error_sweep_within_the_rounding_bound_when_scaled():
     sweep = P.fp8_error_sweep([1e-8, 1e-2, 1e4], size=512)
     for name in F.FP8_FORMATS:
         assert max(sweep[name].scaled) <= F.float_format(name).eps / 2
-        assert sweep[name].none[0] == 1.0            # sigma 1e-8: every value flushes to zero
+        assert sweep[name].none[0] == 1.0  # sigma 1e-8: every value flushes to zero
 
 
 # --- gradients of a real network ------------------------------------------------------
+
 
 def test_capture_gradients_shapes_and_sampling():
     torch.manual_seed(0)
@@ -426,8 +515,8 @@ def test_capture_gradients_shapes_and_sampling():
     g = P.capture_gradients(model, idx, tgt, max_values=None)
     n_params = sum(p.numel() for p in model.parameters())
     assert g.weights.numel() == g.n_weights == n_params
-    assert g.n_activations == 2 * (2 * 16 * 32)                   # two block outputs (b, s, h)
-    assert g.n_logits == g.logits.numel() == 2 * 16 * 64          # (b, s, V)
+    assert g.n_activations == 2 * (2 * 16 * 32)  # two block outputs (b, s, h)
+    assert g.n_logits == g.logits.numel() == 2 * 16 * 64  # (b, s, V)
     small = P.capture_gradients(model, idx, tgt, max_values=100)
     assert small.logits.numel() == 100 and small.n_logits == g.n_logits
     assert small.activations.numel() == 100
@@ -438,6 +527,7 @@ def test_capture_gradients_shapes_and_sampling():
 
 
 # --- figures --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def hists():
@@ -452,10 +542,17 @@ def test_static_figures_have_labelled_axes(hists):
         figs.format_ranges(),
         figs.gradient_histogram(hists, 10),
         figs.scaler_trace(g, F.simulate_scaler(g, growth_interval=10)),
-        figs.master_weights(P.master_weight_experiment(steps=20, n_features=8, batch_size=16)),
-        figs.fp8_error_vs_magnitude([1e-3, 1.0], P.fp8_error_sweep([1e-3, 1.0], size=64)),
+        figs.master_weights(
+            P.master_weight_experiment(steps=20, n_features=8, batch_size=16)
+        ),
+        figs.fp8_error_vs_magnitude(
+            [1e-3, 1.0], P.fp8_error_sweep([1e-3, 1.0], size=64)
+        ),
         figs.delayed_scaling(P.scaling_run(P.drifting_tensors(10, size=64))),
-        figs.matmul_throughput({"fp32": P.MatmulRate(1e11, 1024), "fp16": P.MatmulRate(1e9, 128)}, "CPU: test"),
+        figs.matmul_throughput(
+            {"fp32": P.MatmulRate(1e11, 1024), "fp16": P.MatmulRate(1e9, 128)},
+            "CPU: test",
+        ),
         figs.state_bytes(7),
     ]
     for fig in figures:
@@ -471,17 +568,28 @@ def test_slider_figures_draw_what_they_say(hists):
     assert f"{z.flushed:.1%} flushed to zero" in fig.axes[0].get_title()
     g = F.drifting_grad_max(2000)
     fig = figs.scaler_run(g, 100, 0.5)
-    assert f"{F.simulate_scaler(g, growth_interval=100).n_skipped} of 2000 steps skipped" in fig.axes[0].get_title()
+    assert (
+        f"{F.simulate_scaler(g, growth_interval=100).n_skipped} of 2000 steps skipped"
+        in fig.axes[0].get_title()
+    )
     # 70e9 parameters x 16 bytes (ZeRO, Rajbhandari et al. 2020, Sec. 3.1) = 1.12e12 bytes = 1,043 GiB
-    assert "70B parameters x 16 bytes = 1,043 GiB" in figs.state_bytes(70.0).axes[0].get_title()
+    assert (
+        "70B parameters x 16 bytes = 1,043 GiB"
+        in figs.state_bytes(70.0).axes[0].get_title()
+    )
 
 
 # --- matmul throughput ----------------------------------------------------------------
 
+
 def test_matmul_throughput_probes_fp16_on_cpu():
-    slow = P.matmul_throughput_by_dtype("cpu", 64, probe_n=16, min_run_time_s=0.01, max_call_s=1e-12)
-    assert [r.n for r in slow.values()] == [64, 64, 16]       # fp16 kept at the probe size
-    fast = P.matmul_throughput_by_dtype("cpu", 64, probe_n=16, min_run_time_s=0.01, max_call_s=1e6)
+    slow = P.matmul_throughput_by_dtype(
+        "cpu", 64, probe_n=16, min_run_time_s=0.01, max_call_s=1e-12
+    )
+    assert [r.n for r in slow.values()] == [64, 64, 16]  # fp16 kept at the probe size
+    fast = P.matmul_throughput_by_dtype(
+        "cpu", 64, probe_n=16, min_run_time_s=0.01, max_call_s=1e6
+    )
     assert [r.n for r in fast.values()] == [64, 64, 64]
     assert all(r.flops_per_s > 0 for r in fast.values())
 

@@ -15,37 +15,116 @@ pytestmark = pytest.mark.book
 # The test sizes of the page's parameters cell (SMALL=True).
 GRAD_LAYERS, GRAD_H, GRAD_B, GRAD_S = 2, 64, 2, 64
 SCALER_STEPS, SCALER_INTERVAL, MASTER_STEPS, FP8_STEPS = 300, 20, 150, 60
-LLAMA2_VOCAB = 32_000          # Touvron et al. 2023 (Llama 2), Sec. 2.1: a 32k-token vocabulary
+LLAMA2_VOCAB = 32_000  # Touvron et al. 2023 (Llama 2), Sec. 2.1: a 32k-token vocabulary
 
 LABELS = {"device_name"}
 GLUED = LABELS | {
     # formats
-    "fp16_max", "fp16_normal", "fp16_sub", "fp16_normal_log2", "fp16_sub_log2", "fp16_eps",
-    "fp16_eps_log2", "fp32_max", "bf16_max", "bf16_eps", "bf16_eps_log2", "bf16_exp_bits",
-    "bf16_mant_bits", "bf16_sig_bits", "fp8_payload_bits", "e4m3_max", "e4m3_eps", "e4m3_mant_bits",
-    "e5m2_max", "e5m2_eps", "e5m2_mant_bits",
+    "fp16_max",
+    "fp16_normal",
+    "fp16_sub",
+    "fp16_normal_log2",
+    "fp16_sub_log2",
+    "fp16_eps",
+    "fp16_eps_log2",
+    "fp32_max",
+    "bf16_max",
+    "bf16_eps",
+    "bf16_eps_log2",
+    "bf16_exp_bits",
+    "bf16_mant_bits",
+    "bf16_sig_bits",
+    "fp8_payload_bits",
+    "e4m3_max",
+    "e4m3_eps",
+    "e4m3_mant_bits",
+    "e5m2_max",
+    "e5m2_eps",
+    "e5m2_mant_bits",
     # gradients
-    "g_vocab", "g_n_logits", "g_n_hidden", "g_1_over_bsv", "g_bsv", "g_flush", "g_flush_log2",
-    "g_inv_flush", "g_safe", "g_safe_log2", "g_bf16_zero", "g_weights_ratio", "g_sub_scaled_max",
-    *(f"g_{k}_{what}" for k in ("logits", "activations", "weights")
-      for what in ("median", "zero", "sub", "zero_scaled")),
+    "g_vocab",
+    "g_n_logits",
+    "g_n_hidden",
+    "g_1_over_bsv",
+    "g_bsv",
+    "g_flush",
+    "g_flush_log2",
+    "g_inv_flush",
+    "g_safe",
+    "g_safe_log2",
+    "g_bf16_zero",
+    "g_weights_ratio",
+    "g_sub_scaled_max",
+    *(
+        f"g_{k}_{what}"
+        for k in ("logits", "activations", "weights")
+        for what in ("median", "zero", "sub", "zero_scaled")
+    ),
     # loss scaling
-    "gs_init", "gs_growth", "gs_backoff", "gs_interval", "sc_spike", "sc_spikes", "sc_steps",
-    "sc_interval", "sc_same", "sc_skipped", "sc_skipped_frac", "sc_final",
+    "gs_init",
+    "gs_growth",
+    "gs_backoff",
+    "gs_interval",
+    "sc_spike",
+    "sc_spikes",
+    "sc_steps",
+    "sc_interval",
+    "sc_same",
+    "sc_skipped",
+    "sc_skipped_frac",
+    "sc_final",
     # bf16 and master weights
-    "bf16_half_gap", "bf16_half_gap_log2", "mw_lr", "mw_offset", "mw_steps", "mw_loss0",
-    "mw_fp32_loss", "mw_master_loss", "mw_pure_loss", "mw_pure_lost", "mw_initial_error",
-    "mw_master_error", "mw_pure_error", "master_bytes",
+    "bf16_half_gap",
+    "bf16_half_gap_log2",
+    "mw_lr",
+    "mw_offset",
+    "mw_steps",
+    "mw_loss0",
+    "mw_fp32_loss",
+    "mw_master_loss",
+    "mw_pure_loss",
+    "mw_pure_lost",
+    "mw_initial_error",
+    "mw_master_error",
+    "mw_pure_error",
+    "master_bytes",
     # fp8
-    "f8_grad_std", "f8_E5M2_plain", "f8_E5M2_flushed", "f8_E5M2_scaled", "f8_E4M3_scaled",
-    "f8_jump_step", "f8_delayed_median", "f8_current_median", "f8_none_median", "f8_jump_sat",
-    "f8_jump_err", "f8_after_err",
+    "f8_grad_std",
+    "f8_E5M2_plain",
+    "f8_E5M2_flushed",
+    "f8_E5M2_scaled",
+    "f8_E4M3_scaled",
+    "f8_jump_step",
+    "f8_delayed_median",
+    "f8_current_median",
+    "f8_none_median",
+    "f8_jump_sat",
+    "f8_jump_err",
+    "f8_after_err",
     # matmul throughput and memory
-    "mm_n", "mm_fp32", "mm_bf16", "mm_fp16", "mm_fp16_n", "mm_bf16_over_fp32", "mm_fp16_over_fp32",
-    "h100_bf16_over_fp32", "h100_fp8_over_bf16", "state_per_param", "state_7b", "state_70b", "state_405b",
+    "mm_n",
+    "mm_fp32",
+    "mm_bf16",
+    "mm_fp16",
+    "mm_fp16_n",
+    "mm_bf16_over_fp32",
+    "mm_fp16_over_fp32",
+    "h100_bf16_over_fp32",
+    "h100_fp8_over_bf16",
+    "state_per_param",
+    "state_7b",
+    "state_70b",
+    "state_405b",
 }
-FRACTIONS = {k for k in GLUED if k.endswith(("_zero", "_sub", "_zero_scaled", "_lost"))} | {
-    "g_bf16_zero", "g_sub_scaled_max", "sc_skipped_frac", "f8_E5M2_flushed", "f8_jump_sat"}
+FRACTIONS = {
+    k for k in GLUED if k.endswith(("_zero", "_sub", "_zero_scaled", "_lost"))
+} | {
+    "g_bf16_zero",
+    "g_sub_scaled_max",
+    "sc_skipped_frac",
+    "f8_E5M2_flushed",
+    "f8_jump_sat",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +134,13 @@ def v(book):
 
 
 def test_every_glued_value_is_named_here_and_is_a_number_or_a_label(v):
-    assert set(v) == GLUED                        # a new glue needs a check in this file
+    assert set(v) == GLUED  # a new glue needs a check in this file
     assert v["device_name"].startswith(("CPU:", "GPU:")) and len(v["device_name"]) < 80
-    assert all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-               for k, x in v.items() if k not in LABELS)
+    assert all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        for k, x in v.items()
+        if k not in LABELS
+    )
     assert all(0 <= v[k] <= 1 for k in FRACTIONS)
 
 
@@ -66,8 +148,16 @@ def test_formats_against_ieee_754_and_ocp_fp8(v):
     # IEEE 754-2008 Table 3.5, binary16: emax 15, p 11 -> max (2 - 2^-10) 2^15 = 65504,
     # smallest normal 2^-14, smallest subnormal 2^-24, eps 2^-10
     assert v["fp16_max"] == 65504
-    assert (v["fp16_normal"], v["fp16_sub"], v["fp16_eps"]) == (2.0**-14, 2.0**-24, 2.0**-10)
-    assert (v["fp16_normal_log2"], v["fp16_sub_log2"], v["fp16_eps_log2"]) == (-14, -24, -10)
+    assert (v["fp16_normal"], v["fp16_sub"], v["fp16_eps"]) == (
+        2.0**-14,
+        2.0**-24,
+        2.0**-10,
+    )
+    assert (v["fp16_normal_log2"], v["fp16_sub_log2"], v["fp16_eps_log2"]) == (
+        -14,
+        -24,
+        -10,
+    )
     # binary32: emax 127, p 24; bfloat16: binary32's 8 exponent bits, p 8
     assert v["fp32_max"] == (2 - 2.0**-23) * 2.0**127
     assert v["bf16_max"] == (2 - 2.0**-7) * 2.0**127
@@ -87,32 +177,53 @@ def test_gradients_of_the_small_gpt(v):
     assert v["g_n_hidden"] == 16384 / 1e6
     assert v["g_1_over_bsv"] == pytest.approx(1 / 4_096_000, rel=1e-15)
     # fp16 flushes at or below half its smallest subnormal: 2^-25; 1 / 2^-25 = 33.554432 M
-    assert (v["g_flush"], v["g_flush_log2"], v["g_inv_flush"]) == (2.0**-25, -25, 33.554432)
+    assert (v["g_flush"], v["g_flush_log2"], v["g_inv_flush"]) == (
+        2.0**-25,
+        -25,
+        33.554432,
+    )
     # "close to 1/(bsV)": near-uniform softmax at initialisation gives p ~ 1/V, so each
     # non-target logit's gradient is p / (b s); the page asserts a factor of 2 either way
     assert 0.5 < v["g_logits_median"] * 4_096_000 < 2
     assert v["g_weights_ratio"] > 0 and v["g_weights_median"] > 0
     # the safe scale is a power of two, and scaling up never flushes more
-    assert v["g_safe"] == 2.0 ** v["g_safe_log2"] and v["g_safe_log2"] == int(v["g_safe_log2"])
+    assert v["g_safe"] == 2.0 ** v["g_safe_log2"] and v["g_safe_log2"] == int(
+        v["g_safe_log2"]
+    )
     for k in ("logits", "activations", "weights"):
         assert v[f"g_{k}_zero_scaled"] <= v[f"g_{k}_zero"]
-        assert v[f"g_{k}_zero"] + v[f"g_{k}_sub"] <= 1 + 1e-12          # disjoint zones
+        assert v[f"g_{k}_zero"] + v[f"g_{k}_sub"] <= 1 + 1e-12  # disjoint zones
     # "the same values in bf16 lose": bf16's smallest subnormal is 2^-133, far below any of them
     assert v["g_bf16_zero"] == 0
     # scaling up only lifts values out of the low zones: what is subnormal at the safe
     # scale was subnormal or flushed unscaled
-    assert v["g_sub_scaled_max"] <= max(v[f"g_{k}_zero"] + v[f"g_{k}_sub"]
-                                        for k in ("logits", "activations", "weights"))
+    assert v["g_sub_scaled_max"] <= max(
+        v[f"g_{k}_zero"] + v[f"g_{k}_sub"] for k in ("logits", "activations", "weights")
+    )
 
 
 def test_the_loss_scaler_matches_gradscaler(v):
     # torch.amp.GradScaler's documented defaults (the brief: init 65536, growth factor 2,
     # backoff 0.5, growth interval 2000)
-    assert (v["gs_init"], v["gs_growth"], v["gs_backoff"], v["gs_interval"]) == (65536, 2, 0.5, 2000)
-    assert (v["sc_steps"], v["sc_interval"], v["sc_spike"], v["sc_spikes"]) == (SCALER_STEPS, SCALER_INTERVAL, 1000, 4)
-    assert v["sc_same"] == v["sc_steps"]                  # the same scale after every step
-    assert v["sc_spikes"] <= v["sc_skipped"] < v["sc_steps"]   # every spike is skipped (the page asserts it)
-    assert v["sc_skipped_frac"] * SCALER_STEPS == pytest.approx(v["sc_skipped"], rel=1e-12)
+    assert (v["gs_init"], v["gs_growth"], v["gs_backoff"], v["gs_interval"]) == (
+        65536,
+        2,
+        0.5,
+        2000,
+    )
+    assert (v["sc_steps"], v["sc_interval"], v["sc_spike"], v["sc_spikes"]) == (
+        SCALER_STEPS,
+        SCALER_INTERVAL,
+        1000,
+        4,
+    )
+    assert v["sc_same"] == v["sc_steps"]  # the same scale after every step
+    assert (
+        v["sc_spikes"] <= v["sc_skipped"] < v["sc_steps"]
+    )  # every spike is skipped (the page asserts it)
+    assert v["sc_skipped_frac"] * SCALER_STEPS == pytest.approx(
+        v["sc_skipped"], rel=1e-12
+    )
     # the scale starts at 2^16 and is only ever doubled or halved
     assert math.log2(v["sc_final"]) == int(math.log2(v["sc_final"]))
 
@@ -126,8 +237,13 @@ def test_bf16_master_weights(v):
     assert v["mw_pure_lost"] == 1
     # unchanged weights: the error is the start's, up to rounding w0 to bf16 once (2^-8)
     assert abs(v["mw_pure_error"] - v["mw_initial_error"]) <= 2.0**-8
-    assert v["mw_master_error"] < v["mw_initial_error"]          # the master copy learns (page asserts)
-    assert min(v["mw_loss0"], v["mw_fp32_loss"], v["mw_master_loss"], v["mw_pure_loss"]) > 0
+    assert (
+        v["mw_master_error"] < v["mw_initial_error"]
+    )  # the master copy learns (page asserts)
+    assert (
+        min(v["mw_loss0"], v["mw_fp32_loss"], v["mw_master_loss"], v["mw_pure_loss"])
+        > 0
+    )
     # ZeRO (Rajbhandari et al. 2020), Sec. 3.1: the fp32 master copy is 4 bytes a parameter
     assert v["master_bytes"] == 4
 
@@ -139,7 +255,7 @@ def test_fp8_scaling(v):
     assert v["f8_E5M2_flushed"] == 1 and v["f8_E5M2_plain"] == 1
     # scaled: round to nearest moves each (normal) value by at most eps / 2
     assert 0 < v["f8_E4M3_scaled"] <= 0.125 / 2 and 0 < v["f8_E5M2_scaled"] <= 0.25 / 2
-    assert v["f8_E4M3_scaled"] < v["f8_E5M2_scaled"]             # one more mantissa bit
+    assert v["f8_E4M3_scaled"] < v["f8_E5M2_scaled"]  # one more mantissa bit
     assert v["f8_jump_step"] == FP8_STEPS * 3 // 4 + 1
     assert v["f8_current_median"] <= 0.125 / 2
     # delayed: at a typical step the history's amax is within a few percent of the tensor's,
@@ -148,7 +264,7 @@ def test_fp8_scaling(v):
     # no scale: sigma 1e-3 to 2.4e-3 puts most values among E4M3's subnormals (below 2^-6),
     # where the relative error exceeds the scaled cast's
     assert v["f8_none_median"] > v["f8_current_median"]
-    assert v["f8_after_err"] < v["f8_jump_err"]                    # the page asserts it
+    assert v["f8_after_err"] < v["f8_jump_err"]  # the page asserts it
     # At the jump the tensor's sigma grows 8 x 1.02. The history's amax is the largest of
     # 16 x 1024 draws whose sigmas run from 1.02^-15 to 1 times the old sigma: between 3.11
     # and 5.56 old sigmas (the 1e-4 and 1 - 1e-4 quantiles of a 20,000-run Monte Carlo of that
@@ -158,8 +274,8 @@ def test_fp8_scaling(v):
 
 
 def test_matmul_and_the_h100_datasheet(v):
-    assert v["mm_n"] in (256, 4096)                                # CPU or GPU test size
-    assert v["mm_fp16_n"] in (128, v["mm_n"])                      # the probe size, or full
+    assert v["mm_n"] in (256, 4096)  # CPU or GPU test size
+    assert v["mm_fp16_n"] in (128, v["mm_n"])  # the probe size, or full
     assert min(v["mm_fp32"], v["mm_bf16"], v["mm_fp16"]) > 0
     assert v["mm_bf16_over_fp32"] > 0 and v["mm_fp16_over_fp32"] > 0
     # NVIDIA H100 Tensor Core GPU datasheet, SXM5, dense: fp32 67 TFLOPS, bf16 989.4, fp8 1,978.9;
@@ -173,4 +289,6 @@ def test_model_state_bytes(v):
     assert v["state_per_param"] == 16
     # by hand: 7e9 x 16 = 1.12e11 bytes / 2^30 = 104.31 GiB; 70B: 1,043.08 GiB; 405B: 6,034.97 GiB
     for n, gib in ((7, 104.31), (70, 1043.08), (405, 6034.97)):
-        assert v[f"state_{n}b"] == pytest.approx(gib, abs=0.005)      # the hand values' last digit
+        assert v[f"state_{n}b"] == pytest.approx(
+            gib, abs=0.005
+        )  # the hand values' last digit

@@ -45,7 +45,9 @@ fp8_names = st.sampled_from(F.FP8_FORMATS)
 magnitudes = st.floats(1e-30, 1e30)
 finite = st.floats(-1e37, 1e37, allow_nan=False)
 scales = st.floats(1e-6, 1e6)
-value_lists = st.lists(st.floats(-1e6, 1e6).filter(lambda x: abs(x) > 1e-20), min_size=1, max_size=200)
+value_lists = st.lists(
+    st.floats(-1e6, 1e6).filter(lambda x: abs(x) > 1e-20), min_size=1, max_size=200
+)
 
 
 def _assert_named(call, name):
@@ -55,6 +57,7 @@ def _assert_named(call, name):
 
 # --- the formats ---------------------------------------------------------------------
 
+
 @FEW
 @given(names)
 def test_float_format_orders_its_limits(name):
@@ -62,8 +65,13 @@ def test_float_format_orders_its_limits(name):
     values = (f.max, f.smallest_normal, f.smallest_subnormal, f.eps)
     assert all(math.isfinite(x) and x > 0 for x in values)
     assert f.smallest_subnormal < f.smallest_normal < 1 < f.max
-    assert f.eps == 2.0**-f.mantissa_bits and f.bits == 1 + f.exponent_bits + f.mantissa_bits
-    assert f.smallest_subnormal == f.smallest_normal * f.eps     # the last mantissa bit, lowest exponent
+    assert (
+        f.eps == 2.0**-f.mantissa_bits
+        and f.bits == 1 + f.exponent_bits + f.mantissa_bits
+    )
+    assert (
+        f.smallest_subnormal == f.smallest_normal * f.eps
+    )  # the last mantissa bit, lowest exponent
     assert F.flush_threshold(name) == f.smallest_subnormal / 2
 
 
@@ -84,7 +92,7 @@ def test_overflow_threshold_sits_between_max_and_inf(name):
     t = F.overflow_threshold(name)
     f = F.float_format(name)
     assert math.isfinite(t) and t > f.max
-    assert F.round_to_format(t, name) == math.inf                 # the tie goes to the even neighbour
+    assert F.round_to_format(t, name) == math.inf  # the tie goes to the even neighbour
     assert F.round_to_format(np.nextafter(t, 0), name) == f.max
 
 
@@ -94,16 +102,18 @@ def test_round_to_format_is_monotone_idempotent_odd_and_within_half_a_step(name,
     f = F.float_format(name)
     x = np.sort(np.asarray(xs))
     r = F.round_to_format(x, name)
-    assert np.all(r[:-1] <= r[1:])                                 # rounding keeps the order
+    assert np.all(r[:-1] <= r[1:])  # rounding keeps the order
     kept = r[np.isfinite(r)]
-    assert kept.size == 0 or np.array_equal(F.round_to_format(kept, name), kept)   # idempotent
+    assert kept.size == 0 or np.array_equal(
+        F.round_to_format(kept, name), kept
+    )  # idempotent
     assert np.array_equal(F.round_to_format(-x, name), -r)
     inside = np.abs(x) <= f.max
     err = np.abs(r[inside] - x[inside])
     bound = np.maximum(np.abs(x[inside]) * f.eps / 2, f.smallest_subnormal / 2)
-    assert np.all(err <= bound * (1 + 1e-15))                      # 1e-15: the float64 product
+    assert np.all(err <= bound * (1 + 1e-15))  # 1e-15: the float64 product
     if not f.has_inf:
-        assert np.all(np.isfinite(r))                              # E4M3 saturates
+        assert np.all(np.isfinite(r))  # E4M3 saturates
 
 
 @FEW
@@ -112,8 +122,8 @@ def test_bf16_absorbs_is_monotone_in_the_update(w, u):
     took = F.bf16_absorbs(w, u)
     assert isinstance(took, bool)
     if took:
-        assert F.bf16_absorbs(w, 2 * u)                            # a larger step moves it too
-    if u < abs(w) * 2.0**-9:                                       # below a quarter step: always lost
+        assert F.bf16_absorbs(w, 2 * u)  # a larger step moves it too
+    if u < abs(w) * 2.0**-9:  # below a quarter step: always lost
         assert not took
 
 
@@ -124,27 +134,35 @@ def test_fp16_overflows_is_monotone(scale, g):
     assert isinstance(over, bool)
     if over:
         assert F.fp16_overflows(2 * scale, g) and F.fp16_overflows(scale, 2 * g)
-    if scale * g < 65504 * (1 - 1e-3):                             # well inside fp16 (fp32 product)
+    if scale * g < 65504 * (1 - 1e-3):  # well inside fp16 (fp32 product)
         assert not over
     assert F.fp16_overflows(scale, math.inf) and F.fp16_overflows(scale, math.nan)
 
 
 # --- the scaler ------------------------------------------------------------------------
 
+
 @FEW
-@given(st.lists(st.floats(1e-8, 1e3), min_size=1, max_size=300), st.integers(1, 50),
-       st.floats(0.1, 0.9), st.floats(1.1, 4.0))
-def test_simulate_scaler_keeps_a_finite_scale_and_halves_on_overflow(grad_max, interval, backoff, growth):
-    trace = F.simulate_scaler(grad_max, growth_interval=interval, backoff_factor=backoff,
-                              growth_factor=growth)
+@given(
+    st.lists(st.floats(1e-8, 1e3), min_size=1, max_size=300),
+    st.integers(1, 50),
+    st.floats(0.1, 0.9),
+    st.floats(1.1, 4.0),
+)
+def test_simulate_scaler_keeps_a_finite_scale_and_halves_on_overflow(
+    grad_max, interval, backoff, growth
+):
+    trace = F.simulate_scaler(
+        grad_max, growth_interval=interval, backoff_factor=backoff, growth_factor=growth
+    )
     assert len(trace.scales) == len(trace.skipped) == len(grad_max)
     assert all(math.isfinite(s) and s > 0 for s in trace.scales)
     previous = 65536.0
     for s, skipped in zip(trace.scales, trace.skipped):
         if skipped:
-            assert s < previous                                    # every skip backs off
+            assert s < previous  # every skip backs off
         else:
-            assert s >= previous                                   # a good step never shrinks it
+            assert s >= previous  # a good step never shrinks it
         previous = s
 
 
@@ -155,16 +173,22 @@ def test_scripted_and_injected_overflows_are_all_skipped(n, data):
     g = F.scripted_grad_max(n, tuple(sorted(steps)))
     assert len(g) == n and sum(math.isinf(x) for x in g) == len(steps)
     trace = F.simulate_scaler(g, init_scale=1.0, growth_interval=10**6)
-    assert {t for t, s in enumerate(trace.skipped) if s} == steps   # 1 x 1 never overflows fp16
+    assert {
+        t for t, s in enumerate(trace.skipped) if s
+    } == steps  # 1 x 1 never overflows fp16
 
 
 @FEW
-@given(st.integers(1, 2000), st.integers(0, 2**31), st.floats(1.0, 1e4), st.integers(0, 10))
-def test_drifting_grad_max_is_positive_and_spikes_grow_with_spike(n, seed, spike, n_spikes):
+@given(
+    st.integers(1, 2000), st.integers(0, 2**31), st.floats(1.0, 1e4), st.integers(0, 10)
+)
+def test_drifting_grad_max_is_positive_and_spikes_grow_with_spike(
+    n, seed, spike, n_spikes
+):
     g = F.drifting_grad_max(n, seed=seed, spike=spike, n_spikes=n_spikes)
     assert g.shape == (n,) and np.all(np.isfinite(g)) and np.all(g > 0)
     bigger = F.drifting_grad_max(n, seed=seed, spike=2 * spike, n_spikes=n_spikes)
-    assert np.all(bigger >= g)                                      # the same steps, lifted more
+    assert np.all(bigger >= g)  # the same steps, lifted more
 
 
 @FEW
@@ -175,7 +199,9 @@ def test_max_safe_scale_is_the_largest_power_of_two_that_fits(amax, name):
     s = F.max_safe_scale(amax, name)
     assert math.log2(s) == int(math.log2(s))
     assert amax * s <= fmax < amax * 2 * s
-    assert F.max_safe_scale(2 * amax, name) == s / 2               # twice the gradient, half the scale
+    assert (
+        F.max_safe_scale(2 * amax, name) == s / 2
+    )  # twice the gradient, half the scale
 
 
 @FEW
@@ -184,15 +210,19 @@ def test_fp8_scale_maps_amax_below_the_max(amax, name, margin):
     s = F.fp8_scale(amax, name, margin)
     assert math.isfinite(s) and s > 0
     assert amax * s == pytest.approx(F.float_format(name).max / 2**margin, rel=1e-12)
-    assert F.fp8_scale(2 * amax, name, margin) < s and F.fp8_scale(amax, name, margin + 1) < s
+    assert (
+        F.fp8_scale(2 * amax, name, margin) < s
+        and F.fp8_scale(amax, name, margin + 1) < s
+    )
 
 
 # --- histograms and zones ----------------------------------------------------------------
 
+
 @FEW
 @given(value_lists, st.sampled_from([1.0, 0.5, 0.25, 0.125]))
 def test_log2_histogram_counts_every_nonzero_value(values, width):
-    h = F.log2_histogram(values + [0.0], width)                     # zeros are not counted
+    h = F.log2_histogram(values + [0.0], width)  # zeros are not counted
     assert h.n == len(values) == h.counts.sum()
     assert np.allclose(np.diff(h.edges_log2), width)
     assert np.all(np.diff(h.sorted_abs) >= 0)
@@ -200,12 +230,14 @@ def test_log2_histogram_counts_every_nonzero_value(values, width):
 
 @FEW
 @given(value_lists, magnitudes, scales, st.booleans())
-def test_fraction_below_is_a_fraction_and_grows_with_threshold_and_scale(values, t, s, inclusive):
+def test_fraction_below_is_a_fraction_and_grows_with_threshold_and_scale(
+    values, t, s, inclusive
+):
     h = F.log2_histogram(values)
     f = F.fraction_below(h, t, s, inclusive)
     assert 0 <= f <= 1
     assert F.fraction_below(h, 2 * t, s, inclusive) >= f
-    assert F.fraction_below(h, t, s / 2, inclusive) >= f            # a smaller scale, more below
+    assert F.fraction_below(h, t, s / 2, inclusive) >= f  # a smaller scale, more below
     assert F.fraction_below(h, t, s, True) >= F.fraction_below(h, t, s, False)
 
 
@@ -215,12 +247,17 @@ def test_zone_fractions_sum_to_one_and_slide_with_the_scale(values, name, log2_s
     h = F.log2_histogram(values)
     z = F.zone_fractions(h, name, 2.0**log2_scale)
     parts = (z.flushed, z.subnormal, z.normal, z.overflow)
-    assert all(-1e-12 <= p <= 1 + 1e-12 for p in parts) and sum(parts) == pytest.approx(1)
+    assert all(-1e-12 <= p <= 1 + 1e-12 for p in parts) and sum(parts) == pytest.approx(
+        1
+    )
     up = F.zone_fractions(h, name, 2.0 ** (log2_scale + 1))
-    assert up.flushed <= z.flushed and up.overflow >= z.overflow   # scaling up slides right
+    assert (
+        up.flushed <= z.flushed and up.overflow >= z.overflow
+    )  # scaling up slides right
 
 
 # --- bad input -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("bad", NOT_A_NAME)
 def test_bad_format_names_are_named(bad):
@@ -229,14 +266,18 @@ def test_bad_format_names_are_named(bad):
     _assert_named(lambda: F.round_to_format([1.0], bad), "name must be one of")
     _assert_named(lambda: F.max_safe_scale(1.0, bad), "name must be one of")
     _assert_named(lambda: F.fp8_scale(1.0, bad), "name must be one of")
-    _assert_named(lambda: F.zone_fractions(F.log2_histogram([1.0]), bad), "name must be one of")
+    _assert_named(
+        lambda: F.zone_fractions(F.log2_histogram([1.0]), bad), "name must be one of"
+    )
 
 
 def test_fp8_scale_wants_an_fp8_name():
     _assert_named(lambda: F.fp8_scale(1.0, "fp16"), "name must be one of")
 
 
-@pytest.mark.parametrize("bad", NOT_FINITE + ["abc", [], [1.0, math.nan], [True, False]])
+@pytest.mark.parametrize(
+    "bad", NOT_FINITE + ["abc", [], [1.0, math.nan], [True, False]]
+)
 def test_bad_values_are_named(bad):
     _assert_named(lambda: F.round_to_format(bad, "fp16"), "values must")
     _assert_named(lambda: F.log2_histogram(bad), "values must")
@@ -268,7 +309,9 @@ def test_positive_arguments_are_named(bad):
 def test_positive_integers_are_named(bad):
     _assert_named(lambda: F.scripted_grad_max(bad), "n_steps")
     _assert_named(lambda: F.drifting_grad_max(bad), "n_steps")
-    _assert_named(lambda: F.simulate_scaler([1.0], growth_interval=bad), "growth_interval")
+    _assert_named(
+        lambda: F.simulate_scaler([1.0], growth_interval=bad), "growth_interval"
+    )
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2", None])
@@ -277,7 +320,9 @@ def test_counts_and_margins_are_named(bad):
     _assert_named(lambda: F.drifting_grad_max(10, n_spikes=bad), "n_spikes")
 
 
-@pytest.mark.parametrize("bad", [[], "abc", 3.0, [1.0, -1.0], [1.0, 0.0], [True], ["1"]])
+@pytest.mark.parametrize(
+    "bad", [[], "abc", 3.0, [1.0, -1.0], [1.0, 0.0], [True], ["1"]]
+)
 def test_simulate_scaler_names_bad_gradients(bad):
     _assert_named(lambda: F.simulate_scaler(bad), "grad_max")
 
@@ -286,7 +331,9 @@ def test_simulate_scaler_names_bad_gradients(bad):
 def test_fp16_overflows_and_fraction_below_name_non_numbers_and_non_bools(bad):
     if not isinstance(bad, (int, float)) or isinstance(bad, bool):
         _assert_named(lambda: F.fp16_overflows(1.0, bad), "grad_max")
-    _assert_named(lambda: F.fraction_below(F.log2_histogram([1.0]), 1.0, 1.0, bad), "inclusive")
+    _assert_named(
+        lambda: F.fraction_below(F.log2_histogram([1.0]), 1.0, 1.0, bad), "inclusive"
+    )
 
 
 @FEW

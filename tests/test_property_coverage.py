@@ -24,8 +24,9 @@ def declared_covers() -> dict[str, str]:
     covers = {}
     for path in sorted(TESTS.rglob("test_*.py")):
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROPERTY_COVERS"
-                                                    for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", None) == "PROPERTY_COVERS" for t in node.targets
+            ):
                 for name in ast.literal_eval(node.value):
                     covers[name] = path.name
     return covers
@@ -36,14 +37,19 @@ def public_functions() -> set[str]:
     found = set()
     for name in torch_free_modules():
         tree = ast.parse(mods[name].read_text())
-        found |= {f"{name}.{n.name}" for n in tree.body
-                  if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+        found |= {
+            f"{name}.{n.name}"
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
+        }
     return found
 
 
 def test_every_calculator_has_property_tests():
     missing = sorted(public_functions() - set(declared_covers()))
-    assert not missing, "public torch-free functions without property tests:\n  " + "\n  ".join(missing)
+    assert not missing, (
+        "public torch-free functions without property tests:\n  " + "\n  ".join(missing)
+    )
 
 
 def _given_tests_call(path: Path) -> set[str]:
@@ -51,13 +57,19 @@ def _given_tests_call(path: Path) -> set[str]:
     called = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.FunctionDef) and any(
-                isinstance(d, ast.Call) and getattr(d.func, "id", getattr(d.func, "attr", "")) == "given"
-                for d in node.decorator_list):
+            isinstance(d, ast.Call)
+            and getattr(d.func, "id", getattr(d.func, "attr", "")) == "given"
+            for d in node.decorator_list
+        ):
             for sub in ast.walk(node):
                 if isinstance(sub, ast.Call):
                     f = sub.func
-                    called.add(f.id if isinstance(f, ast.Name) else getattr(f, "attr", ""))
-                elif isinstance(sub, (ast.Name, ast.Attribute)):   # passed as a value (a table of callables)
+                    called.add(
+                        f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+                    )
+                elif isinstance(
+                    sub, (ast.Name, ast.Attribute)
+                ):  # passed as a value (a table of callables)
                     called.add(sub.id if isinstance(sub, ast.Name) else sub.attr)
     return called
 
@@ -72,7 +84,10 @@ def test_covered_functions_are_exercised_by_given_tests():
     for fname, names in by_file.items():
         called = _given_tests_call(next(TESTS.rglob(fname)))
         missing += [n for n in names if n.rsplit(".", 1)[1] not in called]
-    assert not missing, "declared in PROPERTY_COVERS but used by no @given test:\n  " + "\n  ".join(sorted(missing))
+    assert not missing, (
+        "declared in PROPERTY_COVERS but used by no @given test:\n  "
+        + "\n  ".join(sorted(missing))
+    )
 
 
 def test_covers_name_real_functions():

@@ -14,7 +14,7 @@ from mlbook.recompute import formulas as recompute
 matplotlib.use("Agg")
 
 SHAPES = [  # (s, b, h, a, L)
-    (4096, 1, 4096, 32, 32),     # Llama-2-7B at 4k (BRIEF section 4)
+    (4096, 1, 4096, 32, 32),  # Llama-2-7B at 4k (BRIEF section 4)
     (2048, 4, 1024, 16, 24),
     (512, 8, 768, 12, 12),
     (131072, 1, 16384, 128, 126),
@@ -23,6 +23,7 @@ SHAPES = [  # (s, b, h, a, L)
 
 
 # --- the plans ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("s,b,h,a,L", SHAPES)
 def test_full_plan_is_L_inputs_plus_one_layer(s, b, h, a, L):
@@ -42,7 +43,11 @@ def test_none_needs_the_most_memory(s, b, h, a, L):
     if L > 1:
         assert none == max(p.memory_bytes for p in plans.values())
     else:  # one layer: a checkpoint keeps the input on top of everything
-        assert plans["full"].memory_bytes == plans["sqrt"].memory_bytes == none + 2 * s * b * h
+        assert (
+            plans["full"].memory_bytes
+            == plans["sqrt"].memory_bytes
+            == none + 2 * s * b * h
+        )
 
 
 @pytest.mark.parametrize("s,b,h,a,L", SHAPES)
@@ -58,7 +63,11 @@ def test_selective_and_sqrt_plans(s, b, h, a, L):
 def test_extra_flops_fractions():
     plans = recompute.checkpoint_plans(4096, 1, 4096, 32, 32)
     assert plans["none"].extra_flops_fraction == 0
-    assert plans["full"].extra_flops_fraction == plans["sqrt"].extra_flops_fraction == 1 / 3
+    assert (
+        plans["full"].extra_flops_fraction
+        == plans["sqrt"].extra_flops_fraction
+        == 1 / 3
+    )
     # s = h, d_ff = 4h: core share 4h^2 / (8h^2 + 16h^2 + 4h^2) = 1/7
     assert recompute.attention_core_fraction(4096, 4096) == pytest.approx(1 / 7)
     assert plans["selective"].extra_flops_fraction == pytest.approx(1 / 21)
@@ -66,11 +75,18 @@ def test_extra_flops_fractions():
 
 
 def test_core_fraction_grows_with_s_and_falls_with_h():
-    fr = [recompute.attention_core_fraction(s, 4096) for s in (512, 2048, 8192, 32768, 2**20)]
+    fr = [
+        recompute.attention_core_fraction(s, 4096)
+        for s in (512, 2048, 8192, 32768, 2**20)
+    ]
     assert fr == sorted(fr) and fr[-1] < 1
-    assert recompute.attention_core_fraction(8192, 8192) < recompute.attention_core_fraction(8192, 4096)
+    assert recompute.attention_core_fraction(
+        8192, 8192
+    ) < recompute.attention_core_fraction(8192, 4096)
     # a wider MLP dilutes the core
-    assert recompute.attention_core_fraction(4096, 4096, 6) < recompute.attention_core_fraction(4096, 4096, 4)
+    assert recompute.attention_core_fraction(
+        4096, 4096, 6
+    ) < recompute.attention_core_fraction(4096, 4096, 4)
 
 
 def test_layer_forward_flops():
@@ -79,7 +95,9 @@ def test_layer_forward_flops():
     # times b s = 512 tokens
     assert recompute.layer_forward_flops(s, b, h) == 872_415_232
     core = 4 * b * s * s * h
-    assert core / recompute.layer_forward_flops(s, b, h) == pytest.approx(recompute.attention_core_fraction(s, h))
+    assert core / recompute.layer_forward_flops(s, b, h) == pytest.approx(
+        recompute.attention_core_fraction(s, h)
+    )
 
 
 def test_seq_len_for_selective_overhead():
@@ -88,15 +106,19 @@ def test_seq_len_for_selective_overhead():
     assert s_star == pytest.approx(72 * 0.1 * h / 2.8)
     assert recompute.selective_extra_flops_fraction(math.floor(s_star), h) < 0.10
     assert recompute.selective_extra_flops_fraction(math.ceil(s_star), h) > 0.10
-    assert recompute.seq_len_for_selective_overhead(2 * h, 0.10) == pytest.approx(2 * s_star)
+    assert recompute.seq_len_for_selective_overhead(2 * h, 0.10) == pytest.approx(
+        2 * s_star
+    )
 
 
 def test_optimal_segments():
     L, A, I = 64, 8.0, 2.0
     c_star = recompute.optimal_segments(L, A, I)
     assert c_star == pytest.approx(16)
+
     def cont(c):
         return c * I + L / c * A
+
     assert cont(c_star) <= min(cont(c_star * 0.9), cont(c_star * 1.1))
     best = recompute.best_segments(L, A, I)
     mem = [recompute.segments_memory_bytes(c, L, A, I) for c in range(1, L + 1)]
@@ -104,8 +126,14 @@ def test_optimal_segments():
     # Llama-2-7B at 4k: a layer keeps 97x its input, c* > L, so checkpoint every layer
     A7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32)
     I7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32, "full")
-    assert recompute.optimal_segments(32, A7, I7) > 32 and recompute.best_segments(32, A7, I7) == 32
-    assert recompute.segments_memory_bytes(32, 32, A7, I7) == recompute.checkpoint_plans(4096, 1, 4096, 32, 32)["full"].memory_bytes
+    assert (
+        recompute.optimal_segments(32, A7, I7) > 32
+        and recompute.best_segments(32, A7, I7) == 32
+    )
+    assert (
+        recompute.segments_memory_bytes(32, 32, A7, I7)
+        == recompute.checkpoint_plans(4096, 1, 4096, 32, 32)["full"].memory_bytes
+    )
 
 
 def test_selective_vs_sqrt_depends_on_seq_len():
@@ -117,7 +145,9 @@ def test_selective_vs_sqrt_depends_on_seq_len():
     assert lo["sqrt"].memory_bytes < lo["selective"].memory_bytes
     assert hi["selective"].memory_bytes < hi["sqrt"].memory_bytes
     assert 2048 < cross < 4096
-    assert recompute.selective_sqrt_crossover_seq_len(64, 4, 1) == 0.0   # one layer: sqrt never wins
+    assert (
+        recompute.selective_sqrt_crossover_seq_len(64, 4, 1) == 0.0
+    )  # one layer: sqrt never wins
 
 
 def test_block_items_reproduce_korthikanti():
@@ -136,7 +166,9 @@ def test_activation_formula_known_values():
     # sbh = 2,097,152; 5as/h = 5 * 16 * 2048 / 1024 = 160, so A = 194 sbh
     s, b, h, a = 2048, 1, 1024, 16
     assert recompute.activation_bytes_per_layer(s, b, h, a) == 194 * 2_097_152
-    assert recompute.activation_bytes_per_layer(s, b, h, a, "selective") == 34 * 2_097_152
+    assert (
+        recompute.activation_bytes_per_layer(s, b, h, a, "selective") == 34 * 2_097_152
+    )
     assert recompute.activation_bytes_per_layer(s, b, h, a, "full") == 2 * 2_097_152
 
 
@@ -145,10 +177,10 @@ def test_llama2_7b_at_4k_reproduces_the_brief():
     # 4.0 GiB full. By hand, sbh = 2^24, a s^2 b = 2^29: A = 34 * 2^24 + 5 * 2^29 = 3.03125 GiB.
     gib = 2**30
     plans = recompute.checkpoint_plans(4096, 1, 4096, 32, 32)
-    assert plans["none"].memory_bytes / gib == 97.0                # 32 * 3.03125
-    assert plans["selective"].memory_bytes / gib == 17.0           # 32 * 34 * 2^24
-    assert plans["sqrt"].memory_bytes / gib == 18.375              # 6 * 2^25 + 6 * A
-    assert plans["full"].memory_bytes / gib == 4.03125             # 32 * 2^25 + A
+    assert plans["none"].memory_bytes / gib == 97.0  # 32 * 3.03125
+    assert plans["selective"].memory_bytes / gib == 17.0  # 32 * 34 * 2^24
+    assert plans["sqrt"].memory_bytes / gib == 18.375  # 6 * 2^25 + 6 * A
+    assert plans["full"].memory_bytes / gib == 4.03125  # 32 * 2^25 + A
     # and it is about as much as the model state (16 bytes a parameter, 6,738,415,616 parameters)
     state = memory.model_state_bytes(n_params(config.LLAMA2_7B))
     assert state / gib == pytest.approx(16 * 6_738_415_616 / gib)
@@ -163,10 +195,14 @@ def test_llama2_own_block_count_by_hand():
     m = 11008 / 4096
     c = recompute.saved_coefficients(dropout=False, mlp="swiglu", d_ff_mult=m)
     assert (c.linear, c.square) == (37.5, 2)
-    lb = recompute.layer_bytes(4096, 1, 4096, 32, dropout=False, mlp="swiglu", d_ff_mult=m)
-    assert lb.none == 37.5 * 2**24 + 2 * 2**29       # 1.5859375 GiB
+    lb = recompute.layer_bytes(
+        4096, 1, 4096, 32, dropout=False, mlp="swiglu", d_ff_mult=m
+    )
+    assert lb.none == 37.5 * 2**24 + 2 * 2**29  # 1.5859375 GiB
     assert lb.selective == 37.5 * 2**24 and lb.full == 2 * 2**24
-    plans = recompute.checkpoint_plans(4096, 1, 4096, 32, 32, d_ff_mult=m, mlp="swiglu", layer=lb)
+    plans = recompute.checkpoint_plans(
+        4096, 1, 4096, 32, 32, d_ff_mult=m, mlp="swiglu", layer=lb
+    )
     assert plans["none"].memory_bytes / 2**30 == 50.75
     assert plans["full"].memory_bytes / 2**30 == 32 * 2 * 2**24 / 2**30 + 1.5859375
 
@@ -175,20 +211,30 @@ def test_saved_coefficients_default_is_the_paper():
     assert recompute.saved_coefficients() == recompute.Coefficients(34, 5)
     # fp32 without dropout: 4 bytes a value, no masks, probabilities stored once:
     # (2+2+4+2+2+2+2+8+8) * 2 = 64 sbh and 4 a s^2 b
-    assert recompute.saved_coefficients(act_bytes=4, dropout=False) == recompute.Coefficients(64, 4)
+    assert recompute.saved_coefficients(
+        act_bytes=4, dropout=False
+    ) == recompute.Coefficients(64, 4)
     assert recompute.layer_bytes(64, 2, 128, 4) == recompute.LayerBytes(
-        *(recompute.activation_bytes_per_layer(64, 2, 128, 4, m) for m in recompute.RECOMPUTE_MODES))
+        *(
+            recompute.activation_bytes_per_layer(64, 2, 128, 4, m)
+            for m in recompute.RECOMPUTE_MODES
+        )
+    )
 
 
 def test_swiglu_flops():
     # three h x d_ff matmuls: 6 h d_ff per token, so a SwiGLU MLP of width d equals a GELU
     # MLP of width 1.5 d in FLOPs
-    assert recompute.layer_forward_flops(8, 1, 64, 2.0, "swiglu") == recompute.layer_forward_flops(8, 1, 64, 3.0)
-    assert recompute.attention_core_fraction(4096, 4096, 11008 / 4096, "swiglu") == pytest.approx(
-        4 * 4096 / (8 * 4096 + 6 * 11008 + 4 * 4096))
+    assert recompute.layer_forward_flops(
+        8, 1, 64, 2.0, "swiglu"
+    ) == recompute.layer_forward_flops(8, 1, 64, 3.0)
+    assert recompute.attention_core_fraction(
+        4096, 4096, 11008 / 4096, "swiglu"
+    ) == pytest.approx(4 * 4096 / (8 * 4096 + 6 * 11008 + 4 * 4096))
 
 
 # moved from tests/test_memory.py with activation_bytes_per_layer
+
 
 def test_attention_mlp_norm_split():
     # attention 11sbh + 5as^2b, MLP 19sbh, norms 4sbh (the paper's per-part sums)
@@ -200,26 +246,39 @@ def test_attention_mlp_norm_split():
 
 def test_activation_is_linear_in_b_and_order_of_strategies():
     for s in (128, 1024, 8192):
-        none, sel, full = (recompute.activation_bytes_per_layer(s, 1, 1024, 16, r)
-                           for r in ("none", "selective", "full"))
+        none, sel, full = (
+            recompute.activation_bytes_per_layer(s, 1, 1024, 16, r)
+            for r in ("none", "selective", "full")
+        )
         assert none > sel > full
         assert recompute.activation_bytes_per_layer(s, 4, 1024, 16) == 4 * none
 
 
 def test_score_term_grows_as_s_squared():
     h, a = 1024, 16
+
     def score(s):
-        return (recompute.activation_bytes_per_layer(s, 1, h, a)
-                - recompute.activation_bytes_per_layer(s, 1, h, a, "selective"))
+        return recompute.activation_bytes_per_layer(
+            s, 1, h, a
+        ) - recompute.activation_bytes_per_layer(s, 1, h, a, "selective")
+
     assert score(2048) == 4 * score(1024)
     assert math.isclose(score(1024), 5 * a * 1024**2)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(s=0), "s must"), (dict(b=-1), "b must"), (dict(h=0), "h must"),
-    (dict(a=0), "a must"), (dict(s=1.5), "s must"), (dict(h=True), "h must"),
-    (dict(a=3), "a=3 must divide h=64"), (dict(recompute="sqrt"), "recompute must be one of"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(s=0), "s must"),
+        (dict(b=-1), "b must"),
+        (dict(h=0), "h must"),
+        (dict(a=0), "a must"),
+        (dict(s=1.5), "s must"),
+        (dict(h=True), "h must"),
+        (dict(a=3), "a=3 must divide h=64"),
+        (dict(recompute="sqrt"), "recompute must be one of"),
+    ],
+)
 def test_activation_rejects_bad_input(kw, match):
     args = dict(s=16, b=1, h=64, a=4, recompute="none") | kw
     with pytest.raises(ValueError, match=match):
@@ -228,11 +287,19 @@ def test_activation_rejects_bad_input(kw, match):
 
 # --- bad input ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args,match", [
-    ((0, 1, 64, 4, 2), "s must"), ((16, 0, 64, 4, 2), "b must"), ((16, 1, -64, 4, 2), "h must"),
-    ((16, 1, 64, 0, 2), "a must"), ((16, 1, 64, 4, 0), "L must"), ((16, 1, 64, 5, 2), "a=5 must divide h=64"),
-    ((16.0, 1, 64, 4, 2), "s must"),
-])
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((0, 1, 64, 4, 2), "s must"),
+        ((16, 0, 64, 4, 2), "b must"),
+        ((16, 1, -64, 4, 2), "h must"),
+        ((16, 1, 64, 0, 2), "a must"),
+        ((16, 1, 64, 4, 0), "L must"),
+        ((16, 1, 64, 5, 2), "a=5 must divide h=64"),
+        ((16.0, 1, 64, 4, 2), "s must"),
+    ],
+)
 def test_plans_reject_bad_sizes(args, match):
     with pytest.raises(ValueError, match=match):
         recompute.checkpoint_plans(*args)
@@ -296,14 +363,18 @@ def test_issue_16_bad_input_paths(bad):
         recompute.layer_forward_flops(8, 1, 64, mlp=bad)
 
 
-
-
 # --- figures --------------------------------------------------------------------------
+
 
 def test_figures_have_labelled_axes():
     from mlbook.recompute import figures as figs
-    for fig in (figs.strategy_tradeoff(4096, 4096, 32, 32, 1), figs.segments_memory(4096, 4096, 32, 32, 1),
-                figs.memory_vs_seq_len(4096, 32, 32), figs.selective_overhead_vs_seq_len()):
+
+    for fig in (
+        figs.strategy_tradeoff(4096, 4096, 32, 32, 1),
+        figs.segments_memory(4096, 4096, 32, 32, 1),
+        figs.memory_vs_seq_len(4096, 32, 32),
+        figs.selective_overhead_vs_seq_len(),
+    ):
         for ax in fig.axes:
             assert ax.get_xlabel() and ax.get_ylabel()
         matplotlib.pyplot.close(fig)
@@ -312,16 +383,23 @@ def test_figures_have_labelled_axes():
 # --- measured counterparts (torch, CPU) ----------------------------------------------------
 
 torch = pytest.importorskip("torch")
-from mlbook.recompute import experiments as recompute_demo  # noqa: E402
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config  # noqa: E402
+from mlbook.recompute import experiments as recompute_demo  # noqa: E402
 
 CFG = tiny_config(n_layers=2, d_model=64, n_heads=4, vocab_size=128)
 
 
-@pytest.mark.parametrize("dtype,dropout,impl", [
-    ("fp32", 0.0, "math"), ("fp32", 0.1, "math"), ("bf16", 0.0, "math"), ("bf16", 0.1, "math"),
-    ("fp32", 0.0, "sdpa"), ("bf16", 0.0, "sdpa"),
-])
+@pytest.mark.parametrize(
+    "dtype,dropout,impl",
+    [
+        ("fp32", 0.0, "math"),
+        ("fp32", 0.1, "math"),
+        ("bf16", 0.0, "math"),
+        ("bf16", 0.1, "math"),
+        ("fp32", 0.0, "sdpa"),
+        ("bf16", 0.0, "sdpa"),
+    ],
+)
 def test_saved_bytes_match_formula(dtype, dropout, impl):
     s, b = 32, 2
     r = recompute_demo.compare_block(CFG, s, b, dtype, dropout, "cpu", impl)
@@ -331,7 +409,7 @@ def test_saved_bytes_match_formula(dtype, dropout, impl):
     # two LayerNorms, each a mean and an inverse std per token, in the activation dtype
     assert r.extras["norm statistics"] == 2 * 2 * b * s * r.act_bytes
     if impl == "math":
-        assert r.extras["causal mask"] == s * s          # one bool per (query, key)
+        assert r.extras["causal mask"] == s * s  # one bool per (query, key)
     else:
         assert "causal mask" not in r.extras
 
@@ -342,7 +420,7 @@ def test_paper_shape_block_agrees_in_bf16():
     cfg = tiny_config(n_layers=1, d_model=h, n_heads=a)
     r = recompute_demo.compare_block(cfg, s, b, "bf16", 0.1)
     paper = recompute.activation_bytes_per_layer(s, b, h, a)
-    masks = 2 * s * b * h + a * s * s * b          # the three masks, one extra byte a value
+    masks = 2 * s * b * h + a * s * s * b  # the three masks, one extra byte a value
     assert r.formula_bytes == paper + masks
 
 
@@ -354,7 +432,9 @@ def test_dropout_mask_bytes_and_bad_input():
     with pytest.raises(ValueError, match="dtype"):
         recompute_demo.compare_block(CFG, 8, 1, "fp16")
     with pytest.raises(ValueError, match="GELU MLP"):
-        recompute_demo.compare_block(tiny_config(n_layers=1, d_model=64, n_heads=4, mlp="swiglu"), 8, 1)
+        recompute_demo.compare_block(
+            tiny_config(n_layers=1, d_model=64, n_heads=4, mlp="swiglu"), 8, 1
+        )
 
 
 def test_use_strategy_restores_block_fn_and_rejects_bad_names():
@@ -384,7 +464,9 @@ def test_recompute_gives_the_same_gradients():
 
 @pytest.fixture(scope="module")
 def measured():
-    return recompute_demo.measure_strategies(CFG, 32, 2, "cpu", rounds=1, log=lambda *a, **k: None)
+    return recompute_demo.measure_strategies(
+        CFG, 32, 2, "cpu", rounds=1, log=lambda *a, **k: None
+    )
 
 
 def test_full_recompute_counts_4_3_of_the_blocks(measured):
@@ -393,7 +475,9 @@ def test_full_recompute_counts_4_3_of_the_blocks(measured):
     none, whole = measured["none"].flops, measured.full_whole_forward_flops
     # the checkpointed blocks run exactly one more forward: 4/3 of their FLOPs
     assert (whole - head) * 3 == (none - head) * 4
-    blocks_fwd = measured.forward_flops - recompute_demo.head_flops(CFG, s, b, backward=False)
+    blocks_fwd = measured.forward_flops - recompute_demo.head_flops(
+        CFG, s, b, backward=False
+    )
     assert blocks_fwd == L * recompute.layer_forward_flops(s, b, h)
     assert whole - none == blocks_fwd
     # the head is not recomputed, so the whole step grows a little less than 4/3
@@ -421,6 +505,7 @@ def test_measured_memory_falls_with_recompute(measured):
 
 def test_measured_figure(measured):
     from mlbook.recompute import figures as figs
+
     fig = figs.measured_strategies(measured, "CPU test")
     assert all(ax.get_ylabel() for ax in fig.axes)
     matplotlib.pyplot.close(fig)
@@ -437,8 +522,15 @@ def test_measure_strategies_rejects_bad_settings_and_restores_threads():
 
 # --- a Llama-shaped block -----------------------------------------------------------------
 
-LLAMA_BLK = config.TransformerConfig(n_layers=1, d_model=64, n_heads=4, d_ff=172, vocab_size=128,
-                                     mlp="swiglu", name="Llama-shaped block")
+LLAMA_BLK = config.TransformerConfig(
+    n_layers=1,
+    d_model=64,
+    n_heads=4,
+    d_ff=172,
+    vocab_size=128,
+    mlp="swiglu",
+    name="Llama-shaped block",
+)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
@@ -463,8 +555,9 @@ def test_fused_rmsnorm_matches_the_definition_and_its_gradient():
         norm.weight.copy_(torch.linspace(0.5, 1.5, 8))
     want = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm.weight
     torch.testing.assert_close(norm(x), want)
-    assert torch.autograd.gradcheck(lambda x, w: recompute_demo._FusedRMSNormFn.apply(x, w, 1e-6),
-                                    (x, norm.weight))
+    assert torch.autograd.gradcheck(
+        lambda x, w: recompute_demo._FusedRMSNormFn.apply(x, w, 1e-6), (x, norm.weight)
+    )
 
 
 def test_llama_block_rejects_a_gelu_config():
@@ -477,7 +570,7 @@ def test_llama_block_rejects_a_gelu_config():
 def test_flop_check_is_exact(measured):
     fc = recompute_demo.flop_check(measured)
     assert fc.exact
-    assert fc.blocks_ratio == pytest.approx(4 / 3, rel=1e-12)      # one more forward of 3
+    assert fc.blocks_ratio == pytest.approx(4 / 3, rel=1e-12)  # one more forward of 3
     assert 1 < fc.whole_ratio < 4 / 3 and fc.default_ratio < fc.whole_ratio
     # at s = 32, h = 64 (GELU, d_ff = 4h) the core is 4sh / (24h^2 + 4sh) = 8192 / 106496 of
     # a forward; a third of that is selective's share of the blocks' training FLOPs

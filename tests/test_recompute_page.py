@@ -18,8 +18,12 @@ EXACT = 1e-12
 
 # Korthikanti et al. 2022 (arXiv:2205.05198), Table 4: time of one transformer layer of
 # the 22B model, forward + backward ("combined"), in ms, as printed.
-TABLE_4_COMBINED_MS = {"baseline no recompute": 19.6, "full": 27.2, "selective": 20.9,
-                       "selective + sequence parallel": 20.3}
+TABLE_4_COMBINED_MS = {
+    "baseline no recompute": 19.6,
+    "full": 27.2,
+    "selective": 20.9,
+    "selective + sequence parallel": 20.3,
+}
 # Table 5: selective recompute's throughput increase over full recompute, as printed
 # (22B, 175B, 530B, 1T).
 TABLE_5_THROUGHPUT_INCREASE = (0.290, 0.318, 0.297, 0.321)
@@ -31,7 +35,10 @@ def test_reported_overheads_are_the_papers_tables():
         # the paper prints whole percent: 27.2 / 19.6 = 1.388, 20.9 / 19.6 = 1.066, 20.3 / 19.6 = 1.036
         assert overhead == round(TABLE_4_COMBINED_MS[k] / base - 1, 2), k
     lo, hi = recompute.REPORTED_THROUGHPUT_GAIN
-    assert (lo, hi) == (round(min(TABLE_5_THROUGHPUT_INCREASE), 2), round(max(TABLE_5_THROUGHPUT_INCREASE), 2))
+    assert (lo, hi) == (
+        round(min(TABLE_5_THROUGHPUT_INCREASE), 2),
+        round(max(TABLE_5_THROUGHPUT_INCREASE), 2),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +65,11 @@ def test_llama2_7b_with_the_papers_formula(v):
     # BRIEF section 4: 97 / 17 / 18.4 / 4.0 GiB. By hand at s = h = 4096, a = L = 32, b = 1:
     # sbh = 2^24 bytes-units, a s^2 b = 2^29; A = 34 * 2^24 + 5 * 2^29 = 3.03125 GiB, I = 2^25.
     assert v["l7_layer_gib"] == 3.03125
-    assert v["l7_none_gib"] == 97.0                  # 32 A
-    assert v["l7_selective_gib"] == 17.0             # 32 * 34 * 2^24
-    assert v["l7_sqrt_c"] == 6                       # ceil(sqrt 32)
-    assert v["l7_sqrt_gib"] == 18.375                # 6 I + ceil(32/6) A = 0.1875 + 18.1875
-    assert v["l7_full_gib"] == 4.03125               # 32 I + A = 1 + 3.03125
+    assert v["l7_none_gib"] == 97.0  # 32 A
+    assert v["l7_selective_gib"] == 17.0  # 32 * 34 * 2^24
+    assert v["l7_sqrt_c"] == 6  # ceil(sqrt 32)
+    assert v["l7_sqrt_gib"] == 18.375  # 6 I + ceil(32/6) A = 0.1875 + 18.1875
+    assert v["l7_full_gib"] == 4.03125  # 32 I + A = 1 + 3.03125
     assert v["l7_sel_saving"] == pytest.approx(97 / 17, rel=EXACT)
     # model state: 16 bytes a parameter (ZeRO Sec. 3.1), 6,738,415,616 parameters
     assert v["l7_state_gib"] == pytest.approx(16 * 6_738_415_616 / GIB, rel=EXACT)
@@ -77,8 +84,10 @@ def test_selective_flops_and_segments(v):
     assert v["l7_sel_extra"] == pytest.approx(16384 / 345600, rel=EXACT)
     # GELU d_ff = 4h at s = h: 4h^2 / 28h^2 / 3 = 1/21
     assert v["l7_sel_extra_4h"] == pytest.approx(1 / 21, rel=EXACT)
-    assert v["l7_a_over_i"] == 97                     # (34 + 160) / 2
-    assert v["l7_cstar"] == pytest.approx(math.sqrt(32 * 97), rel=EXACT)    # 55.7 > 32 layers
+    assert v["l7_a_over_i"] == 97  # (34 + 160) / 2
+    assert v["l7_cstar"] == pytest.approx(
+        math.sqrt(32 * 97), rel=EXACT
+    )  # 55.7 > 32 layers
     assert v["l7_best_c"] == 32
 
 
@@ -88,20 +97,25 @@ def test_llama2_own_block(v):
     # output projection input 2, MLP input 2 (16), four 11008-wide tensors 4 * 2 * 2.6875 = 21.5;
     # softmax output 2 a s^2 b (no masks, no dropped-out copy).
     assert (v["ll_linear"], v["ll_square"]) == (37.5, 2)
-    assert v["ll_layer_gib"] == 1.5859375               # (37.5 * 2^24 + 2 * 2^29) / 2^30
-    assert v["ll_none_gib"] == 50.75                    # 32 layers
-    assert v["ll_selective_gib"] == 18.75               # 32 * 37.5 * 2^24
-    assert v["ll_sqrt_gib"] == 9.703125                 # 6 * 2^25 + 6 * 1.5859375 GiB
-    assert v["ll_full_gib"] == 2.5859375                # 32 * 2^25 + 1.5859375 GiB
+    assert v["ll_layer_gib"] == 1.5859375  # (37.5 * 2^24 + 2 * 2^29) / 2^30
+    assert v["ll_none_gib"] == 50.75  # 32 layers
+    assert v["ll_selective_gib"] == 18.75  # 32 * 37.5 * 2^24
+    assert v["ll_sqrt_gib"] == 9.703125  # 6 * 2^25 + 6 * 1.5859375 GiB
+    assert v["ll_full_gib"] == 2.5859375  # 32 * 2^25 + 1.5859375 GiB
     # "about half of the model state" (the page asserts 45-55 %): 50.75 / 100.41 = 0.505
-    assert v["ll_vs_state"] == pytest.approx(50.75 / (16 * 6_738_415_616 / GIB), rel=EXACT)
+    assert v["ll_vs_state"] == pytest.approx(
+        50.75 / (16 * 6_738_415_616 / GIB), rel=EXACT
+    )
 
 
 @pytest.mark.book
 def test_selective_against_sqrt_crossover(v):
     # (34 L - 2c - 34k) h / (5 a k) with L = 32, c = k = 6: 872 * 4096 / 960
     assert v["cross_s"] == pytest.approx(872 * 4096 / 960, rel=EXACT)
-    assert v["cmp_2048_sqrt"] < v["cmp_2048_selective"] and v["cmp_4096_selective"] < v["cmp_4096_sqrt"]
+    assert (
+        v["cmp_2048_sqrt"] < v["cmp_2048_selective"]
+        and v["cmp_4096_selective"] < v["cmp_4096_sqrt"]
+    )
     # s = 2048: selective 32 * 34 * 2^23 B = 8.5 GiB; sqrt 6 * 2^24 + 6 (34 * 2^23 + 5 * 2^27) B
     assert v["cmp_2048_selective"] == 8.5
     assert v["cmp_2048_sqrt"] == (6 * 2**24 + 6 * (34 * 2**23 + 5 * 2**27)) / GIB
@@ -125,14 +139,16 @@ def test_measured_gpt_block(v):
     #   2 norms x 2 values x 64 tokens x 4 bytes = 1,024; causal mask 32 x 32 bools = 1,024;
     #   measured 280,576. The paper's count for the shape: 34 * 4096 + 5 * 4096 = 159,744.
     assert v["fp32_vs_paper"] == pytest.approx(280_576 / 159_744, rel=EXACT)
-    assert v["fp32_vs_paper"] < 2                       # "less than twice" (the page asserts it)
+    assert v["fp32_vs_paper"] < 2  # "less than twice" (the page asserts it)
     assert v["extras_share"] == pytest.approx(2048 / 280_576, rel=EXACT)
     gpu = v["device_name"].startswith("GPU:")
     # CPU: F.dropout keeps a noise tensor in fp32 (4 bytes); CUDA: a bool mask (1 byte)
     assert v["mask_bytes"] == (1 if gpu else 4)
     # dropout adds the probabilities' mask and dropped-out copy (a s^2 b = 4,096 values each)
     # and two s b h masks (4,096 values each): 4 * (4096 + 4096 + 8192) on a CPU
-    assert v["dropout_extra"] == (1 * (4096 + 8192) + 4 * 4096 if gpu else 4 * (4096 + 4096 + 8192))
+    assert v["dropout_extra"] == (
+        1 * (4096 + 8192) + 4 * 4096 if gpu else 4 * (4096 + 4096 + 8192)
+    )
     # Fused SDPA: no s x s items (16,384 of the formula's 278,528 bytes); it keeps a log-sum-exp
     # per row (2 * 2 * 32 values, 512 bytes) and no causal mask: 263,680 measured on a CPU.
     assert v["square_share"] == pytest.approx(16_384 / 278_528, rel=EXACT)
@@ -147,7 +163,7 @@ def test_measured_llama_block(v):
     # token (2 * 64 * 4 = 512) and the 32 x 32 causal mask (1,024): 163,328.
     assert v["llb_formula"] == 161_792 and v["llb_measured"] == 163_328
     assert v["llb_ratio"] == pytest.approx(163_328 / 161_792, rel=EXACT)
-    assert abs(v["llb_ratio"] - 1) <= v["tol"]          # within the chapter's tolerance
+    assert abs(v["llb_ratio"] - 1) <= v["tol"]  # within the chapter's tolerance
 
 
 @pytest.mark.book
@@ -160,7 +176,9 @@ def test_counted_flops(v):
     assert v["blocks_ratio"] == pytest.approx(4 / 3, rel=EXACT)
     assert v["whole_ratio"] == pytest.approx(130_023_424 / 100_663_296, rel=EXACT)
     assert v["default_ratio"] == pytest.approx(121_634_816 / 100_663_296, rel=EXACT)
-    assert v["selective_share"] == pytest.approx(4_194_304 / 88_080_384, rel=EXACT)   # 1/21
+    assert v["selective_share"] == pytest.approx(
+        4_194_304 / 88_080_384, rel=EXACT
+    )  # 1/21
     assert v["sel_formula"] == pytest.approx(1 / 21, rel=EXACT)
     assert v["run_selective_flops"] == pytest.approx(4_194_304 / 100_663_296, rel=EXACT)
     assert v["run_full_flops"] == pytest.approx(20_971_520 / 100_663_296, rel=EXACT)
@@ -174,7 +192,11 @@ def test_measured_memory_and_time_are_physical(v):
     assert v["run_full_peak"] < v["run_none_peak"] and v["run_selective_peak"] > 0
     assert v["run_none_kept"] <= v["run_none_peak"]
     # times are ratios of positive durations minus one
-    assert v["run_none_ms"] > 0 and v["run_selective_time"] > -1 and v["run_full_time"] > -1
+    assert (
+        v["run_none_ms"] > 0
+        and v["run_selective_time"] > -1
+        and v["run_full_time"] > -1
+    )
 
 
 @pytest.mark.book

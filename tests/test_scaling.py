@@ -23,15 +23,20 @@ from mlbook.scaling import pipeline
 
 
 def test_the_calculators_import_without_torch():
-    code = ("import sys\n"
-            "from mlbook.scaling import ring_allreduce_s, zero_state_bytes, zero_comm_bytes, bubble_fraction, "
-            "simulate, fit_alpha_beta, tp_bytes_per_layer\n"
-            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    code = (
+        "import sys\n"
+        "from mlbook.scaling import ring_allreduce_s, zero_state_bytes, zero_comm_bytes, bubble_fraction, "
+        "simulate, fit_alpha_beta, tp_bytes_per_layer\n"
+        "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"
 
 
 # --- the ring ------------------------------------------------------------------------------
+
 
 def test_ring_allreduce_by_hand():
     # S = 1 GB over N = 8 ranks at B = 50 GB/s with alpha = 5 us:
@@ -49,11 +54,14 @@ def test_ring_allreduce_by_hand():
 def test_ring_refuses_zero_ranks_and_zero_bandwidth():
     with pytest.raises(ValueError, match=r"n_ranks must be an integer above 0, got 0"):
         sc.ring_allreduce_s(1e9, 0, 50e9)
-    with pytest.raises(ValueError, match=r"link_bytes_per_s must be a finite number above 0, got 0"):
+    with pytest.raises(
+        ValueError, match=r"link_bytes_per_s must be a finite number above 0, got 0"
+    ):
         sc.ring_allreduce_s(1e9, 8, 0)
 
 
 # --- ZeRO -----------------------------------------------------------------------------------
+
 
 def test_zero_figure_1():
     # Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, N_d = 64, K = 12:
@@ -77,10 +85,18 @@ def test_zero_stages_by_hand_in_fp32():
     #   stage 1: 4N + 4N + 8N/3 = 533,760 + 533,760 + 355,840 = 1,423,360
     #   stage 3: 16N/3 = 711,680
     n = 133_440
-    assert sc.zero_state_bytes(n, 3, 1, k=8, weight_bytes=4, grad_bytes=4) == pytest.approx(1_423_360)
-    assert sc.zero_state_bytes(n, 3, 3, k=8, weight_bytes=4, grad_bytes=4) == pytest.approx(711_680)
+    assert sc.zero_state_bytes(
+        n, 3, 1, k=8, weight_bytes=4, grad_bytes=4
+    ) == pytest.approx(1_423_360)
+    assert sc.zero_state_bytes(
+        n, 3, 3, k=8, weight_bytes=4, grad_bytes=4
+    ) == pytest.approx(711_680)
     parts = sc.zero_state(n, 3, 2, k=8, weight_bytes=4, grad_bytes=4)
-    assert (parts.weights, parts.grads, parts.optimizer) == (533_760, pytest.approx(177_920), pytest.approx(355_840))
+    assert (parts.weights, parts.grads, parts.optimizer) == (
+        533_760,
+        pytest.approx(177_920),
+        pytest.approx(355_840),
+    )
 
 
 def test_zero_communication_volume():
@@ -93,7 +109,9 @@ def test_zero_communication_volume():
 
 
 def test_zero_bad_inputs_name_value_and_rule():
-    with pytest.raises(ValueError, match=r"stage must be one of the ZeRO stages 0, 1, 2, 3 .*got 4"):
+    with pytest.raises(
+        ValueError, match=r"stage must be one of the ZeRO stages 0, 1, 2, 3 .*got 4"
+    ):
         sc.zero_state_bytes(1e9, 8, 4)
     with pytest.raises(ValueError, match=r"n_dp must be an integer above 0, got 0"):
         sc.zero_state_bytes(1e9, 0, 1)
@@ -101,10 +119,11 @@ def test_zero_bad_inputs_name_value_and_rule():
 
 # --- the bubble -----------------------------------------------------------------------------
 
+
 def test_bubble_by_hand():
-    assert sc.bubble_fraction(4, 8) == 3 / 11           # (p-1)/(m+p-1)
-    assert sc.bubble_fraction(4, 8, 2) == 3 / 19        # (p-1)/(vm+p-1)
-    assert sc.bubble_fraction(1, 5) == 0                # one stage never waits
+    assert sc.bubble_fraction(4, 8) == 3 / 11  # (p-1)/(m+p-1)
+    assert sc.bubble_fraction(4, 8, 2) == 3 / 19  # (p-1)/(vm+p-1)
+    assert sc.bubble_fraction(1, 5) == 0  # one stage never waits
     # p = 8, bubble 5 %: 7 * 0.95 / 0.05 = 133; 7/140 = 0.05 fits, 7/139 does not
     assert sc.micro_batches_for_bubble(8, 0.05) == 133
     # v = 4: 7 * 0.95 / 0.2 = 33.25 -> 34; 7/143 = 4.9 % (33 gives 7/139 = 5.04 %)
@@ -118,20 +137,36 @@ def test_gpipe_timeline_by_hand():
     # B on device 1 [2, 4], B on device 0 [4, 6]. Each device busy 3 of 6: idle 1/2.
     t = pipeline.simulate("gpipe", 2, 1)
     spans = {(op.kind, op.device): (op.start, op.end) for op in t.ops}
-    assert spans == {("F", 0): (0, 1), ("F", 1): (1, 2), ("B", 1): (2, 4), ("B", 0): (4, 6)}
+    assert spans == {
+        ("F", 0): (0, 1),
+        ("F", 1): (1, 2),
+        ("B", 1): (2, 4),
+        ("B", 0): (4, 6),
+    }
     assert t.makespan == 6 and t.bubble == Fraction(1, 2)
 
 
 def test_1f1b_order_and_memory():
     # Device 0 of p = 4, m = 8: three warm-up forwards, then F B pairs, then the last backwards.
     order = pipeline.device_order("1f1b", 4, 8)[0]
-    assert [k + str(i) for k, i, _ in order[:7]] == ["F0", "F1", "F2", "F3", "B0", "F4", "B1"]
+    assert [k + str(i) for k, i, _ in order[:7]] == [
+        "F0",
+        "F1",
+        "F2",
+        "F3",
+        "B0",
+        "F4",
+        "B1",
+    ]
     assert [k + str(i) for k, i, _ in order[-3:]] == ["B5", "B6", "B7"]
-    assert pipeline.device_order("1f1b", 4, 8)[3][:2] == (("F", 0, 0), ("B", 0, 0))   # last stage: no warm-up
+    assert pipeline.device_order("1f1b", 4, 8)[3][:2] == (
+        ("F", 0, 0),
+        ("B", 0, 0),
+    )  # last stage: no warm-up
     t1, tg = pipeline.simulate("1f1b", 4, 8), pipeline.simulate("gpipe", 4, 8)
-    assert t1.peak_in_flight == (4, 3, 2, 1)           # at most p - d micro-batches
-    assert tg.peak_in_flight == (8, 8, 8, 8)           # GPipe: all m
-    assert t1.makespan == tg.makespan == 33            # (m + p - 1)(f + b) = 11 * 3
+    assert t1.peak_in_flight == (4, 3, 2, 1)  # at most p - d micro-batches
+    assert tg.peak_in_flight == (8, 8, 8, 8)  # GPipe: all m
+    assert t1.makespan == tg.makespan == 33  # (m + p - 1)(f + b) = 11 * 3
 
 
 def test_interleaved_order_follows_megatron():
@@ -147,7 +182,7 @@ def test_interleaved_order_follows_megatron():
 @pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
 def test_simulated_bubble_equals_the_formula_exactly(schedule):
     for p in range(1, 9):
-        for v in ((1, 2, 3, 4) if schedule == "interleaved" else (1,)):
+        for v in (1, 2, 3, 4) if schedule == "interleaved" else (1,):
             for m in range(1, 33):
                 if schedule == "interleaved" and m % p:
                     continue
@@ -158,21 +193,27 @@ def test_simulated_bubble_equals_the_formula_exactly(schedule):
 
 # --- tensor parallelism --------------------------------------------------------------------
 
+
 def test_tp_bytes_by_hand():
     # Llama-3-70B layer, b = 1, s = 8192, h = 8192, t = 8, bf16: four all-reduces of
     # 8192 * 8192 * 2 = 134,217,728 bytes, each sending 2 * 7/8 of it: 4 * 1.75 * 134,217,728
     assert sc.tp_bytes_per_layer(1, 8192, 8192, 8) == 939_524_096
     # over NVLink at 450 GB/s each way: 939,524,096 / 450e9 = 2.08783 ms
-    assert sc.tp_comm_s_per_layer(1, 8192, 8192, 8, 450e9) == pytest.approx(2.087831e-3, rel=1e-6)
+    assert sc.tp_comm_s_per_layer(1, 8192, 8192, 8, 450e9) == pytest.approx(
+        2.087831e-3, rel=1e-6
+    )
     assert sc.tp_bytes_per_layer(1, 8192, 8192, 1) == 0
 
 
 # --- the link table ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(accelerators.INTERCONNECTS))
 def test_link_rows_match_their_sources(name):
     row = accelerators.INTERCONNECTS[name]
-    assert accelerators.ACCELERATORS[name].name == name          # a row of the accelerator table
+    assert (
+        accelerators.ACCELERATORS[name].name == name
+    )  # a row of the accelerator table
     # NVLink: the datasheet's figure counts both directions; the table keeps one.
     both = float(re.search(r"NVLink (\d+) GB/s", row.nvlink_source).group(1))
     assert row.nvlink_bytes_per_s == both / 2 * 1e9
@@ -237,22 +278,34 @@ def test_sharded_state_imbalance_and_padding_by_hand(sharded):
     # 64-element norms land on rank 2: 45,056 / 45,056 / 43,328 elements in 5 / 5 / 10 tensors.
     assert [r.owned_params for r in z] == [45_056, 45_056, 43_328]
     assert [r.owned_tensors for r in z] == [5, 5, 10]
-    assert [r.steps.bytes for r in z] == [20, 20, 40]                 # one fp32 step per tensor
+    assert [r.steps.bytes for r in z] == [20, 20, 40]  # one fp32 step per tensor
     # FSDP2 chunks dim 0 like torch.chunk: chunks of ceil(d/3), the last short. Rank 0 holds
     # 86*64 + 11*64 + 5*22 + 8*22*64 + 2*86*64 + 2*22*256 + 86*64 = 45,358 elements; rank 2
     # holds 133,440 - 2 * 45,358 = 42,724, short by 2,634, which its storage pads.
     assert [r.owned_params for r in f] == [45_358, 45_358, 42_724]
-    pads = [(r.weights.storage_bytes - r.weights.bytes, r.grads.storage_bytes - r.grads.bytes) for r in f]
+    pads = [
+        (
+            r.weights.storage_bytes - r.weights.bytes,
+            r.grads.storage_bytes - r.grads.bytes,
+        )
+        for r in f
+    ]
     assert pads == [(0, 0), (0, 0), (4 * 2_634, 4 * 2_634)]
-    assert all(r.moments.storage_bytes == r.moments.bytes for r in f)  # Adam's state is not padded
-    assert all(r.steps.bytes == 4 * 20 for r in f)                     # every rank steps 20 shards
+    assert all(
+        r.moments.storage_bytes == r.moments.bytes for r in f
+    )  # Adam's state is not padded
+    assert all(r.steps.bytes == 4 * 20 for r in f)  # every rank steps 20 shards
     # per rank: held = formula + (share - N/3) * sharded bytes per parameter
     n = sharded.n_params
     for run, k_sharded in ((sharded.zero1, 8), (sharded.fsdp2, 16)):
-        formula = sc.zero_state_bytes(n, 3, run.stage, k=8, weight_bytes=4, grad_bytes=4)
+        formula = sc.zero_state_bytes(
+            n, 3, run.stage, k=8, weight_bytes=4, grad_bytes=4
+        )
         for r in run.ranks:
             held = r.weights.bytes + r.grads.bytes + r.moments.bytes
-            assert held - formula == pytest.approx(k_sharded * (r.owned_params - n / 3), abs=1e-6)
+            assert held - formula == pytest.approx(
+                k_sharded * (r.owned_params - n / 3), abs=1e-6
+            )
 
 
 def test_sharded_training_matches_one_process(sharded):
@@ -283,16 +336,20 @@ def test_allreduce_sweep_measures_every_size():
 def test_ddp_overlap_counts_buckets(small_cfg):
     from mlbook.scaling import experiments
 
-    run = experiments.ddp_overlap(small_cfg, 16, 1, bucket_caps_mb=(0.05, 1000), steps=2)
-    assert run.n_params == 133_440 - 16 * 64            # max_seq_len 16: 16 fewer position rows
+    run = experiments.ddp_overlap(
+        small_cfg, 16, 1, bucket_caps_mb=(0.05, 1000), steps=2
+    )
+    assert run.n_params == 133_440 - 16 * 64  # max_seq_len 16: 16 fewer position rows
     assert run.grad_bytes == 4 * run.n_params
     many, one = run.rows
     # DDP closes a bucket once it passes the cap: at most ceil(total / cap) buckets, and a
     # cap above all the gradients leaves one
     assert 1 < many.buckets <= math.ceil(run.grad_bytes / (0.05 * 2**20))
     assert one.buckets == 1
-    assert all(r.sync_s > 0 and r.no_sync_s > 0 for r in run.rows) and run.allreduce_s > 0
-    assert many.exposed_s < many.sync_s                 # a median of sync - no_sync, no_sync > 0
+    assert (
+        all(r.sync_s > 0 and r.no_sync_s > 0 for r in run.rows) and run.allreduce_s > 0
+    )
+    assert many.exposed_s < many.sync_s  # a median of sync - no_sync, no_sync > 0
 
 
 def test_experiments_refuse_bad_inputs(small_cfg):
@@ -301,7 +358,9 @@ def test_experiments_refuse_bad_inputs(small_cfg):
 
     with pytest.raises(ValueError, match=r"n_ranks must be at least 2"):
         experiments.allreduce_sweep(n_ranks=1)
-    with pytest.raises(ValueError, match=r"sizes_bytes\[0\]=1022 must be a multiple of 4"):
+    with pytest.raises(
+        ValueError, match=r"sizes_bytes\[0\]=1022 must be a multiple of 4"
+    ):
         experiments.allreduce_sweep((1022,))
     with pytest.raises(ValueError, match="tiny_config"):
         experiments.sharded_state(tiny_config(mlp="swiglu"), 32, 2)
@@ -311,25 +370,38 @@ def test_experiments_refuse_bad_inputs(small_cfg):
 
 # --- figures --------------------------------------------------------------------------------
 
+
 def test_figures_draw_with_labelled_axes():
     import matplotlib.pyplot as plt
 
     from mlbook.common.transformer import LLAMA3_70B
     from mlbook.scaling import figures
 
-    for fig in (figures.zero_memory("Llama-3-70B", "H100 SXM", 64), figures.bubble_share(8, 32, 2),
-                figures.tp_vs_links(LLAMA3_70B, 8192, 1, "H100")):
+    for fig in (
+        figures.zero_memory("Llama-3-70B", "H100 SXM", 64),
+        figures.bubble_share(8, 32, 2),
+        figures.tp_vs_links(LLAMA3_70B, 8192, 1, "H100"),
+    ):
         (ax,) = fig.axes
         assert ax.get_xlabel() and ax.get_ylabel() and ax.has_data()
         plt.close(fig)
-    fig = figures.schedules([pipeline.simulate("gpipe", 4, 8), pipeline.simulate("1f1b", 4, 8)])
+    fig = figures.schedules(
+        [pipeline.simulate("gpipe", 4, 8), pipeline.simulate("1f1b", 4, 8)]
+    )
     assert all(ax.get_ylabel() and ax.has_data() for ax in fig.axes)
-    assert fig.axes[-1].get_xlabel()                  # the shared time axis, on the bottom panel
-    assert [len(ax.patches) for ax in fig.axes] == [2 * 4 * 8, 2 * 4 * 8]   # one box per operation
+    assert fig.axes[-1].get_xlabel()  # the shared time axis, on the bottom panel
+    assert [len(ax.patches) for ax in fig.axes] == [
+        2 * 4 * 8,
+        2 * 4 * 8,
+    ]  # one box per operation
     plt.close(fig)
     # the HBM line sits at the GPU's memory in GiB
     fig = figures.zero_memory("Llama-3-70B", "H100 SXM", 64)
-    flat = [ln for ln in fig.axes[0].lines if len(set(ln.get_ydata())) == 1 and len(ln.get_ydata()) == 2]
+    flat = [
+        ln
+        for ln in fig.axes[0].lines
+        if len(set(ln.get_ydata())) == 1 and len(ln.get_ydata()) == 2
+    ]
     assert any(ln.get_ydata()[0] == pytest.approx(80e9 / GIB) for ln in flat)
     plt.close(fig)
 
@@ -339,4 +411,8 @@ def test_bubble_slider_keeps_m_a_multiple_of_p_when_interleaving():
 
     r = figures.bubble_ranges(p=8, m=30, v=2)["m"]
     assert (r["min"], r["step"], r["value"]) == (8, 8, 32) and r["max"] % 8 == 0
-    assert figures.bubble_ranges(p=8, m=30, v=1)["m"] == {"min": 1, "max": 256, "step": 1}
+    assert figures.bubble_ranges(p=8, m=30, v=1)["m"] == {
+        "min": 1,
+        "max": 256,
+        "step": 1,
+    }

@@ -23,7 +23,9 @@ def v(book):
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
     assert set(labels) == {"device_name"}
-    assert v["device_name"].startswith("CPU:") and v["device_name"].endswith("gloo over loopback")
+    assert v["device_name"].startswith("CPU:") and v["device_name"].endswith(
+        "gloo over loopback"
+    )
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
 
 
@@ -51,13 +53,18 @@ def test_alpha_beta_fit(v):
     # them (seen: 0.78 and 1.33 of the fit, 23 % even for a minimax fit). The
     # 25 % bar is therefore not asserted here; the bound below is the
     # convexity seen, and the page states the measured deviation as a number.
-    assert v["ar_min_kb"] == 1 and v["ar_max_mb"] == 64 and v["ar_sizes"] == 9 and v["ar_ranks"] == 2
+    assert (
+        v["ar_min_kb"] == 1
+        and v["ar_max_mb"] == 64
+        and v["ar_sizes"] == 9
+        and v["ar_ranks"] == 2
+    )
     assert v["ar_max_dev"] <= 0.5
     # physical: a latency is not negative, a bandwidth is positive, and beta is 1/B
     # (ns per KB = 1024 / (GB/s))
     assert v["ar_alpha_us"] >= 0 and v["ar_bw_gbs"] > 0
     assert v["ar_beta_ns_per_kb"] == pytest.approx(1024 / v["ar_bw_gbs"], rel=EXACT)
-    assert 0 <= v["ar_rounds"] <= 3                         # allreduce_sweep's default
+    assert 0 <= v["ar_rounds"] <= 3  # allreduce_sweep's default
 
 
 def test_ddp_overlap_run(v):
@@ -75,7 +82,9 @@ def test_ddp_overlap_run(v):
         assert v[k] > 0
     # exposed communication is a median of differences of two positive times; the prose
     # states it as measured (it may even come out negative on a busy machine)
-    assert math.isfinite(v["ov_small_exposed_ms"]) and math.isfinite(v["ov_big_exposed_ms"])
+    assert math.isfinite(v["ov_small_exposed_ms"]) and math.isfinite(
+        v["ov_big_exposed_ms"]
+    )
 
 
 def test_zero_figure_1_and_the_playbook(v):
@@ -83,12 +92,26 @@ def test_zero_figure_1_and_the_playbook(v):
     # by hand 16 * 7.5 = 120; 4 * 7.5 + 12 * 7.5 / 64 = 31.40625; 2 * 7.5 + 14 * 7.5 / 64 =
     # 16.640625; 16 * 7.5 / 64 = 1.875
     assert v["zero_fig1_0"] == 120
-    assert v["zero_fig1_1"] == pytest.approx(31.40625, rel=EXACT) and round(v["zero_fig1_1"], 1) == 31.4
-    assert v["zero_fig1_2"] == pytest.approx(16.640625, rel=EXACT) and round(v["zero_fig1_2"], 1) == 16.6
-    assert v["zero_fig1_3"] == pytest.approx(1.875, rel=EXACT) and round(v["zero_fig1_3"], 1) == 1.9
+    assert (
+        v["zero_fig1_1"] == pytest.approx(31.40625, rel=EXACT)
+        and round(v["zero_fig1_1"], 1) == 31.4
+    )
+    assert (
+        v["zero_fig1_2"] == pytest.approx(16.640625, rel=EXACT)
+        and round(v["zero_fig1_2"], 1) == 16.6
+    )
+    assert (
+        v["zero_fig1_3"] == pytest.approx(1.875, rel=EXACT)
+        and round(v["zero_fig1_3"], 1) == 1.9
+    )
     # Ultra-Scale Playbook (Tazi et al. 2025): 1B -> 16 GB (20 GB with fp32 grad accumulation),
     # 7B -> 112 GB (140 GB)
-    assert (v["pb_1b"], v["pb_1b_acc"], v["pb_7b"], v["pb_7b_acc"]) == (16, 20, 112, 140)
+    assert (v["pb_1b"], v["pb_1b_acc"], v["pb_7b"], v["pb_7b_acc"]) == (
+        16,
+        20,
+        112,
+        140,
+    )
     # ZeRO Sec. 7: 2 Psi values per step for stages 0-2, 3 Psi for stage 3; 16-bit values:
     # 4 * 7.5 = 30 GB and 6 * 7.5 = 45 GB
     assert (v["zero_comm_dp"], v["zero_comm_3"], v["zero_comm_ratio"]) == (30, 45, 1.5)
@@ -109,7 +132,7 @@ def test_measured_rank_state_against_zero_state_bytes(v):
     assert (v["z1_tensors_min"], v["z1_tensors_max"]) == (5, 10)
     assert v["z1_imb_max"] == pytest.approx(9_216, abs=1e-6)
     assert v["z1_held_max"] == 1_427_968 and v["z1_held_min"] == 1_414_144
-    assert v["z1_steps_bytes"] == 4 * 10                   # one fp32 step per owned tensor
+    assert v["z1_steps_bytes"] == 4 * 10  # one fp32 step per owned tensor
     # FSDP2 chunks dim 0 by ceil(d/3): 45,358 / 45,358 / 42,724 elements; held = formula +
     # 16 * (share - n/3): +14,048, +14,048, -28,096; the short rank's weights and gradients
     # are padded by 2,634 elements each: 2 * 4 * 2,634 = 21,072 bytes
@@ -152,7 +175,9 @@ def test_tensor_parallel_traffic(v):
     assert v["tp_ib_ms"] == pytest.approx(18.790482, rel=1e-7)
     # compute: 3 * 1,979,711,488 * 8192 / 8 / (989e12 * 0.4) = 15.37329 ms
     assert v["tp_compute_ms"] == pytest.approx(15.37329, rel=1e-6)
-    assert v["tp_nvl_frac"] == pytest.approx(v["tp_nvl_ms"] / v["tp_compute_ms"], rel=EXACT)
+    assert v["tp_nvl_frac"] == pytest.approx(
+        v["tp_nvl_ms"] / v["tp_compute_ms"], rel=EXACT
+    )
     # the prose: over NVLink a small share of the compute, over InfiniBand more than all of it
     assert v["tp_nvl_frac"] < 0.25 < 1 < v["tp_ib_frac"]
 
@@ -160,7 +185,9 @@ def test_tensor_parallel_traffic(v):
 def test_pipeline_bubble(v):
     # p = 4, m = 8: (p-1)/(m+p-1) = 3/11 for GPipe and 1F1B; v = 2: 3/19
     assert (v["pp"], v["mm"]) == (4, 8)
-    assert v["pp_gpipe"] == pytest.approx(3 / 11, rel=EXACT) and v["pp_1f1b"] == pytest.approx(3 / 11, rel=EXACT)
+    assert v["pp_gpipe"] == pytest.approx(3 / 11, rel=EXACT) and v[
+        "pp_1f1b"
+    ] == pytest.approx(3 / 11, rel=EXACT)
     assert v["pp_inter"] == pytest.approx(3 / 19, rel=EXACT)
     # device 0 holds every micro-batch under GPipe, p of them under 1F1B
     assert (v["pp_gpipe_held"], v["pp_1f1b_held"]) == (8, 4)

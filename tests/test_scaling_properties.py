@@ -68,15 +68,17 @@ def test_ring_times_are_finite_and_move_as_the_formula_says(s, n, bw, lat):
     for fn in RING:
         t = fn(s, n, bw, lat)
         assert _finite(t) and t >= 0
-        assert fn(2 * s, n, bw, lat) >= t                        # more bytes, no faster
-        assert fn(s, n, 2 * bw, lat) <= t                        # faster link, no slower
-        assert fn(s, n + 1, bw, lat) >= t                        # a longer ring, no faster
+        assert fn(2 * s, n, bw, lat) >= t  # more bytes, no faster
+        assert fn(s, n, 2 * bw, lat) <= t  # faster link, no slower
+        assert fn(s, n + 1, bw, lat) >= t  # a longer ring, no faster
         assert fn(s, n, bw, lat + 1e-6) >= t
     # the two halves make the whole
     whole = sc.ring_allreduce_s(s, n, bw, lat)
-    assert sc.reduce_scatter_s(s, n, bw, lat) + sc.all_gather_s(s, n, bw, lat) == pytest.approx(whole, rel=1e-12)
+    assert sc.reduce_scatter_s(s, n, bw, lat) + sc.all_gather_s(
+        s, n, bw, lat
+    ) == pytest.approx(whole, rel=1e-12)
     sent = sc.ring_allreduce_bytes_per_rank(s, n)
-    assert 0 <= sent < 2 * s                                     # almost 2S, never more
+    assert 0 <= sent < 2 * s  # almost 2S, never more
     assert sc.ring_allreduce_bytes_per_rank(s, n + 1) >= sent
 
 
@@ -105,19 +107,27 @@ def test_ring_bytes_bad_sizes(bad):
 
 # --- ZeRO ---------------------------------------------------------------------------
 
+
 @FEW
 @given(params, ranks, stages, st.floats(1, 32), st.floats(1, 8), st.floats(1, 8))
 def test_zero_state_shrinks_with_stage_and_ranks(n, d, stage, k, wb, gb):
     parts = sc.zero_state(n, d, stage, k, wb, gb)
     total = sc.zero_state_bytes(n, d, stage, k, wb, gb)
-    assert all(_finite(x) and x > 0 for x in (parts.weights, parts.grads, parts.optimizer, total))
+    assert all(
+        _finite(x) and x > 0
+        for x in (parts.weights, parts.grads, parts.optimizer, total)
+    )
     assert total == parts.total
-    assert total <= (wb + gb + k) * n * (1 + 1e-12)              # never more than unsharded
-    assert total * d >= (wb + gb + k) * n * (1 - 1e-12)          # never less than a perfect shard
+    assert total <= (wb + gb + k) * n * (1 + 1e-12)  # never more than unsharded
+    assert total * d >= (wb + gb + k) * n * (
+        1 - 1e-12
+    )  # never less than a perfect shard
     if stage < 3:
         assert sc.zero_state_bytes(n, d, stage + 1, k, wb, gb) <= total * (1 + 1e-12)
     assert sc.zero_state_bytes(n, d + 1, stage, k, wb, gb) <= total * (1 + 1e-12)
-    assert sc.zero_state_bytes(2 * n, d, stage, k, wb, gb) == pytest.approx(2 * total, rel=1e-12)
+    assert sc.zero_state_bytes(2 * n, d, stage, k, wb, gb) == pytest.approx(
+        2 * total, rel=1e-12
+    )
     assert sc.zero_state_bytes(n, d, stage, k + 1, wb, gb) > total
 
 
@@ -126,7 +136,7 @@ def test_zero_state_shrinks_with_stage_and_ranks(n, d, stage, k, wb, gb):
 def test_zero_comm_grows_with_stage_and_ranks(n, stage, d, vb):
     c = sc.zero_comm_bytes(n, stage, d, vb)
     limit = sc.zero_comm_bytes(n, stage, None, vb)
-    assert _finite(c) and 0 <= c < limit + 1e-9 * limit          # (N-1)/N of the large-N limit
+    assert _finite(c) and 0 <= c < limit + 1e-9 * limit  # (N-1)/N of the large-N limit
     assert sc.zero_comm_bytes(n, stage, d + 1, vb) >= c
     assert sc.zero_comm_bytes(n, 3, d, vb) >= sc.zero_comm_bytes(n, stage, d, vb)
 
@@ -144,19 +154,22 @@ def test_zero_bad_arguments_are_named(bad):
 @pytest.mark.parametrize("bad", NOT_POSITIVE_INT)
 def test_zero_bad_ranks_are_named(bad):
     _raises_naming("n_dp", sc.zero_state_bytes, 1e9, bad, 1)
-    if bad is not None:                       # None asks zero_comm_bytes for the large-N_d limit
+    if bad is not None:  # None asks zero_comm_bytes for the large-N_d limit
         _raises_naming("n_dp", sc.zero_comm_bytes, 1e9, 1, bad)
 
 
 @pytest.mark.parametrize("bad", [4, -1, 1.0, True, "1", None, 2.5])
 def test_zero_stage_must_be_0_to_3(bad):
-    with pytest.raises(ValueError, match=r"stage must be one of the ZeRO stages 0, 1, 2, 3"):
+    with pytest.raises(
+        ValueError, match=r"stage must be one of the ZeRO stages 0, 1, 2, 3"
+    ):
         sc.zero_state_bytes(1e9, 8, bad)
     with pytest.raises(ValueError, match="stage"):
         sc.zero_comm_bytes(1e9, bad)
 
 
 # --- the bubble ---------------------------------------------------------------------
+
 
 @FEW
 @given(small, st.integers(1, 4096), st.integers(1, 16))
@@ -176,7 +189,9 @@ def test_micro_batches_for_bubble_is_the_smallest_that_fits(p, bubble, v):
     assert sc.bubble_fraction(p, m, v) <= bubble
     if m > 1:
         assert sc.bubble_fraction(p, m - 1, v) > bubble
-    assert sc.micro_batches_for_bubble(p, bubble / 2, v) >= m      # a smaller bubble needs more
+    assert (
+        sc.micro_batches_for_bubble(p, bubble / 2, v) >= m
+    )  # a smaller bubble needs more
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE_INT)
@@ -195,11 +210,21 @@ def test_bubble_target_must_lie_strictly_between_0_and_1(bad):
 
 # --- tensor parallelism -------------------------------------------------------------
 
+
 @FEW
-@given(small, st.integers(1, 1 << 17), st.integers(1, 1 << 15), st.integers(1, 64), bandwidths, latencies)
+@given(
+    small,
+    st.integers(1, 1 << 17),
+    st.integers(1, 1 << 15),
+    st.integers(1, 64),
+    bandwidths,
+    latencies,
+)
 def test_tp_traffic_grows_with_the_activations(b, s, h, t, bw, lat):
     sent = sc.tp_bytes_per_layer(b, s, h, t)
-    assert _finite(sent) and 0 <= sent < 4 * 2 * b * s * h * 2    # below 4 all-reduces of 2 x the tensor
+    assert (
+        _finite(sent) and 0 <= sent < 4 * 2 * b * s * h * 2
+    )  # below 4 all-reduces of 2 x the tensor
     assert sc.tp_bytes_per_layer(b + 1, s, h, t) >= sent
     assert sc.tp_bytes_per_layer(b, s + 1, h, t) >= sent
     assert sc.tp_bytes_per_layer(b, s, h, t + 1) >= sent
@@ -211,19 +236,29 @@ def test_tp_traffic_grows_with_the_activations(b, s, h, t, bw, lat):
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE_INT)
 def test_tp_bad_arguments_are_named(bad):
-    for name, args in (("b", (bad, 8, 8, 2)), ("s", (1, bad, 8, 2)), ("h", (1, 8, bad, 2)), ("t", (1, 8, 8, bad))):
+    for name, args in (
+        ("b", (bad, 8, 8, 2)),
+        ("s", (1, bad, 8, 2)),
+        ("h", (1, 8, bad, 2)),
+        ("t", (1, 8, 8, bad)),
+    ):
         _raises_naming(name, sc.tp_bytes_per_layer, *args)
-        _raises_naming(name if name != "t" else "n_ranks", sc.tp_comm_s_per_layer, *args, 1e9)
+        _raises_naming(
+            name if name != "t" else "n_ranks", sc.tp_comm_s_per_layer, *args, 1e9
+        )
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE)
 def test_tp_bad_bandwidth_and_value_bytes_are_named(bad):
     _raises_naming("link_bytes_per_s", sc.tp_comm_s_per_layer, 1, 8, 8, 2, bad)
     _raises_naming("value_bytes", sc.tp_bytes_per_layer, 1, 8, 8, 2, bad)
-    _raises_naming("value_bytes", sc.tp_comm_s_per_layer, 1, 8, 8, 2, 1e9, value_bytes=bad)
+    _raises_naming(
+        "value_bytes", sc.tp_comm_s_per_layer, 1, 8, 8, 2, 1e9, value_bytes=bad
+    )
 
 
 # --- the alpha-beta fit -------------------------------------------------------------
+
 
 @FEW
 @given(st.integers(2, 64), st.floats(1e-7, 1e-3), st.floats(1e7, 1e12))
@@ -235,14 +270,18 @@ def test_fit_recovers_an_exact_ring(n, alpha, bw):
     assert fit.alpha_s == pytest.approx(alpha, rel=1e-6)
     assert fit.link_bytes_per_s == pytest.approx(bw, rel=1e-6)
     assert fit.beta_s_per_byte == pytest.approx(1 / bw, rel=1e-6)
-    slower = sc.fit_alpha_beta(xs, [2 * t for t in ts], n)        # everything twice as slow
+    slower = sc.fit_alpha_beta(xs, [2 * t for t in ts], n)  # everything twice as slow
     assert slower.link_bytes_per_s == pytest.approx(bw / 2, rel=1e-6)
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE)
 def test_fit_bad_points_are_named(bad):
-    _raises_naming(r"n_bytes\[1\]", sc.fit_alpha_beta, [1024, bad, 4096], [1e-3, 2e-3, 3e-3], 2)
-    _raises_naming(r"seconds\[2\]", sc.fit_alpha_beta, [1024, 2048, 4096], [1e-3, 2e-3, bad], 2)
+    _raises_naming(
+        r"n_bytes\[1\]", sc.fit_alpha_beta, [1024, bad, 4096], [1e-3, 2e-3, 3e-3], 2
+    )
+    _raises_naming(
+        r"seconds\[2\]", sc.fit_alpha_beta, [1024, 2048, 4096], [1e-3, 2e-3, bad], 2
+    )
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE_INT + [1])
@@ -263,6 +302,7 @@ def test_fit_refuses_what_cannot_be_fitted():
 
 # --- the pipeline simulation --------------------------------------------------------
 
+
 @st.composite
 def schedules(draw):
     schedule = draw(st.sampled_from(pipeline.SCHEDULES))
@@ -280,10 +320,10 @@ def test_simulated_bubble_is_the_formula_for_any_durations(case, f, b):
     schedule, p, m, v = case
     t = pipeline.simulate(schedule, p, m, v, forward_s=f, backward_s=b)
     assert t.bubble == Fraction(p - 1, v * m + p - 1)
-    assert t.busy == m * (f + b) * p                              # every op ran, once
+    assert t.busy == m * (f + b) * p  # every op ran, once
     assert len(t.ops) == 2 * m * v * p
     order = pipeline.device_order(schedule, p, m, v)
-    assert all(sorted(o) == sorted(set(o)) for o in order)        # no op twice on a device
+    assert all(sorted(o) == sorted(set(o)) for o in order)  # no op twice on a device
     assert max(t.peak_in_flight) <= m * v
 
 
@@ -312,8 +352,13 @@ def test_pipeline_rules():
 
 # --- the link table -----------------------------------------------------------------
 
+
 @FEW
-@given(st.sampled_from(sorted(set(accelerators.INTERCONNECTS) | {"H100", "H200", "A100", "V100"})))
+@given(
+    st.sampled_from(
+        sorted(set(accelerators.INTERCONNECTS) | {"H100", "H200", "A100", "V100"})
+    )
+)
 def test_every_link_row_is_positive_and_nvlink_is_faster(name):
     row = accelerators.interconnect(name)
     assert _finite(row.nvlink_bytes_per_s) and _finite(row.ib_bytes_per_s)

@@ -99,12 +99,17 @@ BOOK_FILES = ("_config.yml", "_toc.yml")
 BOOK_DIRS = ("book", "mlbook", "_vendor")
 CELL_TIMEOUT_S = 300
 POLL_SLICE_S = 0.5
-CACHE_FORMAT = 1          # bump when what an execution produces changes (e.g. how it is post-processed)
+CACHE_FORMAT = (
+    1  # bump when what an execution produces changes (e.g. how it is post-processed)
+)
 VALUES_ENV = "MLBOOK_VALUES_DIR"
-CORES_PER_JOB = 4         # the default --jobs gives each chapter at least this many physical cores
+CORES_PER_JOB = (
+    4  # the default --jobs gives each chapter at least this many physical cores
+)
 
 
 # --- pages -----------------------------------------------------------------------
+
 
 def front_matter(page: Path) -> dict:
     """The YAML front matter of a MyST page ({} when it has none)."""
@@ -142,7 +147,9 @@ def chapters(only: list[str] | None = None) -> list[Path]:
         names = {p.stem for p in found}
         missing = set(only) - names
         if missing:
-            raise SystemExit(f"no chapter named {sorted(missing)}; chapters: {sorted(names)}")
+            raise SystemExit(
+                f"no chapter named {sorted(missing)}; chapters: {sorted(names)}"
+            )
         found = [p for p in found if p.stem in only]
     return found + sorted(p for p in (ROOT / "book").glob("*.md") if is_notebook(p))
 
@@ -159,12 +166,16 @@ def execution_order(pages: list[Path]) -> list[Path]:
         if state.get(page.stem) == "done":
             return
         if state.get(page.stem) == "visiting":
-            raise SystemExit(f"pages depend on each other in a cycle: {' -> '.join(via + [page.stem])}")
+            raise SystemExit(
+                f"pages depend on each other in a cycle: {' -> '.join(via + [page.stem])}"
+            )
         state[page.stem] = "visiting"
         for dep in depends_on(page):
             if dep not in everything:
-                raise SystemExit(f"{page.name} depends on {dep!r}, which is not an executable page; "
-                                 f"pages: {sorted(everything)}")
+                raise SystemExit(
+                    f"{page.name} depends on {dep!r}, which is not an executable page; "
+                    f"pages: {sorted(everything)}"
+                )
             visit(everything[dep], via + [page.stem])
         state[page.stem] = "done"
         order.append(page)
@@ -183,9 +194,14 @@ def stage(dest: Path) -> Path:
         shutil.copy(ROOT / name, src / name)
     for name in BOOK_DIRS:
         if not (ROOT / name).exists():
-            raise SystemExit(f"{name}/ is missing; run `make install` (it fetches _vendor/)")
-        shutil.copytree(ROOT / name, src / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            raise SystemExit(
+                f"{name}/ is missing; run `make install` (it fetches _vendor/)"
+            )
+        shutil.copytree(
+            ROOT / name,
+            src / name,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
     for page in chapters():  # executable pages arrive executed, as .ipynb
         (src / page.relative_to(ROOT)).unlink(missing_ok=True)
     (src / "notebooks").mkdir(exist_ok=True)
@@ -193,6 +209,7 @@ def stage(dest: Path) -> Path:
 
 
 # --- glued values ----------------------------------------------------------------
+
 
 class GlueError(ValueError):
     """A glued value that is not a plain number or string."""
@@ -221,11 +238,14 @@ def glued_values(notebook: Path, page: str | None = None) -> dict:
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 value = None
             if isinstance(value, complex) or not isinstance(value, (int, float, str)):
-                kinds = sorted(k.replace("application/papermill.record/", "") for k in data)
+                kinds = sorted(
+                    k.replace("application/papermill.record/", "") for k in data
+                )
                 raise GlueError(
                     f"{page}: glued value {name!r} is {str(text)[:80]!r} ({', '.join(kinds)}), not a plain "
                     "number or string. Glue plain numbers and short labels only: float()/int() a numpy "
-                    "scalar, format a table into a string or show it in the cell, display a figure.")
+                    "scalar, format a table into a string or show it in the cell, display a figure."
+                )
             values[name] = value
     return values
 
@@ -242,11 +262,14 @@ def read_values(dest: Path, page: str) -> dict:
     at ``dest`` (_build/book or _build/test): name -> number or string."""
     path = Path(dest) / "values" / f"{page}.json"
     if not path.exists():
-        raise FileNotFoundError(f"no glued values for {page!r} at {path}: was it executed in that build?")
+        raise FileNotFoundError(
+            f"no glued values for {page!r} at {path}: was it executed in that build?"
+        )
     return json.loads(path.read_text())
 
 
 # --- cache keys ------------------------------------------------------------------
+
 
 def _sha(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
@@ -254,8 +277,11 @@ def _sha(data: bytes | str) -> str:
 
 def _package_files() -> list[Path]:
     root = ROOT / PACKAGE
-    return sorted(p for p in root.rglob("*") if p.is_file()
-                  and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    )
 
 
 def _module_file(name: str) -> Path | None:
@@ -280,13 +306,17 @@ _FILE_STRING = re.compile(r"([A-Za-z_]\w*\.py)\b")
 _IMPORT_CALLS = {"import_module", "__import__"}
 
 
-def _references(code: str, module: str | None, is_package: bool) -> tuple[set[str], set[str], set[str]]:
+def _references(
+    code: str, module: str | None, is_package: bool
+) -> tuple[set[str], set[str], set[str]]:
     """What ``code`` (module ``module``, or a page when None) refers to:
     modules it imports (must resolve), names that may be submodules, and
     "x.py" file names in its strings."""
     tree = ast.parse(code)
     must, maybe, files = set(), set(), set()
-    inert = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}   # docstrings name modules too
+    inert = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)
+    }  # docstrings name modules too
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             must.update(alias.name for alias in node.names)
@@ -295,24 +325,36 @@ def _references(code: str, module: str | None, is_package: bool) -> tuple[set[st
                 if module is None:
                     raise _Unresolved("relative import in a page")
                 parts = module.split(".") if is_package else module.split(".")[:-1]
-                parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                parts = (
+                    parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                )
                 if not parts:
                     raise _Unresolved(f"relative import beyond the package in {module}")
                 base = ".".join(parts + ([node.module] if node.module else []))
             else:
                 base = node.module
             must.add(base)
-            maybe.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+            maybe.update(
+                f"{base}.{alias.name}" for alias in node.names if alias.name != "*"
+            )
         elif isinstance(node, ast.Call):
             func = node.func
-            fname = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            fname = (
+                func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            )
             if fname in _IMPORT_CALLS:
                 arg = node.args[0] if node.args else None
                 if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
-                    raise _Unresolved(f"{fname}() of a computed name in {module or 'a page'}")
+                    raise _Unresolved(
+                        f"{fname}() of a computed name in {module or 'a page'}"
+                    )
                 if not arg.value.startswith("."):
                     must.add(arg.value)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inert:
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in inert
+        ):
             maybe.update(_MODULE_STRING.findall(node.value))
             files.update(_FILE_STRING.findall(node.value))
     return must, maybe, files
@@ -349,7 +391,7 @@ def package_dependencies(page: Path) -> tuple[list[Path], str | None]:
 
     def add_module(name: str) -> None:
         parts = name.split(".")
-        for i in range(1, len(parts) + 1):   # importing a.b.c runs a and a.b first
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
             sub = ".".join(parts[:i])
             if sub in seen:
                 continue
@@ -377,17 +419,27 @@ def package_dependencies(page: Path) -> tuple[list[Path], str | None]:
     everything = _package_files()
     try:
         scan(_page_code(page), None, False)
-        for _ in range(100):   # file names found in strings may import more
+        for _ in range(100):  # file names found in strings may import more
             before = len(found)
             for path in everything:
-                if path.suffix == ".py" and path.name in file_names and path not in found:
+                if (
+                    path.suffix == ".py"
+                    and path.name in file_names
+                    and path not in found
+                ):
                     rel = path.relative_to(ROOT).with_suffix("")
-                    add_module(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+                    add_module(
+                        ".".join(
+                            rel.parts[:-1] if rel.name == "__init__" else rel.parts
+                        )
+                    )
             if len(found) == before:
                 break
     except _Unresolved as exc:
         return everything, str(exc)
-    data = [p for p in everything if p.suffix != ".py"]   # data files: anyone may read them
+    data = [
+        p for p in everything if p.suffix != ".py"
+    ]  # data files: anyone may read them
     return sorted(found | set(data)), None
 
 
@@ -408,12 +460,20 @@ def gpu_models() -> list[str]:
     models = []
     for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
         try:
-            model = next((l.split(":", 1)[1].strip() for l in info.read_text().splitlines()
-                          if l.startswith("Model:")), "unknown")
+            model = next(
+                (
+                    l.split(":", 1)[1].strip()
+                    for l in info.read_text().splitlines()
+                    if l.startswith("Model:")
+                ),
+                "unknown",
+            )
         except OSError:
             model = "unknown"
         models.append(model)
-    if not models:   # a container may show the device nodes without the driver's /proc entries
+    if (
+        not models
+    ):  # a container may show the device nodes without the driver's /proc entries
         models = ["nvidia (model unknown)" for dev in Path("/dev").glob("nvidia[0-9]*")]
     return models
 
@@ -429,16 +489,24 @@ def machine_inputs() -> dict:
     requirements = ROOT / "requirements.txt"
     return {
         "cache format": str(CACHE_FORMAT),
-        "requirements.txt": _sha(requirements.read_bytes()) if requirements.exists() else "absent",
+        "requirements.txt": _sha(requirements.read_bytes())
+        if requirements.exists()
+        else "absent",
         "python": sys.version,
         "torch": torch_build,
-        "gpus": json.dumps({"models": gpu_models(),
-                            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}),
+        "gpus": json.dumps(
+            {
+                "models": gpu_models(),
+                "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            }
+        ),
         "cpu": _cpu_model(),
     }
 
 
-def cache_inputs(page: Path, parameters: dict, machine: dict, dep_keys: dict, job: dict) -> dict:
+def cache_inputs(
+    page: Path, parameters: dict, machine: dict, dep_keys: dict, job: dict
+) -> dict:
     """Every input of one page's execution, name -> hash or value."""
     files, whole_package = package_dependencies(page)
     inputs = {f"page {page.relative_to(ROOT).as_posix()}": _sha(page.read_bytes())}
@@ -447,8 +515,12 @@ def cache_inputs(page: Path, parameters: dict, machine: dict, dep_keys: dict, jo
         inputs["whole package, because"] = whole_package
     inputs.update(machine)
     inputs["parameters"] = json.dumps(parameters, sort_keys=True)
-    inputs["job"] = json.dumps({"cpus": len(job["cpus"]) if job["cpus"] else "all",
-                                "threads": job["env"].get("OMP_NUM_THREADS", "default")})
+    inputs["job"] = json.dumps(
+        {
+            "cpus": len(job["cpus"]) if job["cpus"] else "all",
+            "threads": job["env"].get("OMP_NUM_THREADS", "default"),
+        }
+    )
     inputs.update({f"values of {name}": key for name, key in sorted(dep_keys.items())})
     return inputs
 
@@ -457,7 +529,9 @@ def key_of(inputs: dict) -> str:
     return _sha(json.dumps(inputs, sort_keys=True))
 
 
-def _write_atomically(path: Path, text: str | None = None, source: Path | None = None) -> None:
+def _write_atomically(
+    path: Path, text: str | None = None, source: Path | None = None
+) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     if source is not None:
         shutil.copyfile(source, tmp)
@@ -497,14 +571,26 @@ class Cache:
         old = (self.entry(page) or {}).get("inputs", {})
         return sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
 
-    def store(self, page: str, key: str, inputs: dict, notebook: Path, seconds: float) -> None:
+    def store(
+        self, page: str, key: str, inputs: dict, notebook: Path, seconds: float
+    ) -> None:
         _write_atomically(self.folder / f"{page}.ipynb", source=notebook)
-        _write_atomically(self.folder / f"{page}.json", json.dumps(
-            {"key": key, "seconds": round(seconds, 1), "executed": time.strftime("%Y-%m-%d %H:%M:%S"),
-             "inputs": inputs}, indent=1))
+        _write_atomically(
+            self.folder / f"{page}.json",
+            json.dumps(
+                {
+                    "key": key,
+                    "seconds": round(seconds, 1),
+                    "executed": time.strftime("%Y-%m-%d %H:%M:%S"),
+                    "inputs": inputs,
+                },
+                indent=1,
+            ),
+        )
 
 
 # --- execution -------------------------------------------------------------------
+
 
 def _poll_in_short_slices() -> None:
     """Work around a lost wake-up in async ZMQ polling (nbclient issue 312).
@@ -526,7 +612,11 @@ def _poll_in_short_slices() -> None:
     async def get_msg(self, timeout=None):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = POLL_SLICE_S if deadline is None else max(0.0, min(POLL_SLICE_S, deadline - time.monotonic()))
+            left = (
+                POLL_SLICE_S
+                if deadline is None
+                else max(0.0, min(POLL_SLICE_S, deadline - time.monotonic()))
+            )
             try:
                 return await original(self, timeout=left)
             except Empty:
@@ -537,7 +627,9 @@ def _poll_in_short_slices() -> None:
     AsyncZMQSocketChannel.get_msg = get_msg
 
 
-def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = None) -> tuple:
+def execute(
+    chapter: Path, out_dir: Path, parameters: dict, env: dict | None = None
+) -> tuple:
     """Run one chapter; returns (seconds, error or None, retry or None). The
     executed notebook is written even when a cell fails, so the error can be
     read. ``env`` is added to the kernel's environment.
@@ -568,8 +660,13 @@ def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = N
                 error = None
                 try:
                     papermill.execute_notebook(
-                        str(raw), str(out), parameters=parameters, kernel_name="python3",
-                        cwd=tmp, progress_bar=False, log_output=False,
+                        str(raw),
+                        str(out),
+                        parameters=parameters,
+                        kernel_name="python3",
+                        cwd=tmp,
+                        progress_bar=False,
+                        log_output=False,
                         execution_timeout=CELL_TIMEOUT_S,
                     )
                 except papermill.PapermillExecutionError as exc:
@@ -577,10 +674,15 @@ def execute(chapter: Path, out_dir: Path, parameters: dict, env: dict | None = N
                 except (CellTimeoutError, DeadKernelError) as exc:
                     error = f"{type(exc).__name__}: {exc}"
                     if attempt == 1:
-                        print(f"  {chapter.stem}: the kernel stopped answering ({error.splitlines()[0]}); "
-                              "running the chapter once more", flush=True)
-                        retry = {"first_attempt_s": round(time.perf_counter() - start, 1),
-                                 "error": error.splitlines()[0]}
+                        print(
+                            f"  {chapter.stem}: the kernel stopped answering ({error.splitlines()[0]}); "
+                            "running the chapter once more",
+                            flush=True,
+                        )
+                        retry = {
+                            "first_attempt_s": round(time.perf_counter() - start, 1),
+                            "error": error.splitlines()[0],
+                        }
                         continue
                 seconds = time.perf_counter() - start
             break
@@ -618,6 +720,7 @@ def hide_injected_parameters(path: Path) -> None:
 
 # --- jobs ------------------------------------------------------------------------
 
+
 def physical_cores() -> list[list[int]]:
     """The CPUs this process may use, grouped by physical core (hyperthreads
     of one core together); each CPU alone when the topology is unknown."""
@@ -625,7 +728,10 @@ def physical_cores() -> list[list[int]]:
     for cpu in sorted(os.sched_getaffinity(0)):
         topo = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
         try:
-            core = (topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip()
+            core = (
+                (topo / "physical_package_id").read_text().strip(),
+                (topo / "core_id").read_text().strip(),
+            )
         except OSError:
             core = ("cpu", str(cpu))
         groups.setdefault(core, []).append(cpu)
@@ -649,18 +755,30 @@ def plan_jobs(jobs: int) -> list[dict]:
     cores = physical_cores()
     per = len(cores) // jobs
     if per < 1:
-        raise SystemExit(f"--jobs {jobs}: this machine has {len(cores)} physical cores to give; "
-                         "each job needs at least one to itself")
+        raise SystemExit(
+            f"--jobs {jobs}: this machine has {len(cores)} physical cores to give; "
+            "each job needs at least one to itself"
+        )
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    gpus = ([g for g in visible.split(",") if g.strip()] if visible is not None
-            else [str(i) for i in range(len(gpu_models()))])
+    gpus = (
+        [g for g in visible.split(",") if g.strip()]
+        if visible is not None
+        else [str(i) for i in range(len(gpu_models()))]
+    )
     if gpus and jobs > len(gpus):
-        print(f"warning: {jobs} jobs share {len(gpus)} GPU(s): GPU timings are not isolated", flush=True)
+        print(
+            f"warning: {jobs} jobs share {len(gpus)} GPU(s): GPU timings are not isolated",
+            flush=True,
+        )
     plan = []
     for i in range(jobs):
-        cpus = sorted(c for core in cores[i * per:(i + 1) * per] for c in core)
+        cpus = sorted(c for core in cores[i * per : (i + 1) * per] for c in core)
         threads = str(per)
-        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        env = {
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+        }
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
         plan.append({"cpus": cpus, "env": env})
@@ -693,8 +811,15 @@ class _InProcess:
 
 # --- the build -------------------------------------------------------------------
 
-def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = True,
-          cache: bool = False, jobs: int | None = None) -> dict:
+
+def build(
+    dest: Path,
+    small: bool,
+    only: list[str] | None = None,
+    html: bool = True,
+    cache: bool = False,
+    jobs: int | None = None,
+) -> dict:
     """Execute the pages and build the book; returns the report (also in
     <dest>/timings.json). With ``cache``, pages whose key is unchanged are
     taken from <dest>/cache instead of executed, and an unchanged book is not
@@ -704,10 +829,21 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
     parameters = {"SMALL": True} if small else {}
     jobs = default_jobs() if jobs is None else max(1, jobs)
     plan = plan_jobs(jobs)
-    report = {"small": small, "cache": cache, "jobs": jobs,
-              "job_resources": [{"cpus": j["cpus"] or "all", "threads": j["env"].get("OMP_NUM_THREADS", "default"),
-                                 "gpu": j["env"].get("CUDA_VISIBLE_DEVICES")} for j in plan],
-              "chapters": {}, "html": None}
+    report = {
+        "small": small,
+        "cache": cache,
+        "jobs": jobs,
+        "job_resources": [
+            {
+                "cpus": j["cpus"] or "all",
+                "threads": j["env"].get("OMP_NUM_THREADS", "default"),
+                "gpu": j["env"].get("CUDA_VISIBLE_DEVICES"),
+            }
+            for j in plan
+        ],
+        "chapters": {},
+        "html": None,
+    }
     store = Cache(dest / "cache")
     values_dir = dest / "values"
     values_dir.mkdir(exist_ok=True)
@@ -718,11 +854,19 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
     machine = machine_inputs()
     keys, inputs = {}, {}
     for page in order:
-        inputs[page.stem] = cache_inputs(page, parameters, machine, {d: keys[d] for d in depends_on(page)}, plan[0])
+        inputs[page.stem] = cache_inputs(
+            page, parameters, machine, {d: keys[d] for d in depends_on(page)}, plan[0]
+        )
         keys[page.stem] = key_of(inputs[page.stem])
 
-    def finish(page: Path, seconds: float, error: str | None, cached: bool, spent: float,
-               retry: dict | None = None) -> None:
+    def finish(
+        page: Path,
+        seconds: float,
+        error: str | None,
+        cached: bool,
+        spent: float,
+        retry: dict | None = None,
+    ) -> None:
         out = src / page.parent.relative_to(ROOT) / f"{page.stem}.ipynb"
         if not out.exists():
             stub_page(page, out.parent)
@@ -733,15 +877,34 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
                 error = str(exc)
         if error is None and not cached:
             store.store(page.stem, keys[page.stem], inputs[page.stem], out, seconds)
-        report["chapters"][page.stem] = {"seconds": round(seconds, 1), "error": error, "cached": cached,
-                                         "this_run_s": round(spent, 1), "key": keys[page.stem][:16],
-                                         "budget_s": budget_s(page), "retry": retry}
+        report["chapters"][page.stem] = {
+            "seconds": round(seconds, 1),
+            "error": error,
+            "cached": cached,
+            "this_run_s": round(spent, 1),
+            "key": keys[page.stem][:16],
+            "budget_s": budget_s(page),
+            "retry": retry,
+        }
         how = "from the cache" if cached else f"{seconds:.1f} s"
-        print(f"  {page.stem}: {how}" + (f"  FAILED: {error}" if error else ""), flush=True)
+        print(
+            f"  {page.stem}: {how}" + (f"  FAILED: {error}" if error else ""),
+            flush=True,
+        )
 
-    executors = [_InProcess()] if jobs == 1 else [
-        ProcessPoolExecutor(1, mp_context=__import__("multiprocessing").get_context("spawn"),
-                            initializer=_pin, initargs=(j["cpus"], j["env"])) for j in plan]
+    executors = (
+        [_InProcess()]
+        if jobs == 1
+        else [
+            ProcessPoolExecutor(
+                1,
+                mp_context=__import__("multiprocessing").get_context("spawn"),
+                initializer=_pin,
+                initargs=(j["cpus"], j["env"]),
+            )
+            for j in plan
+        ]
+    )
     free = list(range(len(executors)))
     running: dict[Future, tuple[Path, int, float]] = {}
     pending = list(order)
@@ -750,13 +913,21 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
             for page in list(pending):
                 deps = depends_on(page)
                 if any(d not in report["chapters"] for d in deps):
-                    continue                       # a dependency has not finished
+                    continue  # a dependency has not finished
                 failed = [d for d in deps if report["chapters"][d]["error"]]
                 if failed:
                     pending.remove(page)
-                    finish(page, 0.0, f"not executed: it reads the values of {failed}, which failed", False, 0.0)
+                    finish(
+                        page,
+                        0.0,
+                        f"not executed: it reads the values of {failed}, which failed",
+                        False,
+                        0.0,
+                    )
                     continue
-                hit, why = store.lookup(page.stem, keys[page.stem]) if cache else (None, "")
+                hit, why = (
+                    store.lookup(page.stem, keys[page.stem]) if cache else (None, "")
+                )
                 out_dir = src / page.parent.relative_to(ROOT)
                 if hit is not None:
                     pending.remove(page)
@@ -764,26 +935,35 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
                     finish(page, store.entry(page.stem)["seconds"], None, True, 0.0)
                     continue
                 if not free:
-                    continue                       # wait for a job to finish
+                    continue  # wait for a job to finish
                 pending.remove(page)
                 slot = free.pop(0)
                 reason = ""
                 if cache:
                     if why == "changed":
-                        why = "changed: " + ", ".join(store.changed(page.stem, inputs[page.stem]))
+                        why = "changed: " + ", ".join(
+                            store.changed(page.stem, inputs[page.stem])
+                        )
                     reason = f" [{why[:200]}]"
                 where = f" on CPUs {plan[slot]['cpus']}" if plan[slot]["cpus"] else ""
-                print(f"executing {page.name} ({'test' if small else 'reader'} sizes){where}{reason} ...", flush=True)
-                view = dest / "inputs" / page.stem   # the values it may read, and only those
+                print(
+                    f"executing {page.name} ({'test' if small else 'reader'} sizes){where}{reason} ...",
+                    flush=True,
+                )
+                view = (
+                    dest / "inputs" / page.stem
+                )  # the values it may read, and only those
                 shutil.rmtree(view, ignore_errors=True)
                 view.mkdir(parents=True)
                 for d in deps:
                     shutil.copyfile(values_dir / f"{d}.json", view / f"{d}.json")
                 started = time.perf_counter()
-                future = executors[slot].submit(execute, page, out_dir, parameters, {VALUES_ENV: str(view)})
+                future = executors[slot].submit(
+                    execute, page, out_dir, parameters, {VALUES_ENV: str(view)}
+                )
                 running[future] = (page, slot, started)
                 if jobs == 1:
-                    break                          # it has run: see what that made ready
+                    break  # it has run: see what that made ready
             if not running:
                 continue
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
@@ -794,8 +974,13 @@ def build(dest: Path, small: bool, only: list[str] | None = None, html: bool = T
                 try:
                     seconds, error, retry = future.result()
                 except Exception as exc:  # noqa: BLE001 (the page fails, the build goes on)
-                    seconds, error = time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
-                finish(page, seconds, error, False, time.perf_counter() - started, retry)
+                    seconds, error = (
+                        time.perf_counter() - started,
+                        f"{type(exc).__name__}: {exc}",
+                    )
+                finish(
+                    page, seconds, error, False, time.perf_counter() - started, retry
+                )
     finally:
         for executor in executors:
             executor.shutdown()
@@ -822,13 +1007,24 @@ def html_fingerprint(src: Path) -> str:
             digest.update(f"{package}=={metadata.version(package)}".encode())
         except metadata.PackageNotFoundError:
             pass
-    digest.update(" ".join(_html_command(Path("SRC"), Path("DEST"))[1:]).encode())   # not the venv's path
+    digest.update(
+        " ".join(_html_command(Path("SRC"), Path("DEST"))[1:]).encode()
+    )  # not the venv's path
     return digest.hexdigest()
 
 
 def _html_command(src: Path, dest: Path) -> list[str]:
-    return [str(Path(sys.executable).parent / "jupyter-book"), "build", str(src),
-            "--path-output", str(dest), "--all", "-W", "-n", "--keep-going"]
+    return [
+        str(Path(sys.executable).parent / "jupyter-book"),
+        "build",
+        str(src),
+        "--path-output",
+        str(dest),
+        "--all",
+        "-W",
+        "-n",
+        "--keep-going",
+    ]
 
 
 def build_html(src: Path, dest: Path) -> subprocess.CompletedProcess:
@@ -844,8 +1040,16 @@ def build_book(src: Path, dest: Path, reuse: bool) -> dict:
     if reuse and stamp.exists() and (html_dir / "index.html").exists():
         try:
             if json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
-                print("the HTML book is up to date (same sources as its last clean build)", flush=True)
-                return {"returncode": 0, "dir": str(html_dir), "warnings": [], "rebuilt": False}
+                print(
+                    "the HTML book is up to date (same sources as its last clean build)",
+                    flush=True,
+                )
+                return {
+                    "returncode": 0,
+                    "dir": str(html_dir),
+                    "warnings": [],
+                    "rebuilt": False,
+                }
         except ValueError:
             pass
     stamp.unlink(missing_ok=True)
@@ -856,7 +1060,12 @@ def build_book(src: Path, dest: Path, reuse: bool) -> dict:
     warnings = [l for l in log.splitlines() if "WARNING" in l or "ERROR" in l]
     if result.returncode == 0 and not warnings:
         _write_atomically(stamp, json.dumps({"fingerprint": fingerprint}))
-    return {"returncode": result.returncode, "dir": str(html_dir), "warnings": warnings, "rebuilt": True}
+    return {
+        "returncode": result.returncode,
+        "dir": str(html_dir),
+        "warnings": warnings,
+        "rebuilt": True,
+    }
 
 
 def stub_page(page: Path, out_dir: Path) -> None:
@@ -873,18 +1082,40 @@ def stub_page(page: Path, out_dir: Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--small", action="store_true", help="test sizes (SMALL=True)")
-    ap.add_argument("--dest", type=Path, default=None, help="output folder (default _build/book or _build/test)")
+    ap.add_argument(
+        "--dest",
+        type=Path,
+        default=None,
+        help="output folder (default _build/book or _build/test)",
+    )
     ap.add_argument("--only", nargs="*", help="chapter names (file stems) to execute")
     ap.add_argument("--no-html", action="store_true", help="execute only")
-    ap.add_argument("--no-cache", action="store_true", help="execute every page, even those unchanged")
-    ap.add_argument("--jobs", type=int, default=None,
-                    help=f"pages executed at once, each on its own cores (default here: {default_jobs()})")
+    ap.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="execute every page, even those unchanged",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help=f"pages executed at once, each on its own cores (default here: {default_jobs()})",
+    )
     args = ap.parse_args(argv)
     dest = args.dest or ROOT / "_build" / ("test" if args.small else "book")
     started = time.perf_counter()
-    report = build(dest, args.small, args.only, html=not args.no_html, cache=not args.no_cache, jobs=args.jobs)
+    report = build(
+        dest,
+        args.small,
+        args.only,
+        html=not args.no_html,
+        cache=not args.no_cache,
+        jobs=args.jobs,
+    )
     failed = [name for name, r in report["chapters"].items() if r["error"]]
     executed = [name for name, r in report["chapters"].items() if not r["cached"]]
     ok = not failed
@@ -896,8 +1127,10 @@ def main(argv=None) -> int:
             print(f"the book build failed; see {dest / 'build.log'}")
         else:
             print(f"HTML book: {report['html']['dir']}/index.html")
-    print(f"done in {time.perf_counter() - started:.0f} s; executed {len(executed)} of {len(report['chapters'])} "
-          "pages" + (f"; failed: {failed}" if failed else ""))
+    print(
+        f"done in {time.perf_counter() - started:.0f} s; executed {len(executed)} of {len(report['chapters'])} "
+        "pages" + (f"; failed: {failed}" if failed else "")
+    )
     return 0 if ok else 1
 
 

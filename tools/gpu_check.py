@@ -55,17 +55,51 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build  # noqa: E402  (tools/build.py: the page list, execution, glued values)
 
 CUDA_INDEX = "https://download.pytorch.org/whl/cu126"
-NO_CUDA = 2                       # exit status: no usable CUDA GPU
+NO_CUDA = 2  # exit status: no usable CUDA GPU
 # What papermill needs to execute a page and myst-nb's glue to record values, beyond what a
 # machine with torch, numpy, matplotlib and tokenizers already has: the distributions whose
 # wheels a registry-less machine must carry (--wheel-list prints them pinned to this venv).
 CARRIED = (
-    "papermill", "nbclient", "nbformat", "jupyter-client", "jupyter-core", "ipykernel", "ipython",
-    "ipython-pygments-lexers", "comm", "debugpy", "jedi", "parso", "pexpect", "ptyprocess",
-    "prompt-toolkit", "wcwidth", "stack-data", "asttokens", "executing", "pure-eval", "matplotlib-inline",
-    "nest-asyncio", "pyzmq", "tornado", "traitlets", "platformdirs", "fastjsonschema", "jsonschema",
-    "jsonschema-specifications", "referencing", "rpds-py", "jupytext", "mdit-py-plugins", "ipywidgets",
-    "widgetsnbextension", "jupyterlab-widgets", "myst-nb", "docutils", "tenacity", "entrypoints",
+    "papermill",
+    "nbclient",
+    "nbformat",
+    "jupyter-client",
+    "jupyter-core",
+    "ipykernel",
+    "ipython",
+    "ipython-pygments-lexers",
+    "comm",
+    "debugpy",
+    "jedi",
+    "parso",
+    "pexpect",
+    "ptyprocess",
+    "prompt-toolkit",
+    "wcwidth",
+    "stack-data",
+    "asttokens",
+    "executing",
+    "pure-eval",
+    "matplotlib-inline",
+    "nest-asyncio",
+    "pyzmq",
+    "tornado",
+    "traitlets",
+    "platformdirs",
+    "fastjsonschema",
+    "jsonschema",
+    "jsonschema-specifications",
+    "referencing",
+    "rpds-py",
+    "jupytext",
+    "mdit-py-plugins",
+    "ipywidgets",
+    "widgetsnbextension",
+    "jupyterlab-widgets",
+    "myst-nb",
+    "docutils",
+    "tenacity",
+    "entrypoints",
 )
 
 
@@ -75,31 +109,41 @@ class NoCuda(RuntimeError):
 
 # --- the interpreter and its torch ---------------------------------------------------
 
-PROBE = ("import json, sys\n"
-         "try:\n"
-         "    import torch\n"
-         "except ImportError as e:\n"
-         "    print(json.dumps({'torch': None, 'error': str(e)})); sys.exit()\n"
-         "ok = torch.cuda.is_available()\n"
-         "print(json.dumps({'torch': torch.__version__, 'cuda_build': torch.version.cuda, 'cuda': ok,\n"
-         "                  'gpu': torch.cuda.get_device_name() if ok else None, 'python': sys.version.split()[0],\n"
-         "                  'executable': sys.executable}))\n")
+PROBE = (
+    "import json, sys\n"
+    "try:\n"
+    "    import torch\n"
+    "except ImportError as e:\n"
+    "    print(json.dumps({'torch': None, 'error': str(e)})); sys.exit()\n"
+    "ok = torch.cuda.is_available()\n"
+    "print(json.dumps({'torch': torch.__version__, 'cuda_build': torch.version.cuda, 'cuda': ok,\n"
+    "                  'gpu': torch.cuda.get_device_name() if ok else None, 'python': sys.version.split()[0],\n"
+    "                  'executable': sys.executable}))\n"
+)
 
 
 def probe(python: str, env: dict | None = None) -> dict:
     """What ``python``'s torch is and whether it sees a GPU."""
-    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [python, "-c", PROBE], capture_output=True, text=True, env=env, timeout=300
+    )
     if out.returncode != 0:
-        raise NoCuda(f"{python} could not run a probe of torch: {out.stderr.strip()[-500:]}")
+        raise NoCuda(
+            f"{python} could not run a probe of torch: {out.stderr.strip()[-500:]}"
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def gpu_present() -> bool:
     """A GPU device node (or nvidia-smi) on this machine, whatever torch says."""
-    return any(Path("/dev").glob("nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
+    return (
+        any(Path("/dev").glob("nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
+    )
 
 
-def registry_reachable(host: str = "download.pytorch.org", timeout_s: float = 3.0) -> bool:
+def registry_reachable(
+    host: str = "download.pytorch.org", timeout_s: float = 3.0
+) -> bool:
     try:
         with socket.create_connection((host, 443), timeout=timeout_s):
             return True
@@ -115,12 +159,22 @@ def pinned_torch() -> str:
 
 
 def install_cuda_torch(python: str) -> None:
-    cmd = [python, "-m", "pip", "install", f"torch=={pinned_torch()}", "--index-url", CUDA_INDEX]
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        f"torch=={pinned_torch()}",
+        "--index-url",
+        CUDA_INDEX,
+    ]
     print("installing the CUDA wheel of the pinned torch:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
 
-def require_cuda(python: str, env: dict | None = None, allow_install: bool = True) -> dict:
+def require_cuda(
+    python: str, env: dict | None = None, allow_install: bool = True
+) -> dict:
     """The probe of a CUDA torch in ``python`` that sees a GPU, installing the
     CUDA wheel first where the CPU wheel sits on a machine with a GPU and a
     reachable index. Raises NoCuda with what was found otherwise."""
@@ -134,14 +188,21 @@ def require_cuda(python: str, env: dict | None = None, allow_install: bool = Tru
         if info.get("cuda"):
             return info
     what = f"torch {info['torch']}" if info.get("torch") else "no torch"
-    build_kind = "a CPU build" if cpu_wheel or not info.get("cuda_build") else f"CUDA {info['cuda_build']}"
+    build_kind = (
+        "a CPU build"
+        if cpu_wheel or not info.get("cuda_build")
+        else f"CUDA {info['cuda_build']}"
+    )
     gpu = "a GPU is present" if gpu_present() else "no GPU on this machine"
-    raise NoCuda(f"gpu_check needs a CUDA GPU: {python} has {what} ({build_kind}), which sees no CUDA device; "
-                 f"{gpu}. On a CUDA machine install the CUDA wheel: {python} -m pip install "
-                 f"torch=={pinned_torch()} --index-url {CUDA_INDEX}")
+    raise NoCuda(
+        f"gpu_check needs a CUDA GPU: {python} has {what} ({build_kind}), which sees no CUDA device; "
+        f"{gpu}. On a CUDA machine install the CUDA wheel: {python} -m pip install "
+        f"torch=={pinned_torch()} --index-url {CUDA_INDEX}"
+    )
 
 
 # --- carried wheels ---------------------------------------------------------------------
+
 
 def install_wheels(python: str, wheels: Path, target: Path) -> Path:
     """Every wheel in ``wheels`` installed into ``target`` (no index, no dependency
@@ -150,8 +211,23 @@ def install_wheels(python: str, wheels: Path, target: Path) -> Path:
     if not found:
         raise SystemExit(f"--wheels {wheels}: no .whl files there")
     target.mkdir(parents=True, exist_ok=True)
-    cmd = [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
-           "--upgrade", "--find-links", str(wheels), "--target", str(target), *map(str, found)]
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-index",
+        "--no-deps",
+        "--no-compile",
+        "--no-cache-dir",
+        "--upgrade",
+        "--find-links",
+        str(wheels),
+        "--target",
+        str(target),
+        *map(str, found),
+    ]
     print(f"installing {len(found)} carried wheels into {target} ...", flush=True)
     subprocess.run(cmd, check=True)
     return target
@@ -159,7 +235,9 @@ def install_wheels(python: str, wheels: Path, target: Path) -> Path:
 
 def with_paths(env: dict, *paths: Path) -> dict:
     env = dict(env)
-    env["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in paths), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [*(str(p) for p in paths), *filter(None, [env.get("PYTHONPATH")])]
+    )
     return env
 
 
@@ -178,6 +256,7 @@ def wheel_list() -> list[str]:
 
 # --- running the pages --------------------------------------------------------------------
 
+
 def execute_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tuple:
     """(seconds, error) of one page executed by papermill (tools/build.py's execute)."""
     seconds, error, _retry = build.execute(page, out_dir, parameters, env)
@@ -193,8 +272,15 @@ def dry_run_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tupl
     return 0.0, None
 
 
-def run_check(dest: Path, only: list[str] | None, device: str = "cuda", small: bool = False,
-              runner=execute_page, info: dict | None = None, env: dict | None = None) -> dict:
+def run_check(
+    dest: Path,
+    only: list[str] | None,
+    device: str = "cuda",
+    small: bool = False,
+    runner=execute_page,
+    info: dict | None = None,
+    env: dict | None = None,
+) -> dict:
     """Execute the pages with DEVICE=``device`` and write summary.json,
     values/<page>.json and notebooks/<page>.ipynb under ``dest``. Returns the summary."""
     dest = Path(dest)
@@ -202,20 +288,39 @@ def run_check(dest: Path, only: list[str] | None, device: str = "cuda", small: b
         shutil.rmtree(dest / sub, ignore_errors=True)
         (dest / sub).mkdir(parents=True)
     parameters = {"DEVICE": device, **({"SMALL": True} if small else {})}
-    summary = {"device": device, "small": small, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-               "command": " ".join(sys.argv), "host": platform.node(), **(info or {}), "pages": {}}
+    summary = {
+        "device": device,
+        "small": small,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": " ".join(sys.argv),
+        "host": platform.node(),
+        **(info or {}),
+        "pages": {},
+    }
     for page in build.execution_order(build.chapters(only)):
         deps = build.depends_on(page)
         failed = [d for d in deps if summary["pages"].get(d, {}).get("error")]
         if failed:
-            summary["pages"][page.stem] = {"seconds": 0.0, "error": f"not executed: {failed} failed", "values": {}}
+            summary["pages"][page.stem] = {
+                "seconds": 0.0,
+                "error": f"not executed: {failed} failed",
+                "values": {},
+            }
             continue
         view = dest / "inputs" / page.stem
         view.mkdir(parents=True)
         for d in deps:
             shutil.copyfile(dest / "values" / f"{d}.json", view / f"{d}.json")
-        print(f"executing {page.name} with DEVICE={device!r} ({'test' if small else 'reader'} sizes) ...", flush=True)
-        seconds, error = runner(page, dest / "notebooks", parameters, {**(env or {}), build.VALUES_ENV: str(view)})
+        print(
+            f"executing {page.name} with DEVICE={device!r} ({'test' if small else 'reader'} sizes) ...",
+            flush=True,
+        )
+        seconds, error = runner(
+            page,
+            dest / "notebooks",
+            parameters,
+            {**(env or {}), build.VALUES_ENV: str(view)},
+        )
         values = {}
         notebook = dest / "notebooks" / f"{page.stem}.ipynb"
         if notebook.exists():
@@ -224,24 +329,67 @@ def run_check(dest: Path, only: list[str] | None, device: str = "cuda", small: b
             except build.GlueError as exc:
                 error = error or str(exc)
         build.write_values(dest, page.stem, values)
-        summary["pages"][page.stem] = {"seconds": round(seconds, 1), "error": error, "values": values}
-        print(f"  {page.stem}: {seconds:.1f} s" + (f"  FAILED: {error}" if error else ""), flush=True)
+        summary["pages"][page.stem] = {
+            "seconds": round(seconds, 1),
+            "error": error,
+            "values": values,
+        }
+        print(
+            f"  {page.stem}: {seconds:.1f} s" + (f"  FAILED: {error}" if error else ""),
+            flush=True,
+        )
     shutil.rmtree(dest / "inputs", ignore_errors=True)
     (dest / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     return summary
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dest", type=Path, default=ROOT / "_build" / "gpu", help="output folder (default _build/gpu)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--dest",
+        type=Path,
+        default=ROOT / "_build" / "gpu",
+        help="output folder (default _build/gpu)",
+    )
     ap.add_argument("--only", nargs="*", help="chapter names (file stems) to execute")
-    ap.add_argument("--python", default=sys.executable, help="the interpreter whose torch runs the pages")
-    ap.add_argument("--wheels", type=Path, help="a folder of wheels to install (no index) before running")
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="DEVICE the pages get (default cuda)")
-    ap.add_argument("--small", action="store_true", help="test sizes (SMALL=True) instead of reader sizes")
-    ap.add_argument("--dry-run", action="store_true", help="write the layout without executing anything")
-    ap.add_argument("--no-install", action="store_true", help="never install the CUDA wheel of torch")
-    ap.add_argument("--wheel-list", action="store_true", help="print the pins of the wheels to carry, and exit")
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter whose torch runs the pages",
+    )
+    ap.add_argument(
+        "--wheels",
+        type=Path,
+        help="a folder of wheels to install (no index) before running",
+    )
+    ap.add_argument(
+        "--device",
+        default="cuda",
+        choices=("cuda", "cpu"),
+        help="DEVICE the pages get (default cuda)",
+    )
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="test sizes (SMALL=True) instead of reader sizes",
+    )
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="write the layout without executing anything",
+    )
+    ap.add_argument(
+        "--no-install",
+        action="store_true",
+        help="never install the CUDA wheel of torch",
+    )
+    ap.add_argument(
+        "--wheel-list",
+        action="store_true",
+        help="print the pins of the wheels to carry, and exit",
+    )
     args = ap.parse_args(argv)
     if args.wheel_list:
         print("\n".join(wheel_list()))
@@ -249,7 +397,9 @@ def main(argv=None) -> int:
     dest = args.dest.resolve()
     env = dict(os.environ)
     if args.wheels:
-        env = with_paths(env, install_wheels(args.python, args.wheels.resolve(), dest / "site"), ROOT)
+        env = with_paths(
+            env, install_wheels(args.python, args.wheels.resolve(), dest / "site"), ROOT
+        )
     else:
         env = with_paths(env, ROOT)
     if Path(args.python).resolve() != Path(sys.executable).resolve():
@@ -274,8 +424,11 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     summary = run_check(dest, args.only, args.device, args.small, runner, info, env)
     failed = [p for p, r in summary["pages"].items() if r["error"]]
-    print(f"done in {time.perf_counter() - started:.0f} s on {info.get('gpu') or args.device} "
-          f"(torch {info.get('torch')}); {dest / 'summary.json'}" + (f"; failed: {failed}" if failed else ""))
+    print(
+        f"done in {time.perf_counter() - started:.0f} s on {info.get('gpu') or args.device} "
+        f"(torch {info.get('torch')}); {dest / 'summary.json'}"
+        + (f"; failed: {failed}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -28,35 +28,56 @@ def complete() -> bool:
     manager = DEST / "html-manager" / "embed-amd.js"
     if not ((DEST / "require.js").exists() and manager.exists()):
         return False
-    fonts = set(re.findall(r'\w\.p\+"([0-9a-f]{20}\.\w+)"', manager.read_text(errors="replace")))
-    return bool(fonts) and all((DEST / "html-manager" / name).exists() for name in fonts)
+    fonts = set(
+        re.findall(r'\w\.p\+"([0-9a-f]{20}\.\w+)"', manager.read_text(errors="replace"))
+    )
+    return bool(fonts) and all(
+        (DEST / "html-manager" / name).exists() for name in fonts
+    )
 
 
 def main() -> int:
     if complete():
         return 0
     if shutil.which("npm") is None:
-        print("vendor_js: npm is needed to fetch the widget scripts (apt-get install npm)", file=sys.stderr)
+        print(
+            "vendor_js: npm is needed to fetch the widget scripts (apt-get install npm)",
+            file=sys.stderr,
+        )
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         specs = [f"{name}@{version}" for name, version in PACKAGES.items()]
-        subprocess.run(["npm", "pack", "--silent", *specs], cwd=tmp, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["npm", "pack", "--silent", *specs],
+            cwd=tmp,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         tarballs = {p.name: p for p in Path(tmp).glob("*.tgz")}
         shutil.rmtree(DEST, ignore_errors=True)
         (DEST / "html-manager").mkdir(parents=True)
         for name, path in tarballs.items():
             with tarfile.open(path) as tar:
                 tar.extractall(Path(tmp) / name.removesuffix(".tgz"), filter="data")
-        req = Path(tmp) / f"requirejs-{PACKAGES['requirejs']}" / "package" / "require.js"
+        req = (
+            Path(tmp) / f"requirejs-{PACKAGES['requirejs']}" / "package" / "require.js"
+        )
         shutil.copy(req, DEST / "require.js")
-        dist = Path(tmp) / f"jupyter-widgets-html-manager-{PACKAGES['@jupyter-widgets/html-manager']}" / "package" / "dist"
+        dist = (
+            Path(tmp)
+            / f"jupyter-widgets-html-manager-{PACKAGES['@jupyter-widgets/html-manager']}"
+            / "package"
+            / "dist"
+        )
         shutil.copy(dist / "embed-amd.js", DEST / "html-manager" / "embed-amd.js")
         for font in dist.iterdir():
             if font.suffix in FONT_SUFFIXES:
                 shutil.copy(font, DEST / "html-manager" / font.name)
     if not complete():
-        print("vendor_js: the widget manager names font files its package does not ship", file=sys.stderr)
+        print(
+            "vendor_js: the widget manager names font files its package does not ship",
+            file=sys.stderr,
+        )
         return 1
     print(f"vendor_js: widget scripts and fonts in {DEST.relative_to(ROOT)}")
     return 0

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mlbook.common import validate
 from mlbook.accumulation.formulas import KSweep, SweepRow, check_k
+from mlbook.common import validate
 from mlbook.common_torch import timing
 
 NORMS = ("layernorm", "batchnorm")
@@ -32,8 +32,16 @@ IGNORE_INDEX = -100  # the target of a padding position (torch's cross_entropy d
 
 # --- the model ------------------------------------------------------------------
 
-def make_mlp(norm: str = "layernorm", d_in: int = 8, d_hidden: int = 32, d_out: int = 4,
-             seed: int = 0, dtype=torch.float32, out_std: float | None = None) -> nn.Sequential:
+
+def make_mlp(
+    norm: str = "layernorm",
+    d_in: int = 8,
+    d_hidden: int = 32,
+    d_out: int = 4,
+    seed: int = 0,
+    dtype=torch.float32,
+    out_std: float | None = None,
+) -> nn.Sequential:
     """A small seeded MLP, Linear -> norm -> GELU -> Linear, with the given
     normalisation in the middle: LayerNorm (per example) or BatchNorm1d
     (statistics over the batch). ``out_std`` redraws the output layer's
@@ -44,31 +52,40 @@ def make_mlp(norm: str = "layernorm", d_in: int = 8, d_hidden: int = 32, d_out: 
         validate.positive_int(name, value)
     if out_std is not None:
         validate.positive("out_std", out_std)
-    with torch.random.fork_rng(devices=[]):   # seeding the model must not reseed the caller
+    with torch.random.fork_rng(
+        devices=[]
+    ):  # seeding the model must not reseed the caller
         torch.manual_seed(seed)
-        middle = nn.LayerNorm(d_hidden) if norm == "layernorm" else nn.BatchNorm1d(d_hidden)
-        model = nn.Sequential(nn.Linear(d_in, d_hidden), middle, nn.GELU(),
-                              nn.Linear(d_hidden, d_out))
+        middle = (
+            nn.LayerNorm(d_hidden) if norm == "layernorm" else nn.BatchNorm1d(d_hidden)
+        )
+        model = nn.Sequential(
+            nn.Linear(d_in, d_hidden), middle, nn.GELU(), nn.Linear(d_hidden, d_out)
+        )
         if out_std is not None:
             nn.init.normal_(model[-1].weight, std=out_std)
     return model.to(dtype)
 
 
-def regression_batch(batch_size: int, d_in: int = 8, d_out: int = 4, seed: int = 0,
-                     dtype=torch.float32):
+def regression_batch(
+    batch_size: int, d_in: int = 8, d_out: int = 4, seed: int = 0, dtype=torch.float32
+):
     """Seeded random inputs (batch_size, d_in) and targets (batch_size, d_out)."""
     validate.positive_int("batch_size", batch_size)
     gen = torch.Generator().manual_seed(seed)
-    X = torch.randn(batch_size, d_in, generator=gen, dtype=dtype)          # (B, d_in)
-    y = torch.randn(batch_size, d_out, generator=gen, dtype=dtype)         # (B, d_out)
+    X = torch.randn(batch_size, d_in, generator=gen, dtype=dtype)  # (B, d_in)
+    y = torch.randn(batch_size, d_out, generator=gen, dtype=dtype)  # (B, d_out)
     return X, y
 
 
 # --- the identity ---------------------------------------------------------------
 
+
 def _grads(model: nn.Module) -> list[torch.Tensor]:
-    return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
-            for p in model.parameters()]
+    return [
+        p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+        for p in model.parameters()
+    ]
 
 
 def _check_batch(X, y, k: int | None = None) -> int:
@@ -100,7 +117,7 @@ def accumulated_grads(model: nn.Module, loss_fn, X, y, k: int) -> list[torch.Ten
     m = copy.deepcopy(model)
     m.zero_grad(set_to_none=True)
     for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
-        (loss_fn(m(X_j), y_j) / k).backward()        # .grad accumulates across calls
+        (loss_fn(m(X_j), y_j) / k).backward()  # .grad accumulates across calls
     return _grads(m)
 
 
@@ -113,15 +130,19 @@ def max_abs_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     worst = 0.0
     for i, (x, z) in enumerate(zip(a, b)):
         if x.shape != z.shape:
-            raise ValueError(f"gradient {i} has shape {tuple(x.shape)} in one list and "
-                             f"{tuple(z.shape)} in the other")
+            raise ValueError(
+                f"gradient {i} has shape {tuple(x.shape)} in one list and "
+                f"{tuple(z.shape)} in the other"
+            )
         worst = max(worst, (x.double() - z.double()).abs().max().item())
     return worst
 
 
 def grad_norm(grads: list[torch.Tensor]) -> float:
     """The global L2 norm of a gradient list (what clip_grad_norm_ measures)."""
-    return torch.linalg.vector_norm(torch.stack([g.double().norm() for g in grads])).item()
+    return torch.linalg.vector_norm(
+        torch.stack([g.double().norm() for g in grads])
+    ).item()
 
 
 def cosine(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
@@ -136,8 +157,9 @@ def cosine(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 CLIP_WHERE = ("accumulated", "every_micro_batch")
 
 
-def clipped_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, max_norm: float,
-                              where: str = "accumulated") -> list[torch.Tensor]:
+def clipped_accumulated_grads(
+    model: nn.Module, loss_fn, X, y, k: int, max_norm: float, where: str = "accumulated"
+) -> list[torch.Tensor]:
     """Accumulate over k micro-batches and clip with torch's clip_grad_norm_.
 
     where="accumulated" clips once, after the last micro-batch (right: the
@@ -162,8 +184,15 @@ def clipped_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, max_norm:
 
 # --- token-level losses with variable-length sequences ----------------------------
 
-def variable_length_batch(n_seqs: int, max_len: int, vocab_size: int, min_len: int = 1,
-                          seed: int = 0, sort: bool = True):
+
+def variable_length_batch(
+    n_seqs: int,
+    max_len: int,
+    vocab_size: int,
+    min_len: int = 1,
+    seed: int = 0,
+    sort: bool = True,
+):
     """Token ids (n_seqs, max_len) and next-token targets padded with -100.
 
     Lengths are drawn uniformly from [min_len, max_len]; sort=True orders the
@@ -181,8 +210,8 @@ def variable_length_batch(n_seqs: int, max_len: int, vocab_size: int, min_len: i
     if sort:
         lengths = lengths.sort().values
     ids = torch.randint(0, vocab_size, (n_seqs, max_len + 1), generator=gen)
-    idx, targets = ids[:, :-1].clone(), ids[:, 1:].clone()               # (n, s)
-    pad = torch.arange(max_len)[None, :] >= lengths[:, None]             # (n, s)
+    idx, targets = ids[:, :-1].clone(), ids[:, 1:].clone()  # (n, s)
+    pad = torch.arange(max_len)[None, :] >= lengths[:, None]  # (n, s)
     idx[pad] = 0
     targets[pad] = IGNORE_INDEX
     return idx, targets, lengths
@@ -195,13 +224,19 @@ def token_count(targets) -> int:
 
 def token_mean_loss(logits, targets):
     """Cross-entropy averaged over the real tokens of this batch (padding skipped)."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+    return F.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX
+    )
 
 
 def token_sum_loss(logits, targets):
     """Cross-entropy summed over the real tokens (padding skipped)."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX,
-                           reduction="sum")
+    return F.cross_entropy(
+        logits.flatten(0, 1),
+        targets.flatten(),
+        ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    )
 
 
 def naive_token_grads(model: nn.Module, idx, targets, k: int) -> list[torch.Tensor]:
@@ -210,7 +245,9 @@ def naive_token_grads(model: nn.Module, idx, targets, k: int) -> list[torch.Tens
     return accumulated_grads(model, token_mean_loss, idx, targets, k)
 
 
-def token_normalised_grads(model: nn.Module, idx, targets, k: int) -> list[torch.Tensor]:
+def token_normalised_grads(
+    model: nn.Module, idx, targets, k: int
+) -> list[torch.Tensor]:
     """The fix: sum each micro-batch's token losses and divide by the token
     count of the whole batch, counted before the first micro-batch."""
     _check_batch(idx, targets, k)
@@ -230,13 +267,16 @@ def token_weights(targets, k: int, how: str = "naive") -> torch.Tensor:
     N_j in micro-batch j). Returns a (k,) tensor."""
     validate.one_of("how", how, ("naive", "normalised"))
     check_k(k, len(targets))
-    counts = torch.tensor([token_count(t) for t in targets.chunk(k)], dtype=torch.float64)
+    counts = torch.tensor(
+        [token_count(t) for t in targets.chunk(k)], dtype=torch.float64
+    )
     if how == "naive":
         return 1.0 / (k * counts)
     return torch.full((k,), 1.0 / counts.sum().item(), dtype=torch.float64)
 
 
 # --- fp16 loss scaling inside accumulation (the exercise) --------------------------
+
 
 def fp16_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, scale: float = 1.0):
     """Accumulate in fp16 with the loss of each micro-batch scaled by S / k,
@@ -255,12 +295,14 @@ def fp16_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, scale: float
     for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
         loss = loss_fn(m(X_j.half()).float(), y_j.float())
         (loss * (scale / k)).backward()
-    grads = [g.float() / scale for g in _grads(m)]                       # unscale once
+    grads = [g.float() / scale for g in _grads(m)]  # unscale once
     found_inf = not all(torch.isfinite(g).all() for g in grads)
     return grads, found_inf
 
 
-def zero_fraction(got: list[torch.Tensor], reference: list[torch.Tensor], index: int = 0) -> float:
+def zero_fraction(
+    got: list[torch.Tensor], reference: list[torch.Tensor], index: int = 0
+) -> float:
     """Share of entries of gradient ``index`` that are exactly zero in ``got``
     while the reference has them non-zero: gradients lost to underflow."""
     if not 0 <= index < len(got):
@@ -270,6 +312,7 @@ def zero_fraction(got: list[torch.Tensor], reference: list[torch.Tensor], index:
 
 
 # --- measuring a step against k -----------------------------------------------------
+
 
 def saved_activation_bytes(model: nn.Module, loss_fn, X, y) -> int:
     """Bytes the autograd graph keeps for backward in one forward of (X, y).
@@ -310,8 +353,17 @@ def accumulation_step(model: nn.Module, optimizer, loss_fn, micro_batches) -> fl
     return float(total)
 
 
-def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device: str = "cpu",
-                    threads: int | None = None, on_round=None) -> KSweep:
+def measure_k_sweep(
+    model: nn.Module,
+    loss_fn,
+    X,
+    y,
+    ks,
+    steps: int = 3,
+    device: str = "cpu",
+    threads: int | None = None,
+    on_round=None,
+) -> KSweep:
     """Step time and activation memory against k at the fixed global batch (X, y).
 
     For each k: the median wall time of ``steps`` optimizer steps and the
@@ -335,18 +387,22 @@ def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device:
     X, y = X.to(device), y.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     micro = {k: list(zip(X.chunk(k), y.chunk(k))) for k in ks}
-    steps_of = {k: (lambda mb=micro[k]: accumulation_step(model, opt, loss_fn, mb)) for k in ks}
+    steps_of = {
+        k: (lambda mb=micro[k]: accumulation_step(model, opt, loss_fn, mb)) for k in ks
+    }
     with timing.cpu_threads(threads, name="threads"):
         used_threads = torch.get_num_threads()
         times = {k: [] for k in ks}
-        for r in range(steps + 1):                          # round 0 warms up
+        for r in range(steps + 1):  # round 0 warms up
             for k in ks:
                 t = timing.time_steps(steps_of[k], steps=1, warmup=0, device=device)
                 if r:
                     times[k] += t
             if on_round is not None:
                 on_round(r, steps)
-        opt_s = timing.median_s(timing.time_steps(opt.step, steps=max(steps, 3), warmup=1, device=device))
+        opt_s = timing.median_s(
+            timing.time_steps(opt.step, steps=max(steps, 3), warmup=1, device=device)
+        )
         rows = []
         for k in ks:
             peak = None
@@ -357,8 +413,20 @@ def measure_k_sweep(model: nn.Module, loss_fn, X, y, ks, steps: int = 3, device:
                 steps_of[k]()
                 torch.cuda.synchronize()
                 peak = torch.cuda.max_memory_allocated() - base
-            rows.append(SweepRow(k=k, micro_batch=B // k, step_s=timing.median_s(times[k]),
-                                 saved_bytes=saved_activation_bytes(model, loss_fn, *micro[k][0]),
-                                 times_s=tuple(times[k]), peak_bytes=peak))
-    return KSweep(global_batch=B, rows=tuple(rows), optimizer_s=opt_s, device=device,
-                  threads=used_threads)
+            rows.append(
+                SweepRow(
+                    k=k,
+                    micro_batch=B // k,
+                    step_s=timing.median_s(times[k]),
+                    saved_bytes=saved_activation_bytes(model, loss_fn, *micro[k][0]),
+                    times_s=tuple(times[k]),
+                    peak_bytes=peak,
+                )
+            )
+    return KSweep(
+        global_batch=B,
+        rows=tuple(rows),
+        optimizer_s=opt_s,
+        device=device,
+        threads=used_threads,
+    )

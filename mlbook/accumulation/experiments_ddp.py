@@ -35,7 +35,12 @@ import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from mlbook.accumulation.experiments import full_batch_grads, make_mlp, max_abs_diff, regression_batch
+from mlbook.accumulation.experiments import (
+    full_batch_grads,
+    make_mlp,
+    max_abs_diff,
+    regression_batch,
+)
 from mlbook.common import validate
 from mlbook.common_torch.launch import free_port
 
@@ -65,12 +70,25 @@ def counting_allreduce_hook(counter: _Counter, bucket):
     return fut.then(done)
 
 
-def _worker(rank: int, port: int, k: int, steps: int, micro_batch: int, d_hidden: int,
-            seed: int, out_dir: str):
+def _worker(
+    rank: int,
+    port: int,
+    k: int,
+    steps: int,
+    micro_batch: int,
+    d_hidden: int,
+    seed: int,
+    out_dir: str,
+):
     torch.set_num_threads(1)
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"           # loopback only
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=WORLD_SIZE, timeout=timedelta(seconds=30))
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=WORLD_SIZE,
+        timeout=timedelta(seconds=30),
+    )
     try:
         d_in, d_out = 32, 8
         model = make_mlp("layernorm", d_in, d_hidden, d_out, seed=seed)
@@ -81,15 +99,30 @@ def _worker(rank: int, port: int, k: int, steps: int, micro_batch: int, d_hidden
         # Every rank draws the whole global batch and keeps its own slice, so
         # rank 0 can check the synchronised gradient against one process.
         per_rank = k * micro_batch
-        X_all, y_all = regression_batch(WORLD_SIZE * per_rank, d_in, d_out, seed=seed + 1)
-        X, y = X_all[rank * per_rank:(rank + 1) * per_rank], y_all[rank * per_rank:(rank + 1) * per_rank]
+        X_all, y_all = regression_batch(
+            WORLD_SIZE * per_rank, d_in, d_out, seed=seed + 1
+        )
+        X, y = (
+            X_all[rank * per_rank : (rank + 1) * per_rank],
+            y_all[rank * per_rank : (rank + 1) * per_rank],
+        )
         micro = list(zip(X.chunk(k), y.chunk(k)))
-        result = {"rank": rank, "k": k, "world_size": WORLD_SIZE, "micro_batch": micro_batch,
-                  "n_params": sum(p.numel() for p in model.parameters()), "modes": {}}
+        result = {
+            "rank": rank,
+            "k": k,
+            "world_size": WORLD_SIZE,
+            "micro_batch": micro_batch,
+            "n_params": sum(p.numel() for p in model.parameters()),
+            "modes": {},
+        }
         for mode in MODES:
             rows = []
-            for step in range(steps + 1):                     # step 0 is a warm-up
-                reference = full_batch_grads(ddp.module, F.mse_loss, X_all, y_all) if step == 0 else None
+            for step in range(steps + 1):  # step 0 is a warm-up
+                reference = (
+                    full_batch_grads(ddp.module, F.mse_loss, X_all, y_all)
+                    if step == 0
+                    else None
+                )
                 dist.barrier()
                 counter.__init__()
                 start = time.perf_counter()
@@ -102,10 +135,18 @@ def _worker(rank: int, port: int, k: int, steps: int, micro_batch: int, d_hidden
                 opt.step()
                 elapsed = time.perf_counter() - start
                 if step == 0:
-                    result["modes"].setdefault(mode, {})["grad_diff"] = max_abs_diff(grads, reference)
+                    result["modes"].setdefault(mode, {})["grad_diff"] = max_abs_diff(
+                        grads, reference
+                    )
                 else:
-                    rows.append({"step_s": elapsed, "allreduces": counter.calls,
-                                 "allreduce_bytes": counter.bytes, "allreduce_s": counter.seconds})
+                    rows.append(
+                        {
+                            "step_s": elapsed,
+                            "allreduces": counter.calls,
+                            "allreduce_bytes": counter.bytes,
+                            "allreduce_s": counter.seconds,
+                        }
+                    )
             result["modes"][mode]["steps"] = rows
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
@@ -118,10 +159,10 @@ class ModeSummary:
 
     allreduces_per_step: int
     allreduce_bytes_per_step: int
-    allreduce_s_per_step: float      # time inside the all-reduces, launch to result
+    allreduce_s_per_step: float  # time inside the all-reduces, launch to result
     step_s: float
-    ranks_agree: bool                # rank 1 counted the same all-reduces at every step
-    grad_diff: float                 # largest |DDP gradient - one process's full global batch|
+    ranks_agree: bool  # rank 1 counted the same all-reduces at every step
+    grad_diff: float  # largest |DDP gradient - one process's full global batch|
 
 
 @dataclass(frozen=True)
@@ -130,11 +171,17 @@ class DDPCounts:
     world_size: int
     micro_batch: int
     n_params: int
-    modes: dict                      # mode (one of MODES) -> ModeSummary
+    modes: dict  # mode (one of MODES) -> ModeSummary
 
 
-def allreduce_counts(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden: int = 256,
-                     timeout_s: float = 60.0, seed: int = 0) -> DDPCounts:
+def allreduce_counts(
+    k: int = 4,
+    steps: int = 3,
+    micro_batch: int = 8,
+    d_hidden: int = 256,
+    timeout_s: float = 60.0,
+    seed: int = 0,
+) -> DDPCounts:
     """Two gloo ranks, k micro-batches per optimizer step, ``steps`` timed
     steps per mode (after a warm-up step). Per mode: all-reduces per step,
     bytes, seconds inside all-reduce and step time (medians over steps), and
@@ -146,36 +193,64 @@ def allreduce_counts(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden:
     validate.positive_int("d_hidden", d_hidden)
     validate.positive("timeout_s", timeout_s)
     if steps > 50 or k > 64:
-        raise ValueError(f"steps={steps} and k={k} must stay at most 50 and 64: this is a demo")
+        raise ValueError(
+            f"steps={steps} and k={k} must stay at most 50 and 64: this is a demo"
+        )
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         # Each rank is a fresh interpreter running this module (as torchrun
         # would start it), so no caller's __main__ is re-imported.
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", __name__, str(rank), str(port), str(k), str(steps),
-             str(micro_batch), str(d_hidden), str(seed), tmp],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-            for rank in range(WORLD_SIZE)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    __name__,
+                    str(rank),
+                    str(port),
+                    str(k),
+                    str(steps),
+                    str(micro_batch),
+                    str(d_hidden),
+                    str(seed),
+                    tmp,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            for rank in range(WORLD_SIZE)
+        ]
         deadline = time.monotonic() + timeout_s
         try:
             while any(p.poll() is None for p in procs):
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"the DDP demo did not finish in timeout_s={timeout_s} s")
+                    raise TimeoutError(
+                        f"the DDP demo did not finish in timeout_s={timeout_s} s"
+                    )
                 if any(p.returncode not in (None, 0) for p in procs):
-                    break                                  # one failed: stop the other
+                    break  # one failed: stop the other
                 time.sleep(0.05)
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
                 p.wait(timeout=10)
-        failed = [(r, p.returncode, p.stdout.read()[-2000:]) for r, p in enumerate(procs) if p.returncode]
+        failed = [
+            (r, p.returncode, p.stdout.read()[-2000:])
+            for r, p in enumerate(procs)
+            if p.returncode
+        ]
         for p in procs:
             p.stdout.close()
         if failed:
             rank, code, log = failed[0]
             raise RuntimeError(f"DDP rank {rank} exited with code {code}:\n{log}")
-        results = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(WORLD_SIZE)]
+        results = [
+            json.loads(Path(tmp, f"rank{r}.json").read_text())
+            for r in range(WORLD_SIZE)
+        ]
     first, other = results
     modes = {}
     for mode in MODES:
@@ -183,14 +258,21 @@ def allreduce_counts(k: int = 4, steps: int = 3, micro_batch: int = 8, d_hidden:
         counts_other = [r["allreduces"] for r in other["modes"][mode]["steps"]]
         modes[mode] = ModeSummary(
             allreduces_per_step=statistics.median_low(r["allreduces"] for r in rows),
-            allreduce_bytes_per_step=statistics.median_low(r["allreduce_bytes"] for r in rows),
+            allreduce_bytes_per_step=statistics.median_low(
+                r["allreduce_bytes"] for r in rows
+            ),
             allreduce_s_per_step=statistics.median(r["allreduce_s"] for r in rows),
             step_s=statistics.median(r["step_s"] for r in rows),
             ranks_agree=counts_other == [r["allreduces"] for r in rows],
             grad_diff=first["modes"][mode]["grad_diff"],
         )
-    return DDPCounts(k=first["k"], world_size=first["world_size"], micro_batch=first["micro_batch"],
-                     n_params=first["n_params"], modes=modes)
+    return DDPCounts(
+        k=first["k"],
+        world_size=first["world_size"],
+        micro_batch=first["micro_batch"],
+        n_params=first["n_params"],
+        modes=modes,
+    )
 
 
 if __name__ == "__main__":

@@ -24,14 +24,28 @@ def _power_label(v: float) -> str:
     return f"{mant}e{int(exp)}"
 
 
-def identity_vs_k(ks, diffs: dict, exact_below: float = 1e-6, broken_above: float = 1e-4):
+def identity_vs_k(
+    ks, diffs: dict, exact_below: float = 1e-6, broken_above: float = 1e-4
+):
     """Largest |accumulated - full-batch| gradient entry against k, one line
     per model (``diffs`` maps a label to a list aligned with ``ks``)."""
     fig, ax = new_figure(layout="constrained")
     for i, (label, values) in enumerate(diffs.items()):
         ax.plot(ks, values, marker="o", color=f"C{i}", label=label)
-    ax.axhline(exact_below, color="C2", ls="--", lw=1, label=f"{_power_label(exact_below)}: float rounding")
-    ax.axhline(broken_above, color="C3", ls=":", lw=1, label=f"{_power_label(broken_above)}: the BatchNorm bar")
+    ax.axhline(
+        exact_below,
+        color="C2",
+        ls="--",
+        lw=1,
+        label=f"{_power_label(exact_below)}: float rounding",
+    )
+    ax.axhline(
+        broken_above,
+        color="C3",
+        ls=":",
+        lw=1,
+        label=f"{_power_label(broken_above)}: the BatchNorm bar",
+    )
     _plain_log2(ax)
     ax.set_yscale("log")
     ax.set_xlabel("accumulation steps k (global batch fixed)")
@@ -47,7 +61,9 @@ def token_weights(counts, k: int):
     counts = np.asarray(counts, dtype=float)
     validate.positive_int("k", k)
     if len(counts) != k or (counts <= 0).any():
-        raise ValueError(f"counts must hold k={k} positive token counts, got {counts.tolist()}")
+        raise ValueError(
+            f"counts must hold k={k} positive token counts, got {counts.tolist()}"
+        )
     total = counts.sum()
     fig, (left, right) = new_figure(ncols=2, layout="constrained")
     j = np.arange(1, k + 1)
@@ -55,7 +71,9 @@ def token_weights(counts, k: int):
     left.set_xlabel("micro-batch j")
     left.set_ylabel("real tokens N_j")
     left.set_title(f"{int(total)} tokens in {k} micro-batches")
-    right.bar(j - 0.2, total / (k * counts), width=0.4, color="C3", label="naive: N / (k N_j)")
+    right.bar(
+        j - 0.2, total / (k * counts), width=0.4, color="C3", label="naive: N / (k N_j)"
+    )
     right.bar(j + 0.2, np.ones(k), width=0.4, color="C2", label="normalised by N: 1")
     right.set_xlabel("micro-batch j")
     right.set_ylabel("weight per token (x 1/N)")
@@ -73,35 +91,63 @@ def k_sweep(sweep: KSweep, model: StepCostModel, device_label: str):
     fine = np.array(divisors(B))
     fine = fine[(fine >= ks.min()) & (fine <= ks.max())]
     fig, (ax_t, ax_m) = new_figure(ncols=2, layout="constrained")
-    ax_t.plot(ks, [r.step_s * 1e3 for r in rows], "o", color="C0", label="measured (median)")
-    ax_t.plot(fine, [model.step_s(B, int(k)) * 1e3 for k in fine], "-", color="C0", alpha=0.6,
-              label=f"fit: +{model.per_micro_batch_s * 1e3:.2f} ms per micro-batch")
+    ax_t.plot(
+        ks, [r.step_s * 1e3 for r in rows], "o", color="C0", label="measured (median)"
+    )
+    ax_t.plot(
+        fine,
+        [model.step_s(B, int(k)) * 1e3 for k in fine],
+        "-",
+        color="C0",
+        alpha=0.6,
+        label=f"fit: +{model.per_micro_batch_s * 1e3:.2f} ms per micro-batch",
+    )
     _plain_log2(ax_t)
     ax_t.set_xlabel("accumulation steps k")
     ax_t.set_ylabel("step time (ms)")
     ax_t.set_ylim(bottom=0)
     ax_t.legend(fontsize=8)
     ax_t.set_title(f"Step time, global batch B={B}")
-    ax_m.plot(ks, [r.saved_bytes / MIB for r in rows], "o", color="C1",
-              label="saved for backward, one micro-batch")
-    ax_m.plot(fine, [model.activation_bytes(B // int(k)) / MIB for k in fine], "-", color="C1",
-              alpha=0.6, label="fit: bytes per example x b")
+    ax_m.plot(
+        ks,
+        [r.saved_bytes / MIB for r in rows],
+        "o",
+        color="C1",
+        label="saved for backward, one micro-batch",
+    )
+    ax_m.plot(
+        fine,
+        [model.activation_bytes(B // int(k)) / MIB for k in fine],
+        "-",
+        color="C1",
+        alpha=0.6,
+        label="fit: bytes per example x b",
+    )
     if any(r.peak_bytes is not None for r in rows):
-        ax_m.plot(ks, [r.peak_bytes / MIB for r in rows], "s", color="C4",
-                  label="CUDA peak above model state")
+        ax_m.plot(
+            ks,
+            [r.peak_bytes / MIB for r in rows],
+            "s",
+            color="C4",
+            label="CUDA peak above model state",
+        )
     _plain_log2(ax_m)
     _plain_log2(ax_m, "y")
     ax_m.set_xlabel("accumulation steps k")
     ax_m.set_ylabel("activation memory (MiB)")
     lo, hi = ax_m.get_ylim()
-    ax_m.set_ylim(lo / 1.3, hi * 4)          # headroom: the legend sits above the falling points
+    ax_m.set_ylim(
+        lo / 1.3, hi * 4
+    )  # headroom: the legend sits above the falling points
     ax_m.legend(fontsize=8, loc="upper right")
     ax_m.set_title("Activation memory")
     fig.suptitle(device_label, fontsize=9)
     return fig
 
 
-def cost_explorer(global_batch: int, micro_batch: int, model: StepCostModel, measured: KSweep):
+def cost_explorer(
+    global_batch: int, micro_batch: int, model: StepCostModel, measured: KSweep
+):
     """The slider figure: the fitted cost model at global batch B against k,
     the choice k = B / b marked, the measured points drawn on it.
 
@@ -109,32 +155,50 @@ def cost_explorer(global_batch: int, micro_batch: int, model: StepCostModel, mea
     axis costs a redraw tens of milliseconds), so that it redraws fast."""
     B, b = int(global_batch), int(micro_batch)
     fig, (ax_t, ax_m) = new_figure(ncols=2)
-    fig.set_layout_engine("none")                   # fixed margins: no layout solve per redraw
+    fig.set_layout_engine("none")  # fixed margins: no layout solve per redraw
     fig.subplots_adjust(left=0.09, right=0.98, bottom=0.14, top=0.88, wspace=0.3)
     ks = np.array(divisors(B))
     x = np.log2(ks)
-    ax_t.plot(x, [model.step_s(B, int(k)) * 1e3 for k in ks], "-", color="C0", label="model")
-    ax_m.plot(x, [model.activation_bytes(B // int(k)) / MIB for k in ks], "-", color="C1")
+    ax_t.plot(
+        x, [model.step_s(B, int(k)) * 1e3 for k in ks], "-", color="C0", label="model"
+    )
+    ax_m.plot(
+        x, [model.activation_bytes(B // int(k)) / MIB for k in ks], "-", color="C1"
+    )
     mrows = measured.rows
     mx = np.log2([r.k for r in mrows])
-    ax_t.plot(mx, [r.step_s * 1e3 for r in mrows], "o", color="0.4", ms=4,
-              label=f"measured at B={measured.global_batch}")
+    ax_t.plot(
+        mx,
+        [r.step_s * 1e3 for r in mrows],
+        "o",
+        color="0.4",
+        ms=4,
+        label=f"measured at B={measured.global_batch}",
+    )
     ax_m.plot(mx, [r.saved_bytes / MIB for r in mrows], "o", color="0.4", ms=4)
     if b <= B and B % b == 0:
         k = B // b
         t, m = model.step_s(B, k), model.activation_bytes(b)
-        ax_t.plot([np.log2(k)], [t * 1e3], "o", color="C3", ms=9, label=f"your choice, k={k}")
+        ax_t.plot(
+            [np.log2(k)], [t * 1e3], "o", color="C3", ms=9, label=f"your choice, k={k}"
+        )
         ax_m.plot([np.log2(k)], [m / MIB], "o", color="C3", ms=9)
-        fig.suptitle(f"B={B}, b={b} -> k={k}: {t * 1e3:,.1f} ms per step "
-                     f"({model.slowdown(B, k):.2f}x one batch of {B}), "
-                     f"{m / MIB:,.2f} MiB of activations", fontsize=9)
+        fig.suptitle(
+            f"B={B}, b={b} -> k={k}: {t * 1e3:,.1f} ms per step "
+            f"({model.slowdown(B, k):.2f}x one batch of {B}), "
+            f"{m / MIB:,.2f} MiB of activations",
+            fontsize=9,
+        )
     else:
-        fig.suptitle(f"b={b} does not divide B={B}: no whole number of micro-batches",
-                     color="C3", fontsize=9)
+        fig.suptitle(
+            f"b={b} does not divide B={B}: no whole number of micro-batches",
+            color="C3",
+            fontsize=9,
+        )
     top = int(max(x.max(), mx.max()))
-    ticks = np.arange(0, top + 1, max(1, -(-(top + 1) // 6)))          # at most 6 ticks
+    ticks = np.arange(0, top + 1, max(1, -(-(top + 1) // 6)))  # at most 6 ticks
     for ax in (ax_t, ax_m):
-        ax.set_xticks(ticks, [f"{2**int(i)}" for i in ticks])
+        ax.set_xticks(ticks, [f"{2 ** int(i)}" for i in ticks])
         ax.yaxis.set_major_locator(MaxNLocator(5))
         ax.set_xlabel("accumulation steps k = B / b")
     ax_t.legend(fontsize=8, loc="upper left")

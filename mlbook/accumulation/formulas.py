@@ -38,14 +38,18 @@ def fit_line(xs, ys) -> tuple[float, float]:
     xs, ys = list(xs), list(ys)
     for name, values in (("xs", xs), ("ys", ys)):
         for v in values:
-            validate.at_least(name, v, -math.inf)       # finite numbers, no bools or strings
+            validate.at_least(name, v, -math.inf)  # finite numbers, no bools or strings
     xs, ys = [float(x) for x in xs], [float(y) for y in ys]
     if len(xs) != len(ys):
-        raise ValueError(f"xs has {len(xs)} values but ys has {len(ys)}; they must match")
+        raise ValueError(
+            f"xs has {len(xs)} values but ys has {len(ys)}; they must match"
+        )
     if len(set(xs)) < 2:
         raise ValueError(f"a line needs at least two distinct x values, got {xs!r}")
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
     return my - slope * mx, slope
 
 
@@ -60,13 +64,22 @@ class StepCostModel:
     fixed_bytes: float = 0.0
 
     def __post_init__(self):
-        for name in ("optimizer_s", "per_micro_batch_s", "per_example_s",
-                     "per_example_bytes", "fixed_bytes"):
+        for name in (
+            "optimizer_s",
+            "per_micro_batch_s",
+            "per_example_s",
+            "per_example_bytes",
+            "fixed_bytes",
+        ):
             validate.non_negative(name, getattr(self, name))
 
     def step_s(self, global_batch: int, k: int) -> float:
         check_k(k, global_batch)
-        return self.optimizer_s + k * self.per_micro_batch_s + global_batch * self.per_example_s
+        return (
+            self.optimizer_s
+            + k * self.per_micro_batch_s
+            + global_batch * self.per_example_s
+        )
 
     def activation_bytes(self, micro_batch: int) -> float:
         validate.positive_int("micro_batch", micro_batch)
@@ -87,11 +100,13 @@ class SweepRow:
     """One k of a measured sweep at a fixed global batch."""
 
     k: int
-    micro_batch: int            # b = B / k
-    step_s: float               # median wall time of an optimizer step
-    saved_bytes: int            # bytes one micro-batch saves for backward
-    times_s: tuple = ()         # every timed step
-    peak_bytes: int | None = None   # CUDA only: peak allocated during a step above what was there
+    micro_batch: int  # b = B / k
+    step_s: float  # median wall time of an optimizer step
+    saved_bytes: int  # bytes one micro-batch saves for backward
+    times_s: tuple = ()  # every timed step
+    peak_bytes: int | None = (
+        None  # CUDA only: peak allocated during a step above what was there
+    )
 
 
 @dataclass(frozen=True)
@@ -99,8 +114,8 @@ class KSweep:
     """Step time and activation memory against k at one global batch."""
 
     global_batch: int
-    rows: tuple                 # SweepRow per k, in the order measured
-    optimizer_s: float          # the optimizer step alone
+    rows: tuple  # SweepRow per k, in the order measured
+    optimizer_s: float  # the optimizer step alone
     device: str = "cpu"
     threads: int | None = None  # CPU threads torch used
 
@@ -121,9 +136,13 @@ def fit_cost_model(sweep: KSweep) -> StepCostModel:
         validate.non_negative("step_s", r.step_s)
         validate.non_negative("saved_bytes", r.saved_bytes)
         if r.micro_batch * r.k != B:
-            raise ValueError(f"micro_batch={r.micro_batch} times k={r.k} must be global_batch={B}")
+            raise ValueError(
+                f"micro_batch={r.micro_batch} times k={r.k} must be global_batch={B}"
+            )
     intercept, per_micro = fit_line([r.k for r in rows], [r.step_s for r in rows])
-    fixed, per_example_bytes = fit_line([r.micro_batch for r in rows], [r.saved_bytes for r in rows])
+    fixed, per_example_bytes = fit_line(
+        [r.micro_batch for r in rows], [r.saved_bytes for r in rows]
+    )
     return StepCostModel(
         optimizer_s=opt_s,
         per_micro_batch_s=max(per_micro, 0.0),

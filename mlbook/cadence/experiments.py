@@ -50,20 +50,35 @@ class RunSpec:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("n_layers", "d_model", "n_heads", "vocab_size", "seq_len", "batch_size",
-                     "n_samples", "steps", "warmup"):
+        for name in (
+            "n_layers",
+            "d_model",
+            "n_heads",
+            "vocab_size",
+            "seq_len",
+            "batch_size",
+            "n_samples",
+            "steps",
+            "warmup",
+        ):
             validate.positive_int(name, getattr(self, name))
         validate.positive("lr", self.lr)
         validate.fraction("dropout", self.dropout, allow_zero=True, allow_one=False)
         if self.batch_size > self.n_samples:
-            raise ValueError(f"batch_size={self.batch_size} must not exceed n_samples={self.n_samples}")
+            raise ValueError(
+                f"batch_size={self.batch_size} must not exceed n_samples={self.n_samples}"
+            )
 
     @property
     def config(self):
         from mlbook.common_torch.gpt import tiny_config
 
-        return tiny_config(n_layers=self.n_layers, d_model=self.d_model, n_heads=self.n_heads,
-                           vocab_size=self.vocab_size)
+        return tiny_config(
+            n_layers=self.n_layers,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            vocab_size=self.vocab_size,
+        )
 
 
 def token_dataset(spec: RunSpec) -> torch.utils.data.TensorDataset:
@@ -73,8 +88,10 @@ def token_dataset(spec: RunSpec) -> torch.utils.data.TensorDataset:
     start = torch.randint(0, spec.vocab_size, (spec.n_samples, 1), generator=g)
     stride = torch.randint(1, 8, (spec.n_samples, 1), generator=g)
     t = torch.arange(spec.seq_len + 1)
-    ids = (start + stride * t) % spec.vocab_size                     # (n, s + 1)
-    return torch.utils.data.TensorDataset(torch.arange(spec.n_samples), ids[:, :-1], ids[:, 1:])
+    ids = (start + stride * t) % spec.vocab_size  # (n, s + 1)
+    return torch.utils.data.TensorDataset(
+        torch.arange(spec.n_samples), ids[:, :-1], ids[:, 1:]
+    )
 
 
 @dataclass
@@ -99,8 +116,12 @@ class Run:
                 # time an iterator starts, which a resume would make one extra
                 # draw; its own generator keeps the global stream untouched.
                 loader = torch.utils.data.DataLoader(
-                    self.dataset, batch_size=self.spec.batch_size, sampler=self.sampler,
-                    drop_last=True, generator=torch.Generator().manual_seed(self.spec.seed))
+                    self.dataset,
+                    batch_size=self.spec.batch_size,
+                    sampler=self.sampler,
+                    drop_last=True,
+                    generator=torch.Generator().manual_seed(self.spec.seed),
+                )
                 self._it = iter(loader)
             try:
                 return next(self._it)
@@ -143,8 +164,14 @@ class TrainLog:
     saves: tuple
 
 
-def train(run: Run, until: int, ckpt: Checkpointer | None = None, save_every: int = 0,
-          async_: bool = False, log=None) -> TrainLog:
+def train(
+    run: Run,
+    until: int,
+    ckpt: Checkpointer | None = None,
+    save_every: int = 0,
+    async_: bool = False,
+    log=None,
+) -> TrainLog:
     """Train ``run`` until ``until`` steps are done, saving every ``save_every`` steps.
 
     A step's time excludes its save, whose stall is ``SaveStats.blocking_s``.
@@ -153,8 +180,14 @@ def train(run: Run, until: int, ckpt: Checkpointer | None = None, save_every: in
     until = validate.positive_int("until", until)
     if until < run.done:
         raise ValueError(f"until={until} is before the run's current step {run.done}")
-    if not isinstance(save_every, int) or isinstance(save_every, bool) or save_every < 0:
-        raise ValueError(f"save_every must be an integer at or above 0, got {save_every!r}")
+    if (
+        not isinstance(save_every, int)
+        or isinstance(save_every, bool)
+        or save_every < 0
+    ):
+        raise ValueError(
+            f"save_every must be an integer at or above 0, got {save_every!r}"
+        )
     if save_every and ckpt is None:
         raise ValueError("save_every > 0 needs a Checkpointer")
     steps, losses, seen, step_s, saves = [], [], [], [], []
@@ -177,20 +210,28 @@ def train(run: Run, until: int, ckpt: Checkpointer | None = None, save_every: in
         losses.append(loss_value)
         seen.append(tuple(ids.tolist()))
         if save_every and run.done % save_every == 0:
-            saves.append(ckpt.save(run.done, run.model, run.optimizer, run.scheduler,
-                                   run.sampler, async_=async_))
+            saves.append(
+                ckpt.save(
+                    run.done,
+                    run.model,
+                    run.optimizer,
+                    run.scheduler,
+                    run.sampler,
+                    async_=async_,
+                )
+            )
         if log is not None and (run.done % 10 == 0 or run.done == until):
             log(f"  step {run.done}/{until}: loss {loss_value:.3f}", flush=True)
     if ckpt is not None:
         ckpt.wait()
-    return TrainLog(tuple(steps), tuple(losses), tuple(seen), tuple(step_s), tuple(saves))
+    return TrainLog(
+        tuple(steps), tuple(losses), tuple(seen), tuple(step_s), tuple(saves)
+    )
 
 
 def weights(run: Run) -> dict:
     """A CPU copy of the model's weights."""
     return {k: v.detach().to("cpu").clone() for k, v in run.model.state_dict().items()}
-
-
 
 
 # --- synchronous against asynchronous saves ------------------------------------------
@@ -233,8 +274,14 @@ class SaveModes:
 SAVE_MODES = ("none", "sync", "async")
 
 
-def compare_save_modes(spec: RunSpec, root, save_every: int, device: str = "cpu",
-                       log=None, threads: int | None = 1) -> SaveModes:
+def compare_save_modes(
+    spec: RunSpec,
+    root,
+    save_every: int,
+    device: str = "cpu",
+    log=None,
+    threads: int | None = 1,
+) -> SaveModes:
     """Train the same run without saves, with synchronous saves and with
     async_save, every ``save_every`` steps, and time each. On a CPU the runs
     use ``threads`` threads (None: torch's setting). ``log``, if given,
@@ -255,16 +302,24 @@ def _compare_save_modes(spec, root, save_every, device, log) -> SaveModes:
     modes = {}
     for mode in SAVE_MODES:
         if log is not None:
-            log(f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
-                flush=True)
+            log(
+                f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
+                flush=True,
+            )
         run = build_run(spec, device)
         ckpt = None if mode == "none" else Checkpointer(Path(root) / mode, keep_last=2)
         start = time.perf_counter()
-        out = train(run, spec.steps, ckpt, save_every if ckpt else 0, async_=(mode == "async"))
+        out = train(
+            run, spec.steps, ckpt, save_every if ckpt else 0, async_=(mode == "async")
+        )
         wall = time.perf_counter() - start
-        modes[mode] = ModeTiming(wall, out.step_s, tuple(s.blocking_s for s in out.saves),
-                                 tuple(s.total_s for s in out.saves),
-                                 directory_bytes(ckpt.latest()) if ckpt else 0)
+        modes[mode] = ModeTiming(
+            wall,
+            out.step_s,
+            tuple(s.blocking_s for s in out.saves),
+            tuple(s.total_s for s in out.saves),
+            directory_bytes(ckpt.latest()) if ckpt else 0,
+        )
     return SaveModes(device_description(device), modes)
 
 
@@ -312,15 +367,24 @@ class ResumeResult:
     @property
     def exact_losses_equal(self) -> bool:
         """The exact resume's losses equal the uninterrupted run's, bit for bit."""
-        return self.exact_losses == self.ref_losses[self.resumed_from:]
+        return self.exact_losses == self.ref_losses[self.resumed_from :]
 
     @property
     def naive_max_loss_diff(self) -> float:
-        return max(abs(a - b) for a, b in zip(self.naive_losses, self.ref_losses[self.resumed_from:]))
+        return max(
+            abs(a - b)
+            for a, b in zip(self.naive_losses, self.ref_losses[self.resumed_from :])
+        )
 
 
-def resume_experiment(spec: RunSpec, root, save_every: int, crash_at: int,
-                      log=None, threads: int | None = 1) -> ResumeResult:
+def resume_experiment(
+    spec: RunSpec,
+    root,
+    save_every: int,
+    crash_at: int,
+    log=None,
+    threads: int | None = 1,
+) -> ResumeResult:
     """An uninterrupted run against one that crashes and resumes, exactly or naively.
 
     The interrupted run saves every ``save_every`` steps and dies after
@@ -334,9 +398,13 @@ def resume_experiment(spec: RunSpec, root, save_every: int, crash_at: int,
     for name, value in (("save_every", save_every), ("crash_at", crash_at)):
         validate.positive_int(name, value)
     if not save_every <= crash_at < spec.steps:
-        raise ValueError(f"need 0 < save_every={save_every} <= crash_at={crash_at} < steps={spec.steps}")
+        raise ValueError(
+            f"need 0 < save_every={save_every} <= crash_at={crash_at} < steps={spec.steps}"
+        )
     with cpu_threads(threads, name="threads"):
-        return _resume_experiment(spec, root, save_every, crash_at, log or (lambda *a, **k: None))
+        return _resume_experiment(
+            spec, root, save_every, crash_at, log or (lambda *a, **k: None)
+        )
 
 
 def _resume_experiment(spec, root, save_every, crash_at, say) -> ResumeResult:
@@ -345,11 +413,14 @@ def _resume_experiment(spec, root, save_every, crash_at, say) -> ResumeResult:
     ref = train(ref_run, spec.steps)
     ref_weights = weights(ref_run)
 
-    say(f"interrupted: saves every {save_every}, crashes after step {crash_at}", flush=True)
+    say(
+        f"interrupted: saves every {save_every}, crashes after step {crash_at}",
+        flush=True,
+    )
     ckpt = Checkpointer(Path(root), keep_last=2)
     crashed = build_run(spec)
     before = train(crashed, crash_at, ckpt, save_every)
-    del crashed                                               # the process died here
+    del crashed  # the process died here
 
     def scramble():
         random.seed(12345)
@@ -359,7 +430,9 @@ def _resume_experiment(spec, root, save_every, crash_at, say) -> ResumeResult:
     say("exact resume: full training state", flush=True)
     exact_run = build_run(spec)
     scramble()
-    loaded = ckpt.load(exact_run.model, exact_run.optimizer, exact_run.scheduler, exact_run.sampler)
+    loaded = ckpt.load(
+        exact_run.model, exact_run.optimizer, exact_run.scheduler, exact_run.sampler
+    )
     exact_run.done = loaded.step
     exact = train(exact_run, spec.steps)
     exact_weights = weights(exact_run)
@@ -376,13 +449,28 @@ def _resume_experiment(spec, root, save_every, crash_at, say) -> ResumeResult:
     committed = [ids for s, ids in zip(before.steps, before.seen) if s <= resumed_from]
     flat = lambda batches: [i for b in batches for i in b]  # noqa: E731
     ref_seen = flat(ref.seen)
-    naive_extra, naive_missing = _multiset_gap(flat(committed + list(naive.seen)), ref_seen)
-    exact_extra, exact_missing = _multiset_gap(flat(committed + list(exact.seen)), ref_seen)
+    naive_extra, naive_missing = _multiset_gap(
+        flat(committed + list(naive.seen)), ref_seen
+    )
+    exact_extra, exact_missing = _multiset_gap(
+        flat(committed + list(exact.seen)), ref_seen
+    )
     max_diff = lambda w: max((w[k] - ref_weights[k]).abs().max().item() for k in w)  # noqa: E731
     return ResumeResult(
-        resumed_from=resumed_from, crash_at=crash_at, ref_losses=ref.losses,
-        crashed_losses=before.losses, exact_losses=exact.losses, naive_losses=naive.losses,
-        exact_weights_equal=all(torch.equal(exact_weights[k], ref_weights[k]) for k in ref_weights),
-        exact_max_weight_diff=max_diff(exact_weights), naive_max_weight_diff=max_diff(naive_weights),
-        exact_extra=exact_extra, exact_missing=exact_missing,
-        naive_extra=naive_extra, naive_missing=naive_missing, samples_per_step=spec.batch_size)
+        resumed_from=resumed_from,
+        crash_at=crash_at,
+        ref_losses=ref.losses,
+        crashed_losses=before.losses,
+        exact_losses=exact.losses,
+        naive_losses=naive.losses,
+        exact_weights_equal=all(
+            torch.equal(exact_weights[k], ref_weights[k]) for k in ref_weights
+        ),
+        exact_max_weight_diff=max_diff(exact_weights),
+        naive_max_weight_diff=max_diff(naive_weights),
+        exact_extra=exact_extra,
+        exact_missing=exact_missing,
+        naive_extra=naive_extra,
+        naive_missing=naive_missing,
+        samples_per_step=spec.batch_size,
+    )

@@ -13,9 +13,16 @@ from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
 MIN = 60.0
 
 
-def waste_curve(checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0, seed: int = 0,
-                horizon_s: float | None = None, ax=None, title: str | None = None,
-                monte_carlo: bool = True):
+def waste_curve(
+    checkpoint_s: float,
+    mtbf_s: float,
+    restart_s: float = 0.0,
+    seed: int = 0,
+    horizon_s: float | None = None,
+    ax=None,
+    title: str | None = None,
+    monte_carlo: bool = True,
+):
     """Waste fraction against the checkpoint interval: Young's first-order
     form, the exact expectation, a Monte Carlo estimate, the optima marked."""
     young = cadence.young_interval(checkpoint_s, mtbf_s)
@@ -29,18 +36,28 @@ def waste_curve(checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0, seed
     else:
         fig = ax.figure
     ax.plot(grid / MIN, first, color="C0", label="first order  C/I + I/(2T) + R/T")
-    ax.plot(grid / MIN, exact, color="C1", label="exact expectation (exponential failures)")
+    ax.plot(
+        grid / MIN, exact, color="C1", label="exact expectation (exponential failures)"
+    )
     if monte_carlo:
-        mc = cadence.simulate_waste(points, checkpoint_s, mtbf_s, restart_s, horizon_s=horizon_s, seed=seed)
+        mc = cadence.simulate_waste(
+            points, checkpoint_s, mtbf_s, restart_s, horizon_s=horizon_s, seed=seed
+        )
         ax.plot(points / MIN, mc, "o", color="C3", ms=4, label="Monte Carlo")
     w_daly = cadence.waste_fraction(daly, checkpoint_s, mtbf_s, restart_s, exact=True)
     ax.axvline(young / MIN, color="C0", ls="--", lw=1)
     ax.plot([daly / MIN], [w_daly], "*", color="k", ms=13, zorder=5)
-    ax.annotate(f"Daly optimum {daly / MIN:.1f} min: {w_daly:.1%} lost\n"
-                f"Young sqrt(2CT) = {young / MIN:.1f} min (dashed)",
-                (daly / MIN, w_daly), xytext=(0, -28), textcoords="offset points",
-                ha="center", va="top", fontsize=8,
-                bbox={"boxstyle": "round", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax.annotate(
+        f"Daly optimum {daly / MIN:.1f} min: {w_daly:.1%} lost\n"
+        f"Young sqrt(2CT) = {young / MIN:.1f} min (dashed)",
+        (daly / MIN, w_daly),
+        xytext=(0, -28),
+        textcoords="offset points",
+        ha="center",
+        va="top",
+        fontsize=8,
+        bbox={"boxstyle": "round", "fc": "white", "ec": "none", "alpha": 0.8},
+    )
     ax.set_xscale("log")
     # 1-2-5 ticks with plain labels, no minor ticks: readable, and cheap to redraw
     ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -51,11 +68,16 @@ def waste_curve(checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0, seed
     ax.set_ylim(0, min(1.0, 2.5 * max(w_daly, 1e-3)))
     percent_axis(ax)
     ax.legend(fontsize=7, loc="upper center", frameon=False)
-    ax.set_title(title or f"C = {checkpoint_s:g} s, T = {mtbf_s / 3600:.2g} h, R = {restart_s:g} s")
+    ax.set_title(
+        title
+        or f"C = {checkpoint_s:g} s, T = {mtbf_s / 3600:.2g} h, R = {restart_s:g} s"
+    )
     return fig
 
 
-def waste_explorer(checkpoint_s: float, node_mtbf_h: float, restart_s: float, n_nodes: int):
+def waste_explorer(
+    checkpoint_s: float, node_mtbf_h: float, restart_s: float, n_nodes: int
+):
     """The slider figure: a cluster of ``n_nodes`` nodes of the given MTBF.
 
     Closed forms only and no legend or annotation, so a redraw stays cheap
@@ -67,8 +89,16 @@ def waste_explorer(checkpoint_s: float, node_mtbf_h: float, restart_s: float, n_
     grid = np.geomspace(young / 8, young * 8, 80)
     w_daly = cadence.waste_fraction(daly, checkpoint_s, mtbf_s, restart_s, exact=True)
     fig, ax = new_figure()
-    ax.plot(grid / MIN, cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s), color="C0")
-    ax.plot(grid / MIN, cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s, exact=True), color="C1")
+    ax.plot(
+        grid / MIN,
+        cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s),
+        color="C0",
+    )
+    ax.plot(
+        grid / MIN,
+        cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s, exact=True),
+        color="C1",
+    )
     ax.axvline(young / MIN, color="C0", ls="--", lw=1)
     ax.plot([daly / MIN], [w_daly], "*", color="k", ms=13)
     ax.set_xscale("log")
@@ -79,21 +109,38 @@ def waste_explorer(checkpoint_s: float, node_mtbf_h: float, restart_s: float, n_
     percent_axis(ax)
     ax.set_xlabel("checkpoint interval I (minutes)")
     ax.set_ylabel("fraction of time lost")
-    ax.text(0.02, 0.96, "blue: first order\norange: exact\nstar: Daly optimum\ndashed: Young",
-            transform=ax.transAxes, va="top", fontsize=7)
-    ax.set_title(f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, C = {checkpoint_s:g} s, "
-                 f"R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, {w_daly:.1%} lost", fontsize=9)
+    ax.text(
+        0.02,
+        0.96,
+        "blue: first order\norange: exact\nstar: Daly optimum\ndashed: Young",
+        transform=ax.transAxes,
+        va="top",
+        fontsize=7,
+    )
+    ax.set_title(
+        f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, C = {checkpoint_s:g} s, "
+        f"R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, {w_daly:.1%} lost",
+        fontsize=9,
+    )
     return fig
 
 
-def interval_vs_cluster(node_mtbf_s: float, checkpoint_s_values, n_nodes=None, gpus_per_node: int = 8):
+def interval_vs_cluster(
+    node_mtbf_s: float, checkpoint_s_values, n_nodes=None, gpus_per_node: int = 8
+):
     """Optimal interval and the waste at it against cluster size, for several C."""
-    n_nodes = n_nodes if n_nodes is not None else np.unique(np.geomspace(8, 4096, 40).astype(int))
+    n_nodes = (
+        n_nodes
+        if n_nodes is not None
+        else np.unique(np.geomspace(8, 4096, 40).astype(int))
+    )
     fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.4))
     for j, c_s in enumerate(checkpoint_s_values):
         t = [cadence.cluster_mtbf(node_mtbf_s, int(n)) for n in n_nodes]
         opt = [cadence.daly_interval(c_s, ti) for ti in t]
-        waste = [cadence.waste_fraction(i, c_s, ti, exact=True) for i, ti in zip(opt, t)]
+        waste = [
+            cadence.waste_fraction(i, c_s, ti, exact=True) for i, ti in zip(opt, t)
+        ]
         gpus = np.asarray(n_nodes) * gpus_per_node
         left.loglog(gpus, np.asarray(opt) / MIN, color=f"C{j}", label=f"C = {c_s:g} s")
         right.semilogx(gpus, waste, color=f"C{j}", label=f"C = {c_s:g} s")
@@ -116,27 +163,49 @@ def save_stall(results, device: str):
     fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.8), layout="constrained")
     n = len(sync.blocking_s)
     x = np.arange(1, n + 1)
-    left.bar(x - 0.2, np.asarray(sync.blocking_s) * 1e3, 0.4, color="C0", label="sync: stall")
-    left.bar(x + 0.2, np.asarray(async_.blocking_s) * 1e3, 0.4, color="C1",
-             label="async_save: stall (staging)")
-    left.plot(x + 0.2, np.asarray(async_.total_s) * 1e3, "o", color="C3",
-              label="async_save: until published")
+    left.bar(
+        x - 0.2, np.asarray(sync.blocking_s) * 1e3, 0.4, color="C0", label="sync: stall"
+    )
+    left.bar(
+        x + 0.2,
+        np.asarray(async_.blocking_s) * 1e3,
+        0.4,
+        color="C1",
+        label="async_save: stall (staging)",
+    )
+    left.plot(
+        x + 0.2,
+        np.asarray(async_.total_s) * 1e3,
+        "o",
+        color="C3",
+        label="async_save: until published",
+    )
     top = max(max(sync.blocking_s), max(async_.total_s)) * 1e3
     left.set_ylim(0, 1.1 * top)
     left.set_xlabel("save number")
     left.set_ylabel("milliseconds")
     left.set_xticks(x)
     # below both panels, clear of the title and the ticks
-    fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=7,
-               frameon=False)
+    fig.legend(
+        *left.get_legend_handles_labels(),
+        loc="outside lower center",
+        ncols=3,
+        fontsize=7,
+        frameon=False,
+    )
     left.set_title("each save", fontsize=9)
     modes = ["none", "sync", "async"]
     step_ms = [results[m].median_step_s * 1e3 for m in modes]
     wall = [results[m].wall_s for m in modes]
     bars = right.bar(["no saves", "sync", "async_save"], wall, color=["C2", "C0", "C1"])
     for b, s in zip(bars, step_ms):
-        right.annotate(f"step {s:.0f} ms", (b.get_x() + b.get_width() / 2, b.get_height()),
-                       ha="center", va="bottom", fontsize=7)
+        right.annotate(
+            f"step {s:.0f} ms",
+            (b.get_x() + b.get_width() / 2, b.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
     right.set_xlabel("checkpointing")
     right.set_ylabel("wall time of the whole loop (s)")
     right.set_title("the whole run (median step time on top)", fontsize=9)
@@ -164,13 +233,18 @@ def resume_losses(r):
     return fig
 
 
-def checkpoint_storage(n_params: float, name: str, writer_bytes_per_s: float,
-                       storage_bytes_per_s: float, writers=None):
+def checkpoint_storage(
+    n_params: float,
+    name: str,
+    writer_bytes_per_s: float,
+    storage_bytes_per_s: float,
+    writers=None,
+):
     """What a checkpoint holds (bars) and its write time against the number of writers."""
     parts = cadence.checkpoint_bytes(n_params, breakdown=True)
     total = sum(parts.values())
-    n_sat = storage_bytes_per_s / writer_bytes_per_s          # writers that saturate storage
-    if writers is None:   # far enough past saturation that the floor shows
+    n_sat = storage_bytes_per_s / writer_bytes_per_s  # writers that saturate storage
+    if writers is None:  # far enough past saturation that the floor shows
         last = 2 ** math.ceil(math.log2(max(8192, 8 * n_sat)))
         writers = np.unique(np.geomspace(1, last, 60).astype(int))
     fig, (left, right) = new_figure(ncols=2, size=(7.5, 3.4), layout="constrained")
@@ -180,21 +254,42 @@ def checkpoint_storage(n_params: float, name: str, writer_bytes_per_s: float,
     left.set_ylabel("what is saved")
     left.set_title(f"{name}: {total / 1e12:.2f} TB per checkpoint", fontsize=9)
     left.tick_params(axis="y", labelsize=8)
-    c = [cadence.write_time_s(total, int(w), writer_bytes_per_s, storage_bytes_per_s) for w in writers]
+    c = [
+        cadence.write_time_s(total, int(w), writer_bytes_per_s, storage_bytes_per_s)
+        for w in writers
+    ]
     right.plot(writers, c, color="C1")
     plain_log_axis(right, "x")
     plain_log_axis(right, "y")
     floor = total / storage_bytes_per_s
     right.axhline(floor, color="k", ls=":", lw=1)
     right.axvline(n_sat, color="k", ls="--", lw=1)
-    right.annotate(f"storage floor {floor:.1f} s", (writers[0], floor), xytext=(2, 3),
-                   textcoords="offset points", ha="left", va="bottom", fontsize=7)
-    right.annotate(f"{n_sat:,.0f} writers\nsaturate storage", (n_sat, max(c)), xytext=(-4, 0),
-                   textcoords="offset points", ha="right", va="top", fontsize=7)
+    right.annotate(
+        f"storage floor {floor:.1f} s",
+        (writers[0], floor),
+        xytext=(2, 3),
+        textcoords="offset points",
+        ha="left",
+        va="bottom",
+        fontsize=7,
+    )
+    right.annotate(
+        f"{n_sat:,.0f} writers\nsaturate storage",
+        (n_sat, max(c)),
+        xytext=(-4, 0),
+        textcoords="offset points",
+        ha="right",
+        va="top",
+        fontsize=7,
+    )
     right.set_xlabel("ranks writing a shard each")
     right.set_ylabel("checkpoint write time C (s)")
     mb_s = writer_bytes_per_s / 1e6
-    rate = f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.2g}"      # a slow disk shows 0.85, not 1
-    right.set_title(f"{rate} MB/s per writer,\n{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling",
-                    fontsize=9)
+    rate = (
+        f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.2g}"
+    )  # a slow disk shows 0.85, not 1
+    right.set_title(
+        f"{rate} MB/s per writer,\n{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling",
+        fontsize=9,
+    )
     return fig

@@ -74,8 +74,13 @@ def daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
     return math.sqrt(2 * c * t) * (1 + math.sqrt(x) / 3 + x / 9) - c
 
 
-def waste_fraction(interval_s, checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0,
-                   exact: bool = False):
+def waste_fraction(
+    interval_s,
+    checkpoint_s: float,
+    mtbf_s: float,
+    restart_s: float = 0.0,
+    exact: bool = False,
+):
     """Fraction of wall time that does not advance training.
 
     exact=False: Young's first-order C/I + I/(2T) (+ R/T for restarts).
@@ -101,11 +106,15 @@ def _intervals(interval_s) -> np.ndarray:
         raise ValueError(f"interval_s must be numbers, got {interval_s!r}")
     i = i.astype(float)
     if i.size == 0 or not np.all(np.isfinite(i)) or np.any(i <= 0):
-        raise ValueError(f"interval_s must be finite numbers above 0, got {interval_s!r}")
+        raise ValueError(
+            f"interval_s must be finite numbers above 0, got {interval_s!r}"
+        )
     return i
 
 
-def optimal_interval(checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+def optimal_interval(
+    checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0
+) -> float:
     """The interval that minimises the exact waste (golden-section search), in seconds.
 
     R scales the exact waste's denominator by e^{R/T} and so does not move the
@@ -141,8 +150,14 @@ def cluster_mtbf(node_mtbf_s: float, n_nodes: int) -> float:
     return node_mtbf_s / n
 
 
-def simulate_waste(interval_s, checkpoint_s: float, mtbf_s: float, restart_s: float = 0.0,
-                   horizon_s: float | None = None, seed: int = 0):
+def simulate_waste(
+    interval_s,
+    checkpoint_s: float,
+    mtbf_s: float,
+    restart_s: float = 0.0,
+    horizon_s: float | None = None,
+    seed: int = 0,
+):
     """Monte Carlo waste fraction of a run of ``horizon_s`` wall seconds.
 
     Failures arrive with exponential gaps of mean ``mtbf_s``. After each
@@ -157,36 +172,58 @@ def simulate_waste(interval_s, checkpoint_s: float, mtbf_s: float, restart_s: fl
     """
     _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
     i = np.atleast_1d(_intervals(interval_s))
-    horizon_s = 2000 * mtbf_s if horizon_s is None else validate.positive("horizon_s", horizon_s)
+    horizon_s = (
+        2000 * mtbf_s
+        if horizon_s is None
+        else validate.positive("horizon_s", horizon_s)
+    )
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     rng = np.random.default_rng(seed)
     expected = horizon_s / mtbf_s
     n_draw = int(expected + 10 * math.sqrt(expected) + 10)
     times = np.cumsum(rng.exponential(mtbf_s, n_draw))
-    while times[-1] < horizon_s:   # rare: draw more gaps
-        times = np.concatenate([times, times[-1] + np.cumsum(rng.exponential(mtbf_s, n_draw))])
+    while times[-1] < horizon_s:  # rare: draw more gaps
+        times = np.concatenate(
+            [times, times[-1] + np.cumsum(rng.exponential(mtbf_s, n_draw))]
+        )
     times = times[times < horizon_s]
-    starts = np.concatenate([[0.0], times])                   # each window starts at t=0 or a failure
+    starts = np.concatenate([[0.0], times])  # each window starts at t=0 or a failure
     ends = np.concatenate([times, [horizon_s]])
     # the first window starts fresh; every later one first pays the restart
     restart = np.full(starts.shape, float(restart_s))
     restart[0] = 0.0
-    up = np.maximum(ends - starts - restart, 0.0)             # (windows,) time spent training
-    seg = (i + checkpoint_s)[:, None]                         # (intervals, 1)
-    committed = np.floor(up[None, :] / seg) * i[:, None]      # (intervals, windows)
-    tail = np.minimum(up[-1] - np.floor(up[-1] / seg[:, 0]) * seg[:, 0], i)  # last window's open work
+    up = np.maximum(ends - starts - restart, 0.0)  # (windows,) time spent training
+    seg = (i + checkpoint_s)[:, None]  # (intervals, 1)
+    committed = np.floor(up[None, :] / seg) * i[:, None]  # (intervals, windows)
+    tail = np.minimum(
+        up[-1] - np.floor(up[-1] / seg[:, 0]) * seg[:, 0], i
+    )  # last window's open work
     useful = committed.sum(axis=1) + tail
     out = 1 - useful / horizon_s
     return float(out[0]) if np.ndim(interval_s) == 0 else out
 
 
-def monte_carlo_stderr(interval_s: float, checkpoint_s: float, mtbf_s: float,
-                       restart_s: float = 0.0, horizon_s: float | None = None) -> float:
+def monte_carlo_stderr(
+    interval_s: float,
+    checkpoint_s: float,
+    mtbf_s: float,
+    restart_s: float = 0.0,
+    horizon_s: float | None = None,
+) -> float:
     """Rough standard error of ``simulate_waste``: failure count noise plus
     the spread of the lost work per failure (uniform over a segment)."""
-    _check(interval_s=interval_s, checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
-    horizon_s = 2000 * mtbf_s if horizon_s is None else validate.positive("horizon_s", horizon_s)
+    _check(
+        interval_s=interval_s,
+        checkpoint_s=checkpoint_s,
+        mtbf_s=mtbf_s,
+        restart_s=restart_s,
+    )
+    horizon_s = (
+        2000 * mtbf_s
+        if horizon_s is None
+        else validate.positive("horizon_s", horizon_s)
+    )
     n = horizon_s / mtbf_s
     seg = interval_s + checkpoint_s
     per_failure_mean = seg / 2 + restart_s
@@ -214,8 +251,12 @@ def checkpoint_bytes(n_params: float, breakdown: bool = False):
     return kept if breakdown else sum(kept.values())
 
 
-def write_time_s(checkpoint_bytes_total: float, n_writers: int, writer_bytes_per_s: float,
-                 storage_bytes_per_s: float) -> float:
+def write_time_s(
+    checkpoint_bytes_total: float,
+    n_writers: int,
+    writer_bytes_per_s: float,
+    storage_bytes_per_s: float,
+) -> float:
     """Seconds to write a checkpoint split evenly over ``n_writers`` ranks.
 
     Each rank writes its shard at up to ``writer_bytes_per_s``; together they

@@ -52,23 +52,33 @@ P = cf.SCOPE_PREFIX
 
 # --- the loop and its defects -----------------------------------------------------
 
+
 @dataclass(frozen=True)
 class LoopConfig:
     """Which defects are on. The defaults are the slow loop: every one."""
 
-    tokenise_in_loop: bool = True        # raw text -> BPE ids inside the step
-    sync_every_micro_step: bool = True   # loss.item() and a print on every micro-step
-    attn_impl: str = "math"              # written-out attention; "sdpa" is the fused kernel
-    pad_vocab: bool = False              # vocabulary padded to a multiple of 64
-    fused_optimizer: bool = False        # False: AdamW's for-loop over parameters (foreach=False)
-    recompute: bool = True               # full activation recompute of every block
-    micro_batch: int = 1                 # sequences per micro-batch (the step's batch is fixed)
-    bf16: bool = False                   # bf16 autocast
-    compile: bool = False                # torch.compile
+    tokenise_in_loop: bool = True  # raw text -> BPE ids inside the step
+    sync_every_micro_step: bool = True  # loss.item() and a print on every micro-step
+    attn_impl: str = "math"  # written-out attention; "sdpa" is the fused kernel
+    pad_vocab: bool = False  # vocabulary padded to a multiple of 64
+    fused_optimizer: bool = (
+        False  # False: AdamW's for-loop over parameters (foreach=False)
+    )
+    recompute: bool = True  # full activation recompute of every block
+    micro_batch: int = 1  # sequences per micro-batch (the step's batch is fixed)
+    bf16: bool = False  # bf16 autocast
+    compile: bool = False  # torch.compile
 
     def __post_init__(self):
-        for name in ("tokenise_in_loop", "sync_every_micro_step", "pad_vocab", "fused_optimizer", "recompute",
-                     "bf16", "compile"):
+        for name in (
+            "tokenise_in_loop",
+            "sync_every_micro_step",
+            "pad_vocab",
+            "fused_optimizer",
+            "recompute",
+            "bf16",
+            "compile",
+        ):
             validate.boolean(name, getattr(self, name))
         validate.one_of("attn_impl", self.attn_impl, ("math", "sdpa"))
         validate.positive_int("micro_batch", self.micro_batch)
@@ -87,10 +97,14 @@ def apply_fix(config: LoopConfig, fix: str, sizes: cf.LadderSizes) -> LoopConfig
     """``config`` with one defect fixed (``fix`` one of formulas.FIX_NAMES)."""
     validate.one_of("fix", fix, cf.FIX_NAMES)
     change = {
-        "pretokenise": dict(tokenise_in_loop=False), "log_every_n": dict(sync_every_micro_step=False),
-        "sdpa": dict(attn_impl="sdpa"), "pad_vocab": dict(pad_vocab=True),
-        "fused_adamw": dict(fused_optimizer=True), "no_recompute": dict(recompute=False),
-        "bigger_micro_batch": dict(micro_batch=sizes.batch), "bf16": dict(bf16=True),
+        "pretokenise": dict(tokenise_in_loop=False),
+        "log_every_n": dict(sync_every_micro_step=False),
+        "sdpa": dict(attn_impl="sdpa"),
+        "pad_vocab": dict(pad_vocab=True),
+        "fused_adamw": dict(fused_optimizer=True),
+        "no_recompute": dict(recompute=False),
+        "bigger_micro_batch": dict(micro_batch=sizes.batch),
+        "bf16": dict(bf16=True),
         "compile": dict(compile=True),
     }[fix]
     return replace(config, **change)
@@ -98,11 +112,17 @@ def apply_fix(config: LoopConfig, fix: str, sizes: cf.LadderSizes) -> LoopConfig
 
 def model_config(sizes: cf.LadderSizes, pad_vocab: bool = False) -> TransformerConfig:
     v = cf.padded_vocab(sizes.vocab_size) if pad_vocab else sizes.vocab_size
-    return tiny_config(n_layers=sizes.n_layers, d_model=sizes.d_model, n_heads=sizes.n_heads, vocab_size=v,
-                       name=f"GPT L={sizes.n_layers} h={sizes.d_model}")
+    return tiny_config(
+        n_layers=sizes.n_layers,
+        d_model=sizes.d_model,
+        n_heads=sizes.n_heads,
+        vocab_size=v,
+        name=f"GPT L={sizes.n_layers} h={sizes.d_model}",
+    )
 
 
 # --- text: tokenised once, or inside the loop ---------------------------------------
+
 
 class TextData:
     """Python sources as training text, with a byte-level BPE trained on them
@@ -117,7 +137,12 @@ class TextData:
     """
 
     def __init__(self, sizes: cf.LadderSizes, seed: int = 0, raw_chars: int = 16_384):
-        from mlbook.input_pipeline.tokenizer import EOS, encode_documents, python_sources, train_bpe
+        from mlbook.input_pipeline.tokenizer import (
+            EOS,
+            encode_documents,
+            python_sources,
+            train_bpe,
+        )
 
         corpus = python_sources(sizes.corpus_bytes)
         self.tok = train_bpe(corpus.texts, sizes.tokenizer_vocab)
@@ -130,13 +155,15 @@ class TextData:
         for doc in encode_documents(self.tok, corpus.texts):
             ids.extend(doc)
             ids.append(self.eos)
-        self.stream = torch.tensor(ids, dtype=torch.long)                     # (n_tokens,)
+        self.stream = torch.tensor(ids, dtype=torch.long)  # (n_tokens,)
         self.seq_len = sizes.seq_len
         self.gen = torch.Generator().manual_seed(seed)
         if len(self.stream) <= self.seq_len + 1 or len(self.raw) <= raw_chars:
-            raise ValueError(f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens and "
-                             f"{len(self.raw)} characters: too few for seq_len={self.seq_len} and "
-                             f"raw_chars={raw_chars}")
+            raise ValueError(
+                f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens and "
+                f"{len(self.raw)} characters: too few for seq_len={self.seq_len} and "
+                f"raw_chars={raw_chars}"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -147,15 +174,23 @@ class TextData:
         if in_loop:
             rows = []
             for _ in range(b):
-                start = int(torch.randint(len(self.raw) - self.raw_chars, (1,), generator=self.gen))
-                ids = self.tok.encode(self.raw[start: start + self.raw_chars]).ids
+                start = int(
+                    torch.randint(
+                        len(self.raw) - self.raw_chars, (1,), generator=self.gen
+                    )
+                )
+                ids = self.tok.encode(self.raw[start : start + self.raw_chars]).ids
                 if len(ids) < s + 1:
-                    raise ValueError(f"raw_chars={self.raw_chars} gave {len(ids)} tokens, fewer than s+1 = {s + 1}")
+                    raise ValueError(
+                        f"raw_chars={self.raw_chars} gave {len(ids)} tokens, fewer than s+1 = {s + 1}"
+                    )
                 rows.append(ids[: s + 1])
-            rows = torch.tensor(rows, dtype=torch.long)                       # (b, s+1)
+            rows = torch.tensor(rows, dtype=torch.long)  # (b, s+1)
         else:
             starts = torch.randint(len(self.stream) - s - 1, (b,), generator=self.gen)
-            rows = torch.stack([self.stream[j: j + s + 1] for j in starts.tolist()])   # (b, s+1)
+            rows = torch.stack(
+                [self.stream[j : j + s + 1] for j in starts.tolist()]
+            )  # (b, s+1)
         return rows[:, :-1], rows[:, 1:]
 
 
@@ -163,13 +198,22 @@ class Loop:
     """One model, optimizer and data source set up as ``config`` says; ``step()``
     runs one optimizer step over ``sizes.batch`` sequences."""
 
-    def __init__(self, config: LoopConfig, sizes: cf.LadderSizes, data: TextData, device: str = "cpu",
-                 seed: int = 0, lr: float = 3e-4):
+    def __init__(
+        self,
+        config: LoopConfig,
+        sizes: cf.LadderSizes,
+        data: TextData,
+        device: str = "cpu",
+        seed: int = 0,
+        lr: float = 3e-4,
+    ):
         validate.divides("micro_batch", config.micro_batch, "batch", sizes.batch)
         self.config, self.sizes, self.data, self.device = config, sizes, data, device
         torch.manual_seed(seed)
         self.cfg = model_config(sizes, config.pad_vocab)
-        self.model = GPT(self.cfg, max_seq_len=sizes.seq_len, attn_impl=config.attn_impl).to(device)
+        self.model = GPT(
+            self.cfg, max_seq_len=sizes.seq_len, attn_impl=config.attn_impl
+        ).to(device)
         if config.recompute:
             self.model.block_fn = self._checkpointed
         if config.fused_optimizer:
@@ -177,13 +221,13 @@ class Loop:
         else:
             self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, foreach=False)
         self.forward = torch.compile(self.model) if config.compile else self.model
-        self.sink = io.StringIO()                # the log: the point is the sync, not the text
+        self.sink = io.StringIO()  # the log: the point is the sync, not the text
         self.phase = "forward"
         self.steps_done = 0
         self.running_loss = torch.zeros((), device=device)
 
     def _block(self, block, x):
-        if self.phase == "backward":             # the recomputed forward, inside backward
+        if self.phase == "backward":  # the recomputed forward, inside backward
             with record_function(P + "recompute"):
                 return block(x)
         return block(x)
@@ -196,10 +240,15 @@ class Loop:
         with record_function(P + "step"):
             for _ in range(k):
                 with record_function(P + "data"):
-                    idx, tgt = self.data.batch(c.micro_batch, in_loop=c.tokenise_in_loop)
-                    idx, tgt = idx.to(self.device), tgt.to(self.device)          # (b, s)
+                    idx, tgt = self.data.batch(
+                        c.micro_batch, in_loop=c.tokenise_in_loop
+                    )
+                    idx, tgt = idx.to(self.device), tgt.to(self.device)  # (b, s)
                 self.phase = "forward"
-                with record_function(P + "forward"), torch.autocast(self.device, torch.bfloat16, enabled=c.bf16):
+                with (
+                    record_function(P + "forward"),
+                    torch.autocast(self.device, torch.bfloat16, enabled=c.bf16),
+                ):
                     _, loss = self.forward(idx, tgt)
                 self.phase = "backward"
                 with record_function(P + "backward"):
@@ -207,14 +256,20 @@ class Loop:
                 self.phase = "forward"
                 with record_function(P + "log"):
                     if c.sync_every_micro_step:
-                        print(f"step {self.steps_done} loss {loss.item():.4f}", file=self.sink)
+                        print(
+                            f"step {self.steps_done} loss {loss.item():.4f}",
+                            file=self.sink,
+                        )
                     else:
                         self.running_loss += loss.detach()
             with record_function(P + "optimizer"):
                 self.opt.step()
                 self.opt.zero_grad(set_to_none=True)
             self.steps_done += 1
-            if not c.sync_every_micro_step and self.steps_done % self.sizes.log_every == 0:
+            if (
+                not c.sync_every_micro_step
+                and self.steps_done % self.sizes.log_every == 0
+            ):
                 with record_function(P + "log"):
                     mean = self.running_loss.item() / (k * self.sizes.log_every)
                     print(f"step {self.steps_done} loss {mean:.4f}", file=self.sink)
@@ -224,24 +279,32 @@ class Loop:
 
 # --- reading one profiled step back ----------------------------------------------------
 
+
 @dataclass(frozen=True)
 class StepAccount:
     """One profiled step, accounted for."""
 
-    window_s: float              # the step's scope, as the profiler timed it
-    buckets: dict                # bucket -> seconds; they add up to window_s
-    timeline: tuple              # (start_s, end_s, bucket), top-level intervals from the window's start
-    calls: dict                  # operator name -> calls in the step (every recorded operator)
-    scope_calls: dict            # innermost ladder scope ("none" outside them) -> operators recorded in it
+    window_s: float  # the step's scope, as the profiler timed it
+    buckets: dict  # bucket -> seconds; they add up to window_s
+    timeline: (
+        tuple  # (start_s, end_s, bucket), top-level intervals from the window's start
+    )
+    calls: dict  # operator name -> calls in the step (every recorded operator)
+    scope_calls: (
+        dict  # innermost ladder scope ("none" outside them) -> operators recorded in it
+    )
 
-    def scaled(self, factor: float) -> "StepAccount":
+    def scaled(self, factor: float) -> StepAccount:
         """Every duration times ``factor``: the step's CPU time over its wall
         time removes the time the thread spent descheduled (a preemption is as
         likely at any instant, so it lands in each bucket in proportion)."""
         validate.positive("factor", factor)
-        return replace(self, window_s=self.window_s * factor,
-                       buckets={k: v * factor for k, v in self.buckets.items()},
-                       timeline=tuple((a * factor, b * factor, k) for a, b, k in self.timeline))
+        return replace(
+            self,
+            window_s=self.window_s * factor,
+            buckets={k: v * factor for k, v in self.buckets.items()},
+            timeline=tuple((a * factor, b * factor, k) for a, b, k in self.timeline),
+        )
 
 
 @dataclass
@@ -252,10 +315,12 @@ class Ev:
     start_us: float
     end_us: float
     thread: int = 0
-    device: str = "cpu"          # "cpu" for host events, "cuda" for kernels and copies
-    id: int = 0                  # correlation id of a host operator
-    linked_id: int = 0           # a kernel's link to the host operator that launched it
-    parent: "Ev | None" = None   # the innermost host event enclosing this one on its thread
+    device: str = "cpu"  # "cpu" for host events, "cuda" for kernels and copies
+    id: int = 0  # correlation id of a host operator
+    linked_id: int = 0  # a kernel's link to the host operator that launched it
+    parent: Ev | None = (
+        None  # the innermost host event enclosing this one on its thread
+    )
 
 
 def nest(events: list) -> list:
@@ -288,15 +353,26 @@ def trace_events(prof) -> list:
         if k.is_hidden_event() if hasattr(k, "is_hidden_event") else False:
             continue
         device = "cpu" if k.device_type() == DeviceType.CPU else "cuda"
-        if device == "cuda" and (k.is_user_annotation() or k.name().startswith((P, "ProfilerStep"))):
-            continue              # on CUDA each record_function range is mirrored as a GPU annotation
-        out.append(Ev(k.name(), k.start_ns() / 1e3, k.end_ns() / 1e3, k.start_thread_id(), device,
-                      k.correlation_id(), k.linked_correlation_id()))
+        if device == "cuda" and (
+            k.is_user_annotation() or k.name().startswith((P, "ProfilerStep"))
+        ):
+            continue  # on CUDA each record_function range is mirrored as a GPU annotation
+        out.append(
+            Ev(
+                k.name(),
+                k.start_ns() / 1e3,
+                k.end_ns() / 1e3,
+                k.start_thread_id(),
+                device,
+                k.correlation_id(),
+                k.linked_correlation_id(),
+            )
+        )
     return nest(out)
 
 
 def _scope_name(e: Ev) -> str | None:
-    return e.name[len(P):] if e.name.startswith(P) else None
+    return e.name[len(P) :] if e.name.startswith(P) else None
 
 
 def _is_marker(e: Ev) -> bool:
@@ -333,10 +409,14 @@ def account_step(events: list, device: str = "cpu") -> StepAccount:
     validate.one_of("device", device, ("cpu", "cuda"))
     steps = [e for e in events if e.name == P + "step" and e.device == "cpu"]
     if len(steps) != 1:
-        raise ValueError(f"events must hold exactly one {P}step scope, got {len(steps)}")
+        raise ValueError(
+            f"events must hold exactly one {P}step scope, got {len(steps)}"
+        )
     step = steps[0]
     t0, t1 = step.start_us, step.end_us
-    inside = [e for e in events if e.start_us >= t0 and e.end_us <= t1 and e is not step]
+    inside = [
+        e for e in events if e.start_us >= t0 and e.end_us <= t1 and e is not step
+    ]
     items, calls, scope_calls = [], Counter(), Counter()
     for e in inside:
         if e.device != "cpu" or e.thread != step.thread and device == "cpu":
@@ -355,7 +435,9 @@ def account_step(events: list, device: str = "cpu") -> StepAccount:
             items.append((e.start_us, e.end_us, cf.bucket_of(e.name, inner), 1))
     if device == "cuda":
         # a kernel links to the operator that launched it (not to the runtime call), as torch's own parser has it
-        host = {e.id: e for e in events if e.device == "cpu" and e.id and not e.linked_id}
+        host = {
+            e.id: e for e in events if e.device == "cpu" and e.id and not e.linked_id
+        }
         for e in inside:
             if e.device != "cuda":
                 continue
@@ -367,7 +449,9 @@ def account_step(events: list, device: str = "cpu") -> StepAccount:
                     name = (top or launcher).name
             items.append((e.start_us, e.end_us, cf.bucket_of(name, scope), 1))
     window_s = (t1 - t0) * 1e-6
-    rel = [((a - t0) * 1e-6, (b - t0) * 1e-6, bucket, prio) for a, b, bucket, prio in items]
+    rel = [
+        ((a - t0) * 1e-6, (b - t0) * 1e-6, bucket, prio) for a, b, bucket, prio in items
+    ]
     buckets = cf.account(window_s, rel)
     timeline = tuple(sorted((a, b, bucket) for a, b, bucket, _ in rel))
     return StepAccount(window_s, buckets, timeline, dict(calls), dict(scope_calls))
@@ -376,15 +460,17 @@ def account_step(events: list, device: str = "cpu") -> StepAccount:
 def profiler_activities(device: str) -> list:
     """What the profiler records: the CPU's operators, and on CUDA the GPU's kernels."""
     validate.one_of("device", device, ("cpu", "cuda"))
-    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    return [ProfilerActivity.CPU] + (
+        [ProfilerActivity.CUDA] if device == "cuda" else []
+    )
 
 
 @dataclass(frozen=True)
 class StepTimes:
-    unprofiled_s: tuple          # each unprofiled step, on ``clock``
-    profiled: tuple              # StepAccount of each profiled step, on ``clock``
-    wall_s: tuple                # each unprofiled step's wall time
-    clock: str                   # "wall" or "thread" (the step's thread's CPU time)
+    unprofiled_s: tuple  # each unprofiled step, on ``clock``
+    profiled: tuple  # StepAccount of each profiled step, on ``clock``
+    wall_s: tuple  # each unprofiled step's wall time
+    clock: str  # "wall" or "thread" (the step's thread's CPU time)
 
     @property
     def step_s(self) -> float:
@@ -405,17 +491,27 @@ class StepTimes:
     def residual(self) -> float:
         return cf.residual_fraction(self.step_s, sum(self.account.buckets.values()))
 
-    def pooled(self, more: "StepTimes") -> "StepTimes":
+    def pooled(self, more: StepTimes) -> StepTimes:
         """These steps and ``more`` together: more samples of the same loop."""
-        return StepTimes(self.unprofiled_s + more.unprofiled_s, self.profiled + more.profiled,
-                         self.wall_s + more.wall_s, self.clock)
+        return StepTimes(
+            self.unprofiled_s + more.unprofiled_s,
+            self.profiled + more.profiled,
+            self.wall_s + more.wall_s,
+            self.clock,
+        )
 
 
 CLOCKS = ("wall", "thread")
 
 
-def time_and_profile(step, steps: int, profiled_steps: int, device: str = "cpu", warmup: int = 1,
-                     clock: str = "wall") -> StepTimes:
+def time_and_profile(
+    step,
+    steps: int,
+    profiled_steps: int,
+    device: str = "cpu",
+    warmup: int = 1,
+    clock: str = "wall",
+) -> StepTimes:
     """``warmup`` untimed calls of ``step()``, then unprofiled and profiled
     steps alternating (one of each while both last, then the rest of the
     unprofiled ones). A profiled step is accounted for at once, outside the
@@ -447,37 +543,59 @@ def time_and_profile(step, steps: int, profiled_steps: int, device: str = "cpu",
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*[Pp]rofiler.*")
         plan = schedule(wait=2, warmup=cycle - 3, active=1, repeat=profiled_steps)
-        with profile(activities=profiler_activities(device), schedule=plan, record_shapes=False,
-                     with_stack=False, profile_memory=False,
-                     on_trace_ready=lambda p: accounts.append(account_step(trace_events(p), device))) as prof:
+        with profile(
+            activities=profiler_activities(device),
+            schedule=plan,
+            record_shapes=False,
+            with_stack=False,
+            profile_memory=False,
+            on_trace_ready=lambda p: accounts.append(
+                account_step(trace_events(p), device)
+            ),
+        ) as prof:
             for i in range(total):
                 wall0, cpu0 = time.perf_counter(), time.thread_time()
                 step()
                 wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
                 on_clock = cpu if clock == "thread" else wall
                 in_cycles = i < cycle * profiled_steps
-                if (in_cycles and i % cycle == 1) or (not in_cycles and i > cycle * profiled_steps):
+                if (in_cycles and i % cycle == 1) or (
+                    not in_cycles and i > cycle * profiled_steps
+                ):
                     unprofiled.append(on_clock)
                     walls.append(wall)
                 before = len(accounts)
                 prof.step()
-                if len(accounts) > before:          # this step was the one recorded
-                    scaled.append(accounts[-1].scaled(min(1.0, cpu / wall)) if clock == "thread" else accounts[-1])
+                if len(accounts) > before:  # this step was the one recorded
+                    scaled.append(
+                        accounts[-1].scaled(min(1.0, cpu / wall))
+                        if clock == "thread"
+                        else accounts[-1]
+                    )
     if len(scaled) != profiled_steps or len(unprofiled) < steps:
-        raise RuntimeError(f"expected {profiled_steps} profiled and {steps} unprofiled steps, "
-                           f"got {len(scaled)} and {len(unprofiled)}")
-    return StepTimes(tuple(unprofiled[:steps]), tuple(scaled), tuple(walls[:steps]), clock)
+        raise RuntimeError(
+            f"expected {profiled_steps} profiled and {steps} unprofiled steps, "
+            f"got {len(scaled)} and {len(unprofiled)}"
+        )
+    return StepTimes(
+        tuple(unprofiled[:steps]), tuple(scaled), tuple(walls[:steps]), clock
+    )
 
 
 def step_clock(device: str, threads: int | None) -> str:
-    """"thread" (CPU time) for a CPU step on one thread, else "wall"."""
+    """ "thread" (CPU time) for a CPU step on one thread, else "wall"."""
     return "thread" if device == "cpu" and threads == 1 else "wall"
 
 
 # --- the ceiling ---------------------------------------------------------------------
 
-def probe_ceilings(sizes: cf.LadderSizes, device: str, budget_s: float | None = None,
-                   min_run_time_s: float = 0.02) -> dict:
+
+def probe_ceilings(
+    sizes: cf.LadderSizes,
+    device: str,
+    budget_s: float | None = None,
+    min_run_time_s: float = 0.02,
+) -> dict:
     """The MAMF ceiling for fp32 and bf16 on ``device``, each swept for
     ``budget_s`` (default sizes.probe_budget_s) with the model's own GEMM
     shapes first.
@@ -486,27 +604,44 @@ def probe_ceilings(sizes: cf.LadderSizes, device: str, budget_s: float | None = 
     is timed first, and where it is slower than fp32 the sweep stays at
     small shapes (up to 512) rather than spend minutes proving it."""
     budget_s = sizes.probe_budget_s if budget_s is None else budget_s
-    shapes = cf.gemm_shapes(model_config(sizes, pad_vocab=True), sizes.batch * sizes.seq_len)
+    shapes = cf.gemm_shapes(
+        model_config(sizes, pad_vocab=True), sizes.batch * sizes.seq_len
+    )
     out = {}
     with torch.inference_mode(), cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
         for dtype in ("fp32", "bf16"):
             max_dim = None
             include = shapes
             if device == "cpu" and dtype == "bf16":
-                quick = {d: mamf.time_matmul(256, 256, 256, d, device, 0.01) for d in ("fp32", "bf16")}
+                quick = {
+                    d: mamf.time_matmul(256, 256, 256, d, device, 0.01)
+                    for d in ("fp32", "bf16")
+                }
                 if quick["bf16"] < quick["fp32"]:
                     max_dim, include = 512, ()
-            out[dtype] = mamf.find_ceiling(dtype, device, budget_s, include=include, max_dim=max_dim,
-                                           min_run_time_s=min_run_time_s)
+            out[dtype] = mamf.find_ceiling(
+                dtype,
+                device,
+                budget_s,
+                include=include,
+                max_dim=max_dim,
+                min_run_time_s=min_run_time_s,
+            )
     return out
 
 
-def widen_ceiling(ceiling: mamf.MatmulCeiling, budget_s: float, min_run_time_s: float = 0.05) -> mamf.MatmulCeiling:
+def widen_ceiling(
+    ceiling: mamf.MatmulCeiling, budget_s: float, min_run_time_s: float = 0.05
+) -> mamf.MatmulCeiling:
     """A second, longer sweep (the shapes timed so far again, then more of
     the grid) merged with the first: for a ceiling that a step beat."""
-    more = mamf.find_ceiling(ceiling.dtype, ceiling.device, budget_s,
-                             include=tuple((t.m, t.n, t.k) for t in ceiling.timings[:8]),
-                             min_run_time_s=min_run_time_s)
+    more = mamf.find_ceiling(
+        ceiling.dtype,
+        ceiling.device,
+        budget_s,
+        include=tuple((t.m, t.n, t.k) for t in ceiling.timings[:8]),
+        min_run_time_s=min_run_time_s,
+    )
     return mamf.merge(ceiling, more)
 
 
@@ -518,23 +653,29 @@ def nominal_peak(device: str, dtype: str, cpu_threads_used: int | None = None) -
     peak, how = nominal_peak_flops_per_s(device, dtype)
     cores = len(os.sched_getaffinity(0))
     if device == "cpu" and cpu_threads_used is not None and cpu_threads_used < cores:
-        return peak * cpu_threads_used / cores, f"{how}, x {cpu_threads_used}/{cores} cores used"
+        return (
+            peak * cpu_threads_used / cores,
+            f"{how}, x {cpu_threads_used}/{cores} cores used",
+        )
     return peak, how
 
 
 # --- the ladder ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Rung:
-    fix: str                     # the fix this rung applied ("slow loop" for rung 0)
+    fix: str  # the fix this rung applied ("slow loop" for rung 0)
     label: str
     config: LoopConfig
     dtype: str
     times: StepTimes
-    attempts: int                # measurements pooled (more were taken while the residual was above tolerance)
+    attempts: int  # measurements pooled (more were taken while the residual was above tolerance)
     tokens_per_step: int
-    flops_per_token: float       # the model's 6N + 12Lhs, the unpadded vocabulary
-    rates: cf.RungRates          # against the datasheet peak and the final ceiling of the rung's dtype
+    flops_per_token: float  # the model's 6N + 12Lhs, the unpadded vocabulary
+    rates: (
+        cf.RungRates
+    )  # against the datasheet peak and the final ceiling of the rung's dtype
 
     @property
     def step_s(self) -> float:
@@ -552,15 +693,28 @@ class Rung:
 @dataclass(frozen=True)
 class Ladder:
     rungs: tuple
-    ceilings: dict               # dtype -> MatmulCeiling, refined between rungs (and widened if beaten)
-    peaks: dict                  # dtype -> (nominal peak FLOP/s, where it came from)
-    device: str                  # who measured
-    widened: tuple = field(default=())   # dtypes whose ceiling a rung beat, so they were swept again
+    ceilings: (
+        dict  # dtype -> MatmulCeiling, refined between rungs (and widened if beaten)
+    )
+    peaks: dict  # dtype -> (nominal peak FLOP/s, where it came from)
+    device: str  # who measured
+    widened: tuple = field(
+        default=()
+    )  # dtypes whose ceiling a rung beat, so they were swept again
 
 
-def run_ladder(sizes: cf.LadderSizes, device: str, data: TextData, ceilings: dict, fixes: tuple,
-               seed: int = 0, log=None, min_run_time_s: float = 0.05, residual_tol: float = 0.05,
-               max_attempts: int = 4) -> Ladder:
+def run_ladder(
+    sizes: cf.LadderSizes,
+    device: str,
+    data: TextData,
+    ceilings: dict,
+    fixes: tuple,
+    seed: int = 0,
+    log=None,
+    min_run_time_s: float = 0.05,
+    residual_tol: float = 0.05,
+    max_attempts: int = 4,
+) -> Ladder:
     """Measure the slow loop, then each fix in ``fixes`` (formulas.Fix) applied
     on top of the ones before. Between rungs the ceiling of the next rung's
     dtype is re-timed (mamf.refine), so the ceiling is probed while the
@@ -572,12 +726,32 @@ def run_ladder(sizes: cf.LadderSizes, device: str, data: TextData, ceilings: dic
     validate.positive("residual_tol", residual_tol)
     validate.positive_int("max_attempts", max_attempts)
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
-        return _run_ladder(sizes, device, data, dict(ceilings), fixes, seed, log or (lambda *_: None),
-                           min_run_time_s, residual_tol, max_attempts)
+        return _run_ladder(
+            sizes,
+            device,
+            data,
+            dict(ceilings),
+            fixes,
+            seed,
+            log or (lambda *_: None),
+            min_run_time_s,
+            residual_tol,
+            max_attempts,
+        )
 
 
-def _run_ladder(sizes, device, data, ceilings, fixes, seed, log, min_run_time_s, residual_tol,
-                max_attempts) -> Ladder:
+def _run_ladder(
+    sizes,
+    device,
+    data,
+    ceilings,
+    fixes,
+    seed,
+    log,
+    min_run_time_s,
+    residual_tol,
+    max_attempts,
+) -> Ladder:
     config = slow_loop(sizes)
     plan = [("slow loop", "slow loop (all defects)", config)]
     for fix in fixes:
@@ -587,45 +761,89 @@ def _run_ladder(sizes, device, data, ceilings, fixes, seed, log, min_run_time_s,
     tokens = sizes.batch * sizes.seq_len
     per_token = flops.flops_per_token(model_config(sizes), sizes.seq_len)
     for i, (name, label, config) in enumerate(plan):
-        ceilings[config.dtype] = mamf.refine(ceilings[config.dtype], top=2, min_run_time_s=min_run_time_s)
+        ceilings[config.dtype] = mamf.refine(
+            ceilings[config.dtype], top=2, min_run_time_s=min_run_time_s
+        )
         log(f"rung {i}: {label} ...")
         loop = Loop(config, sizes, data, device, seed)
         warmup = 2 if config.compile else 1
         start = time.perf_counter()
         clock = step_clock(device, sizes.cpu_threads)
-        times = time_and_profile(loop.step, sizes.steps, sizes.profiled_steps, device, warmup, clock)
+        times = time_and_profile(
+            loop.step, sizes.steps, sizes.profiled_steps, device, warmup, clock
+        )
         attempts = 1
         while abs(times.residual) > residual_tol and attempts < max_attempts:
-            log(f"rung {i}: residual {times.residual:+.1%}, above {residual_tol:.0%}: measuring more steps ...")
-            times = times.pooled(time_and_profile(loop.step, sizes.steps, sizes.profiled_steps, device, 0, clock))
+            log(
+                f"rung {i}: residual {times.residual:+.1%}, above {residual_tol:.0%}: measuring more steps ..."
+            )
+            times = times.pooled(
+                time_and_profile(
+                    loop.step, sizes.steps, sizes.profiled_steps, device, 0, clock
+                )
+            )
             attempts += 1
-        log(f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual {times.residual:+.1%} "
-            f"({time.perf_counter() - start:.1f} s)")
+        log(
+            f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual {times.residual:+.1%} "
+            f"({time.perf_counter() - start:.1f} s)"
+        )
         measured.append((name, label, config, times, attempts))
         del loop
     widened = []
     for dtype in sorted({c.dtype for _, _, c, _, _ in measured}):
-        best = max(tokens / t.step_s * per_token for _, _, c, t, _ in measured if c.dtype == dtype)
+        best = max(
+            tokens / t.step_s * per_token
+            for _, _, c, t, _ in measured
+            if c.dtype == dtype
+        )
         if best > ceilings[dtype].flops_per_s:
             log(f"a rung beat the {dtype} ceiling: sweeping again, longer ...")
             ceilings[dtype] = widen_ceiling(ceilings[dtype], 2 * sizes.probe_budget_s)
             widened.append(dtype)
     peaks = {d: nominal_peak(device, d, sizes.cpu_threads) for d in ceilings}
     rungs = tuple(
-        Rung(name, label, config, config.dtype, times, attempts, tokens, per_token,
-             cf.rung_rates(tokens, times.step_s, per_token, peaks[config.dtype][0],
-                           ceilings[config.dtype].flops_per_s))
-        for name, label, config, times, attempts in measured)
-    return Ladder(rungs, ceilings, peaks, device_description(device), tuple(sorted(widened)))
+        Rung(
+            name,
+            label,
+            config,
+            config.dtype,
+            times,
+            attempts,
+            tokens,
+            per_token,
+            cf.rung_rates(
+                tokens,
+                times.step_s,
+                per_token,
+                peaks[config.dtype][0],
+                ceilings[config.dtype].flops_per_s,
+            ),
+        )
+        for name, label, config, times, attempts in measured
+    )
+    return Ladder(
+        rungs, ceilings, peaks, device_description(device), tuple(sorted(widened))
+    )
 
 
-def measure_config(config: LoopConfig, sizes: cf.LadderSizes, data: TextData, device: str,
-                   seed: int = 0) -> StepTimes:
+def measure_config(
+    config: LoopConfig,
+    sizes: cf.LadderSizes,
+    data: TextData,
+    device: str,
+    seed: int = 0,
+) -> StepTimes:
     """Time and profile one loop set up as ``config`` says (the exercise's mystery step)."""
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
         loop = Loop(config, sizes, data, device, seed)
-        return time_and_profile(loop.step, sizes.steps, sizes.profiled_steps, device,
-                                2 if config.compile else 1, step_clock(device, sizes.cpu_threads))
+        return time_and_profile(
+            loop.step,
+            sizes.steps,
+            sizes.profiled_steps,
+            device,
+            2 if config.compile else 1,
+            step_clock(device, sizes.cpu_threads),
+        )
 
 
 def mystery_config(sizes: cf.LadderSizes, device: str) -> LoopConfig:
@@ -638,16 +856,19 @@ def mystery_config(sizes: cf.LadderSizes, device: str) -> LoopConfig:
 
 # --- two processes: exposed communication and a straggler -----------------------------
 
+
 @dataclass(frozen=True)
 class CommRun:
     """Per-mode, per-rank step times (seconds) of a two-process gloo DDP run."""
 
     ranks: int
     steps: int
-    delay_s: float               # the extra time the slow rank spent each straggler step
+    delay_s: float  # the extra time the slow rank spent each straggler step
     slow_rank: int
-    step_s: dict                 # mode -> (steps, ranks) nested tuples: wall time of the whole step
-    compute_s: dict              # mode -> (steps, ranks): time before the rank waited on the collective
+    step_s: dict  # mode -> (steps, ranks) nested tuples: wall time of the whole step
+    compute_s: (
+        dict  # mode -> (steps, ranks): time before the rank waited on the collective
+    )
     grad_bytes: int
     device: str
 
@@ -674,19 +895,25 @@ def _ddp_worker(argv):
     ddp = DDP(model, bucket_cap_mb=opts["bucket_cap_mb"])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     g = torch.Generator().manual_seed(rank)
-    ids = torch.randint(cfg.vocab_size, (opts["batch"], opts["seq_len"] + 1), generator=g)
+    ids = torch.randint(
+        cfg.vocab_size, (opts["batch"], opts["seq_len"] + 1), generator=g
+    )
     idx, tgt = ids[:, :-1], ids[:, 1:]
     params = [p for p in model.parameters() if p.requires_grad]
-    out = {"step_s": {}, "compute_s": {}, "delay_s": 0.0,
-           "grad_bytes": sum(p.numel() * p.element_size() for p in params)}
+    out = {
+        "step_s": {},
+        "compute_s": {},
+        "delay_s": 0.0,
+        "grad_bytes": sum(p.numel() * p.element_size() for p in params),
+    }
 
     def run(mode, delay):
         dist.barrier()
         start = time.perf_counter()
-        if mode == "overlap":                         # DDP: buckets all-reduced while backward runs
+        if mode == "overlap":  # DDP: buckets all-reduced while backward runs
             _, loss = ddp(idx, tgt)
             loss.backward()
-            computed = time.perf_counter()           # the last bucket's wait is inside backward
+            computed = time.perf_counter()  # the last bucket's wait is inside backward
         else:
             with ddp.no_sync():
                 _, loss = ddp(idx, tgt)
@@ -694,13 +921,13 @@ def _ddp_worker(argv):
             if mode == "straggler" and rank == opts["slow_rank"]:
                 time.sleep(delay)
             computed = time.perf_counter()
-            if mode != "local":                       # one all-reduce after backward: nothing overlaps it
+            if mode != "local":  # one all-reduce after backward: nothing overlaps it
                 flat = torch.cat([p.grad.reshape(-1) for p in params])
                 dist.all_reduce(flat)
                 flat /= dist.get_world_size()
                 offset = 0
                 for p in params:
-                    p.grad.copy_(flat[offset: offset + p.numel()].view_as(p.grad))
+                    p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
                     offset += p.numel()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -709,7 +936,7 @@ def _ddp_worker(argv):
 
     # The local step first (it sets the straggler's delay), then every mode in turn, round after
     # round, so that a machine whose speed drifts drifts under all four alike.
-    local = [run("local", 0.0)[0] for _ in range(opts["warmup"] + 2)][opts["warmup"]:]
+    local = [run("local", 0.0)[0] for _ in range(opts["warmup"] + 2)][opts["warmup"] :]
     t = torch.tensor([min(local)])
     dist.broadcast(t, 0)
     delay = opts["delay_fraction"] * float(t)
@@ -727,9 +954,17 @@ def _ddp_worker(argv):
     dist.destroy_process_group()
 
 
-def comm_run(steps: int = 9, warmup: int = 1, slow_rank: int = 1, delay_fraction: float = 1.0,
-             model: dict | None = None, seq_len: int = 64, batch: int = 4, bucket_cap_mb: float = 0.25,
-             timeout_s: float = 120.0) -> CommRun:
+def comm_run(
+    steps: int = 9,
+    warmup: int = 1,
+    slow_rank: int = 1,
+    delay_fraction: float = 1.0,
+    model: dict | None = None,
+    seq_len: int = 64,
+    batch: int = 4,
+    bucket_cap_mb: float = 0.25,
+    timeout_s: float = 120.0,
+) -> CommRun:
     """Two forked processes train the small GPT with DDP over gloo (one
     thread each) in four modes: ``local`` (no all-reduce: compute alone),
     ``overlap`` (DDP's buckets all-reduced during backward), ``no_overlap``
@@ -742,14 +977,40 @@ def comm_run(steps: int = 9, warmup: int = 1, slow_rank: int = 1, delay_fraction
     validate.fraction("delay_fraction", delay_fraction)
     model = model or dict(n_layers=2, d_model=128, n_heads=2, vocab_size=512)
     with tempfile.TemporaryDirectory(prefix="mlbook-comm-") as tmp:
-        opts = dict(steps=steps, warmup=warmup, slow_rank=slow_rank, delay_fraction=delay_fraction, model=model,
-                    seq_len=seq_len, batch=batch, bucket_cap_mb=bucket_cap_mb, out=tmp)
-        launch = fork_group(_ddp_worker, [json.dumps(opts)], nproc=2, timeout_s=timeout_s)
+        opts = dict(
+            steps=steps,
+            warmup=warmup,
+            slow_rank=slow_rank,
+            delay_fraction=delay_fraction,
+            model=model,
+            seq_len=seq_len,
+            batch=batch,
+            bucket_cap_mb=bucket_cap_mb,
+            out=tmp,
+        )
+        launch = fork_group(
+            _ddp_worker, [json.dumps(opts)], nproc=2, timeout_s=timeout_s
+        )
         if launch.returncode != 0:
-            raise RuntimeError(f"the gloo run failed (exit {launch.returncode}):\n{launch.output[-3000:]}")
-        per_rank = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(2)]
+            raise RuntimeError(
+                f"the gloo run failed (exit {launch.returncode}):\n{launch.output[-3000:]}"
+            )
+        per_rank = [
+            json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(2)
+        ]
     step_s = {m: tuple(zip(*(r["step_s"][m] for r in per_rank))) for m in COMM_MODES}
-    compute_s = {m: tuple(zip(*(r["compute_s"][m] for r in per_rank))) for m in COMM_MODES}
+    compute_s = {
+        m: tuple(zip(*(r["compute_s"][m] for r in per_rank))) for m in COMM_MODES
+    }
     with cpu_threads(1):
         who = device_description("cpu") + " per process"
-    return CommRun(2, steps, per_rank[0]["delay_s"], slow_rank, step_s, compute_s, per_rank[0]["grad_bytes"], who)
+    return CommRun(
+        2,
+        steps,
+        per_rank[0]["delay_s"],
+        slow_rank,
+        step_s,
+        compute_s,
+        per_rank[0]["grad_bytes"],
+        who,
+    )

@@ -9,8 +9,17 @@ import numpy as np
 from mlbook.capstone import formulas as cf
 from mlbook.plotting.style import new_figure, percent_axis
 
-COLORS = {"matmul": "C0", "attention": "C1", "elementwise": "C2", "optimizer": "C4", "data": "C3",
-          "sync": "C6", "comm": "C8", "recompute": "C5", "idle": "0.85"}
+COLORS = {
+    "matmul": "C0",
+    "attention": "C1",
+    "elementwise": "C2",
+    "optimizer": "C4",
+    "data": "C3",
+    "sync": "C6",
+    "comm": "C8",
+    "recompute": "C5",
+    "idle": "0.85",
+}
 
 
 def ladder_buckets(labels, buckets, step_s, vs_ceiling, device_name: str):
@@ -25,16 +34,43 @@ def ladder_buckets(labels, buckets, step_s, vs_ceiling, device_name: str):
     for b in cf.BUCKETS:
         ms = np.array([bk[b] * 1e3 for bk in buckets])
         if ms.any():
-            ax.bar(x, ms, bottom=bottom, color=COLORS[b], label=cf.BUCKET_LABELS[b], width=0.7)
+            ax.bar(
+                x,
+                ms,
+                bottom=bottom,
+                color=COLORS[b],
+                label=cf.BUCKET_LABELS[b],
+                width=0.7,
+            )
             bottom += ms
     residual = np.array([s * 1e3 for s in step_s]) - bottom
-    ax.bar(x, np.abs(residual), bottom=np.minimum(bottom, bottom + residual), color="white", edgecolor="k",
-           hatch="//", width=0.7, label="residual (unprofiled - buckets)", linewidth=0.5)
-    for i, (top, frac) in enumerate(zip(np.maximum(bottom, bottom + residual), vs_ceiling)):
+    ax.bar(
+        x,
+        np.abs(residual),
+        bottom=np.minimum(bottom, bottom + residual),
+        color="white",
+        edgecolor="k",
+        hatch="//",
+        width=0.7,
+        label="residual (unprofiled - buckets)",
+        linewidth=0.5,
+    )
+    for i, (top, frac) in enumerate(
+        zip(np.maximum(bottom, bottom + residual), vs_ceiling)
+    ):
         ax.text(i, top, f"{frac:.0%}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(x, [f"{i}: {lab}" for i, lab in enumerate(labels)], rotation=35, ha="right", fontsize=7)
+    ax.set_xticks(
+        x,
+        [f"{i}: {lab}" for i, lab in enumerate(labels)],
+        rotation=35,
+        ha="right",
+        fontsize=7,
+    )
     ax.set_ylabel("step time (ms)")
-    ax.set_title(f"Where each rung's step goes (labels: share of the MAMF ceiling)\n{device_name}", fontsize=9)
+    ax.set_title(
+        f"Where each rung's step goes (labels: share of the MAMF ceiling)\n{device_name}",
+        fontsize=9,
+    )
     fig.legend(fontsize=7, ncol=4, loc="outside lower center")
     return fig
 
@@ -45,40 +81,72 @@ def step_timeline(rows, device_name: str):
     white stretches are the idle gaps: no operator ran."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(rows), 1, figsize=(7.0, 1.2 + 1.0 * len(rows)), layout="constrained",
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows),
+        1,
+        figsize=(7.0, 1.2 + 1.0 * len(rows)),
+        layout="constrained",
+        squeeze=False,
+    )
     seen = set()
     for ax, (label, window_s, timeline) in zip(axes[:, 0], rows):
         for b in cf.BUCKETS:
-            spans = [(a * 1e3, (e - a) * 1e3) for a, e, bucket in timeline if bucket == b]
+            spans = [
+                (a * 1e3, (e - a) * 1e3) for a, e, bucket in timeline if bucket == b
+            ]
             if spans:
-                ax.broken_barh(spans, (0, 1), color=COLORS[b], label=None if b in seen else cf.BUCKET_LABELS[b])
+                ax.broken_barh(
+                    spans,
+                    (0, 1),
+                    color=COLORS[b],
+                    label=None if b in seen else cf.BUCKET_LABELS[b],
+                )
                 seen.add(b)
         ax.set_xlim(0, window_s * 1e3)
         ax.set_yticks([])
         ax.set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
         ax.set_xlabel("time since the step began (ms)", fontsize=8)
         ax.grid(False)
-    axes[0, 0].set_title(f"One profiled step; white = no operator running\n{device_name}", fontsize=9)
+    axes[0, 0].set_title(
+        f"One profiled step; white = no operator running\n{device_name}", fontsize=9
+    )
     fig.legend(fontsize=7, ncol=5, loc="outside lower center")
     return fig
 
 
-def mfu_waterfall(peak_flops_per_s: float, ceiling_flops_per_s: float, flops_per_step: float,
-                  fixed_step_s: float, savings_s: dict, labels: dict, device_name: str, **applied):
+def mfu_waterfall(
+    peak_flops_per_s: float,
+    ceiling_flops_per_s: float,
+    flops_per_step: float,
+    fixed_step_s: float,
+    savings_s: dict,
+    labels: dict,
+    device_name: str,
+    **applied,
+):
     """The MFU lost, bar by bar, from the datasheet peak to the MFU of a step
     with the fixes whose checkbox is ticked (slider figure; the additive time
     model of formulas.waterfall)."""
     chosen = [name for name, on in applied.items() if on]
-    bars, final = cf.waterfall(peak_flops_per_s, ceiling_flops_per_s, flops_per_step, fixed_step_s,
-                               savings_s, chosen)
+    bars, final = cf.waterfall(
+        peak_flops_per_s,
+        ceiling_flops_per_s,
+        flops_per_step,
+        fixed_step_s,
+        savings_s,
+        chosen,
+    )
     fig, ax = new_figure(size=(7.0, 3.8))
     fig.subplots_adjust(bottom=0.32)
-    names = ["datasheet peak"] + [labels.get(b.label, b.label) for b in bars] + ["achieved"]
+    names = (
+        ["datasheet peak"] + [labels.get(b.label, b.label) for b in bars] + ["achieved"]
+    )
     ax.bar(0, 1.0, color="0.6", width=0.7)
     for i, b in enumerate(bars, start=1):
         lo, hi = sorted((b.top, b.bottom))
-        ax.bar(i, hi - lo, bottom=lo, color="C3" if b.bottom < b.top else "C2", width=0.7)
+        ax.bar(
+            i, hi - lo, bottom=lo, color="C3" if b.bottom < b.top else "C2", width=0.7
+        )
         ax.text(i, hi, f"{b.bottom - b.top:+.1%}", ha="center", va="bottom", fontsize=7)
     ax.bar(len(bars) + 1, final, color="C0", width=0.7)
     ax.text(len(bars) + 1, final, f"{final:.1%}", ha="center", va="bottom", fontsize=8)
@@ -86,7 +154,10 @@ def mfu_waterfall(peak_flops_per_s: float, ceiling_flops_per_s: float, flops_per
     ax.set_ylabel("MFU (share of the datasheet peak)")
     percent_axis(ax)
     ax.set_ylim(0, 1.08)
-    ax.set_title(f"{len(chosen)} of {len(savings_s)} fixes applied: MFU {final:.1%}\n{device_name}", fontsize=9)
+    ax.set_title(
+        f"{len(chosen)} of {len(savings_s)} fixes applied: MFU {final:.1%}\n{device_name}",
+        fontsize=9,
+    )
     return fig
 
 
@@ -101,11 +172,21 @@ def rank_times(comm, device_name: str):
         step = [np.median([row[r] for row in comm.step_s[m]]) * 1e3 for m in modes]
         x = np.arange(len(modes)) + (r - 0.5) * width
         ax.bar(x, comp, width=width, color=f"C{r}", label=f"rank {r}: own work")
-        ax.bar(x, np.array(step) - np.array(comp), bottom=comp, width=width, color="white",
-               edgecolor=f"C{r}", hatch="//", label=f"rank {r}: waiting / all-reduce")
+        ax.bar(
+            x,
+            np.array(step) - np.array(comp),
+            bottom=comp,
+            width=width,
+            color="white",
+            edgecolor=f"C{r}",
+            hatch="//",
+            label=f"rank {r}: waiting / all-reduce",
+        )
     ax.set_xticks(range(len(modes)), [m.replace("_", " ") for m in modes])
     ax.set_ylabel("median time per step (ms)")
-    ax.set_title(f"Two processes, DDP over gloo: rank {comm.slow_rank} slowed in 'straggler'\n{device_name}",
-                 fontsize=9)
+    ax.set_title(
+        f"Two processes, DDP over gloo: rank {comm.slow_rank} slowed in 'straggler'\n{device_name}",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, ncol=2)
     return fig

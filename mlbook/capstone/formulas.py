@@ -28,34 +28,105 @@ from dataclasses import dataclass
 from mlbook.common import validate
 from mlbook.common.transformer import TransformerConfig
 
-BUCKETS = ("matmul", "attention", "elementwise", "optimizer", "data", "sync", "comm", "recompute", "idle")
+BUCKETS = (
+    "matmul",
+    "attention",
+    "elementwise",
+    "optimizer",
+    "data",
+    "sync",
+    "comm",
+    "recompute",
+    "idle",
+)
 BUCKET_LABELS = {
-    "matmul": "matmuls (weights)", "attention": "attention", "elementwise": "elementwise & norms",
-    "optimizer": "optimizer", "data": "data loading", "sync": "sync & logging", "comm": "communication",
-    "recompute": "recompute", "idle": "idle gaps",
+    "matmul": "matmuls (weights)",
+    "attention": "attention",
+    "elementwise": "elementwise & norms",
+    "optimizer": "optimizer",
+    "data": "data loading",
+    "sync": "sync & logging",
+    "comm": "communication",
+    "recompute": "recompute",
+    "idle": "idle gaps",
 }
 
 # The record_function scopes a step is wrapped in ("ladder/step", "ladder/data", ...).
 SCOPE_PREFIX = "ladder/"
-SCOPES = ("step", "data", "forward", "backward", "optimizer", "log", "recompute", "comm")
+SCOPES = (
+    "step",
+    "data",
+    "forward",
+    "backward",
+    "optimizer",
+    "log",
+    "recompute",
+    "comm",
+)
 # Scopes whose whole duration is one bucket, whatever runs inside them: the
 # work there (tokenising in Python, printing, a Python loop over parameters)
 # is mostly not operators at all.
-SCOPE_BUCKETS = {"data": "data", "log": "sync", "optimizer": "optimizer", "recompute": "recompute",
-                 "comm": "comm"}
+SCOPE_BUCKETS = {
+    "data": "data",
+    "log": "sync",
+    "optimizer": "optimizer",
+    "recompute": "recompute",
+    "comm": "comm",
+}
 
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 # Lower-case name fragments, checked in this order (first match wins).
 _NAME_RULES = (
-    ("comm", ("nccl", "gloo", "c10d::", "allreduce", "all_reduce", "allgather", "all_gather",
-              "reduce_scatter", "record_param_comms")),
+    (
+        "comm",
+        (
+            "nccl",
+            "gloo",
+            "c10d::",
+            "allreduce",
+            "all_reduce",
+            "allgather",
+            "all_gather",
+            "reduce_scatter",
+            "record_param_comms",
+        ),
+    ),
     ("optimizer", ("optimizer.step", "adam", "multi_tensor_apply", "zero_grad")),
     # the loss's log-softmax is not attention; it must be caught before "softmax"
     ("elementwise", ("log_softmax", "logsoftmax", "nll_loss", "cross_entropy")),
-    ("attention", ("scaled_dot_product", "flash", "fmha", "attention", "bmm", "softmax", "masked_fill",
-                   "triu", "aten::matmul")),
-    ("matmul", ("aten::linear", "aten::mm", "aten::addmm", "mmbackward", "addmmbackward", "linearbackward",
-                "gemm", "gemv", "cutlass", "cublas", "xmma", "wgmma", "nvjet", "_scaled_mm")),
+    (
+        "attention",
+        (
+            "scaled_dot_product",
+            "flash",
+            "fmha",
+            "attention",
+            "bmm",
+            "softmax",
+            "masked_fill",
+            "triu",
+            "aten::matmul",
+        ),
+    ),
+    (
+        "matmul",
+        (
+            "aten::linear",
+            "aten::mm",
+            "aten::addmm",
+            "mmbackward",
+            "addmmbackward",
+            "linearbackward",
+            "gemm",
+            "gemv",
+            "cutlass",
+            "cublas",
+            "xmma",
+            "wgmma",
+            "nvjet",
+            "_scaled_mm",
+        ),
+    ),
     ("data", ("memcpy htod", "memcpyhtod", "pin_memory")),
 )
 
@@ -72,7 +143,9 @@ def bucket_of(name: str, scope: str | None = None) -> str:
     bare ``@`` are Q K^T and P V. Anything unrecognised is elementwise.
     """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string (an operator or kernel name), got {name!r}")
+        raise ValueError(
+            f"name must be a non-empty string (an operator or kernel name), got {name!r}"
+        )
     if scope is not None:
         validate.one_of("scope", scope, SCOPES)
         if scope in SCOPE_BUCKETS:
@@ -85,7 +158,11 @@ def bucket_of(name: str, scope: str | None = None) -> str:
 
 
 def _real(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+    ):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 
@@ -106,13 +183,20 @@ def account(window_s: float, items) -> dict:
     clean = []
     for i, item in enumerate(items):
         if not isinstance(item, (tuple, list)) or len(item) != 4:
-            raise ValueError(f"items[{i}] must be (start_s, end_s, bucket, priority), got {item!r}")
+            raise ValueError(
+                f"items[{i}] must be (start_s, end_s, bucket, priority), got {item!r}"
+            )
         start, end, bucket, priority = item
-        start, end = _real(f"items[{i}] start_s", start), _real(f"items[{i}] end_s", end)
+        start, end = (
+            _real(f"items[{i}] start_s", start),
+            _real(f"items[{i}] end_s", end),
+        )
         priority = _real(f"items[{i}] priority", priority)
         validate.one_of(f"items[{i}] bucket", bucket, BUCKETS)
         if end < start:
-            raise ValueError(f"items[{i}] ends at {end!r}, before it starts at {start!r}")
+            raise ValueError(
+                f"items[{i}] ends at {end!r}, before it starts at {start!r}"
+            )
         start, end = max(0.0, start), min(float(window_s), end)
         if end > start:
             clean.append((start, end, bucket, priority, i))
@@ -165,9 +249,16 @@ def gemm_shapes(cfg: TransformerConfig, tokens: int) -> tuple:
     validate.instance_of("cfg", cfg, TransformerConfig)
     tokens = validate.positive_int("tokens", tokens)
     h, kv, ff, V = cfg.d_model, cfg.kv_dim, cfg.d_ff, cfg.vocab_size
-    weights = [(h, h), (kv, h), (h, h), (ff, h), (h, ff), (V, h)]      # (out, in): q, k/v, o, up, down, head
+    weights = [
+        (h, h),
+        (kv, h),
+        (h, h),
+        (ff, h),
+        (h, ff),
+        (V, h),
+    ]  # (out, in): q, k/v, o, up, down, head
     if cfg.mlp == "swiglu":
-        weights.append((ff, h))                                          # the gate
+        weights.append((ff, h))  # the gate
     shapes = set()
     for out, inp in weights:
         shapes |= {(tokens, out, inp), (tokens, inp, out), (out, inp, tokens)}
@@ -177,13 +268,18 @@ def gemm_shapes(cfg: TransformerConfig, tokens: int) -> tuple:
 @dataclass(frozen=True)
 class RungRates:
     tokens_per_s: float
-    achieved_flops_per_s: float   # model FLOPs (6N + 12Lhs per token) per second
-    mfu: float                    # against the datasheet (nominal) peak
-    vs_ceiling: float             # against the MAMF ceiling; above 1 means the ceiling was beaten
+    achieved_flops_per_s: float  # model FLOPs (6N + 12Lhs per token) per second
+    mfu: float  # against the datasheet (nominal) peak
+    vs_ceiling: float  # against the MAMF ceiling; above 1 means the ceiling was beaten
 
 
-def rung_rates(tokens_per_step: int, step_s: float, flops_per_token: float,
-               peak_flops_per_s: float, ceiling_flops_per_s: float) -> RungRates:
+def rung_rates(
+    tokens_per_step: int,
+    step_s: float,
+    flops_per_token: float,
+    peak_flops_per_s: float,
+    ceiling_flops_per_s: float,
+) -> RungRates:
     """Throughput, MFU and the fraction of the measured ceiling of a step of
     ``tokens_per_step`` tokens that took ``step_s`` seconds. An MFU above 1
     is refused (the peak or the FLOP count is wrong); a fraction of the
@@ -197,8 +293,10 @@ def rung_rates(tokens_per_step: int, step_s: float, flops_per_token: float,
     achieved = tokens_per_s * flops_per_token
     mfu = achieved / peak_flops_per_s
     if mfu > 1 + 1e-9:
-        raise ValueError(f"an MFU of {mfu:.1%} is above 100 %: peak_flops_per_s={peak_flops_per_s!r} "
-                         f"or flops_per_token={flops_per_token!r} must be wrong")
+        raise ValueError(
+            f"an MFU of {mfu:.1%} is above 100 %: peak_flops_per_s={peak_flops_per_s!r} "
+            f"or flops_per_token={flops_per_token!r} must be wrong"
+        )
     return RungRates(tokens_per_s, achieved, mfu, achieved / ceiling_flops_per_s)
 
 
@@ -206,7 +304,9 @@ def fix_savings(step_times_s) -> tuple:
     """The time each rung saved on the one before it: t[i-1] - t[i] for
     i = 1.. (negative where a fix measured slower)."""
     if isinstance(step_times_s, (str, bytes)) or not hasattr(step_times_s, "__iter__"):
-        raise ValueError(f"step_times_s must be a sequence of seconds, got {step_times_s!r}")
+        raise ValueError(
+            f"step_times_s must be a sequence of seconds, got {step_times_s!r}"
+        )
     times = list(step_times_s)
     if len(times) < 2:
         raise ValueError(f"step_times_s must hold at least two rungs, got {len(times)}")
@@ -225,11 +325,12 @@ def exposed_fraction(step_s: float, compute_s: float) -> float:
 
 # --- the ladder: its fixes and its sizes -------------------------------------------
 
+
 @dataclass(frozen=True)
 class Fix:
-    name: str        # a key: "pretokenise", "sdpa", ...
-    label: str       # a short label for tables and figures
-    bucket: str      # the bucket the defect shows in, before the fix (what to look at)
+    name: str  # a key: "pretokenise", "sdpa", ...
+    label: str  # a short label for tables and figures
+    bucket: str  # the bucket the defect shows in, before the fix (what to look at)
 
 
 # In the order of BRIEF section 8's checklist: is the device busy (data, host
@@ -256,7 +357,11 @@ def ladder_fixes(bf16_fast: bool, compile_on: bool) -> tuple:
     torch.compile only where it is switched on (where its compile time pays)."""
     validate.boolean("bf16_fast", bf16_fast)
     validate.boolean("compile_on", compile_on)
-    return tuple(f for f in FIXES if (f.name != "bf16" or bf16_fast) and (f.name != "compile" or compile_on))
+    return tuple(
+        f
+        for f in FIXES
+        if (f.name != "bf16" or bf16_fast) and (f.name != "compile" or compile_on)
+    )
 
 
 @dataclass(frozen=True)
@@ -266,17 +371,19 @@ class LadderSizes:
     n_layers: int
     d_model: int
     n_heads: int
-    vocab_size: int        # the model's vocabulary before padding (not a multiple of 64)
+    vocab_size: int  # the model's vocabulary before padding (not a multiple of 64)
     seq_len: int
-    batch: int             # sequences per optimizer step (the global batch, fixed on every rung)
+    batch: int  # sequences per optimizer step (the global batch, fixed on every rung)
     small_micro_batch: int  # the defect: sequences per micro-batch before the fix
-    steps: int             # timed steps without the profiler, per rung
-    profiled_steps: int    # profiled steps, per rung, interleaved with those
+    steps: int  # timed steps without the profiler, per rung
+    profiled_steps: int  # profiled steps, per rung, interleaved with those
     probe_budget_s: float  # seconds for each dtype's MAMF sweep
-    tokenizer_vocab: int   # BPE trained at run time (at most vocab_size)
-    corpus_bytes: int      # raw text it is trained on and the loop reads
-    log_every: int         # after the fix: one .item() every this many steps
-    cpu_threads: int | None  # CPU threads the ladder and its ceiling run on (None: torch's default)
+    tokenizer_vocab: int  # BPE trained at run time (at most vocab_size)
+    corpus_bytes: int  # raw text it is trained on and the loop reads
+    log_every: int  # after the fix: one .item() every this many steps
+    cpu_threads: (
+        int | None
+    )  # CPU threads the ladder and its ceiling run on (None: torch's default)
 
     @property
     def accumulation(self) -> int:
@@ -295,8 +402,12 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
     validate.boolean("small", small)
     if device == "cuda":
         if small:
-            return LadderSizes(2, 256, 4, 2000, 128, 8, 2, 3, 2, 1.0, 1000, 400_000, 20, None)
-        return LadderSizes(12, 1536, 12, 50257, 1024, 16, 2, 6, 3, 10.0, 4000, 2_000_000, 20, None)
+            return LadderSizes(
+                2, 256, 4, 2000, 128, 8, 2, 3, 2, 1.0, 1000, 400_000, 20, None
+            )
+        return LadderSizes(
+            12, 1536, 12, 50257, 1024, 16, 2, 6, 3, 10.0, 4000, 2_000_000, 20, None
+        )
     if small:
         return LadderSizes(1, 768, 6, 1000, 128, 2, 1, 3, 3, 0.8, 1000, 400_000, 20, 1)
     return LadderSizes(2, 512, 4, 2000, 64, 8, 2, 3, 3, 2.5, 2000, 1_000_000, 20, 1)
@@ -304,15 +415,22 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
 
 # --- the waterfall ----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Bar:
     label: str
-    top: float      # MFU before this loss (a fraction of the datasheet peak)
-    bottom: float   # MFU after it
+    top: float  # MFU before this loss (a fraction of the datasheet peak)
+    bottom: float  # MFU after it
 
 
-def waterfall(peak_flops_per_s: float, ceiling_flops_per_s: float, flops_per_step: float,
-              fixed_step_s: float, savings_s: dict, applied) -> tuple:
+def waterfall(
+    peak_flops_per_s: float,
+    ceiling_flops_per_s: float,
+    flops_per_step: float,
+    fixed_step_s: float,
+    savings_s: dict,
+    applied,
+) -> tuple:
     """MFU lost, bar by bar, from the datasheet peak to the MFU of a step
     with only the ``applied`` fixes.
 
@@ -329,7 +447,9 @@ def waterfall(peak_flops_per_s: float, ceiling_flops_per_s: float, flops_per_ste
     validate.positive("flops_per_step", flops_per_step)
     validate.positive("fixed_step_s", fixed_step_s)
     if not isinstance(savings_s, dict) or not savings_s:
-        raise ValueError(f"savings_s must be a non-empty dict {{fix: seconds}}, got {savings_s!r}")
+        raise ValueError(
+            f"savings_s must be a non-empty dict {{fix: seconds}}, got {savings_s!r}"
+        )
     for name, s in savings_s.items():
         _real(f"savings_s[{name!r}]", s)
     if isinstance(applied, str) or not hasattr(applied, "__iter__"):
@@ -341,14 +461,19 @@ def waterfall(peak_flops_per_s: float, ceiling_flops_per_s: float, flops_per_ste
     ceiling_mfu = ceiling_flops_per_s / peak_flops_per_s
     t = float(fixed_step_s)
     level = flops_per_step / (t * peak_flops_per_s)
-    bars = [Bar("peak to MAMF ceiling", 1.0, ceiling_mfu), Bar("ceiling to all fixes", ceiling_mfu, level)]
+    bars = [
+        Bar("peak to MAMF ceiling", 1.0, ceiling_mfu),
+        Bar("ceiling to all fixes", ceiling_mfu, level),
+    ]
     for name, saved in savings_s.items():
         if name in applied:
             continue
         t += saved
         if t <= 0:
-            raise ValueError(f"without {name!r} the additive model gives a step of {t!r} s: savings_s is not "
-                             "a set of measured rungs")
+            raise ValueError(
+                f"without {name!r} the additive model gives a step of {t!r} s: savings_s is not "
+                "a set of measured rungs"
+            )
         new = flops_per_step / (t * peak_flops_per_s)
         bars.append(Bar(name, level, new))
         level = new
@@ -357,12 +482,13 @@ def waterfall(peak_flops_per_s: float, ceiling_flops_per_s: float, flops_per_ste
 
 # --- published figures the page sets beside its own ----------------------------------
 
+
 @dataclass(frozen=True)
 class PublishedMamf:
     accelerator: str
-    mamf_tflops: float       # best measured BF16 matmul
-    peak_tflops: float       # the datasheet's dense BF16 peak
-    shape: str               # the best shape, M x N x K
+    mamf_tflops: float  # best measured BF16 matmul
+    peak_tflops: float  # the datasheet's dense BF16 peak
+    shape: str  # the best shape, M x N x K
     torch: str
 
 

@@ -48,34 +48,63 @@ ACCELERATORS = {
         Accelerator(
             "V100 SXM2",
             {"fp32": 15.7 * TERA, "fp16": 125 * TERA},
-            32 * GIGA, 900 * GIGA,
-            "NVIDIA Tesla V100 datasheet (SXM2, 32 GB)", "2026-11",
+            32 * GIGA,
+            900 * GIGA,
+            "NVIDIA Tesla V100 datasheet (SXM2, 32 GB)",
+            "2026-11",
         ),
         Accelerator(
             "A100 SXM",
-            {"fp32": 19.5 * TERA, "tf32": 156 * TERA, "bf16": 312 * TERA, "fp16": 312 * TERA},
-            80 * GIGA, 2039 * GIGA,
-            "NVIDIA A100 Tensor Core GPU datasheet (SXM 80 GB, dense)", "2026-11",
+            {
+                "fp32": 19.5 * TERA,
+                "tf32": 156 * TERA,
+                "bf16": 312 * TERA,
+                "fp16": 312 * TERA,
+            },
+            80 * GIGA,
+            2039 * GIGA,
+            "NVIDIA A100 Tensor Core GPU datasheet (SXM 80 GB, dense)",
+            "2026-11",
         ),
         Accelerator(
             "H100 SXM",
-            {"fp32": 67 * TERA, "tf32": 494.5 * TERA, "bf16": 989 * TERA, "fp16": 989 * TERA,
-             "fp8": 1979 * TERA},
-            80 * GIGA, 3350 * GIGA,
-            "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense = half the sparse figure)", "2026-11",
+            {
+                "fp32": 67 * TERA,
+                "tf32": 494.5 * TERA,
+                "bf16": 989 * TERA,
+                "fp16": 989 * TERA,
+                "fp8": 1979 * TERA,
+            },
+            80 * GIGA,
+            3350 * GIGA,
+            "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense = half the sparse figure)",
+            "2026-11",
         ),
         Accelerator(
             "H100 PCIe",
-            {"fp32": 51 * TERA, "tf32": 378 * TERA, "bf16": 756 * TERA, "fp16": 756 * TERA,
-             "fp8": 1513 * TERA},
-            80 * GIGA, 2000 * GIGA,
-            "NVIDIA H100 Tensor Core GPU datasheet (PCIe, dense)", "2026-11",
+            {
+                "fp32": 51 * TERA,
+                "tf32": 378 * TERA,
+                "bf16": 756 * TERA,
+                "fp16": 756 * TERA,
+                "fp8": 1513 * TERA,
+            },
+            80 * GIGA,
+            2000 * GIGA,
+            "NVIDIA H100 Tensor Core GPU datasheet (PCIe, dense)",
+            "2026-11",
         ),
         Accelerator(
             "H200 SXM",
-            {"fp32": 67 * TERA, "tf32": 494.5 * TERA, "bf16": 989 * TERA, "fp16": 989 * TERA,
-             "fp8": 1979 * TERA},
-            141 * GIGA, 4800 * GIGA,
+            {
+                "fp32": 67 * TERA,
+                "tf32": 494.5 * TERA,
+                "bf16": 989 * TERA,
+                "fp16": 989 * TERA,
+                "fp8": 1979 * TERA,
+            },
+            141 * GIGA,
+            4800 * GIGA,
             "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense): H100 compute, more and faster HBM3e",
             "2026-11",
         ),
@@ -84,7 +113,10 @@ ACCELERATORS = {
 
 # Short names a reader types, mapped to table rows.
 ALIASES = {
-    "V100": "V100 SXM2", "A100": "A100 SXM", "H100": "H100 SXM", "H200": "H200 SXM",
+    "V100": "V100 SXM2",
+    "A100": "A100 SXM",
+    "H100": "H100 SXM",
+    "H200": "H200 SXM",
 }
 
 
@@ -108,7 +140,9 @@ def match_cuda_name(cuda_name: str) -> Accelerator | None:
     """The table row for a CUDA device name such as 'NVIDIA H100 80GB HBM3',
     or None when the table has no row for it."""
     if not isinstance(cuda_name, str):
-        raise ValueError(f"cuda_name must be a string such as 'NVIDIA H100 80GB HBM3', got {cuda_name!r}")
+        raise ValueError(
+            f"cuda_name must be a string such as 'NVIDIA H100 80GB HBM3', got {cuda_name!r}"
+        )
     upper = cuda_name.upper()
     for chip in ("H200", "H100", "A100", "V100"):
         if chip in upper:
@@ -118,7 +152,6 @@ def match_cuda_name(cuda_name: str) -> Accelerator | None:
     return None
 
 
-
 # --- Links between GPUs -------------------------------------------------------
 # Bandwidths per GPU in ONE direction, which is what a ring's send rate B is.
 # NVLink datasheets print the sum of both directions (H100: 18 links x 50 GB/s
@@ -126,14 +159,15 @@ def match_cuda_name(cuda_name: str) -> Accelerator | None:
 # direction (NDR 400 Gb/s = 50 GB/s); a DGX gives each GPU its own compute-
 # fabric port, except the DGX-1, whose four EDR ports serve eight GPUs.
 
+
 @dataclass(frozen=True)
 class Interconnect:
     """A GPU's links: NVLink to the GPUs of its node, InfiniBand to other nodes."""
 
-    name: str                   # the ACCELERATORS row it belongs to
-    nvlink_bytes_per_s: float   # per GPU, one direction
+    name: str  # the ACCELERATORS row it belongs to
+    nvlink_bytes_per_s: float  # per GPU, one direction
     nvlink_source: str
-    ib_bytes_per_s: float       # per GPU, one direction, compute fabric
+    ib_bytes_per_s: float  # per GPU, one direction, compute fabric
     ib_source: str
     as_of: str
 
@@ -142,28 +176,32 @@ INTERCONNECTS = {
     i.name: i
     for i in (
         Interconnect(
-            "V100 SXM2", 150 * GIGA,
+            "V100 SXM2",
+            150 * GIGA,
             "NVIDIA Tesla V100 datasheet: NVLink 300 GB/s (6 NVLink 2.0 links, both directions)",
             4 * 100e9 / 8 / 8,
             "NVIDIA DGX-1 datasheet: 4x InfiniBand EDR 100 Gb/s for 8 V100 (400 Gb/s / 8 bits / 8 GPUs)",
             "2026-11",
         ),
         Interconnect(
-            "A100 SXM", 300 * GIGA,
+            "A100 SXM",
+            300 * GIGA,
             "NVIDIA A100 datasheet: NVLink 600 GB/s (12 NVLink 3.0 links, both directions)",
             200e9 / 8,
             "NVIDIA DGX A100 datasheet: 8x single-port ConnectX-6 200 Gb/s HDR InfiniBand, one per GPU",
             "2026-11",
         ),
         Interconnect(
-            "H100 SXM", 450 * GIGA,
+            "H100 SXM",
+            450 * GIGA,
             "NVIDIA H100 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, both directions)",
             400e9 / 8,
             "NVIDIA DGX H100 datasheet: 8x single-port ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
             "2026-11",
         ),
         Interconnect(
-            "H200 SXM", 450 * GIGA,
+            "H200 SXM",
+            450 * GIGA,
             "NVIDIA H200 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, both directions)",
             400e9 / 8,
             "NVIDIA DGX H200 datasheet: 8x single-port ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
@@ -179,7 +217,9 @@ def interconnect(name: str) -> Interconnect:
     bridge between two cards) is an error."""
     key = accelerator(name).name
     if key not in INTERCONNECTS:
-        raise ValueError(f"the link table has no row for {key!r}; it knows {', '.join(INTERCONNECTS)}")
+        raise ValueError(
+            f"the link table has no row for {key!r}; it knows {', '.join(INTERCONNECTS)}"
+        )
     return INTERCONNECTS[key]
 
 
@@ -222,7 +262,9 @@ def cpu_nominal_peak_flops_per_s(dtype: str = "fp32") -> tuple[float, str]:
     validate.one_of("dtype", dtype, tuple(_CPU_FLOPS_PER_CYCLE))
     flags, mhz, cores = _cpuinfo()
     if mhz is None:
-        raise ValueError("cannot read this CPU's clock from /proc/cpuinfo, so it has no nominal peak")
+        raise ValueError(
+            "cannot read this CPU's clock from /proc/cpuinfo, so it has no nominal peak"
+        )
     for flag, per_cycle in _CPU_FLOPS_PER_CYCLE[dtype]:
         if flag in flags:
             peak = cores * mhz * 1e6 * per_cycle
@@ -230,4 +272,6 @@ def cpu_nominal_peak_flops_per_s(dtype: str = "fp32") -> tuple[float, str]:
             return peak, how
     if dtype == "bf16":  # no bf16 units: bf16 runs at best at the fp32 rate
         return cpu_nominal_peak_flops_per_s("fp32")
-    raise ValueError(f"this CPU has none of the vector units the table knows for {dtype}")
+    raise ValueError(
+        f"this CPU has none of the vector units the table knows for {dtype}"
+    )

@@ -30,7 +30,10 @@ def page_values(page: str) -> dict:
     folder = Path(os.environ[VALUES_ENV]) if VALUES_ENV in os.environ else BOOK_VALUES
     path = folder / f"{page}.json"
     if not path.exists():
-        where = ("this page's front matter must list it under mlbook: depends_on"
-                 if VALUES_ENV in os.environ else "run `make book` first")
+        where = (
+            "this page's front matter must list it under mlbook: depends_on"
+            if VALUES_ENV in os.environ
+            else "run `make book` first"
+        )
         raise FileNotFoundError(f"no values for page {page!r} at {path}: {where}")
     return json.loads(path.read_text())

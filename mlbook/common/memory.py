@@ -31,4 +31,3 @@ def model_state_bytes(n_params: float, breakdown: bool = False):
     validate.boolean("breakdown", breakdown)
     items = {k: v * n_params for k, v in ADAM_MIXED_STATE_BYTES.items()}
     return items if breakdown else sum(items.values())
-

@@ -62,39 +62,77 @@ class TransformerConfig:
         """Width of the K (and of the V) projection."""
         return self.n_kv_heads * self.head_dim
 
-    def scaled(self, **changes) -> "TransformerConfig":
+    def scaled(self, **changes) -> TransformerConfig:
         """A copy with some fields changed (and checked again)."""
         return replace(self, **changes)
 
 
 LLAMA2_7B = TransformerConfig(
-    n_layers=32, d_model=4096, n_heads=32, d_ff=11008, vocab_size=32000,
-    mlp="swiglu", tied_embeddings=False, name="Llama-2-7B",
+    n_layers=32,
+    d_model=4096,
+    n_heads=32,
+    d_ff=11008,
+    vocab_size=32000,
+    mlp="swiglu",
+    tied_embeddings=False,
+    name="Llama-2-7B",
     source="Touvron et al. 2023, arXiv:2307.09288, Table 1 and the released config",
 )
 LLAMA3_8B = TransformerConfig(
-    n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, d_ff=14336, vocab_size=128256,
-    name="Llama-3-8B", source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
+    n_layers=32,
+    d_model=4096,
+    n_heads=32,
+    n_kv_heads=8,
+    d_ff=14336,
+    vocab_size=128256,
+    name="Llama-3-8B",
+    source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
 )
 LLAMA3_70B = TransformerConfig(
-    n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=128256,
-    name="Llama-3-70B", source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
+    n_layers=80,
+    d_model=8192,
+    n_heads=64,
+    n_kv_heads=8,
+    d_ff=28672,
+    vocab_size=128256,
+    name="Llama-3-70B",
+    source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
 )
 LLAMA3_405B = TransformerConfig(
-    n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8, d_ff=53248, vocab_size=128256,
-    name="Llama-3-405B", source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
+    n_layers=126,
+    d_model=16384,
+    n_heads=128,
+    n_kv_heads=8,
+    d_ff=53248,
+    vocab_size=128256,
+    name="Llama-3-405B",
+    source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
 )
 GPT3_175B = TransformerConfig(
-    n_layers=96, d_model=12288, n_heads=96, d_ff=4 * 12288, vocab_size=50257,
-    mlp="gelu", tied_embeddings=True, name="GPT-3 175B",
+    n_layers=96,
+    d_model=12288,
+    n_heads=96,
+    d_ff=4 * 12288,
+    vocab_size=50257,
+    mlp="gelu",
+    tied_embeddings=True,
+    name="GPT-3 175B",
     source="Brown et al. 2020, arXiv:2005.14165, Table 2.1 (d_ff = 4 d_model)",
 )
 
-PRESETS = {c.name: c for c in (LLAMA2_7B, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, GPT3_175B)}
+PRESETS = {
+    c.name: c for c in (LLAMA2_7B, LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, GPT3_175B)
+}
 
 MT_NLG_530B = TransformerConfig(
-    n_layers=105, d_model=20480, n_heads=128, d_ff=4 * 20480, vocab_size=50272,
-    mlp="gelu", tied_embeddings=True, name="MT-NLG 530B",
+    n_layers=105,
+    d_model=20480,
+    n_heads=128,
+    d_ff=4 * 20480,
+    vocab_size=50272,
+    mlp="gelu",
+    tied_embeddings=True,
+    name="MT-NLG 530B",
     source="Smith et al. 2022, arXiv:2201.11990, Sec. 2 (d_ff = 4 d_model)",
 )
 

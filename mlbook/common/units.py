@@ -2,8 +2,8 @@
 
 KIB = 2**10
 MIB = 2**20
-GIB = 2**30          # memory is reported in GiB
-GB = 1e9             # datasheets print decimal gigabytes
+GIB = 2**30  # memory is reported in GiB
+GB = 1e9  # datasheets print decimal gigabytes
 TB = 1e12
 GIGA = 1e9
 TERA = 1e12

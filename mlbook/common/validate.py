@@ -39,7 +39,9 @@ def positive_int(name: str, value) -> int:
 def at_least(name: str, value, minimum):
     """A finite real number at or above ``minimum``."""
     if not _is_real(value) or not math.isfinite(value) or value < minimum:
-        raise ValueError(f"{name} must be a finite number at or above {minimum}, got {value!r}")
+        raise ValueError(
+            f"{name} must be a finite number at or above {minimum}, got {value!r}"
+        )
     return value
 
 
@@ -90,5 +92,7 @@ def boolean(name: str, value) -> bool:
 def instance_of(name: str, value, cls):
     """An instance of ``cls`` (for example a TransformerConfig)."""
     if not isinstance(value, cls):
-        raise ValueError(f"{name} must be a {cls.__name__}, got {type(value).__name__} {value!r}")
+        raise ValueError(
+            f"{name} must be a {cls.__name__}, got {type(value).__name__} {value!r}"
+        )
     return value

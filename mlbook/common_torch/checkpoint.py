@@ -92,11 +92,13 @@ MARKER = "COMPLETE"
 LATEST = "latest"
 _PREFIX = "step-"
 _TMP_PREFIX = ".tmp-step-"
-_REPLACED_PREFIX = ".replaced-step-"   # a published step moved aside while the same step is re-published
+_REPLACED_PREFIX = ".replaced-step-"  # a published step moved aside while the same step is re-published
 
 # Outside a process group DCP warns on every call (also from async_save's
 # background thread) that it assumes a single process: that is the intent.
-warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+warnings.filterwarnings(
+    "ignore", message="torch.distributed is disabled, unavailable or uninitialized"
+)
 
 
 def _dist_on() -> bool:
@@ -151,20 +153,36 @@ class ShardedSampler(torch.utils.data.Sampler):
     count instead (``state_dict(consumed=...)``).
     """
 
-    def __init__(self, n_samples: int, rank: int = 0, world_size: int = 1, seed: int = 0,
-                 shuffle: bool = True):
+    def __init__(
+        self,
+        n_samples: int,
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+        shuffle: bool = True,
+    ):
         self.n_samples = validate.positive_int("n_samples", n_samples)
         self.world_size = validate.positive_int("world_size", world_size)
-        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < world_size:
-            raise ValueError(f"rank must be an integer in [0, world_size={world_size}), got {rank!r}")
+        if (
+            not isinstance(rank, int)
+            or isinstance(rank, bool)
+            or not 0 <= rank < world_size
+        ):
+            raise ValueError(
+                f"rank must be an integer in [0, world_size={world_size}), got {rank!r}"
+            )
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         if n_samples < world_size:
-            raise ValueError(f"n_samples={n_samples} must be at least world_size={world_size}")
+            raise ValueError(
+                f"n_samples={n_samples} must be at least world_size={world_size}"
+            )
         self.rank, self.seed, self.shuffle = rank, seed, bool(shuffle)
         self.epoch = 0
-        self.base = 0     # position of the epoch's stream where the current sharding starts
-        self.offset = 0   # indices this rank has handed out since ``base``
+        self.base = (
+            0  # position of the epoch's stream where the current sharding starts
+        )
+        self.offset = 0  # indices this rank has handed out since ``base``
 
     def permutation(self, epoch: int) -> torch.Tensor:
         """The epoch's order of all samples, identical on every rank."""
@@ -177,14 +195,14 @@ class ShardedSampler(torch.utils.data.Sampler):
         rest = self.n_samples - self.base
         per_rank = rest // self.world_size
         perm = self.permutation(self.epoch)
-        return perm[self.base + self.rank:: self.world_size][:per_rank]
+        return perm[self.base + self.rank :: self.world_size][:per_rank]
 
     def __len__(self) -> int:
         """Indices left in the current epoch for this rank."""
         return max(0, (self.n_samples - self.base) // self.world_size - self.offset)
 
     def __iter__(self):
-        if len(self) == 0:           # the last epoch was used up: start the next one
+        if len(self) == 0:  # the last epoch was used up: start the next one
             self._next_epoch()
         shard = self._shard().tolist()
         while self.offset < len(shard):
@@ -209,17 +227,28 @@ class ShardedSampler(torch.utils.data.Sampler):
         """
         offset = self.offset if consumed is None else consumed
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"consumed must be an integer at or above 0, got {consumed!r}")
-        return {"n_samples": self.n_samples, "seed": self.seed, "shuffle": self.shuffle,
-                "epoch": self.epoch, "base": self.base, "offset": offset,
-                "world_size": self.world_size, "rank": self.rank}
+            raise ValueError(
+                f"consumed must be an integer at or above 0, got {consumed!r}"
+            )
+        return {
+            "n_samples": self.n_samples,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "epoch": self.epoch,
+            "base": self.base,
+            "offset": offset,
+            "world_size": self.world_size,
+            "rank": self.rank,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from a saved position; re-shards if the world size changed."""
         for key in ("n_samples", "seed", "shuffle"):
             if state[key] != getattr(self, key):
-                raise ValueError(f"checkpointed sampler has {key}={state[key]!r}, "
-                                 f"this sampler has {getattr(self, key)!r}: not the same data stream")
+                raise ValueError(
+                    f"checkpointed sampler has {key}={state[key]!r}, "
+                    f"this sampler has {getattr(self, key)!r}: not the same data stream"
+                )
         self.epoch = state["epoch"]
         if state["world_size"] == self.world_size:
             self.base, self.offset = state["base"], state["offset"]
@@ -248,12 +277,17 @@ class SaveStats:
     step: int
     async_: bool
     blocking_s: float
-    total_s: float | None = None   # until the checkpoint was published (set later for async)
+    total_s: float | None = (
+        None  # until the checkpoint was published (set later for async)
+    )
 
 
 def _rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(),
-             "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -285,18 +319,27 @@ class Checkpointer:
     pruning); the DCP files are written by every rank.
     """
 
-    def __init__(self, root, keep_last: int = 3, keep_every: int | None = None,
-                 process_group=None):
+    def __init__(
+        self,
+        root,
+        keep_last: int = 3,
+        keep_every: int | None = None,
+        process_group=None,
+    ):
         self.root = Path(root)
         self.keep_last = validate.positive_int("keep_last", keep_last)
-        self.keep_every = None if keep_every is None else validate.positive_int("keep_every", keep_every)
+        self.keep_every = (
+            None
+            if keep_every is None
+            else validate.positive_int("keep_every", keep_every)
+        )
         self._dist = _dist_on()
         if self._dist and process_group is None:
             process_group = dist.new_group(backend="gloo")
         self.pg = process_group
         self.rank, self.world_size = _rank(), _world()
         self._lock = threading.Lock()
-        self._pending = None          # the async save in flight, if any
+        self._pending = None  # the async save in flight, if any
         self._error: BaseException | None = None
         self.history: list[SaveStats] = []
         if self.rank == 0:
@@ -307,15 +350,19 @@ class Checkpointer:
     def _recover(self) -> None:
         """Rank 0: undo what a save killed halfway left behind."""
         for old in self.root.glob(_REPLACED_PREFIX + "*"):
-            final = self.root / (_PREFIX + old.name[len(_REPLACED_PREFIX):])
+            final = self.root / (_PREFIX + old.name[len(_REPLACED_PREFIX) :])
             if not self.is_complete(final) and self.is_complete(old):
-                shutil.rmtree(final, ignore_errors=True)   # the replacement never arrived: put it back
+                shutil.rmtree(
+                    final, ignore_errors=True
+                )  # the replacement never arrived: put it back
                 os.replace(old, final)
             else:
                 shutil.rmtree(old, ignore_errors=True)
-        for stale in self.root.glob(_TMP_PREFIX + "*"):     # a save that never finished
+        for stale in self.root.glob(_TMP_PREFIX + "*"):  # a save that never finished
             shutil.rmtree(stale, ignore_errors=True)
-        for path in self.root.glob(_PREFIX + "*"):          # pruning killed after the marker went
+        for path in self.root.glob(
+            _PREFIX + "*"
+        ):  # pruning killed after the marker went
             if path.is_dir() and not self.is_complete(path):
                 shutil.rmtree(path, ignore_errors=True)
         (self.root / f".{LATEST}.tmp").unlink(missing_ok=True)
@@ -341,7 +388,7 @@ class Checkpointer:
         found = []
         for p in self.root.glob(_PREFIX + "*"):
             try:
-                step = int(p.name[len(_PREFIX):])
+                step = int(p.name[len(_PREFIX) :])
             except ValueError:
                 continue
             if self.is_complete(p):
@@ -357,7 +404,9 @@ class Checkpointer:
                 return candidate
         except (OSError, ValueError):
             pass
-        steps = self.steps()   # no or stale pointer: fall back to the highest complete step
+        steps = (
+            self.steps()
+        )  # no or stale pointer: fall back to the highest complete step
         return self.path(steps[-1]) if steps else None
 
     # -- saving ---------------------------------------------------------------
@@ -368,17 +417,32 @@ class Checkpointer:
 
     def _state(self, model, optimizer, scheduler, sampler, extra, step) -> dict:
         model_sd, optim_sd = get_state_dict(model, optimizer)
-        own = {"step": step, "rng": _rng_state(), "world_size": self.world_size,
-               "scheduler": None if scheduler is None else scheduler.state_dict(),
-               "sampler": None if sampler is None else sampler.state_dict(),
-               "extra": dict(extra or {})}
+        own = {
+            "step": step,
+            "rng": _rng_state(),
+            "world_size": self.world_size,
+            "scheduler": None if scheduler is None else scheduler.state_dict(),
+            "sampler": None if sampler is None else sampler.state_dict(),
+            "extra": dict(extra or {}),
+        }
         # Each rank's RNG and data position is its own entry; DCP writes
         # replicated model and optimizer tensors once.
-        return {"model": model_sd, "optim": optim_sd,
-                f"train_state/rank{self.rank}": io.BytesIO(pickle.dumps(own))}
+        return {
+            "model": model_sd,
+            "optim": optim_sd,
+            f"train_state/rank{self.rank}": io.BytesIO(pickle.dumps(own)),
+        }
 
-    def save(self, step: int, model, optimizer, scheduler=None, sampler=None,
-             extra: dict | None = None, async_: bool = False) -> SaveStats:
+    def save(
+        self,
+        step: int,
+        model,
+        optimizer,
+        scheduler=None,
+        sampler=None,
+        extra: dict | None = None,
+        async_: bool = False,
+    ) -> SaveStats:
         """Checkpoint the training state reached after ``step`` steps.
 
         Synchronous: returns once the checkpoint is published. ``async_=True``:
@@ -399,13 +463,23 @@ class Checkpointer:
         self._barrier()
         state = self._state(model, optimizer, scheduler, sampler, extra, step)
         writer = dcp.FileSystemWriter(tmp)
-        kw = {"storage_writer": writer, "process_group": self.pg, "no_dist": not self._dist}
+        kw = {
+            "storage_writer": writer,
+            "process_group": self.pg,
+            "no_dist": not self._dist,
+        }
         stats = SaveStats(step=step, async_=bool(async_), blocking_s=0.0)
         if async_:
             future = dcp.async_save(state, **kw)
             stats.blocking_s = time.perf_counter() - start
-            pending = {"step": step, "tmp": tmp, "future": future, "stats": stats,
-                       "start": start, "done": threading.Event()}
+            pending = {
+                "step": step,
+                "tmp": tmp,
+                "future": future,
+                "stats": stats,
+                "start": start,
+                "done": threading.Event(),
+            }
             self._pending = pending
             future.add_done_callback(lambda f: self._finish_async(pending))
         else:
@@ -424,7 +498,7 @@ class Checkpointer:
             if self.rank == 0:
                 self._publish(pending["step"], pending["tmp"])
             pending["stats"].total_s = time.perf_counter() - pending["start"]
-        except BaseException as exc:   # surfaced by wait()
+        except BaseException as exc:  # surfaced by wait()
             self._error = exc
         finally:
             pending["done"].set()
@@ -437,7 +511,9 @@ class Checkpointer:
             self._barrier()
         if self._error is not None:
             error, self._error = self._error, None
-            raise RuntimeError(f"a background checkpoint save failed: {error!r}") from error
+            raise RuntimeError(
+                f"a background checkpoint save failed: {error!r}"
+            ) from error
 
     def close(self) -> None:
         """Finish any pending save. Call before the process exits."""
@@ -454,10 +530,12 @@ class Checkpointer:
             _fsync_dir(tmp)
             final = self.path(step)
             old = None
-            if final.exists():            # the same step saved again (e.g. after a rewind)
+            if final.exists():  # the same step saved again (e.g. after a rewind)
                 old = self.root / f"{_REPLACED_PREFIX}{step:08d}"
                 shutil.rmtree(old, ignore_errors=True)
-                os.replace(final, old)    # still complete: _recover puts it back if we die now
+                os.replace(
+                    final, old
+                )  # still complete: _recover puts it back if we die now
                 _fsync_dir(self.root)
             os.replace(tmp, final)
             _fsync_dir(self.root)
@@ -468,19 +546,28 @@ class Checkpointer:
 
     def _prune(self, keep: Path) -> None:
         steps = self.steps()
-        newest = set(steps[-self.keep_last:])
+        newest = set(steps[-self.keep_last :])
         for step in steps:
             p = self.path(step)
             milestone = self.keep_every is not None and step % self.keep_every == 0
             if step in newest or milestone or p == keep:
                 continue
-            (p / MARKER).unlink(missing_ok=True)   # unpublish first, so half-deleted is incomplete
+            (p / MARKER).unlink(
+                missing_ok=True
+            )  # unpublish first, so half-deleted is incomplete
             shutil.rmtree(p, ignore_errors=True)
 
     # -- loading --------------------------------------------------------------
 
-    def load(self, model, optimizer, scheduler=None, sampler=None, step: int | None = None,
-             restore_rng: bool = True) -> Loaded:
+    def load(
+        self,
+        model,
+        optimizer,
+        scheduler=None,
+        sampler=None,
+        step: int | None = None,
+        restore_rng: bool = True,
+    ) -> Loaded:
         """Restore the training state from the checkpoint of ``step`` (default: the latest).
 
         Model and optimizer are loaded in place (the optimizer's state is
@@ -498,7 +585,9 @@ class Checkpointer:
         else:
             path = self.path(step)
             if not self.is_complete(path):
-                raise FileNotFoundError(f"no complete checkpoint for step {step} under {self.root}")
+                raise FileNotFoundError(
+                    f"no complete checkpoint for step {step} under {self.root}"
+                )
         reader = dcp.FileSystemReader(path)
         saved_keys = reader.read_metadata().state_dict_metadata.keys()
         key = f"train_state/rank{self.rank}"
@@ -507,18 +596,26 @@ class Checkpointer:
             key = "train_state/rank0"
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd, key: io.BytesIO()}
-        dcp.load(state, storage_reader=reader, process_group=self.pg, no_dist=not self._dist)
-        set_state_dict(model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
+        dcp.load(
+            state, storage_reader=reader, process_group=self.pg, no_dist=not self._dist
+        )
+        set_state_dict(
+            model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd
+        )
         blob = state[key]
         blob.seek(0)
         own = pickle.loads(blob.read())
         if scheduler is not None:
             if own["scheduler"] is None:
-                raise ValueError(f"{path} holds no LR-scheduler state, but a scheduler was given")
+                raise ValueError(
+                    f"{path} holds no LR-scheduler state, but a scheduler was given"
+                )
             scheduler.load_state_dict(own["scheduler"])
         if sampler is not None:
             if own["sampler"] is None:
-                raise ValueError(f"{path} holds no sampler state, but a sampler was given")
+                raise ValueError(
+                    f"{path} holds no sampler state, but a sampler was given"
+                )
             sampler.load_state_dict(own["sampler"])
         rng = restore_rng and own_entry
         if rng:
@@ -531,12 +628,18 @@ class Checkpointer:
         position): what a naive resume does. Returns the checkpoint's path."""
         path = self.latest() if step is None else self.path(step)
         if path is None or not self.is_complete(path):
-            raise FileNotFoundError(f"no complete checkpoint{'' if step is None else f' for step {step}'} "
-                                    f"under {self.root}")
+            raise FileNotFoundError(
+                f"no complete checkpoint{'' if step is None else f' for step {step}'} "
+                f"under {self.root}"
+            )
         model_sd, _ = get_state_dict(model, [])
         state = {"model": model_sd}
-        dcp.load(state, storage_reader=dcp.FileSystemReader(path), process_group=self.pg,
-                 no_dist=not self._dist)
+        dcp.load(
+            state,
+            storage_reader=dcp.FileSystemReader(path),
+            process_group=self.pg,
+            no_dist=not self._dist,
+        )
         set_state_dict(model, [], model_state_dict=model_sd, optim_state_dict={})
         self._barrier()
         return path

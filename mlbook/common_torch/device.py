@@ -10,6 +10,7 @@ from mlbook.common.accelerators import cpu_nominal_peak_flops_per_s, match_cuda_
 
 # --- the device a notebook runs on ---------------------------------------------
 
+
 def pick_device(requested: str = "auto") -> str:
     """'cuda' when asked for 'auto' and a GPU is there, else 'cpu'."""
     import torch
@@ -55,10 +56,9 @@ def nominal_peak_flops_per_s(device: str, dtype: str) -> tuple[float, str]:
     return cpu_nominal_peak_flops_per_s(dtype)
 
 
-
-
-def measure_matmul_flops_per_s(dtype: str = "fp32", n: int = 1024, device: str = "cpu",
-                               min_run_time_s: float = 0.3) -> float:
+def measure_matmul_flops_per_s(
+    dtype: str = "fp32", n: int = 1024, device: str = "cpu", min_run_time_s: float = 0.3
+) -> float:
     """Measured FLOP/s of one n x n x n matmul on ``device`` in ``dtype``
     (2 n^3 FLOPs), best of its timed blocks, on torch's thread count: one
     shape of the sweep in mlbook.common_torch.mamf, which finds the ceiling."""

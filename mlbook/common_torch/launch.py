@@ -47,8 +47,14 @@ class Launch:
     output: str
 
 
-def torchrun(module: str, args: list[str], nproc: int = 2, max_restarts: int = 0,
-             timeout_s: float = 60.0, log_path: Path | None = None) -> Launch:
+def torchrun(
+    module: str,
+    args: list[str],
+    nproc: int = 2,
+    max_restarts: int = 0,
+    timeout_s: float = 60.0,
+    log_path: Path | None = None,
+) -> Launch:
     """Run ``python -m torch.distributed.run ... -m module args`` on this host.
 
     c10d rendezvous on 127.0.0.1 at a free port, gloo over the loopback
@@ -60,27 +66,56 @@ def torchrun(module: str, args: list[str], nproc: int = 2, max_restarts: int = 0
     validate.non_negative("max_restarts", max_restarts)
     validate.positive("timeout_s", timeout_s)
     port = free_port()
-    cmd = [sys.executable, "-m", "torch.distributed.run",
-           "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
-           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-           "--rdzv-id", f"mlbook-{os.getpid()}-{port}", "--monitor-interval", "0.1",
-           "-m", module, *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--max-restarts",
+        str(max_restarts),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        f"mlbook-{os.getpid()}-{port}",
+        "--monitor-interval",
+        "0.1",
+        "-m",
+        module,
+        *args,
+    ]
     env = dict(os.environ)
-    env.update(MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    env.update(
+        MASTER_ADDR="127.0.0.1",
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+    )
     owned_log = log_path is None
     log_path = Path(tempfile.mkstemp(suffix=".log")[1]) if owned_log else Path(log_path)
     start = time.perf_counter()
     with open(log_path, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=ROOT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+        )
         rc = None
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             pass
         finally:
-            if rc is None:   # still running (timeout or interrupt): it and all it started must go
+            if (
+                rc is None
+            ):  # still running (timeout or interrupt): it and all it started must go
                 # torchrun puts each worker in a session of its own, so kill the
                 # agent's descendants by pid as well as the agent's own group;
                 # the agent is frozen first so that it cannot start new ones.
@@ -97,7 +132,9 @@ def torchrun(module: str, args: list[str], nproc: int = 2, max_restarts: int = 0
     if owned_log:
         log_path.unlink(missing_ok=True)
     if rc is None:
-        raise TimeoutError(f"torchrun {module} ran past timeout_s={timeout_s}; output:\n{text[-3000:]}")
+        raise TimeoutError(
+            f"torchrun {module} ran past timeout_s={timeout_s}; output:\n{text[-3000:]}"
+        )
     return Launch(rc, wall, text)
 
 
@@ -116,7 +153,7 @@ def _forked_worker(main, argv, env, log_path):
     code = 0
     try:
         main(argv)
-    except BaseException:                 # report, then leave without running the parent's atexit
+    except BaseException:  # report, then leave without running the parent's atexit
         import traceback
 
         traceback.print_exc()
@@ -141,7 +178,9 @@ def _fork_context():
     return ctx
 
 
-def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -> Launch:
+def fork_group(
+    main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0
+) -> Launch:
     """Run ``main(argv)`` in ``nproc`` forked processes that form a gloo group.
 
     The same environment torchrun gives its workers (RANK, WORLD_SIZE,
@@ -161,22 +200,32 @@ def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -
         start = time.perf_counter()
         try:
             for rank in range(nproc):
-                env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
-                       "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(port), "GLOO_SOCKET_IFNAME": "lo",
-                       "TORCHELASTIC_RESTART_COUNT": "0"}
-                p = ctx.Process(target=_forked_worker,
-                                args=(main, argv, env, os.path.join(tmp, f"rank{rank}.log")))
+                env = {
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "WORLD_SIZE": str(nproc),
+                    "LOCAL_WORLD_SIZE": str(nproc),
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(port),
+                    "GLOO_SOCKET_IFNAME": "lo",
+                    "TORCHELASTIC_RESTART_COUNT": "0",
+                }
+                p = ctx.Process(
+                    target=_forked_worker,
+                    args=(main, argv, env, os.path.join(tmp, f"rank{rank}.log")),
+                )
                 p.start()
                 procs.append(p)
             deadline = time.monotonic() + timeout_s
             for p in procs:
                 p.join(max(0.0, deadline - time.monotonic()))
         finally:
-            late = [p for p in procs if p.is_alive()]   # only our own children, by pid
+            late = [p for p in procs if p.is_alive()]  # only our own children, by pid
             for p in late:
                 try:
-                    os.kill(p.pid, signal.SIGUSR1)      # where each one is stuck, into its log
+                    os.kill(
+                        p.pid, signal.SIGUSR1
+                    )  # where each one is stuck, into its log
                 except ProcessLookupError:
                     pass
             if late:
@@ -186,10 +235,16 @@ def fork_group(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0) -
                 p.kill()
                 p.join()
         wall = time.perf_counter() - start
-        output = "".join(f"--- rank {r} ---\n" + Path(tmp, f"rank{r}.log").read_text(errors="replace")
-                         for r in range(nproc) if Path(tmp, f"rank{r}.log").exists())
+        output = "".join(
+            f"--- rank {r} ---\n"
+            + Path(tmp, f"rank{r}.log").read_text(errors="replace")
+            for r in range(nproc)
+            if Path(tmp, f"rank{r}.log").exists()
+        )
     if timed_out:
-        raise TimeoutError(f"forked group ran past timeout_s={timeout_s}; output:\n{output[-3000:]}")
+        raise TimeoutError(
+            f"forked group ran past timeout_s={timeout_s}; output:\n{output[-3000:]}"
+        )
     return Launch(max(abs(p.exitcode) for p in procs), wall, output)
 
 
@@ -204,8 +259,9 @@ def group_failed_to_form(launch: Launch) -> bool:
     return launch.returncode != 0 and any(e in launch.output for e in GLOO_SETUP_ERRORS)
 
 
-def fork_group_formed(main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0,
-                      tries: int = 3) -> tuple[Launch, int]:
+def fork_group_formed(
+    main, argv: list[str], nproc: int = 2, timeout_s: float = 60.0, tries: int = 3
+) -> tuple[Launch, int]:
     """``fork_group``, launched again (``tries`` times in all) while the gloo
     group fails to form. Returns the last launch and how many were redone."""
     validate.positive_int("tries", tries)

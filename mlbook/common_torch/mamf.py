@@ -59,17 +59,18 @@ class MatmulCeiling:
     k: int
     dtype: str
     device: str
-    timings: tuple           # MatmulTiming for every shape timed, best first
-    grid_size: int           # how many shapes the sweep had to choose from
-    seconds: float           # wall time the sweep took
+    timings: tuple  # MatmulTiming for every shape timed, best first
+    grid_size: int  # how many shapes the sweep had to choose from
+    seconds: float  # wall time the sweep took
 
     @property
     def shape(self) -> tuple[int, int, int]:
         return (self.m, self.n, self.k)
 
 
-def shape_grid(max_dim: int = 2048, min_dim: int = 256, step: int = 256,
-               include: tuple = ()) -> list[tuple[int, int, int]]:
+def shape_grid(
+    max_dim: int = 2048, min_dim: int = 256, step: int = 256, include: tuple = ()
+) -> list[tuple[int, int, int]]:
     """(m, n, k) shapes: every combination of multiples of ``step`` from
     ``min_dim`` to ``max_dim`` (step a multiple of 64), plus ``include`` (the
     model's own GEMM shapes), duplicates removed, the model's shapes first."""
@@ -77,7 +78,9 @@ def shape_grid(max_dim: int = 2048, min_dim: int = 256, step: int = 256,
     validate.positive_int("min_dim", min_dim)
     validate.positive_int("step", step)
     if step % 64:
-        raise ValueError(f"step={step} must be a multiple of 64 (the tile sizes matmul kernels use)")
+        raise ValueError(
+            f"step={step} must be a multiple of 64 (the tile sizes matmul kernels use)"
+        )
     if min_dim > max_dim:
         raise ValueError(f"min_dim={min_dim} must not exceed max_dim={max_dim}")
     dims = range(min_dim, max_dim + 1, step)
@@ -85,7 +88,9 @@ def shape_grid(max_dim: int = 2048, min_dim: int = 256, step: int = 256,
     for shape in list(include) + list(itertools.product(dims, dims, dims)):
         shape = tuple(int(x) for x in shape)
         if len(shape) != 3 or any(x <= 0 for x in shape):
-            raise ValueError(f"a matmul shape is three positive sizes (m, n, k), got {shape!r}")
+            raise ValueError(
+                f"a matmul shape is three positive sizes (m, n, k), got {shape!r}"
+            )
         if shape not in seen:
             seen.add(shape)
             out.append(shape)
@@ -112,11 +117,22 @@ def _order(grid, include_count: int):
 
 
 def _threads(num_threads) -> int:
-    return torch.get_num_threads() if num_threads is None else validate.positive_int("num_threads", num_threads)
+    return (
+        torch.get_num_threads()
+        if num_threads is None
+        else validate.positive_int("num_threads", num_threads)
+    )
 
 
-def time_matmul(m: int, n: int, k: int, dtype: str = "fp32", device: str = "cpu",
-                min_run_time_s: float = 0.05, num_threads: int | None = None) -> float:
+def time_matmul(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str = "fp32",
+    device: str = "cpu",
+    min_run_time_s: float = 0.05,
+    num_threads: int | None = None,
+) -> float:
     """Best-of-blocks FLOP/s of one (m x k) @ (k x n) matmul: 2 m n k FLOPs,
     on ``num_threads`` CPU threads (default: torch's current count)."""
     validate.one_of("dtype", dtype, MATMUL_DTYPES)
@@ -125,16 +141,29 @@ def time_matmul(m: int, n: int, k: int, dtype: str = "fp32", device: str = "cpu"
     validate.positive("min_run_time_s", min_run_time_s)
     threads = _threads(num_threads)
     a = torch.randn(m, k, device=device, dtype=DTYPES[dtype])
-    b = torch.randn(n, k, device=device, dtype=DTYPES[dtype]).t()      # (k, n), a linear weight's layout
-    timer = benchmark.Timer(stmt="torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
-                            num_threads=threads)
+    b = torch.randn(
+        n, k, device=device, dtype=DTYPES[dtype]
+    ).t()  # (k, n), a linear weight's layout
+    timer = benchmark.Timer(
+        stmt="torch.mm(a, b)",
+        globals={"torch": torch, "a": a, "b": b},
+        num_threads=threads,
+    )
     seconds = min(timer.blocked_autorange(min_run_time=min_run_time_s).times)
     return 2 * m * n * k / seconds
 
 
-def find_ceiling(dtype: str = "fp32", device: str = "cpu", budget_s: float = 5.0, include: tuple = (),
-                 max_dim: int | None = None, min_dim: int = 256, step: int | None = None,
-                 min_run_time_s: float = 0.02, num_threads: int | None = None) -> MatmulCeiling:
+def find_ceiling(
+    dtype: str = "fp32",
+    device: str = "cpu",
+    budget_s: float = 5.0,
+    include: tuple = (),
+    max_dim: int | None = None,
+    min_dim: int = 256,
+    step: int | None = None,
+    min_run_time_s: float = 0.02,
+    num_threads: int | None = None,
+) -> MatmulCeiling:
     """Sweep matmul shapes for ``budget_s`` seconds and return the best.
 
     The grid runs to 2048 on a CPU and 8192 on a GPU in steps of 256 (512 on
@@ -152,40 +181,76 @@ def find_ceiling(dtype: str = "fp32", device: str = "cpu", budget_s: float = 5.0
     for m, n, k in _order(grid, len(set(map(tuple, include)))):
         if timings and time.perf_counter() - start > budget_s:
             break
-        timings.append(MatmulTiming(m, n, k, time_matmul(m, n, k, dtype, device, min_run_time_s, num_threads)))
+        timings.append(
+            MatmulTiming(
+                m,
+                n,
+                k,
+                time_matmul(m, n, k, dtype, device, min_run_time_s, num_threads),
+            )
+        )
     return _ceiling(timings, dtype, device, len(grid), time.perf_counter() - start)
 
 
 def _ceiling(timings, dtype, device, grid_size, seconds) -> MatmulCeiling:
     timings = sorted(timings, key=lambda t: -t.flops_per_s)
     best = timings[0]
-    return MatmulCeiling(best.flops_per_s, best.m, best.n, best.k, dtype, str(device), tuple(timings),
-                         grid_size, seconds)
+    return MatmulCeiling(
+        best.flops_per_s,
+        best.m,
+        best.n,
+        best.k,
+        dtype,
+        str(device),
+        tuple(timings),
+        grid_size,
+        seconds,
+    )
 
 
-def refine(ceiling: MatmulCeiling, top: int = 3, min_run_time_s: float = 0.05,
-           num_threads: int | None = None) -> MatmulCeiling:
+def refine(
+    ceiling: MatmulCeiling,
+    top: int = 3,
+    min_run_time_s: float = 0.05,
+    num_threads: int | None = None,
+) -> MatmulCeiling:
     """Time the ``top`` best shapes again and keep, per shape, the better of
     the two measurements: call it between measurements of a step, so the
     ceiling is probed while the machine runs as fast as it did for the step."""
     validate.positive_int("top", top)
     again = {(t.m, t.n, t.k): t for t in ceiling.timings}
     for t in ceiling.timings[:top]:
-        f = time_matmul(t.m, t.n, t.k, ceiling.dtype, ceiling.device, min_run_time_s, num_threads)
+        f = time_matmul(
+            t.m, t.n, t.k, ceiling.dtype, ceiling.device, min_run_time_s, num_threads
+        )
         if f > t.flops_per_s:
             again[(t.m, t.n, t.k)] = MatmulTiming(t.m, t.n, t.k, f)
-    return _ceiling(list(again.values()), ceiling.dtype, ceiling.device, ceiling.grid_size, ceiling.seconds)
+    return _ceiling(
+        list(again.values()),
+        ceiling.dtype,
+        ceiling.device,
+        ceiling.grid_size,
+        ceiling.seconds,
+    )
 
 
 def merge(a: MatmulCeiling, b: MatmulCeiling) -> MatmulCeiling:
     """Two sweeps of the same dtype and device as one: each shape at the better
     of its measurements, the best shape the ceiling."""
     if (a.dtype, a.device) != (b.dtype, b.device):
-        raise ValueError(f"can only merge sweeps of one dtype and device, got {a.dtype}/{a.device} "
-                         f"and {b.dtype}/{b.device}")
+        raise ValueError(
+            f"can only merge sweeps of one dtype and device, got {a.dtype}/{a.device} "
+            f"and {b.dtype}/{b.device}"
+        )
     best = {}
     for t in a.timings + b.timings:
         key = (t.m, t.n, t.k)
         if key not in best or t.flops_per_s > best[key].flops_per_s:
             best[key] = t
-    return _ceiling(list(best.values()), a.dtype, a.device, max(a.grid_size, b.grid_size), a.seconds + b.seconds)
+    return _ceiling(
+        list(best.values()),
+        a.dtype,
+        a.device,
+        max(a.grid_size, b.grid_size),
+        a.seconds + b.seconds,
+    )

@@ -73,5 +73,8 @@ def counted_flops(model, idx, targets=None, backward: bool = True) -> dict:
         if backward:
             loss = out[1] if isinstance(out, tuple) else out.float().mean()
             loss.backward()
-    per_op = {str(op).removeprefix("aten."): n for op, n in counter.get_flop_counts()["Global"].items()}
+    per_op = {
+        str(op).removeprefix("aten."): n
+        for op, n in counter.get_flop_counts()["Global"].items()
+    }
     return {"total": counter.get_total_flops(), "per_op": per_op}

@@ -19,14 +19,18 @@ D_IN, D_HIDDEN, N_CLASSES = 32, 128, 8
 
 def teacher(seed: int = 0) -> torch.Tensor:
     """The fixed matrix that labels the data: y = argmax(x W)."""
-    return torch.randn(D_IN, N_CLASSES, generator=torch.Generator().manual_seed(10_007 + seed))
+    return torch.randn(
+        D_IN, N_CLASSES, generator=torch.Generator().manual_seed(10_007 + seed)
+    )
 
 
 def make_model(seed: int = 0, hidden: int = D_HIDDEN) -> nn.Module:
     """A two-layer MLP, initialised from ``seed`` alone."""
     validate.positive_int("hidden", hidden)
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(D_IN, hidden), nn.GELU(), nn.Linear(hidden, N_CLASSES))
+    return nn.Sequential(
+        nn.Linear(D_IN, hidden), nn.GELU(), nn.Linear(hidden, N_CLASSES)
+    )
 
 
 def batch(index: int, batch_size: int = 64, seed: int = 0, bad: bool = False, w=None):
@@ -37,8 +41,8 @@ def batch(index: int, batch_size: int = 64, seed: int = 0, bad: bool = False, w=
     validate.non_negative("index", index)
     validate.positive_int("batch_size", batch_size)
     g = torch.Generator().manual_seed(seed * 1_000_003 + int(index))
-    x = torch.randn(batch_size, D_IN, generator=g)                     # (b, D_IN)
-    y = (x @ (teacher(seed) if w is None else w)).argmax(dim=1)         # (b,)
+    x = torch.randn(batch_size, D_IN, generator=g)  # (b, D_IN)
+    y = (x @ (teacher(seed) if w is None else w)).argmax(dim=1)  # (b,)
     if bad:
         x = 8 * x
         y = torch.randint(0, N_CLASSES, (batch_size,), generator=g)

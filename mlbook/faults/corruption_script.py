@@ -38,27 +38,27 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from mlbook.faults import formulas as faults
 from mlbook.common_torch import toy_models
+from mlbook.faults import formulas as faults
 
-SCENARIOS = {   # name: (where the bit is flipped, which bit, checks on)
+SCENARIOS = {  # name: (where the bit is flipped, which bit, checks on)
     "clean": (None, None, True),
     "exponent_before": ("before", 30, True),
     "mantissa_after": ("after", 21, True),
     "mantissa_after_unchecked": ("after", 21, False),
 }
-FLIP_INDEX = 7          # which gradient element is hit
+FLIP_INDEX = 7  # which gradient element is hit
 
 
 def flat_grad(model) -> torch.Tensor:
-    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])          # (n_params,)
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])  # (n_params,)
 
 
 def set_grad(model, flat: torch.Tensor) -> None:
     offset = 0
     for p in model.parameters():
         n = p.numel()
-        p.grad.copy_(flat[offset:offset + n].view_as(p))
+        p.grad.copy_(flat[offset : offset + n].view_as(p))
         offset += n
 
 
@@ -70,7 +70,7 @@ def gather_fingerprints(norm: float, checksum: int) -> tuple[list, list]:
     """Every replica's (local norm, checksum) in one all_gather: the float
     travels as its 64 bits reinterpreted as an integer."""
     mine = torch.tensor([norm], dtype=torch.float64).view(torch.int64)
-    both = torch.cat([mine, torch.tensor([checksum], dtype=torch.int64)])      # (2,)
+    both = torch.cat([mine, torch.tensor([checksum], dtype=torch.int64)])  # (2,)
     out = [torch.zeros_like(both) for _ in range(dist.get_world_size())]
     dist.all_gather(out, both)
     return ([o[:1].view(torch.float64).item() for o in out], [o[1].item() for o in out])
@@ -90,14 +90,18 @@ def run_scenario(name: str, args, check: faults.CorruptionCheck) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     records = []
     for step in range(args.steps):
-        x, y = toy_models.batch(step * world + rank, seed=args.seed)   # each replica its own data
+        x, y = toy_models.batch(
+            step * world + rank, seed=args.seed
+        )  # each replica its own data
         opt.zero_grad(set_to_none=False)
         toy_models.loss_fn(model, x, y).backward()
         local = flat_grad(model)
         hit = step == args.flip_step and rank == args.flip_rank
         if hit and where == "before":
             local = flip(local, bit)
-        norm = float(torch.linalg.vector_norm(local))     # before the all-reduce mixes them
+        norm = float(
+            torch.linalg.vector_norm(local)
+        )  # before the all-reduce mixes them
         dist.all_reduce(local, op=dist.ReduceOp.SUM)
         local /= world
         if hit and where == "after":
@@ -108,10 +112,18 @@ def run_scenario(name: str, args, check: faults.CorruptionCheck) -> dict:
         if not alarm:
             set_grad(model, local)
             opt.step()
-        records.append({"step": step, "norms": norms, "checksums": sums,
-                        "norm_alarm": by_norm.alarm, "norm_suspects": list(by_norm.suspects),
-                        "checksum_alarm": by_sum.alarm, "checksum_suspects": list(by_sum.suspects),
-                        "skipped": alarm})
+        records.append(
+            {
+                "step": step,
+                "norms": norms,
+                "checksums": sums,
+                "norm_alarm": by_norm.alarm,
+                "norm_suspects": list(by_norm.suspects),
+                "checksum_alarm": by_sum.alarm,
+                "checksum_suspects": list(by_sum.suspects),
+                "skipped": alarm,
+            }
+        )
     # Do the replicas still hold the same weights? Compare weight checksums.
     weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     wsum = gather(faults.checksum(weights.numpy()), torch.int64)
@@ -119,7 +131,11 @@ def run_scenario(name: str, args, check: faults.CorruptionCheck) -> dict:
     dist.all_reduce(diff, op=dist.ReduceOp.MAX)
     max_gap = float((diff - weights).abs().max())
     gap = gather(max_gap, torch.float64)
-    return {"steps": records, "replicas_agree": len(set(wsum)) == 1, "max_weight_gap": max(gap)}
+    return {
+        "steps": records,
+        "replicas_agree": len(set(wsum)) == 1,
+        "max_weight_gap": max(gap),
+    }
 
 
 def main(argv=None) -> None:

@@ -44,7 +44,13 @@ class EventLog:
         self.rank, self.attempt = rank, attempt
 
     def __call__(self, kind: str, **fields):
-        rec = {"kind": kind, "t": time.time(), "rank": self.rank, "attempt": self.attempt, **fields}
+        rec = {
+            "kind": kind,
+            "t": time.time(),
+            "rank": self.rank,
+            "attempt": self.attempt,
+            **fields,
+        }
         self.f.write(json.dumps(rec) + "\n")
         self.f.flush()
         os.fsync(self.f.fileno())
@@ -61,10 +67,20 @@ def init_gloo(attempt: int, timeout_s: float) -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     timeout = timedelta(seconds=timeout_s)
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
-                          is_master=rank == 0 and not agent_store, timeout=timeout)
-    dist.init_process_group("gloo", store=dist.PrefixStore(f"mlbook/attempt{attempt}", store),
-                            rank=rank, world_size=world, timeout=timeout)
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world,
+        is_master=rank == 0 and not agent_store,
+        timeout=timeout,
+    )
+    dist.init_process_group(
+        "gloo",
+        store=dist.PrefixStore(f"mlbook/attempt{attempt}", store),
+        rank=rank,
+        world_size=world,
+        timeout=timeout,
+    )
 
 
 def batches(sampler, x, y, batch_size: int):
@@ -85,11 +101,20 @@ def parse(argv=None):
     p.add_argument("--ckpt-every", type=int, default=10)
     p.add_argument("--fail-step", type=int, default=-1, help="-1: never fail")
     p.add_argument("--fail-rank", type=int, default=1)
-    p.add_argument("--fail-attempts", type=int, default=1,
-                   help="how many attempts fail (the first ones); -1: every attempt")
+    p.add_argument(
+        "--fail-attempts",
+        type=int,
+        default=1,
+        help="how many attempts fail (the first ones); -1: every attempt",
+    )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--n-samples", type=int, default=512)
-    p.add_argument("--step-s", type=float, default=0.0, help="sleep per step, standing in for compute")
+    p.add_argument(
+        "--step-s",
+        type=float,
+        default=0.0,
+        help="sleep per step, standing in for compute",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout-s", type=float, default=60.0)
     return p.parse_args(argv)
@@ -98,7 +123,7 @@ def parse(argv=None):
 def main(argv=None) -> None:
     args = parse(argv)
     deadline = time.monotonic() + args.timeout_s
-    torch.set_num_threads(1)              # the same arithmetic in every run, no oversubscription
+    torch.set_num_threads(1)  # the same arithmetic in every run, no oversubscription
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     init_gloo(attempt, args.timeout_s)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -119,15 +144,17 @@ def main(argv=None) -> None:
 
     while step < args.steps:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"rank {rank}: --timeout-s={args.timeout_s} reached at step {step}")
+            raise TimeoutError(
+                f"rank {rank}: --timeout-s={args.timeout_s} reached at step {step}"
+            )
         failing = args.fail_attempts < 0 or attempt < args.fail_attempts
         if failing and rank == args.fail_rank and step == args.fail_step:
             log("fail", step=step)
-            os._exit(1)                    # abrupt: no cleanup, no goodbye to the peers
+            os._exit(1)  # abrupt: no cleanup, no goodbye to the peers
         xb, yb = next(data)
         loss = toy_models.loss_fn(model, xb, yb)
         opt.zero_grad(set_to_none=True)
-        loss.backward()                    # DDP all-reduces the gradients here
+        loss.backward()  # DDP all-reduces the gradients here
         opt.step()
         if args.step_s:
             time.sleep(args.step_s)
@@ -139,8 +166,10 @@ def main(argv=None) -> None:
 
     ckpt.close()
     if rank == 0:
-        torch.save({k: v.detach().clone() for k, v in model.module.state_dict().items()},
-                   work / "final.pt")
+        torch.save(
+            {k: v.detach().clone() for k, v in model.module.state_dict().items()},
+            work / "final.pt",
+        )
     log("done", step=step)
     dist.destroy_process_group()
 

@@ -9,8 +9,14 @@ from matplotlib.ticker import FuncFormatter
 from mlbook.faults import formulas as faults
 from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
 
-CATEGORY_COLORS = {"GPU": "C3", "Dependency": "C0", "Network": "C1", "Unplanned maintenance": "C2",
-                   "Host": "C4", "Unknown": "C7"}
+CATEGORY_COLORS = {
+    "GPU": "C3",
+    "Dependency": "C0",
+    "Network": "C1",
+    "Unplanned maintenance": "C2",
+    "Host": "C4",
+    "Unknown": "C7",
+}
 
 
 def llama3_causes(rows=faults.LLAMA3_INTERRUPTIONS, log=faults.LLAMA3_405B_LOG):
@@ -21,12 +27,18 @@ def llama3_causes(rows=faults.LLAMA3_INTERRUPTIONS, log=faults.LLAMA3_405B_LOG):
     ax.barh([r.component for r in rows], [r.count for r in rows], color=colors)
     for i, r in enumerate(rows):
         ax.text(r.count + 1, i, str(r.count), va="center", fontsize=8)
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in CATEGORY_COLORS.items()],
-              loc="lower right", fontsize=8, title="category")
+    ax.legend(
+        handles=[Patch(color=c, label=k) for k, c in CATEGORY_COLORS.items()],
+        loc="lower right",
+        fontsize=8,
+        title="category",
+    )
     ax.set_xlabel("unexpected interruptions (count)")
     ax.set_ylabel("root cause")
-    ax.set_title(f"{log.name}: {log.unexpected} unexpected interruptions in {log.days:g} days",
-                 fontsize=10)
+    ax.set_title(
+        f"{log.name}: {log.unexpected} unexpected interruptions in {log.days:g} days",
+        fontsize=10,
+    )
     ax.tick_params(axis="y", labelsize=8)
     return fig
 
@@ -42,28 +54,46 @@ def straggler_curves(n_ranks: int = 1024, delta: float = 0.1, sigma: float = 0.0
     now = faults.expected_step_time(n_ranks, delta, sigma) / base
     ax.plot([delta], [now], "o", color="C3", ms=8)
     if n_ranks > 1:
-        ax.axhline(faults.drop_step_time(n_ranks, sigma) / base, color="C1", ls="--",
-                   label="drain it, re-shard over N-1 ranks")
+        ax.axhline(
+            faults.drop_step_time(n_ranks, sigma) / base,
+            color="C1",
+            ls="--",
+            label="drain it, re-shard over N-1 ranks",
+        )
         thr = faults.drain_threshold(n_ranks, sigma, tol=1e-4)
         if thr <= deltas[-1]:
             ax.axvline(thr, color="C2", lw=1, label=f"break-even: delta = {thr:.1%}")
     ax.set_xlabel("slow rank's extra time per step, delta")
     ax.set_ylabel("step time / step time without it")
     percent_axis(ax, "x")
-    ax.set_title(f"N={n_ranks:,} ranks, spread sigma={sigma:.0%}: the slow rank costs "
-                 f"{now - 1:+.1%} per step", fontsize=10)
+    ax.set_title(
+        f"N={n_ranks:,} ranks, spread sigma={sigma:.0%}: the slow rank costs "
+        f"{now - 1:+.1%} per step",
+        fontsize=10,
+    )
     ax.legend(fontsize=8, loc="upper left")
     return fig
 
 
 def drain_thresholds(sigmas=(0.0, 0.02, 0.05, 0.1), ns=None, mark_n: int | None = 1024):
     """The slowdown above which draining a slow rank beats waiting, against N."""
-    ns = ns if ns is not None else np.unique(np.round(np.logspace(1, 15, 29, base=2)).astype(int))
+    ns = (
+        ns
+        if ns is not None
+        else np.unique(np.round(np.logspace(1, 15, 29, base=2)).astype(int))
+    )
     fig, ax = new_figure(layout="constrained")
     for i, sigma in enumerate(sigmas):
         thr = [faults.drain_threshold(int(n), sigma, tol=1e-5) for n in ns]
         label = "no spread: 1/(N-1)" if sigma == 0 else f"spread sigma={sigma:.0%}"
-        ax.plot(ns, thr, marker=".", color=f"C{i}", ls=":" if sigma == 0 else "-", label=label)
+        ax.plot(
+            ns,
+            thr,
+            marker=".",
+            color=f"C{i}",
+            ls=":" if sigma == 0 else "-",
+            label=label,
+        )
     if mark_n is not None:
         ax.axvline(mark_n, color="C7", lw=1)
     plain_log_axis(ax, "x", base=4)
@@ -98,26 +128,65 @@ def elastic_timeline(run, reference=None, device_name: str | None = None):
     attempts = sorted({e["attempt"] for e in events})
     for a in attempts:
         steps = [e for e in events if e["kind"] == "step" and e["attempt"] == a]
-        ax.plot([e["t"] - t0 for e in steps], [e["step"] for e in steps], ".-", ms=4, color=f"C{a}",
-                label=f"attempt {a} (TORCHELASTIC_RESTART_COUNT={a})")
+        ax.plot(
+            [e["t"] - t0 for e in steps],
+            [e["step"] for e in steps],
+            ".-",
+            ms=4,
+            color=f"C{a}",
+            label=f"attempt {a} (TORCHELASTIC_RESTART_COUNT={a})",
+        )
         ck = [e for e in events if e["kind"] == "checkpoint" and e["attempt"] == a]
-        ax.plot([e["t"] - t0 for e in ck], [e["step"] for e in ck], "s", color="k", ms=6,
-                label="checkpoint" if a == attempts[0] else None)
+        ax.plot(
+            [e["t"] - t0 for e in ck],
+            [e["step"] for e in ck],
+            "s",
+            color="k",
+            ms=6,
+            label="checkpoint" if a == attempts[0] else None,
+        )
     if reference is not None:
         ref = [e for e in reference.events if e["rank"] == 0 and e["kind"] == "step"]
-        ax.plot([e["t"] - reference.t0 for e in ref], [e["step"] for e in ref], color="C7", lw=1,
-                ls=":", label="uninterrupted run")
+        ax.plot(
+            [e["t"] - reference.t0 for e in ref],
+            [e["step"] for e in ref],
+            color="C7",
+            lw=1,
+            ls=":",
+            label="uninterrupted run",
+        )
     s = run.summary
     fails = [e for e in events if e["kind"] == "fail"]
     if fails:
         tf = fails[0]["t"] - t0
         ax.axvline(tf, color="C3", lw=1)
-        ax.text(tf, 1, f" rank {fails[0]['rank']} dies", color="C3", fontsize=8, rotation=90, va="bottom")
-        resumed = [e for e in events if e["kind"] == "step" and e["attempt"] == attempts[-1]]
+        ax.text(
+            tf,
+            1,
+            f" rank {fails[0]['rank']} dies",
+            color="C3",
+            fontsize=8,
+            rotation=90,
+            va="bottom",
+        )
+        resumed = [
+            e for e in events if e["kind"] == "step" and e["attempt"] == attempts[-1]
+        ]
         if resumed:
-            ax.axvspan(tf, resumed[0]["t"] - t0, color="C3", alpha=0.1, label=f"down {s.downtime_s:.1f} s")
-        ax.axhspan(s.resumed_from_step, s.failed_at_step, color="C1", alpha=0.15,
-                   label=f"{s.redone_steps} steps redone")
+            ax.axvspan(
+                tf,
+                resumed[0]["t"] - t0,
+                color="C3",
+                alpha=0.1,
+                label=f"down {s.downtime_s:.1f} s",
+            )
+        ax.axhspan(
+            s.resumed_from_step,
+            s.failed_at_step,
+            color="C1",
+            alpha=0.15,
+            label=f"{s.redone_steps} steps redone",
+        )
     ax.set_xlabel("wall time since the first worker started (s)")
     ax.set_ylabel("optimizer steps completed")
     if device_name:
@@ -127,7 +196,9 @@ def elastic_timeline(run, reference=None, device_name: str | None = None):
     return fig
 
 
-def spike_runs(plain, rescued, clean=None, bad=(60, 64), device_name: str | None = None):
+def spike_runs(
+    plain, rescued, clean=None, bad=(60, 64), device_name: str | None = None
+):
     """Loss per step: a run hit by bad batches, the same run with rewind-and-skip,
     and a run that never saw them; ``device_name`` says where they trained."""
     fig, ax = new_figure(size=(9.0, 3.6), layout="constrained")
@@ -138,10 +209,15 @@ def spike_runs(plain, rescued, clean=None, bad=(60, 64), device_name: str | None
     ax.axvspan(*bad, color="C3", alpha=0.15, label="bad batches")
     for p in rescued.rewinds:
         ax.plot([p.spike_step], [plain.losses[p.spike_step]], "v", color="C3", ms=8)
-        ax.annotate(f"spike: rewind to step {p.resume_step},\nskip batches {p.skip_start}-{p.skip_end - 1}",
-                    xy=(p.resume_step, rescued.losses[p.resume_step]),
-                    xytext=(p.spike_step + 8, plain.losses[p.spike_step]), fontsize=8, color="C0", va="top",
-                    arrowprops={"arrowstyle": "->", "color": "C0", "ls": "--"})
+        ax.annotate(
+            f"spike: rewind to step {p.resume_step},\nskip batches {p.skip_start}-{p.skip_end - 1}",
+            xy=(p.resume_step, rescued.losses[p.resume_step]),
+            xytext=(p.spike_step + 8, plain.losses[p.spike_step]),
+            fontsize=8,
+            color="C0",
+            va="top",
+            arrowprops={"arrowstyle": "->", "color": "C0", "ls": "--"},
+        )
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training loss (cross-entropy)")

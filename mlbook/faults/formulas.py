@@ -17,10 +17,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
-
-from numbers import Integral, Real
 
 from mlbook.cadence.formulas import MTTF_1024_GPUS_S, MTTF_16384_GPUS_PROJECTED_S
 from mlbook.common import validate
@@ -33,12 +32,15 @@ def _non_negative_int(name: str, value) -> int:
         raise ValueError(f"{name} must be an integer at or above 0, got {value!r}")
     return int(value)
 
+
 # ---------------------------------------------------------------------------
 # What breaks: the Llama 3 405B interruption log
 # ---------------------------------------------------------------------------
 
-LLAMA3_SOURCE = ("Grattafiori et al. 2024, The Llama 3 Herd of Models, arXiv:2407.21783, "
-                 "Sec. 3.3.4 and Table 5 (54-day snapshot of 405B pre-training)")
+LLAMA3_SOURCE = (
+    "Grattafiori et al. 2024, The Llama 3 Herd of Models, arXiv:2407.21783, "
+    "Sec. 3.3.4 and Table 5 (54-day snapshot of 405B pre-training)"
+)
 
 
 @dataclass(frozen=True)
@@ -86,28 +88,52 @@ class RunLog:
     interruptions: int
     planned: int
     unexpected: int
-    stated_hardware_share: float     # "about 78 %" confirmed or suspected hardware
-    stated_gpu_share: float          # "GPU issues ... 58.7 %" of unexpected
+    stated_hardware_share: float  # "about 78 %" confirmed or suspected hardware
+    stated_gpu_share: float  # "GPU issues ... 58.7 %" of unexpected
     manual_interventions: int
-    stated_effective_training_time: float   # "higher than 90 %"
+    stated_effective_training_time: float  # "higher than 90 %"
     gpus: int
     source: str
 
 
-LLAMA3_405B_LOG = RunLog("Llama 3 405B pre-training", 54, 466, 47, 419, 0.78, 0.587, 3, 0.90,
-                         16384, LLAMA3_SOURCE)
+LLAMA3_405B_LOG = RunLog(
+    "Llama 3 405B pre-training",
+    54,
+    466,
+    47,
+    419,
+    0.78,
+    0.587,
+    3,
+    0.90,
+    16384,
+    LLAMA3_SOURCE,
+)
 
 
 # Other published logbooks (the facts the chapter quotes, each with its source).
-OPT_175B_LOG = {"gpus": 992, "gpu": "A100", "manual_restarts_at_least": 35, "hosts_cycled_over": 100,
-                "months": 2,
-                "source": "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)"}
+OPT_175B_LOG = {
+    "gpus": 992,
+    "gpu": "A100",
+    "manual_restarts_at_least": 35,
+    "hosts_cycled_over": 100,
+    "months": 2,
+    "source": "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)",
+}
 # Kokolis et al.'s figures live once, in mlbook.cadence.formulas, which plans around them.
-META_RSC_MTTF = {"gpus_measured": 1024, "mttf_hours_measured": MTTF_1024_GPUS_S / HOUR_S,
-                 "gpus_projected": 16384, "mttf_hours_projected": MTTF_16384_GPUS_PROJECTED_S / HOUR_S,
-                 "source": "Kokolis et al. 2024, arXiv:2410.21680"}
-PALM_SPIKES = {"spikes": 20, "rewind_steps": 100, "skip_batches": (200, 500),
-               "source": "Chowdhery et al. 2022, PaLM, arXiv:2204.02311, Sec. 5.1"}
+META_RSC_MTTF = {
+    "gpus_measured": 1024,
+    "mttf_hours_measured": MTTF_1024_GPUS_S / HOUR_S,
+    "gpus_projected": 16384,
+    "mttf_hours_projected": MTTF_16384_GPUS_PROJECTED_S / HOUR_S,
+    "source": "Kokolis et al. 2024, arXiv:2410.21680",
+}
+PALM_SPIKES = {
+    "spikes": 20,
+    "rewind_steps": 100,
+    "skip_batches": (200, 500),
+    "source": "Chowdhery et al. 2022, PaLM, arXiv:2204.02311, Sec. 5.1",
+}
 
 
 def interruptions_by_category(rows=LLAMA3_INTERRUPTIONS) -> dict[str, int]:
@@ -139,10 +165,10 @@ def mean_hours_between(interruptions: int, days: float) -> float:
 # ``sigma``; one rank is slowed by a factor (1 + delta). The step ends when the
 # last rank reaches the all-reduce: T = max_i X_i.
 
-_Z = np.linspace(-12.0, 12.0, 24001)                       # a table of the normal CDF
+_Z = np.linspace(-12.0, 12.0, 24001)  # a table of the normal CDF
 _PHI = 0.5 * (1.0 + np.frompyfunc(math.erf, 1, 1)(_Z / math.sqrt(2)).astype(float))
-_GRID = 801                                                 # trapezoid points a window: ~2e-7 relative error
-_WINDOW = 9.0                                               # the max lies within 9 sigma of a rank's median
+_GRID = 801  # trapezoid points a window: ~2e-7 relative error
+_WINDOW = 9.0  # the max lies within 9 sigma of a rank's median
 # Below this spread the max moves by under 1e-8 relative (about sigma * sqrt(2 ln n)),
 # less than the grid's own error: it is computed as sigma = 0.
 _TINY_SIGMA = 1e-9
@@ -155,15 +181,17 @@ MAX_DELTA = 100.0
 
 
 def _norm_cdf(z):
-    return np.interp(z, _Z, _PHI)   # exact to ~1e-8 on this grid, 0 and 1 beyond it
+    return np.interp(z, _Z, _PHI)  # exact to ~1e-8 on this grid, 0 and 1 beyond it
 
 
 def delta_from_speed(speed: float) -> float:
     """A rank running at ``speed`` (0.8 = 80 %) takes 1/speed as long: delta = 1/speed - 1."""
     validate.fraction("speed", speed)
     if 1.0 / speed - 1.0 > MAX_DELTA:
-        raise ValueError(f"speed must be at least 1/(1 + MAX_DELTA) = {1 / (1 + MAX_DELTA):.4g} "
-                         f"(slower than that a rank has stopped), got {speed!r}")
+        raise ValueError(
+            f"speed must be at least 1/(1 + MAX_DELTA) = {1 / (1 + MAX_DELTA):.4g} "
+            f"(slower than that a rank has stopped), got {speed!r}"
+        )
     return 1.0 / speed - 1.0
 
 
@@ -172,14 +200,20 @@ def _check_straggler_args(n_ranks, delta, sigma):
     validate.non_negative("delta", delta)
     validate.non_negative("sigma", sigma)
     if delta > MAX_DELTA:
-        raise ValueError(f"delta must be at most MAX_DELTA={MAX_DELTA:g} (a rank that slow has "
-                         f"stopped, not straggled), got {delta!r}")
+        raise ValueError(
+            f"delta must be at most MAX_DELTA={MAX_DELTA:g} (a rank that slow has "
+            f"stopped, not straggled), got {delta!r}"
+        )
     if sigma > MAX_SIGMA:
-        raise ValueError(f"sigma must be at most MAX_SIGMA={MAX_SIGMA:g} (a log-spread beyond "
-                         f"that is not noise around a step time), got {sigma!r}")
+        raise ValueError(
+            f"sigma must be at most MAX_SIGMA={MAX_SIGMA:g} (a log-spread beyond "
+            f"that is not noise around a step time), got {sigma!r}"
+        )
 
 
-def _tail_integral(lo: float, hi: float, n_ranks: int, shift: float, sigma: float) -> float:
+def _tail_integral(
+    lo: float, hi: float, n_ranks: int, shift: float, sigma: float
+) -> float:
     """Trapezoid rule for the integral of (1 - CDF of the max) e^u du over [lo, hi]."""
     u = np.linspace(lo, hi, _GRID)
     cdf = _norm_cdf(u / sigma) ** (n_ranks - 1) * _norm_cdf((u - shift) / sigma)
@@ -187,8 +221,9 @@ def _tail_integral(lo: float, hi: float, n_ranks: int, shift: float, sigma: floa
     return float(np.sum((tail[1:] + tail[:-1]) * np.diff(u)) / 2)
 
 
-def expected_step_time(n_ranks: int, delta: float = 0.0, sigma: float = 0.05,
-                       median_s: float = 1.0) -> float:
+def expected_step_time(
+    n_ranks: int, delta: float = 0.0, sigma: float = 0.05, median_s: float = 1.0
+) -> float:
     """Expected synchronous step time E[max_i X_i] (seconds).
 
     n_ranks - 1 ranks draw X ~ median_s * exp(sigma Z); one rank draws
@@ -207,24 +242,33 @@ def expected_step_time(n_ranks: int, delta: float = 0.0, sigma: float = 0.05,
     if sigma < _TINY_SIGMA:
         return median_s * (1.0 + delta)
     w = _WINDOW * sigma
-    lo, hi = -w, shift + w                           # T lies in [e^lo, e^hi] with certainty
-    if shift - w <= w:                               # the two windows overlap: one grid
+    lo, hi = -w, shift + w  # T lies in [e^lo, e^hi] with certainty
+    if shift - w <= w:  # the two windows overlap: one grid
         integral = _tail_integral(lo, hi, n_ranks, shift, sigma)
-    else:                                            # healthy window, exact gap, slow window
-        integral = (_tail_integral(lo, w, n_ranks, shift, sigma)
-                    + math.exp(shift - w) - math.exp(w)
-                    + _tail_integral(shift - w, hi, n_ranks, shift, sigma))
+    else:  # healthy window, exact gap, slow window
+        integral = (
+            _tail_integral(lo, w, n_ranks, shift, sigma)
+            + math.exp(shift - w)
+            - math.exp(w)
+            + _tail_integral(shift - w, hi, n_ranks, shift, sigma)
+        )
     return median_s * (math.exp(lo) + integral)
 
 
 def straggler_slowdown(n_ranks: int, delta: float, sigma: float = 0.05) -> float:
     """How much longer a step takes with the slow rank than without it (0.25 = +25 %)."""
-    return expected_step_time(n_ranks, delta, sigma) / expected_step_time(n_ranks, 0.0, sigma) - 1.0
+    return (
+        expected_step_time(n_ranks, delta, sigma)
+        / expected_step_time(n_ranks, 0.0, sigma)
+        - 1.0
+    )
 
 
 def throughput_lost(n_ranks: int, delta: float, sigma: float = 0.05) -> float:
     """Fraction of the job's tokens/s lost to the slow rank: 1 - T(0) / T(delta)."""
-    return 1.0 - expected_step_time(n_ranks, 0.0, sigma) / expected_step_time(n_ranks, delta, sigma)
+    return 1.0 - expected_step_time(n_ranks, 0.0, sigma) / expected_step_time(
+        n_ranks, delta, sigma
+    )
 
 
 def barrier_tax(n_ranks: int, sigma: float = 0.05) -> float:
@@ -251,7 +295,9 @@ def drop_step_time(n_ranks: int, sigma: float = 0.05, median_s: float = 1.0) -> 
     share, and the barrier waits for the slowest of n - 1 of them.
     """
     _at_least_two(n_ranks)
-    return n_ranks / (n_ranks - 1) * expected_step_time(n_ranks - 1, 0.0, sigma, median_s)
+    return (
+        n_ranks / (n_ranks - 1) * expected_step_time(n_ranks - 1, 0.0, sigma, median_s)
+    )
 
 
 def drop_beats_wait(n_ranks: int, delta: float, sigma: float = 0.05) -> bool:
@@ -276,11 +322,15 @@ def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> flo
         return 1.0 / (n_ranks - 1)
     target = drop_step_time(n_ranks, sigma)
     lo, hi = 0.0, 1.0
-    while expected_step_time(n_ranks, hi, sigma) <= target:   # E[T] grows without bound in delta
+    while (
+        expected_step_time(n_ranks, hi, sigma) <= target
+    ):  # E[T] grows without bound in delta
         lo, hi = hi, min(2 * hi, MAX_DELTA)
         if lo == MAX_DELTA:
-            raise ValueError(f"no break-even below MAX_DELTA={MAX_DELTA:g} for n_ranks={n_ranks}, "
-                             f"sigma={sigma}")
+            raise ValueError(
+                f"no break-even below MAX_DELTA={MAX_DELTA:g} for n_ranks={n_ranks}, "
+                f"sigma={sigma}"
+            )
     for _ in range(100):
         if hi - lo <= tol:
             break
@@ -292,18 +342,32 @@ def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> flo
     return hi
 
 
-def simulate_step_times(n_ranks: int, delta: float, sigma: float = 0.05, steps: int = 1000,
-                        seed: int = 0, straggler_rank: int = 0, median_s: float = 1.0) -> np.ndarray:
+def simulate_step_times(
+    n_ranks: int,
+    delta: float,
+    sigma: float = 0.05,
+    steps: int = 1000,
+    seed: int = 0,
+    straggler_rank: int = 0,
+    median_s: float = 1.0,
+) -> np.ndarray:
     """Monte Carlo compute times, shape (steps, n_ranks), one rank slowed by 1 + delta."""
     _check_straggler_args(n_ranks, delta, sigma)
     validate.positive_int("steps", steps)
     validate.positive("median_s", median_s)
     _non_negative_int("seed", seed)
-    if not (isinstance(straggler_rank, Integral) and not isinstance(straggler_rank, bool)
-            and 0 <= straggler_rank < n_ranks):
-        raise ValueError(f"straggler_rank must be an integer in [0, {n_ranks}), got {straggler_rank!r}")
+    if not (
+        isinstance(straggler_rank, Integral)
+        and not isinstance(straggler_rank, bool)
+        and 0 <= straggler_rank < n_ranks
+    ):
+        raise ValueError(
+            f"straggler_rank must be an integer in [0, {n_ranks}), got {straggler_rank!r}"
+        )
     rng = np.random.default_rng(seed)
-    times = median_s * np.exp(sigma * rng.standard_normal((steps, n_ranks)))   # (steps, ranks)
+    times = median_s * np.exp(
+        sigma * rng.standard_normal((steps, n_ranks))
+    )  # (steps, ranks)
     times[:, straggler_rank] *= 1.0 + delta
     return times
 
@@ -312,9 +376,13 @@ def _step_times_array(times) -> np.ndarray:
     try:
         arr = np.asarray(times, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"times must be a (steps, ranks) array of seconds, got {times!r}") from None
+        raise ValueError(
+            f"times must be a (steps, ranks) array of seconds, got {times!r}"
+        ) from None
     if arr.ndim != 2 or arr.size == 0:
-        raise ValueError(f"times must be a non-empty (steps, ranks) array, got shape {arr.shape}")
+        raise ValueError(
+            f"times must be a non-empty (steps, ranks) array, got shape {arr.shape}"
+        )
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError("times must hold finite seconds at or above 0")
     return arr
@@ -335,8 +403,10 @@ def find_straggler(times: np.ndarray) -> tuple[int, float]:
     """
     times = _step_times_array(times)
     if times.shape[1] < 2:
-        raise ValueError(f"times must hold at least 2 ranks to compare, got shape {times.shape}")
-    wait = allreduce_wait(times).mean(axis=0)        # (ranks,)
+        raise ValueError(
+            f"times must hold at least 2 ranks to compare, got shape {times.shape}"
+        )
+    wait = allreduce_wait(times).mean(axis=0)  # (ranks,)
     rank = int(np.argmin(wait))
     others = np.delete(wait, rank)
     mad = float(np.median(np.abs(others - np.median(others)))) or 1e-12
@@ -347,16 +417,21 @@ def find_straggler(times: np.ndarray) -> tuple[int, float]:
 # Silent data corruption: replicas that must agree, compared before the step
 # ---------------------------------------------------------------------------
 
+
 def _float32_values(values) -> np.ndarray:
     if isinstance(values, (str, bytes)):
         raise ValueError(f"values must be an array of numbers, got {values!r}")
     try:
         arr = np.array(values, dtype=np.float32)
     except (TypeError, ValueError):
-        raise ValueError(f"values must be an array of numbers, got {values!r}") from None
+        raise ValueError(
+            f"values must be an array of numbers, got {values!r}"
+        ) from None
     if arr.dtype.kind != "f" or np.asarray(values).dtype.kind not in "fiu":
-        raise ValueError(f"values must be an array of numbers (not bools or objects), got dtype "
-                         f"{np.asarray(values).dtype}")
+        raise ValueError(
+            f"values must be an array of numbers (not bools or objects), got dtype "
+            f"{np.asarray(values).dtype}"
+        )
     return arr
 
 
@@ -368,7 +443,11 @@ def flip_bit(values: np.ndarray, index: int, bit: int) -> np.ndarray:
     arr = arr.ravel()
     if not (isinstance(bit, Integral) and not isinstance(bit, bool) and 0 <= bit < 32):
         raise ValueError(f"bit must be an integer in [0, 32), got {bit!r}")
-    if not (isinstance(index, Integral) and not isinstance(index, bool) and 0 <= index < arr.size):
+    if not (
+        isinstance(index, Integral)
+        and not isinstance(index, bool)
+        and 0 <= index < arr.size
+    ):
         raise ValueError(f"index must be an integer in [0, {arr.size}), got {index!r}")
     bits = arr.view(np.uint32)
     bits[index] ^= np.uint32(1 << int(bit))
@@ -406,31 +485,39 @@ class CorruptionCheck:
     def __post_init__(self):
         validate.at_least("norm_ratio", self.norm_ratio, 1.0)
 
-    def compare_checksums(self, checksums) -> "Verdict":
+    def compare_checksums(self, checksums) -> Verdict:
         """Alarm unless every replica's checksum is the same; suspect those
         outside the strict majority (everyone, when there is none)."""
         values = list(checksums)
         for i, c in enumerate(values):
-            if not isinstance(c, (Integral, np.integer)) or isinstance(c, (bool, np.bool_)):
+            if not isinstance(c, (Integral, np.integer)) or isinstance(
+                c, (bool, np.bool_)
+            ):
                 raise ValueError(f"checksums[{i}] must be an integer, got {c!r}")
         if len(values) < 2:
-            raise ValueError(f"need checksums from at least 2 replicas, got {len(values)}")
+            raise ValueError(
+                f"need checksums from at least 2 replicas, got {len(values)}"
+            )
         counts = {c: values.count(c) for c in values}
         majority = max(counts, key=counts.get)
         if len(counts) == 1:
             return Verdict(False, ())
-        if counts[majority] * 2 <= len(values):       # no strict majority: everyone is suspect
+        if counts[majority] * 2 <= len(
+            values
+        ):  # no strict majority: everyone is suspect
             return Verdict(True, tuple(range(len(values))))
         suspects = tuple(i for i, c in enumerate(values) if c != majority)
         return Verdict(True, suspects)
 
-    def compare_norms(self, norms) -> "Verdict":
+    def compare_norms(self, norms) -> Verdict:
         """Alarm on a non-finite norm or one above ``norm_ratio`` times the
         median of the finite ones; suspect exactly those replicas."""
         norms = list(norms)
         for i, x in enumerate(norms):
             if not _is_number(x) or x < 0:
-                raise ValueError(f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}")
+                raise ValueError(
+                    f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
+                )
         values = np.asarray(norms, dtype=float)
         if values.size < 2:
             raise ValueError(f"need norms from at least 2 replicas, got {values.size}")
@@ -456,8 +543,11 @@ class Verdict:
 # Loss spikes: a rolling z-score, and rewind-and-skip
 # ---------------------------------------------------------------------------
 
+
 def _is_number(value) -> bool:
-    return isinstance(value, (Real, np.floating, np.integer)) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, (Real, np.floating, np.integer)) and not isinstance(
+        value, (bool, np.bool_)
+    )
 
 
 @dataclass(frozen=True)
@@ -478,7 +568,9 @@ class SpikeConfig:
         validate.positive_int("min_history", self.min_history)
         validate.positive("rel_floor", self.rel_floor)
         if self.min_history > self.window:
-            raise ValueError(f"min_history={self.min_history} must not exceed window={self.window}")
+            raise ValueError(
+                f"min_history={self.min_history} must not exceed window={self.window}"
+            )
 
 
 class SpikeDetector:
@@ -562,7 +654,9 @@ class RewindPolicy:
         validate.positive_int("rewind_steps", self.rewind_steps)
         validate.positive_int("skip_batches", self.skip_batches)
 
-    def plan(self, spike_step: int, checkpoint_steps, batch_offset: int = 0) -> RewindPlan:
+    def plan(
+        self, spike_step: int, checkpoint_steps, batch_offset: int = 0
+    ) -> RewindPlan:
         """Pick the latest checkpoint at least ``rewind_steps`` before the spike.
 
         ``batch_offset`` is the number of batches already skipped, so the window
@@ -574,9 +668,11 @@ class RewindPolicy:
         limit = spike_step - self.rewind_steps
         usable = [c for c in ckpts if c <= limit]
         if not usable:
-            raise ValueError(f"no checkpoint at or before step {limit} "
-                             f"(spike at {spike_step} minus rewind_steps={self.rewind_steps}); "
-                             f"checkpoints: {ckpts}")
+            raise ValueError(
+                f"no checkpoint at or before step {limit} "
+                f"(spike at {spike_step} minus rewind_steps={self.rewind_steps}); "
+                f"checkpoints: {ckpts}"
+            )
         resume = usable[-1]
         start = resume + batch_offset
         end = max(start + self.skip_batches, spike_step + batch_offset + 1)
@@ -589,8 +685,13 @@ def batch_for_step(step: int, skips=()) -> int:
     total = 0
     for i, skip in enumerate(skips):
         if not (isinstance(skip, tuple) and len(skip) == 2):
-            raise ValueError(f"skips[{i}] must be an (at_step, n_batches) pair, got {skip!r}")
-        at, n = _non_negative_int(f"skips[{i}] at_step", skip[0]), _non_negative_int(f"skips[{i}] n_batches", skip[1])
+            raise ValueError(
+                f"skips[{i}] must be an (at_step, n_batches) pair, got {skip!r}"
+            )
+        at, n = (
+            _non_negative_int(f"skips[{i}] at_step", skip[0]),
+            _non_negative_int(f"skips[{i}] n_batches", skip[1]),
+        )
         if step >= at:
             total += n
     return step + total
@@ -608,15 +709,15 @@ class TimelineSummary:
     """Rank 0's view of an elastic run (steps are counts of completed optimizer steps)."""
 
     attempts: int
-    steps_done: int                    # optimizer steps executed, counting redone ones
+    steps_done: int  # optimizer steps executed, counting redone ones
     final_step: int
-    failed_at_step: int | None         # last step finished before the first failure
-    last_checkpoint_step: int | None   # newest checkpoint written before that failure
-    resumed_from_step: int | None      # the checkpoint the next attempt loaded
-    redone_steps: int                  # work lost: steps between that checkpoint and the failure
-    downtime_s: float                  # failure to the first step of the next attempt
+    failed_at_step: int | None  # last step finished before the first failure
+    last_checkpoint_step: int | None  # newest checkpoint written before that failure
+    resumed_from_step: int | None  # the checkpoint the next attempt loaded
+    redone_steps: int  # work lost: steps between that checkpoint and the failure
+    downtime_s: float  # failure to the first step of the next attempt
     wall_s: float
-    per_attempt: dict = field(default_factory=dict)   # attempt -> steps completed in it
+    per_attempt: dict = field(default_factory=dict)  # attempt -> steps completed in it
 
 
 def _check_events(events) -> list:
@@ -627,11 +728,15 @@ def _check_events(events) -> list:
         if not isinstance(e, dict):
             raise ValueError(f"events[{i}] must be a dict, got {e!r}")
         if e.get("kind") not in EVENT_KINDS:
-            raise ValueError(f"events[{i}]['kind'] must be one of {EVENT_KINDS}, got {e.get('kind')!r}")
+            raise ValueError(
+                f"events[{i}]['kind'] must be one of {EVENT_KINDS}, got {e.get('kind')!r}"
+            )
         _non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
         t = e.get("t")
         if not _is_number(t) or not math.isfinite(t):
-            raise ValueError(f"events[{i}]['t'] must be a finite number of seconds, got {t!r}")
+            raise ValueError(
+                f"events[{i}]['t'] must be a finite number of seconds, got {t!r}"
+            )
         if e["kind"] in ("step", "checkpoint", "resume"):
             _non_negative_int(f"events[{i}]['step']", e.get("step"))
     return events
@@ -658,10 +763,17 @@ def summarize_timeline(events) -> TimelineSummary:
     if len(attempts) > 1:
         first, second = attempts[0], attempts[1]
         failed_at = max(per_attempt[first], default=0)
-        ckpts = [e["step"] for e in events
-                 if e["kind"] == "checkpoint" and e["attempt"] == first and e["step"] <= failed_at]
+        ckpts = [
+            e["step"]
+            for e in events
+            if e["kind"] == "checkpoint"
+            and e["attempt"] == first
+            and e["step"] <= failed_at
+        ]
         last_ckpt = max(ckpts, default=None)
-        resume_ev = [e for e in events if e["kind"] == "resume" and e["attempt"] == second]
+        resume_ev = [
+            e for e in events if e["kind"] == "resume" and e["attempt"] == second
+        ]
         resumed = resume_ev[0]["step"] if resume_ev else 0
         redone = failed_at - resumed
         first_steps = [e["t"] for e in steps if e["attempt"] == first]
@@ -670,8 +782,14 @@ def summarize_timeline(events) -> TimelineSummary:
         next_steps = [e["t"] for e in steps if e["attempt"] == second]
         downtime = (min(next_steps) - fail_t) if next_steps else 0.0
     return TimelineSummary(
-        attempts=len(attempts), steps_done=len(steps), final_step=steps[-1]["step"],
-        failed_at_step=failed_at, last_checkpoint_step=last_ckpt, resumed_from_step=resumed,
-        redone_steps=redone, downtime_s=downtime, wall_s=events[-1]["t"] - events[0]["t"],
+        attempts=len(attempts),
+        steps_done=len(steps),
+        final_step=steps[-1]["step"],
+        failed_at_step=failed_at,
+        last_checkpoint_step=last_ckpt,
+        resumed_from_step=resumed,
+        redone_steps=redone,
+        downtime_s=downtime,
+        wall_s=events[-1]["t"] - events[0]["t"],
         per_attempt=per_attempt,
     )

@@ -43,6 +43,7 @@ def _device(device: str) -> str:
 
 # --- reading the shards --------------------------------------------------------------
 
+
 class ShardDataset(Dataset):
     """Map-style Dataset over packed shards: item ``i`` is row ``i`` as a
     uint16/uint32 tensor of seq_len + 1 ids that shares memory with the
@@ -58,11 +59,14 @@ class ShardDataset(Dataset):
         return len(self.shards)
 
     def __getitem__(self, i):
-        row = torch.from_numpy(self.shards[i])                 # (s + 1,) shares the mapped pages
+        row = torch.from_numpy(self.shards[i])  # (s + 1,) shares the mapped pages
         return (i, row) if self.with_index else row
 
 
-_SIGNED_VIEW = {torch.uint16: (torch.int16, 0xFFFF), torch.uint32: (torch.int32, 0xFFFFFFFF)}
+_SIGNED_VIEW = {
+    torch.uint16: (torch.int16, 0xFFFF),
+    torch.uint32: (torch.int32, 0xFFFFFFFF),
+}
 
 
 def to_model_batch(rows: torch.Tensor, device: str, non_blocking: bool = False):
@@ -74,23 +78,26 @@ def to_model_batch(rows: torch.Tensor, device: str, non_blocking: bool = False):
     not every one uint16) and the mask undoes the sign on the way to int64."""
     if rows.dtype in _SIGNED_VIEW:
         signed, mask = _SIGNED_VIEW[rows.dtype]
-        ids = rows.view(signed).to(device, non_blocking=non_blocking).long() & mask   # (b, s + 1)
+        ids = (
+            rows.view(signed).to(device, non_blocking=non_blocking).long() & mask
+        )  # (b, s + 1)
     else:
         ids = rows.to(device, non_blocking=non_blocking).long()
-    return ids[:, :-1], ids[:, 1:]                               # (b, s), (b, s)
+    return ids[:, :-1], ids[:, 1:]  # (b, s), (b, s)
 
 
 # --- the step-time A/B ----------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class LoopTimes:
     """Per-step seconds of one way of feeding the same training step."""
 
     name: str
-    data_s: tuple          # waiting for the batch: tokenise, read, or nothing
-    compute_s: tuple       # forward, backward, optimizer step
+    data_s: tuple  # waiting for the batch: tokenise, read, or nothing
+    compute_s: tuple  # forward, backward, optimizer step
     tokens_per_step: int
-    tokens_encoded: int = 0   # tokens the loop itself encoded during the timed steps
+    tokens_encoded: int = 0  # tokens the loop itself encoded during the timed steps
 
     @property
     def data_mean_s(self) -> float:
@@ -116,9 +123,19 @@ class LoopTimes:
         return self.data_mean_s / self.step_s
 
 
-def step_time_ab(cfg: TransformerConfig, tok, texts, shards: PackedShards, batch: int, steps: int,
-                 device: str, warmup: int = 1, threads: int | None = 1, seed: int = 0,
-                 log=None) -> dict:
+def step_time_ab(
+    cfg: TransformerConfig,
+    tok,
+    texts,
+    shards: PackedShards,
+    batch: int,
+    steps: int,
+    device: str,
+    warmup: int = 1,
+    threads: int | None = 1,
+    seed: int = 0,
+    log=None,
+) -> dict:
     """Time the same GPT training step fed three ways, steps interleaved
     (one of each in turn, so a busy neighbour slows all three alike):
 
@@ -140,10 +157,19 @@ def step_time_ab(cfg: TransformerConfig, tok, texts, shards: PackedShards, batch
         model = GPT(cfg, max_seq_len=seq_len).to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         packer = packing.StreamPacker(lambda t: tok.encode(t).ids, texts, seq_len, eos)
-        loader = DataLoader(ShardDataset(shards), batch_size=batch,
-                            sampler=ShardedSampler(len(shards), seed=seed), num_workers=0)
+        loader = DataLoader(
+            ShardDataset(shards),
+            batch_size=batch,
+            sampler=ShardedSampler(len(shards), seed=seed),
+            num_workers=0,
+        )
         stream = iter(loader)
-        fixed = torch.randint(0, cfg.vocab_size, (batch, seq_len + 1), generator=torch.Generator().manual_seed(seed))
+        fixed = torch.randint(
+            0,
+            cfg.vocab_size,
+            (batch, seq_len + 1),
+            generator=torch.Generator().manual_seed(seed),
+        )
 
         def from_shards():
             nonlocal stream
@@ -153,9 +179,11 @@ def step_time_ab(cfg: TransformerConfig, tok, texts, shards: PackedShards, batch
                 stream = iter(loader)
                 return next(stream)
 
-        sources = {"tokenise in loop": lambda: torch.from_numpy(packer.next_rows(batch)),
-                   "pre-tokenised": from_shards,
-                   "synthetic": lambda: fixed}
+        sources = {
+            "tokenise in loop": lambda: torch.from_numpy(packer.next_rows(batch)),
+            "pre-tokenised": from_shards,
+            "synthetic": lambda: fixed,
+        }
         times = {name: ([], []) for name in sources}
         encoded = 0
         for i in range(warmup + steps):
@@ -173,19 +201,32 @@ def step_time_ab(cfg: TransformerConfig, tok, texts, shards: PackedShards, batch
                     times[name][1].append(t2 - t1)
                     encoded += packer.tokens_encoded - before
             if log is not None and i >= warmup:
-                log(f"  step {i - warmup + 1}/{steps}: " + ", ".join(
-                    f"{n} {times[n][0][-1] * 1e3:.1f} + {times[n][1][-1] * 1e3:.0f} ms" for n in sources))
-    return {name: LoopTimes(name, tuple(d), tuple(c), batch * seq_len,
-                            encoded if name == "tokenise in loop" else 0)
-            for name, (d, c) in times.items()}
+                log(
+                    f"  step {i - warmup + 1}/{steps}: "
+                    + ", ".join(
+                        f"{n} {times[n][0][-1] * 1e3:.1f} + {times[n][1][-1] * 1e3:.0f} ms"
+                        for n in sources
+                    )
+                )
+    return {
+        name: LoopTimes(
+            name,
+            tuple(d),
+            tuple(c),
+            batch * seq_len,
+            encoded if name == "tokenise in loop" else 0,
+        )
+        for name, (d, c) in times.items()
+    }
 
 
 # --- a profiler timeline ----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Span:
-    kind: str              # "data" (waiting for the batch) or "step" (the training step)
-    start_s: float         # from the first span's start
+    kind: str  # "data" (waiting for the batch) or "step" (the training step)
+    start_s: float  # from the first span's start
     end_s: float
 
 
@@ -202,8 +243,16 @@ class Timeline:
         return max(s.end_s for s in self.spans) - min(s.start_s for s in self.spans)
 
 
-def profile_loop(cfg: TransformerConfig, loader, steps: int, device: str, label: str,
-                 seq_len: int, threads: int | None = 1, seed: int = 0) -> Timeline:
+def profile_loop(
+    cfg: TransformerConfig,
+    loader,
+    steps: int,
+    device: str,
+    label: str,
+    seq_len: int,
+    threads: int | None = 1,
+    seed: int = 0,
+) -> Timeline:
     """Run ``steps`` training steps on batches from ``loader`` (rows of
     seq_len + 1 ids) under ``torch.profiler`` and return the timeline of the
     two ranges the loop marks: "data" (``next(loader)``) and "step".
@@ -220,12 +269,14 @@ def profile_loop(cfg: TransformerConfig, loader, steps: int, device: str, label:
     device = _device(device)
     validate.positive_int("steps", steps)
     torch.manual_seed(seed)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + (
+        [ProfilerActivity.CUDA] if device == "cuda" else []
+    )
     with cpu_threads(threads, device):
         model = GPT(cfg, max_seq_len=seq_len).to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         it = iter(loader)
-        x, y = to_model_batch(next(it), device)          # warm-up step, outside the trace
+        x, y = to_model_batch(next(it), device)  # warm-up step, outside the trace
         train_step(model, opt, x, y)
         sync(device)
         with profile(activities=activities) as prof:
@@ -234,18 +285,28 @@ def profile_loop(cfg: TransformerConfig, loader, steps: int, device: str, label:
                     x, y = to_model_batch(next(it), device)
                     sync(device)
                 with record_function("step"):
-                    train_step(model, opt, x, y)            # .item() waits for the device
+                    train_step(model, opt, x, y)  # .item() waits for the device
                     sync(device)
         del it
     # the CPU-side ranges (on CUDA the profiler also mirrors them as GPU annotations)
-    events = [e for e in prof.events() if e.name in ("data", "step") and e.device_type == DeviceType.CPU]
+    events = [
+        e
+        for e in prof.events()
+        if e.name in ("data", "step") and e.device_type == DeviceType.CPU
+    ]
     t0 = min(e.time_range.start for e in events)
-    spans = sorted((Span(e.name, (e.time_range.start - t0) / 1e6, (e.time_range.end - t0) / 1e6)
-                    for e in events), key=lambda s: s.start_s)
+    spans = sorted(
+        (
+            Span(e.name, (e.time_range.start - t0) / 1e6, (e.time_range.end - t0) / 1e6)
+            for e in events
+        ),
+        key=lambda s: s.start_s,
+    )
     return Timeline(label, tuple(spans))
 
 
 # --- a DataLoader over items of a set cost ----------------------------------------------
+
 
 class CostlyDataset(Dataset):
     """``n_items`` items, each costing ``item_cost_s`` to produce (a sleep,
@@ -254,11 +315,13 @@ class CostlyDataset(Dataset):
     ``base``, if given, is another Dataset whose item is returned instead (so
     a real row can cost a set time)."""
 
-    def __init__(self, n_items: int, item_cost_s: float, item_bytes: int = 4, base=None):
+    def __init__(
+        self, n_items: int, item_cost_s: float, item_bytes: int = 4, base=None
+    ):
         self.n_items = validate.positive_int("n_items", n_items)
         self.item_cost_s = validate.non_negative("item_cost_s", item_cost_s)
         validate.positive_int("item_bytes", item_bytes)
-        self.tensor = torch.ones(max(1, item_bytes // 4))           # float32
+        self.tensor = torch.ones(max(1, item_bytes // 4))  # float32
         self.base = base
 
     def __len__(self) -> int:
@@ -285,13 +348,17 @@ def sleep_s(duration_s: float, repeats: int = 50) -> float:
 class LoaderSetting:
     num_workers: int
     pin_memory: bool = False
-    prefetch_factor: int | None = None       # None: torch's default (2) when there are workers
+    prefetch_factor: int | None = (
+        None  # None: torch's default (2) when there are workers
+    )
     persistent_workers: bool = False
 
     def kwargs(self) -> dict:
         kw = {"num_workers": self.num_workers, "pin_memory": self.pin_memory}
         if self.num_workers > 0:
-            kw["prefetch_factor"] = 2 if self.prefetch_factor is None else self.prefetch_factor
+            kw["prefetch_factor"] = (
+                2 if self.prefetch_factor is None else self.prefetch_factor
+            )
             kw["persistent_workers"] = self.persistent_workers
         return kw
 
@@ -312,7 +379,7 @@ class SweepPoint:
     setting: LoaderSetting
     n_batches: int
     compute_s: float
-    epochs_s: tuple          # wall seconds of each epoch
+    epochs_s: tuple  # wall seconds of each epoch
 
     @property
     def epoch_s(self) -> float:
@@ -328,8 +395,17 @@ class SweepPoint:
         return self.epoch_s / self.n_batches
 
 
-def loader_sweep(settings, n_items: int, batch_size: int, item_cost_s: float, compute_s: float,
-                 item_bytes: int, epochs: int, device: str, log=None) -> list:
+def loader_sweep(
+    settings,
+    n_items: int,
+    batch_size: int,
+    item_cost_s: float,
+    compute_s: float,
+    item_bytes: int,
+    epochs: int,
+    device: str,
+    log=None,
+) -> list:
     """Bekman's num-workers-bench under each of ``settings``: for every batch,
     copy it to ``device`` (non-blocking when pinned) and sleep ``compute_s``
     (emulated compute, which leaves the cores to the workers); time each
@@ -343,7 +419,9 @@ def loader_sweep(settings, n_items: int, batch_size: int, item_cost_s: float, co
     for setting in settings:
         validate.instance_of("setting", setting, LoaderSetting)
         if setting.pin_memory and device != "cuda":
-            raise ValueError(f"{setting.label}: pin_memory needs a CUDA device (on {device} it does nothing)")
+            raise ValueError(
+                f"{setting.label}: pin_memory needs a CUDA device (on {device} it does nothing)"
+            )
         times, n_batches = [], 0
         with warnings.catch_warnings():
             # torch warns when workers outnumber the cores; these workers sleep, they need none
@@ -358,30 +436,37 @@ def loader_sweep(settings, n_items: int, batch_size: int, item_cost_s: float, co
                     n_batches += 1
                 sync(device)
                 times.append(time.perf_counter() - start)
-            del loader                  # persistent workers end with their loader
+            del loader  # persistent workers end with their loader
         gc.collect()
         point = SweepPoint(setting, n_batches, compute_s, tuple(times))
         points.append(point)
         if log is not None:
-            log(f"  {setting.label:<24} epochs {', '.join(f'{t:.3f}' for t in times)} s")
+            log(
+                f"  {setting.label:<24} epochs {', '.join(f'{t:.3f}' for t in times)} s"
+            )
     return points
 
 
 # --- pinned against pageable copies -------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CopyResult:
     nbytes: int
     pinned: bool
-    seconds: float           # median time of the copy itself (CUDA events)
-    host_return_s: float     # median time until copy_(non_blocking=True) returned to Python
+    seconds: float  # median time of the copy itself (CUDA events)
+    host_return_s: (
+        float  # median time until copy_(non_blocking=True) returned to Python
+    )
 
     @property
     def bytes_per_s(self) -> float:
         return self.nbytes / self.seconds
 
 
-def h2d_copy(nbytes: int, pinned: bool, device: str = "cuda", repeats: int = 10) -> CopyResult:
+def h2d_copy(
+    nbytes: int, pinned: bool, device: str = "cuda", repeats: int = 10
+) -> CopyResult:
     """Copy ``nbytes`` from host to GPU ``repeats`` times with
     ``non_blocking=True``, from pinned or from pageable host memory.
 
@@ -393,15 +478,20 @@ def h2d_copy(nbytes: int, pinned: bool, device: str = "cuda", repeats: int = 10)
     validate.boolean("pinned", pinned)
     validate.positive_int("repeats", repeats)
     if _device(device) != "cuda" or not torch.cuda.is_available():
-        raise ValueError(f"h2d_copy needs a CUDA device, got device={device!r} "
-                         f"(CUDA available: {torch.cuda.is_available()})")
+        raise ValueError(
+            f"h2d_copy needs a CUDA device, got device={device!r} "
+            f"(CUDA available: {torch.cuda.is_available()})"
+        )
     src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).fill_(1)
     dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    dst.copy_(src, non_blocking=True)                     # warm-up
+    dst.copy_(src, non_blocking=True)  # warm-up
     torch.cuda.synchronize()
     copy_s, return_s = [], []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = (
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(enable_timing=True),
+        )
         start.record()
         t0 = time.perf_counter()
         dst.copy_(src, non_blocking=True)
@@ -409,23 +499,33 @@ def h2d_copy(nbytes: int, pinned: bool, device: str = "cuda", repeats: int = 10)
         end.record()
         torch.cuda.synchronize()
         copy_s.append(start.elapsed_time(end) / 1e3)
-    return CopyResult(nbytes, pinned, statistics.median(copy_s), statistics.median(return_s))
+    return CopyResult(
+        nbytes, pinned, statistics.median(copy_s), statistics.median(return_s)
+    )
 
 
 # --- what the document mask costs ------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MaskCost:
     seq_len: int
     n_docs: int
-    density: float           # share of the causal pairs the document mask keeps
-    causal_s: float          # fused causal attention, documents see each other
-    masked_s: float          # the same kernel with the block-diagonal mask as a tensor
-    per_doc_s: float         # one causal call per document (what a varlen kernel does in one)
+    density: float  # share of the causal pairs the document mask keeps
+    causal_s: float  # fused causal attention, documents see each other
+    masked_s: float  # the same kernel with the block-diagonal mask as a tensor
+    per_doc_s: float  # one causal call per document (what a varlen kernel does in one)
 
 
-def attention_mask_cost(row, eos_id: int, n_heads: int, head_dim: int, device: str,
-                        repeats: int = 20, seed: int = 0) -> MaskCost:
+def attention_mask_cost(
+    row,
+    eos_id: int,
+    n_heads: int,
+    head_dim: int,
+    device: str,
+    repeats: int = 20,
+    seed: int = 0,
+) -> MaskCost:
     """Forward + backward of scaled_dot_product_attention over one packed row
     (batch 1) three ways; median seconds of ``repeats``."""
     device = _device(device)
@@ -433,12 +533,17 @@ def attention_mask_cost(row, eos_id: int, n_heads: int, head_dim: int, device: s
     validate.positive_int("head_dim", head_dim)
     validate.positive_int("repeats", repeats)
     arr = np.asarray(row)
-    mask = torch.from_numpy(packing.document_mask(arr, eos_id)).to(device)          # (s, s)
+    mask = torch.from_numpy(packing.document_mask(arr, eos_id)).to(device)  # (s, s)
     ids = packing.document_ids(arr, eos_id)
-    bounds = np.concatenate([[0], np.flatnonzero(np.diff(ids)) + 1, [len(ids)]]).tolist()
+    bounds = np.concatenate(
+        [[0], np.flatnonzero(np.diff(ids)) + 1, [len(ids)]]
+    ).tolist()
     s = len(arr)
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(1, n_heads, s, head_dim, generator=g).to(device).requires_grad_() for _ in range(3))
+    q, k, v = (
+        torch.randn(1, n_heads, s, head_dim, generator=g).to(device).requires_grad_()
+        for _ in range(3)
+    )
 
     def causal():
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -447,8 +552,15 @@ def attention_mask_cost(row, eos_id: int, n_heads: int, head_dim: int, device: s
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def per_doc():
-        return torch.cat([F.scaled_dot_product_attention(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], is_causal=True)
-                          for a, b in zip(bounds[:-1], bounds[1:])], dim=2)
+        return torch.cat(
+            [
+                F.scaled_dot_product_attention(
+                    q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], is_causal=True
+                )
+                for a, b in zip(bounds[:-1], bounds[1:])
+            ],
+            dim=2,
+        )
 
     def timed(fn):
         out = []
@@ -463,12 +575,21 @@ def attention_mask_cost(row, eos_id: int, n_heads: int, head_dim: int, device: s
     with torch.no_grad():
         same = torch.allclose(masked(), per_doc(), atol=1e-5)
     if not same:
-        raise RuntimeError("the document mask and the per-document calls disagree: a bug in the mask")
-    return MaskCost(s, len(bounds) - 1, packing.mask_density(arr, eos_id),
-                    timed(causal), timed(masked), timed(per_doc))
+        raise RuntimeError(
+            "the document mask and the per-document calls disagree: a bug in the mask"
+        )
+    return MaskCost(
+        s,
+        len(bounds) - 1,
+        packing.mask_density(arr, eos_id),
+        timed(causal),
+        timed(masked),
+        timed(per_doc),
+    )
 
 
 # --- the data position in a checkpoint --------------------------------------------------------
+
 
 class LoopPosition:
     """The data position as the training loop consumed it, for a checkpoint.
@@ -491,7 +612,9 @@ class LoopPosition:
 
     def begin_epoch(self) -> None:
         state = self.sampler.state_dict()
-        if len(self.sampler) == 0:          # the last epoch was used up: iterating starts the next one
+        if (
+            len(self.sampler) == 0
+        ):  # the last epoch was used up: iterating starts the next one
             state = {**state, "epoch": state["epoch"] + 1, "base": 0, "offset": 0}
         self.start, self.consumed = state, 0
 
@@ -510,18 +633,33 @@ class LoopPosition:
 
 @dataclass(frozen=True)
 class ResumeCheck:
-    save_at: int                 # the step whose checkpoint was loaded
+    save_at: int  # the step whose checkpoint was loaded
     steps: int
-    straight: tuple              # row indices trained on at each step after save_at, uninterrupted
-    resumed: tuple               # the same, after loading the checkpoint into fresh objects
-    weights_equal: bool          # final weights bitwise equal
-    prefetched_ahead: int        # sampler offset minus the loop's count when the checkpoint was saved
+    straight: tuple  # row indices trained on at each step after save_at, uninterrupted
+    resumed: tuple  # the same, after loading the checkpoint into fresh objects
+    weights_equal: bool  # final weights bitwise equal
+    prefetched_ahead: (
+        int  # sampler offset minus the loop's count when the checkpoint was saved
+    )
     saved_state: dict
 
 
-def _train_from_shards(cfg, shards, batch, seq_len, stop, num_workers, seed, ckpt=None, save_at=None,
-                       load=False, device="cpu"):
-    torch.manual_seed(seed + (1000 if load else 0))       # a resumed run starts from other weights
+def _train_from_shards(
+    cfg,
+    shards,
+    batch,
+    seq_len,
+    stop,
+    num_workers,
+    seed,
+    ckpt=None,
+    save_at=None,
+    load=False,
+    device="cpu",
+):
+    torch.manual_seed(
+        seed + (1000 if load else 0)
+    )  # a resumed run starts from other weights
     model = GPT(cfg, max_seq_len=seq_len).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sampler = ShardedSampler(len(shards), seed=seed)
@@ -529,8 +667,13 @@ def _train_from_shards(cfg, shards, batch, seq_len, stop, num_workers, seed, ckp
     step, ahead, saved = 0, 0, None
     if load:
         step = ckpt.load(model, opt, sampler=position).step
-    loader = DataLoader(ShardDataset(shards, with_index=True), batch_size=batch, sampler=sampler,
-                        num_workers=num_workers, **({"prefetch_factor": 2} if num_workers else {}))
+    loader = DataLoader(
+        ShardDataset(shards, with_index=True),
+        batch_size=batch,
+        sampler=sampler,
+        num_workers=num_workers,
+        **({"prefetch_factor": 2} if num_workers else {}),
+    )
     trained = []
     while step < stop:
         position.begin_epoch()
@@ -551,8 +694,17 @@ def _train_from_shards(cfg, shards, batch, seq_len, stop, num_workers, seed, ckp
     return model, tuple(trained), ahead, saved
 
 
-def resume_check(cfg: TransformerConfig, shards: PackedShards, batch: int, steps: int, save_at: int,
-                 root, num_workers: int = 2, seed: int = 0, threads: int | None = 1) -> ResumeCheck:
+def resume_check(
+    cfg: TransformerConfig,
+    shards: PackedShards,
+    batch: int,
+    steps: int,
+    save_at: int,
+    root,
+    num_workers: int = 2,
+    seed: int = 0,
+    threads: int | None = 1,
+) -> ResumeCheck:
     """Train ``steps`` steps from the shards with a prefetching DataLoader,
     checkpointing at ``save_at`` (the cadence chapter's Checkpointer, with a
     LoopPosition as the data position); then load that checkpoint into a
@@ -565,10 +717,31 @@ def resume_check(cfg: TransformerConfig, shards: PackedShards, batch: int, steps
         raise ValueError(f"save_at must be below steps={steps}, got {save_at!r}")
     with cpu_threads(threads, "cpu"):
         ckpt = Checkpointer(root, keep_last=1)
-        ref, straight, ahead, saved = _train_from_shards(cfg, shards, batch, shards.seq_len, steps,
-                                                         num_workers, seed, ckpt=ckpt, save_at=save_at)
+        ref, straight, ahead, saved = _train_from_shards(
+            cfg,
+            shards,
+            batch,
+            shards.seq_len,
+            steps,
+            num_workers,
+            seed,
+            ckpt=ckpt,
+            save_at=save_at,
+        )
         ckpt.close()
-        again, resumed, _, _ = _train_from_shards(cfg, shards, batch, shards.seq_len, steps, num_workers,
-                                                  seed, ckpt=Checkpointer(root, keep_last=1), load=True)
-    equal = all(torch.equal(a, b) for a, b in zip(ref.state_dict().values(), again.state_dict().values()))
+        again, resumed, _, _ = _train_from_shards(
+            cfg,
+            shards,
+            batch,
+            shards.seq_len,
+            steps,
+            num_workers,
+            seed,
+            ckpt=Checkpointer(root, keep_last=1),
+            load=True,
+        )
+    equal = all(
+        torch.equal(a, b)
+        for a, b in zip(ref.state_dict().values(), again.state_dict().values())
+    )
     return ResumeCheck(save_at, steps, straight, resumed, equal, ahead, saved)

@@ -7,7 +7,7 @@ import numpy as np
 from mlbook.input_pipeline import formulas, packing
 from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
 
-MAX_WORKERS = 16     # the slider's and the curves' range of workers
+MAX_WORKERS = 16  # the slider's and the curves' range of workers
 
 
 def padding_vs_seq_len(doc_lens, seq_lens, batch_size: int, chosen: int, corpus: str):
@@ -27,7 +27,12 @@ def padding_vs_seq_len(doc_lens, seq_lens, batch_size: int, chosen: int, corpus:
     longest = [packing.padding_waste(doc_lens, int(s), batch_size) for s in seq_lens]
     packed = [packing.packing_waste(doc_lens, int(s)) for s in seq_lens]
     bx.plot(seq_lens, fixed, marker="o", label="per document, padded to s")
-    bx.plot(seq_lens, longest, marker="s", label=f"per document, padded to the batch's longest (b={batch_size})")
+    bx.plot(
+        seq_lens,
+        longest,
+        marker="s",
+        label=f"per document, padded to the batch's longest (b={batch_size})",
+    )
     bx.plot(seq_lens, packed, marker="^", label="packed")
     plain_log_axis(bx, "x", base=2)
     percent_axis(bx)
@@ -48,18 +53,27 @@ def document_mask(row, eos_id: int):
     fig, (ax, bx) = new_figure(ncols=2, size=(9.0, 3.8), layout="constrained")
     from matplotlib.colors import ListedColormap
 
-    ax.imshow(image, cmap=ListedColormap(["white", "#f28e2b", "#4e79a7"]), interpolation="nearest")
+    ax.imshow(
+        image,
+        cmap=ListedColormap(["white", "#f28e2b", "#4e79a7"]),
+        interpolation="nearest",
+    )
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
-    ax.set_title("blue: attended; orange: another document's\n(causal allows it, the document mask does not)",
-                 fontsize=9)
+    ax.set_title(
+        "blue: attended; orange: another document's\n(causal allows it, the document mask does not)",
+        fontsize=9,
+    )
     pos = packing.reset_positions(row, eos_id)
     bx.plot(np.arange(len(row)), np.arange(len(row)), label="plain positions")
     bx.plot(np.arange(len(row)), pos, label="reset at each document")
     bx.set_xlabel("position in the packed row")
     bx.set_ylabel("position id")
     bx.legend()
-    bx.set_title(f"{int(packing.document_ids(row, eos_id)[-1]) + 1} documents in a row of {len(row)}", fontsize=10)
+    bx.set_title(
+        f"{int(packing.document_ids(row, eos_id)[-1]) + 1} documents in a row of {len(row)}",
+        fontsize=10,
+    )
     return fig
 
 
@@ -69,13 +83,23 @@ def timelines(lines, device_name: str):
     for k, line in enumerate(lines):
         y = len(lines) - 1 - k
         for kind, color in (("data", "#f28e2b"), ("step", "#4e79a7")):
-            bars = [(s.start_s, s.end_s - s.start_s) for s in line.spans if s.kind == kind]
-            ax.broken_barh(bars, (y - 0.35, 0.7), facecolor=color, edgecolor="white", linewidth=0.8,
-                           label=kind if k == 0 else None)
+            bars = [
+                (s.start_s, s.end_s - s.start_s) for s in line.spans if s.kind == kind
+            ]
+            ax.broken_barh(
+                bars,
+                (y - 0.35, 0.7),
+                facecolor=color,
+                edgecolor="white",
+                linewidth=0.8,
+                label=kind if k == 0 else None,
+            )
     ax.set_yticks(range(len(lines)), [line.label for line in reversed(lines)])
     ax.set_xlabel("time since the first traced range (s)")
-    ax.set_title(f"torch.profiler ranges on {device_name}: orange = waiting for data, blue = step",
-                 fontsize=10)
+    ax.set_title(
+        f"torch.profiler ranges on {device_name}: orange = waiting for data, blue = step",
+        fontsize=10,
+    )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2, fontsize=8)
     ax.grid(True, axis="x", alpha=0.3)
     return fig
@@ -96,7 +120,10 @@ def tokens_per_s_budget(rows, device_name: str):
         ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
     ax.set_xlim(min(values) / 3, max(values) * 30)
     ax.set_xlabel("tokens/s (log scale)")
-    ax.set_title(f"green: the tokenizer makes (measured on {device_name}); blue: a trainer eats", fontsize=9)
+    ax.set_title(
+        f"green: the tokenizer makes (measured on {device_name}); blue: a trainer eats",
+        fontsize=9,
+    )
     return fig
 
 
@@ -105,13 +132,29 @@ def sweep(points, model_epoch_s, published, device_name: str):
     the published benchmark scaled to this batch). Right: measured over
     model epoch time for every setting."""
     fig, (ax, bx) = new_figure(ncols=2, size=(9.5, 3.8), layout="constrained")
-    plain = [(p, m) for p, m in zip(points, model_epoch_s) if p.setting.label == f"w={p.setting.num_workers}"]
+    plain = [
+        (p, m)
+        for p, m in zip(points, model_epoch_s)
+        if p.setting.label == f"w={p.setting.num_workers}"
+    ]
     w = [p.setting.num_workers for p, _ in plain]
     ax.plot(w, [p.overhead_s for p, _ in plain], "o-", label="measured here")
-    ax.plot(w, [m - p.n_batches * p.compute_s for p, m in plain], "k--", label="closed-form model")
+    ax.plot(
+        w,
+        [m - p.n_batches * p.compute_s for p, m in plain],
+        "k--",
+        label="closed-form model",
+    )
     if published:
         pw = sorted(published)
-        ax.plot(pw, [published[k] for k in pw], "x:", color="C3", ms=8, label="Bekman's run, scaled to this batch")
+        ax.plot(
+            pw,
+            [published[k] for k in pw],
+            "x:",
+            color="C3",
+            ms=8,
+            label="Bekman's run, scaled to this batch",
+        )
     ax.set_xlabel("num_workers")
     ax.set_ylabel("epoch time minus compute (s)")
     ax.set_title(f"loader overhead per epoch, {device_name}", fontsize=9)
@@ -120,7 +163,13 @@ def sweep(points, model_epoch_s, published, device_name: str):
     ratios = [p.epoch_s / m for p, m in zip(points, model_epoch_s)]
     bx.bar(range(len(points)), ratios, color="C0")
     bx.axhline(1, color="k", lw=1)
-    bx.set_xticks(range(len(points)), [p.setting.label for p in points], rotation=40, ha="right", fontsize=8)
+    bx.set_xticks(
+        range(len(points)),
+        [p.setting.label for p in points],
+        rotation=40,
+        ha="right",
+        fontsize=8,
+    )
     for i, r in enumerate(ratios):
         bx.text(i, r, f"{r:.2f}", ha="center", va="bottom", fontsize=8)
     bx.set_ylabel("measured / model epoch time")
@@ -128,8 +177,15 @@ def sweep(points, model_epoch_s, published, device_name: str):
     return fig
 
 
-def loader_model(workers: int, item_cost_ms: float, compute_ms: float, batch_size: int = 20,
-                 n_batches: int = 10, measured=(), measured_label: str = ""):
+def loader_model(
+    workers: int,
+    item_cost_ms: float,
+    compute_ms: float,
+    batch_size: int = 20,
+    n_batches: int = 10,
+    measured=(),
+    measured_label: str = "",
+):
     """The loader model for one batch size: step time and device idle share
     against workers (steady state, and averaged over an epoch of
     ``n_batches`` with its warm-up, which is what a measured epoch gives),
@@ -137,26 +193,53 @@ def loader_model(workers: int, item_cost_ms: float, compute_ms: float, batch_siz
     load_s, compute_s = batch_size * item_cost_ms / 1e3, compute_ms / 1e3
     ws = np.arange(0, MAX_WORKERS + 1)
     step = np.array([formulas.loader_step_s(load_s, compute_s, int(k)) for k in ws])
-    epoch = np.array([formulas.loader_epoch_s(n_batches, load_s, compute_s, int(k)) for k in ws]) / n_batches
+    epoch = (
+        np.array(
+            [formulas.loader_epoch_s(n_batches, load_s, compute_s, int(k)) for k in ws]
+        )
+        / n_batches
+    )
     idle = 1 - compute_s / step
     fig, (ax, bx) = new_figure(ncols=2, size=(9.0, 3.6))
     ax.plot(ws, step * 1e3, "k-", label="model, steady state")
     ax.plot(ws, epoch * 1e3, "k--", lw=1, label=f"model, mean over {n_batches} batches")
     ax.axhline(compute_ms, color="C2", ls=":", label="compute alone")
     bx.plot(ws, idle, "k-", label="model, steady state")
-    bx.plot(ws, 1 - compute_s / epoch, "k--", lw=1, label=f"model, mean over {n_batches} batches")
+    bx.plot(
+        ws,
+        1 - compute_s / epoch,
+        "k--",
+        lw=1,
+        label=f"model, mean over {n_batches} batches",
+    )
     chosen_step = formulas.loader_step_s(load_s, compute_s, workers)
     chosen_idle = formulas.device_idle_fraction(load_s, compute_s, workers)
     ax.plot([workers], [chosen_step * 1e3], "o", color="C3", ms=9)
     bx.plot([workers], [chosen_idle], "o", color="C3", ms=9)
     if measured:
         mw = [m[0] for m in measured]
-        ax.plot(mw, [m[1] * 1e3 for m in measured], "s", color="C0", mfc="none", label=measured_label)
-        bx.plot(mw, [m[2] for m in measured], "s", color="C0", mfc="none", label=measured_label)
+        ax.plot(
+            mw,
+            [m[1] * 1e3 for m in measured],
+            "s",
+            color="C0",
+            mfc="none",
+            label=measured_label,
+        )
+        bx.plot(
+            mw,
+            [m[2] for m in measured],
+            "s",
+            color="C0",
+            mfc="none",
+            label=measured_label,
+        )
     need = formulas.workers_needed(load_s, compute_s)
     ax.set_xlabel("num_workers")
     ax.set_ylabel("step time (ms)")
-    ax.set_ylim(0, max(epoch.max(), max((m[1] for m in measured), default=0)) * 1e3 * 1.1)
+    ax.set_ylim(
+        0, max(epoch.max(), max((m[1] for m in measured), default=0)) * 1e3 * 1.1
+    )
     ax.legend(fontsize=8)
     for axis in (ax, bx):
         axis.set_xticks(range(0, MAX_WORKERS + 1, 2))
@@ -165,7 +248,10 @@ def loader_model(workers: int, item_cost_ms: float, compute_ms: float, batch_siz
     percent_axis(bx)
     bx.set_ylim(-0.02, 1)
     bx.legend(fontsize=8)
-    fig.suptitle(f"load {load_s * 1e3:,.0f} ms/batch ({batch_size} x {item_cost_ms:g} ms), compute "
-                 f"{compute_ms:g} ms: {workers} workers -> {chosen_step * 1e3:,.0f} ms/step, idle "
-                 f"{chosen_idle:.0%}; {need} keep the device busy", fontsize=9)
+    fig.suptitle(
+        f"load {load_s * 1e3:,.0f} ms/batch ({batch_size} x {item_cost_ms:g} ms), compute "
+        f"{compute_ms:g} ms: {workers} workers -> {chosen_step * 1e3:,.0f} ms/step, idle "
+        f"{chosen_idle:.0%}; {need} keep the device busy",
+        fontsize=9,
+    )
     return fig

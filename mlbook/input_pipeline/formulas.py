@@ -56,7 +56,9 @@ def device_idle_fraction(load_s: float, compute_s: float, workers: int) -> float
     return max(0.0, 1.0 - compute_s / loader_step_s(load_s, compute_s, workers))
 
 
-def loader_epoch_s(n_batches: int, load_s: float, compute_s: float, workers: int) -> float:
+def loader_epoch_s(
+    n_batches: int, load_s: float, compute_s: float, workers: int
+) -> float:
     """Seconds for ``n_batches`` steps, warm-up included.
 
     No workers: n (load_s + compute_s). With workers: the first batch arrives
@@ -73,7 +75,9 @@ def loader_epoch_s(n_batches: int, load_s: float, compute_s: float, workers: int
     return load_s + (n_batches - 1) * max(compute_s, load_s / w) + compute_s
 
 
-def loader_overhead_s(n_batches: int, load_s: float, compute_s: float, workers: int) -> float:
+def loader_overhead_s(
+    n_batches: int, load_s: float, compute_s: float, workers: int
+) -> float:
     """What the loader adds to an epoch: epoch time minus n x compute_s.
 
     This is what Bekman's ``num-workers-bench.py`` reports ("average time"):
@@ -95,8 +99,13 @@ def workers_needed(load_s: float, compute_s: float) -> int:
     return max(1, math.ceil(load_s / compute_s * (1 - 1e-9)))
 
 
-def trainer_tokens_per_s(cfg: TransformerConfig, seq_len: int, peak_flops_per_s: float,
-                         mfu: float, n_gpus: int = 1) -> float:
+def trainer_tokens_per_s(
+    cfg: TransformerConfig,
+    seq_len: int,
+    peak_flops_per_s: float,
+    mfu: float,
+    n_gpus: int = 1,
+) -> float:
     """Tokens per second a trainer consumes at a given MFU: what the loader
     must deliver, summed over ``n_gpus`` GPUs.
 
@@ -113,14 +122,14 @@ class PublishedLoaderBench:
     """A published DataLoader benchmark: its settings and what it reported."""
 
     n_items: int
-    item_cost_s: float          # a time.sleep per item: an emulated slow transform
-    item_bytes: int             # what each item returns
+    item_cost_s: float  # a time.sleep per item: an emulated slow transform
+    item_bytes: int  # what each item returns
     batch_size: int
-    compute_s: float            # a time.sleep per batch: emulated compute
-    runs: int                   # epochs averaged
+    compute_s: float  # a time.sleep per batch: emulated compute
+    runs: int  # epochs averaged
     pin_memory: bool
     persistent_workers: bool
-    overhead_s: dict            # num_workers -> epoch time minus compute, seconds
+    overhead_s: dict  # num_workers -> epoch time minus compute, seconds
     machine: str
     source: str
 
@@ -135,12 +144,18 @@ class PublishedLoaderBench:
 
 
 BEKMAN_NUM_WORKERS = PublishedLoaderBench(
-    n_items=1000, item_cost_s=0.005, item_bytes=2**20, batch_size=100, compute_s=0.2, runs=10,
-    pin_memory=True, persistent_workers=False,
+    n_items=1000,
+    item_cost_s=0.005,
+    item_bytes=2**20,
+    batch_size=100,
+    compute_s=0.2,
+    runs=10,
+    pin_memory=True,
+    persistent_workers=False,
     overhead_s={0: 5.388, 1: 3.900, 2: 1.333, 3: 0.839, 4: 0.875},
     machine="a CUDA machine (the script copies each batch to cuda:0; the README does not name the GPU)",
     source="Bekman, ML Engineering open book, training/performance/README.md and "
-           "benchmarks/dataloader/num-workers-bench.py",
+    "benchmarks/dataloader/num-workers-bench.py",
 )
 
 
@@ -148,7 +163,7 @@ BEKMAN_NUM_WORKERS = PublishedLoaderBench(
 # setup above without the per-item sleep, five workers, each batch copied to
 # the GPU; "average time" per epoch minus compute, on an A100 80GB PCIe.
 BEKMAN_PIN_MEMORY_S = {
-    (True, True): 0.459,     # (pin_memory, non_blocking): seconds
+    (True, True): 0.459,  # (pin_memory, non_blocking): seconds
     (True, False): 0.522,
     (False, True): 0.658,
     (False, False): 0.646,

@@ -26,12 +26,22 @@ from mlbook.common import validate
 
 
 def _lengths(doc_lens) -> np.ndarray:
-    if isinstance(doc_lens, (str, bytes)) or not isinstance(doc_lens, (Sequence, np.ndarray)):
-        raise ValueError(f"doc_lens must be a sequence of document lengths, got {doc_lens!r}")
+    if isinstance(doc_lens, (str, bytes)) or not isinstance(
+        doc_lens, (Sequence, np.ndarray)
+    ):
+        raise ValueError(
+            f"doc_lens must be a sequence of document lengths, got {doc_lens!r}"
+        )
     if len(doc_lens) == 0:
-        raise ValueError("doc_lens must hold at least one document length, got an empty sequence")
+        raise ValueError(
+            "doc_lens must hold at least one document length, got an empty sequence"
+        )
     for i, n in enumerate(doc_lens):
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n <= 0:
+        if (
+            isinstance(n, (bool, np.bool_))
+            or not isinstance(n, (int, np.integer))
+            or n <= 0
+        ):
             raise ValueError(f"doc_lens[{i}] must be an integer above 0, got {n!r}")
     return np.asarray(doc_lens, dtype=np.int64)
 
@@ -54,7 +64,7 @@ def padding_waste(doc_lens, seq_len: int, batch_size: int | None = None) -> floa
     """
     lens = _lengths(doc_lens)
     s = validate.positive_int("seq_len", seq_len)
-    order = []                       # chunk lengths, each document's chunks together, in order
+    order = []  # chunk lengths, each document's chunks together, in order
     for n in lens.tolist():
         order.extend([s] * (n // s))
         if n % s:
@@ -65,7 +75,10 @@ def padding_waste(doc_lens, seq_len: int, batch_size: int | None = None) -> floa
         slots = len(chunks) * s
     else:
         b = validate.positive_int("batch_size", batch_size)
-        slots = sum(len(chunks[i:i + b]) * int(chunks[i:i + b].max()) for i in range(0, len(chunks), b))
+        slots = sum(
+            len(chunks[i : i + b]) * int(chunks[i : i + b].max())
+            for i in range(0, len(chunks), b)
+        )
     return 1.0 - tokens / slots
 
 
@@ -88,15 +101,25 @@ def pack_documents(docs, seq_len: int, eos_id: int) -> np.ndarray:
     array of shape (rows, seq_len + 1).
     """
     s = validate.positive_int("seq_len", seq_len)
-    if isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)) or eos_id < 0:
+    if (
+        isinstance(eos_id, bool)
+        or not isinstance(eos_id, (int, np.integer))
+        or eos_id < 0
+    ):
         raise ValueError(f"eos_id must be an integer at or above 0, got {eos_id!r}")
     if isinstance(docs, (str, bytes)) or not isinstance(docs, (Sequence, np.ndarray)):
-        raise ValueError(f"docs must be a sequence of token-id sequences, got {type(docs).__name__}")
+        raise ValueError(
+            f"docs must be a sequence of token-id sequences, got {type(docs).__name__}"
+        )
     parts = []
     for i, d in enumerate(docs):
         arr = np.asarray(d)
-        if arr.ndim != 1 or (arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0)):
-            raise ValueError(f"docs[{i}] must be a flat sequence of token ids at or above 0, got {d!r:.60}")
+        if arr.ndim != 1 or (
+            arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0)
+        ):
+            raise ValueError(
+                f"docs[{i}] must be a flat sequence of token ids at or above 0, got {d!r:.60}"
+            )
         parts.append(arr.astype(np.int64))
         parts.append(np.array([eos_id], dtype=np.int64))
     stream = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
@@ -107,8 +130,14 @@ def pack_documents(docs, seq_len: int, eos_id: int) -> np.ndarray:
 def _row(row, eos_id) -> np.ndarray:
     arr = np.asarray(row)
     if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
-        raise ValueError(f"row must be a non-empty flat sequence of token ids, got {row!r:.60}")
-    if isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)) or eos_id < 0:
+        raise ValueError(
+            f"row must be a non-empty flat sequence of token ids, got {row!r:.60}"
+        )
+    if (
+        isinstance(eos_id, bool)
+        or not isinstance(eos_id, (int, np.integer))
+        or eos_id < 0
+    ):
         raise ValueError(f"eos_id must be an integer at or above 0, got {eos_id!r}")
     return arr
 
@@ -170,7 +199,11 @@ class StreamPacker:
             raise ValueError("texts must be a non-empty sequence of strings")
         self.encode, self.texts = encode, list(texts)
         self.seq_len = validate.positive_int("seq_len", seq_len)
-        if isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)) or eos_id < 0:
+        if (
+            isinstance(eos_id, bool)
+            or not isinstance(eos_id, (int, np.integer))
+            or eos_id < 0
+        ):
             raise ValueError(f"eos_id must be an integer at or above 0, got {eos_id!r}")
         self.eos_id = int(eos_id)
         self.next_doc = 0
@@ -183,7 +216,9 @@ class StreamPacker:
         parts = [self.buffer]
         have = len(self.buffer)
         while have < need:
-            ids = np.asarray(self.encode(self.texts[self.next_doc % len(self.texts)]), dtype=np.int64)
+            ids = np.asarray(
+                self.encode(self.texts[self.next_doc % len(self.texts)]), dtype=np.int64
+            )
             self.next_doc += 1
             self.tokens_encoded += len(ids)
             parts += [ids, np.array([self.eos_id], dtype=np.int64)]

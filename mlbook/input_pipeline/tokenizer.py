@@ -24,7 +24,7 @@ from pathlib import Path
 from mlbook.common import validate
 
 EOS = "<|endoftext|>"
-BYTE_ALPHABET = 256          # a byte-level BPE starts from one token per byte
+BYTE_ALPHABET = 256  # a byte-level BPE starts from one token per byte
 SKIP_DIRS = ("site-packages", "dist-packages", "__pycache__")
 
 
@@ -33,11 +33,11 @@ class Corpus:
     """Documents (one per source file) and where they came from."""
 
     root: str
-    paths: tuple          # relative to root, in the order taken
-    texts: tuple          # the files' text (UTF-8, undecodable bytes replaced)
-    n_bytes: int          # UTF-8 bytes of all texts
-    files_seen: int       # .py files under root (the subset is taken from these)
-    python: str           # the interpreter whose library this is
+    paths: tuple  # relative to root, in the order taken
+    texts: tuple  # the files' text (UTF-8, undecodable bytes replaced)
+    n_bytes: int  # UTF-8 bytes of all texts
+    files_seen: int  # .py files under root (the subset is taken from these)
+    python: str  # the interpreter whose library this is
 
     @property
     def n_docs(self) -> int:
@@ -57,9 +57,15 @@ def python_sources(max_bytes: int, root=None) -> Corpus:
     base = Path(sysconfig.get_paths()["stdlib"] if root is None else root)
     if not base.is_dir():
         raise ValueError(f"root must be a directory, got {str(base)!r}")
-    files = sorted((p for p in base.rglob("*.py")
-                    if p.is_file() and not any(part in SKIP_DIRS for part in p.relative_to(base).parts)),
-                   key=lambda p: p.relative_to(base).as_posix())
+    files = sorted(
+        (
+            p
+            for p in base.rglob("*.py")
+            if p.is_file()
+            and not any(part in SKIP_DIRS for part in p.relative_to(base).parts)
+        ),
+        key=lambda p: p.relative_to(base).as_posix(),
+    )
     if not files:
         raise ValueError(f"no .py files under {str(base)!r}")
     sizes = [p.stat().st_size for p in files]
@@ -76,14 +82,24 @@ def python_sources(max_bytes: int, root=None) -> Corpus:
         texts.append(text)
         total += n
     if not texts:
-        raise ValueError(f"max_bytes={max_bytes} is smaller than every file taken from {str(base)!r}")
-    return Corpus(str(base), tuple(paths), tuple(texts), total, len(files),
-                  f"{sys.implementation.name} {sys.version.split()[0]}")
+        raise ValueError(
+            f"max_bytes={max_bytes} is smaller than every file taken from {str(base)!r}"
+        )
+    return Corpus(
+        str(base),
+        tuple(paths),
+        tuple(texts),
+        total,
+        len(files),
+        f"{sys.implementation.name} {sys.version.split()[0]}",
+    )
 
 
 def _texts(texts) -> list:
     if isinstance(texts, (str, bytes)) or not hasattr(texts, "__iter__"):
-        raise ValueError(f"texts must be a sequence of strings, got {type(texts).__name__}")
+        raise ValueError(
+            f"texts must be a sequence of strings, got {type(texts).__name__}"
+        )
     texts = list(texts)
     if not texts:
         raise ValueError("texts must hold at least one string, got an empty sequence")
@@ -106,15 +122,21 @@ def train_bpe(texts, vocab_size: int, min_frequency: int = 2):
     texts = _texts(texts)
     validate.positive_int("vocab_size", vocab_size)
     if vocab_size < BYTE_ALPHABET + 1:
-        raise ValueError(f"vocab_size must be at least {BYTE_ALPHABET + 1} (256 bytes and {EOS}), "
-                         f"got {vocab_size!r}")
+        raise ValueError(
+            f"vocab_size must be at least {BYTE_ALPHABET + 1} (256 bytes and {EOS}), "
+            f"got {vocab_size!r}"
+        )
     validate.positive_int("min_frequency", min_frequency)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                  special_tokens=[EOS], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[EOS],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
     return tok
 
@@ -124,7 +146,9 @@ def tokenizer_sha256(tok) -> str:
     every text to the same ids. Shards record it so that data tokenised with
     one tokenizer is never read with another."""
     if not hasattr(tok, "to_str"):
-        raise ValueError(f"tok must be a tokenizers.Tokenizer, got {type(tok).__name__}")
+        raise ValueError(
+            f"tok must be a tokenizers.Tokenizer, got {type(tok).__name__}"
+        )
     return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 

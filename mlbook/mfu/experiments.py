@@ -11,8 +11,8 @@ from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch import device as devices
 from mlbook.common_torch import mamf
 from mlbook.common_torch import timing as measure
-from mlbook.common_torch.mamf import MatmulCeiling
 from mlbook.common_torch.gpt import GPT, random_batch, train_step
+from mlbook.common_torch.mamf import MatmulCeiling
 from mlbook.mfu import flops
 from mlbook.mfu import formulas as mfu
 
@@ -20,9 +20,9 @@ from mlbook.mfu import formulas as mfu
 @dataclass(frozen=True)
 class CountRow:
     attn_impl: str
-    mode: str          # "forward" or "train"
-    formula: int       # FLOPs from flops_per_token x tokens
-    counted: int       # FLOPs that FlopCounterMode saw
+    mode: str  # "forward" or "train"
+    formula: int  # FLOPs from flops_per_token x tokens
+    counted: int  # FLOPs that FlopCounterMode saw
     per_op: dict
 
     @property
@@ -30,7 +30,9 @@ class CountRow:
         return self.counted / self.formula
 
 
-def count_vs_formula(cfg: TransformerConfig, seq_len: int, batch: int, device: str = "cpu") -> list[CountRow]:
+def count_vs_formula(
+    cfg: TransformerConfig, seq_len: int, batch: int, device: str = "cpu"
+) -> list[CountRow]:
     """FlopCounterMode against equation 6N + 12Lhs, for written-out and fused attention."""
     tokens = batch * seq_len
     rows = []
@@ -50,8 +52,13 @@ def gemm_shapes(cfg: TransformerConfig, batch: int, seq_len: int) -> tuple:
     the weight gradient (out x tokens -> in) of each projection, MLP matrix
     and the LM head."""
     t = batch * seq_len
-    weights = [(cfg.d_model, cfg.d_model), (cfg.kv_dim, cfg.d_model), (cfg.d_ff, cfg.d_model),
-               (cfg.d_model, cfg.d_ff), (cfg.vocab_size, cfg.d_model)]
+    weights = [
+        (cfg.d_model, cfg.d_model),
+        (cfg.kv_dim, cfg.d_model),
+        (cfg.d_ff, cfg.d_model),
+        (cfg.d_model, cfg.d_ff),
+        (cfg.vocab_size, cfg.d_model),
+    ]
     shapes = []
     for out, inp in weights:
         shapes += [(t, out, inp), (t, inp, out), (out, inp, t)]
@@ -60,23 +67,36 @@ def gemm_shapes(cfg: TransformerConfig, batch: int, seq_len: int) -> tuple:
 
 @dataclass(frozen=True)
 class MfuMeasurement:
-    device: str                # what produced the numbers, e.g. "CPU: ..., 2 threads"
+    device: str  # what produced the numbers, e.g. "CPU: ..., 2 threads"
     dtype: str
-    peak_flops_per_s: float    # nominal, from the datasheet table or the CPU's vector units
+    peak_flops_per_s: (
+        float  # nominal, from the datasheet table or the CPU's vector units
+    )
     peak_how: str
     square_flops_per_s: float  # one n^3 matmul measured in the same run (not a ceiling)
-    ceiling: MatmulCeiling     # MAMF: the best of a sweep of shapes, the model's own among them
-    step_s: float              # median wall time of one training step
+    ceiling: (
+        MatmulCeiling  # MAMF: the best of a sweep of shapes, the model's own among them
+    )
+    step_s: float  # median wall time of one training step
     tokens_per_s: float
     mfu_nominal: float
-    step_vs_square: float      # achieved / the square matmul; may pass 1
-    step_vs_ceiling: float     # achieved / MAMF ceiling
-    sweeps: int                # how many sweeps it took for the ceiling to hold
+    step_vs_square: float  # achieved / the square matmul; may pass 1
+    step_vs_ceiling: float  # achieved / MAMF ceiling
+    sweeps: int  # how many sweeps it took for the ceiling to hold
 
 
-def measure_mfu(cfg: TransformerConfig, seq_len: int, batch: int, steps: int, device: str,
-                gemm_n: int, min_run_time_s: float = 0.5, ceiling_budget_s: float = 5.0,
-                rounds: int = 3, log=None) -> MfuMeasurement:
+def measure_mfu(
+    cfg: TransformerConfig,
+    seq_len: int,
+    batch: int,
+    steps: int,
+    device: str,
+    gemm_n: int,
+    min_run_time_s: float = 0.5,
+    ceiling_budget_s: float = 5.0,
+    rounds: int = 3,
+    log=None,
+) -> MfuMeasurement:
     """Time the small GPT's training step and compute its MFU against the
     nominal peak, against one square matmul, and against the maximum
     achievable matmul FLOP/s (MAMF) found by sweeping shapes, the step's own
@@ -96,7 +116,9 @@ def measure_mfu(cfg: TransformerConfig, seq_len: int, batch: int, steps: int, de
     on_gpu = device == "cuda"
     dtype = "bf16" if on_gpu else "fp32"
     log(f"measuring a {gemm_n}^3 {dtype} matmul on {device} ...")
-    square = devices.measure_matmul_flops_per_s(dtype, n=gemm_n, device=device, min_run_time_s=min_run_time_s)
+    square = devices.measure_matmul_flops_per_s(
+        dtype, n=gemm_n, device=device, min_run_time_s=min_run_time_s
+    )
     peak, how = devices.nominal_peak_flops_per_s(device, dtype)
 
     model = GPT(cfg, max_seq_len=seq_len).to(device)
@@ -113,14 +135,28 @@ def measure_mfu(cfg: TransformerConfig, seq_len: int, batch: int, steps: int, de
     ceiling, sweeps, max_dim = None, 0, None
     while True:
         sweeps += 1
-        log(f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's own {len(include)} first) ...")
-        found = mamf.find_ceiling(dtype, device, budget_s=ceiling_budget_s, include=include, max_dim=max_dim,
-                                  min_run_time_s=min(min_run_time_s, 0.05))
+        log(
+            f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's own {len(include)} first) ..."
+        )
+        found = mamf.find_ceiling(
+            dtype,
+            device,
+            budget_s=ceiling_budget_s,
+            include=include,
+            max_dim=max_dim,
+            min_run_time_s=min(min_run_time_s, 0.05),
+        )
         ceiling = found if ceiling is None else mamf.merge(ceiling, found)
         for r in range(rounds):
-            log(f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x s={seq_len}, then the best shapes again ...")
-            times += measure.time_steps(step, steps=steps, warmup=1 if not times else 0, device=device)
-            ceiling = mamf.refine(ceiling, top=3, min_run_time_s=min(min_run_time_s, 0.05))
+            log(
+                f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x s={seq_len}, then the best shapes again ..."
+            )
+            times += measure.time_steps(
+                step, steps=steps, warmup=1 if not times else 0, device=device
+            )
+            ceiling = mamf.refine(
+                ceiling, top=3, min_run_time_s=min(min_run_time_s, 0.05)
+            )
         step_s = measure.median_s(times)
         achieved = batch * seq_len / step_s * per_token
         if achieved < ceiling.flops_per_s or sweeps == 3:
@@ -129,9 +165,17 @@ def measure_mfu(cfg: TransformerConfig, seq_len: int, batch: int, steps: int, de
         max_dim = 2 * (max(ceiling.shape) if max_dim is None else max_dim)
     tokens_per_s = batch * seq_len / step_s
     return MfuMeasurement(
-        device=devices.device_description(device), dtype=dtype, peak_flops_per_s=peak, peak_how=how,
-        square_flops_per_s=square, ceiling=ceiling, step_s=step_s, tokens_per_s=tokens_per_s,
+        device=devices.device_description(device),
+        dtype=dtype,
+        peak_flops_per_s=peak,
+        peak_how=how,
+        square_flops_per_s=square,
+        ceiling=ceiling,
+        step_s=step_s,
+        tokens_per_s=tokens_per_s,
         mfu_nominal=mfu.mfu(tokens_per_s, cfg, seq_len, peak),
         # Not mfu(): these are measurements, not peaks; the page asserts the ceiling held.
-        step_vs_square=achieved / square, step_vs_ceiling=achieved / ceiling.flops_per_s, sweeps=sweeps,
+        step_vs_square=achieved / square,
+        step_vs_ceiling=achieved / ceiling.flops_per_s,
+        sweeps=sweeps,
     )

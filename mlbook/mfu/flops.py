@@ -62,8 +62,9 @@ def attention_flops_per_token(cfg: TransformerConfig, seq_len: int) -> int:
     return 4 * cfg.n_layers * cfg.d_model * seq_len
 
 
-def flops_per_token(cfg: TransformerConfig, seq_len: int, mode: str = "train",
-                    recompute: bool = False) -> int:
+def flops_per_token(
+    cfg: TransformerConfig, seq_len: int, mode: str = "train", recompute: bool = False
+) -> int:
     """FLOPs per token of a forward pass or of a whole training step.
 
     forward:  2 N_matmul + 4 L h s
@@ -92,4 +93,6 @@ def six_nd(n_params: float, tokens: float) -> float:
 
 def attention_share(cfg: TransformerConfig, seq_len: int) -> float:
     """The fraction of training FLOPs that the attention term 12 L h s is."""
-    return attention_flops_per_token(cfg, seq_len) / flops_per_token(cfg, seq_len, "forward")
+    return attention_flops_per_token(cfg, seq_len) / flops_per_token(
+        cfg, seq_len, "forward"
+    )

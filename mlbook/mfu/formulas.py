@@ -20,7 +20,6 @@ from mlbook.common.transformer import TransformerConfig
 from mlbook.common.units import DAY_S
 from mlbook.mfu.flops import flops_per_token, six_nd
 
-
 # Rounding of a product of floats: a throughput computed as exactly 100 % of the
 # peak may come back as 1.0000000000000002. Far below any real measurement's error.
 ROUNDING = 1e-9
@@ -36,7 +35,9 @@ def _check_inputs(tokens_per_s, peak_flops_per_s, n_gpus):
     validate.positive_int("n_gpus", n_gpus)
 
 
-def _utilisation(what: str, achieved_flops_per_s: float, peak_flops_per_s: float, n_gpus: int) -> float:
+def _utilisation(
+    what: str, achieved_flops_per_s: float, peak_flops_per_s: float, n_gpus: int
+) -> float:
     u = achieved_flops_per_s / (n_gpus * peak_flops_per_s)
     if u > 1 + ROUNDING:
         raise ImpossibleUtilisation(
@@ -46,16 +47,27 @@ def _utilisation(what: str, achieved_flops_per_s: float, peak_flops_per_s: float
     return u
 
 
-def mfu(tokens_per_s: float, cfg: TransformerConfig, seq_len: int,
-        peak_flops_per_s: float, n_gpus: int = 1) -> float:
+def mfu(
+    tokens_per_s: float,
+    cfg: TransformerConfig,
+    seq_len: int,
+    peak_flops_per_s: float,
+    n_gpus: int = 1,
+) -> float:
     """MFU with the attention term: the model's FLOPs, not the hardware's."""
     _check_inputs(tokens_per_s, peak_flops_per_s, n_gpus)
     flops = tokens_per_s * flops_per_token(cfg, seq_len, "train")
     return _utilisation("MFU", flops, peak_flops_per_s, n_gpus)
 
 
-def hfu(tokens_per_s: float, cfg: TransformerConfig, seq_len: int,
-        peak_flops_per_s: float, n_gpus: int = 1, recompute: bool = True) -> float:
+def hfu(
+    tokens_per_s: float,
+    cfg: TransformerConfig,
+    seq_len: int,
+    peak_flops_per_s: float,
+    n_gpus: int = 1,
+    recompute: bool = True,
+) -> float:
     """HFU: the FLOPs the hardware executed, a second forward included when
     activations are recomputed. With full recompute HFU = 4/3 MFU."""
     _check_inputs(tokens_per_s, peak_flops_per_s, n_gpus)
@@ -64,16 +76,18 @@ def hfu(tokens_per_s: float, cfg: TransformerConfig, seq_len: int,
     return _utilisation("HFU", flops, peak_flops_per_s, n_gpus)
 
 
-def mfu_from_six_nd(n_params: float, tokens_per_s: float, peak_flops_per_s: float,
-                    n_gpus: int = 1) -> float:
+def mfu_from_six_nd(
+    n_params: float, tokens_per_s: float, peak_flops_per_s: float, n_gpus: int = 1
+) -> float:
     """MFU with 6 N FLOPs per token: no attention term, no config needed."""
     _check_inputs(tokens_per_s, peak_flops_per_s, n_gpus)
     validate.positive("n_params", n_params)
     return _utilisation("MFU", 6 * n_params * tokens_per_s, peak_flops_per_s, n_gpus)
 
 
-def max_tokens_per_s(cfg: TransformerConfig, seq_len: int, peak_flops_per_s: float,
-                     n_gpus: int = 1) -> float:
+def max_tokens_per_s(
+    cfg: TransformerConfig, seq_len: int, peak_flops_per_s: float, n_gpus: int = 1
+) -> float:
     """The job throughput at 100 % MFU: G x peak / (6 N + 12 L h s).
 
     No run reaches it; it is where a tokens/s slider must end."""
@@ -82,8 +96,14 @@ def max_tokens_per_s(cfg: TransformerConfig, seq_len: int, peak_flops_per_s: flo
     return n_gpus * peak_flops_per_s / flops_per_token(cfg, seq_len, "train")
 
 
-def training_days(n_params: float, tokens: float, peak_flops_per_s: float,
-                  n_gpus: int, mfu: float, attention_flops_per_token: float = 0.0) -> float:
+def training_days(
+    n_params: float,
+    tokens: float,
+    peak_flops_per_s: float,
+    n_gpus: int,
+    mfu: float,
+    attention_flops_per_token: float = 0.0,
+) -> float:
     """T_days = (6 N + A) D / (G x peak x MFU x 86 400).
 
     With the default A = 0 this is the planning formula 6 N D, and ``mfu``
@@ -95,21 +115,33 @@ def training_days(n_params: float, tokens: float, peak_flops_per_s: float,
     validate.positive_int("n_gpus", n_gpus)
     validate.non_negative("attention_flops_per_token", attention_flops_per_token)
     if isinstance(mfu, (int, float)) and not isinstance(mfu, bool) and mfu > 1:
-        raise ImpossibleUtilisation(f"mfu={mfu!r} is above 1: no job runs faster than its peak")
+        raise ImpossibleUtilisation(
+            f"mfu={mfu!r} is above 1: no job runs faster than its peak"
+        )
     validate.fraction("mfu", mfu)
     total_flops = six_nd(n_params, tokens) + attention_flops_per_token * tokens
     return total_flops / (n_gpus * peak_flops_per_s * mfu * DAY_S)
 
 
-def nanogpt_estimate_mfu(n_params: float, n_layers: int, n_heads: int, head_dim: int,
-                         seq_len: int, tokens_per_s: float,
-                         peak_flops_per_s: float = 312e12) -> float:
+def nanogpt_estimate_mfu(
+    n_params: float,
+    n_layers: int,
+    n_heads: int,
+    head_dim: int,
+    seq_len: int,
+    tokens_per_s: float,
+    peak_flops_per_s: float = 312e12,
+) -> float:
     """nanoGPT's estimate_mfu convention: 6 N + 12 L H Q T per token, where N
     excludes position embeddings, H Q = h and T = s; per-GPU, A100 bf16 peak.
     Written here to show that it is the same formula as ``mfu``."""
     validate.positive("n_params", n_params)
-    for name, value in (("n_layers", n_layers), ("n_heads", n_heads), ("head_dim", head_dim),
-                        ("seq_len", seq_len)):
+    for name, value in (
+        ("n_layers", n_layers),
+        ("n_heads", n_heads),
+        ("head_dim", head_dim),
+        ("seq_len", seq_len),
+    ):
         validate.positive_int(name, value)
     _check_inputs(tokens_per_s, peak_flops_per_s, 1)
     flops_per_tok = 6 * n_params + 12 * n_layers * n_heads * head_dim * seq_len
@@ -128,10 +160,28 @@ class PublishedRun:
 
 PUBLISHED_MFU = (
     PublishedRun("GPT-3 175B", "V100", None, 0.213, "PaLM, arXiv:2204.02311, Table 3"),
-    PublishedRun("Gopher 280B", "TPU v3", 4096, 0.325, "PaLM, arXiv:2204.02311, Table 3"),
+    PublishedRun(
+        "Gopher 280B", "TPU v3", 4096, 0.325, "PaLM, arXiv:2204.02311, Table 3"
+    ),
     PublishedRun("MT-NLG 530B", "A100", 2240, 0.302, "PaLM, arXiv:2204.02311, Table 3"),
-    PublishedRun("PaLM 540B", "TPU v4", 6144, 0.462, "PaLM, arXiv:2204.02311, Table 3", hfu=0.578),
-    PublishedRun("Llama 3 405B, s=8192", "H100", 8192, 0.43, "Llama 3, arXiv:2407.21783, Table 4"),
-    PublishedRun("Llama 3 405B, s=8192", "H100", 16_384, 0.41, "Llama 3, arXiv:2407.21783, Table 4"),
-    PublishedRun("Llama 3 405B, s=131072", "H100", 16_384, 0.38, "Llama 3, arXiv:2407.21783, Table 4"),
+    PublishedRun(
+        "PaLM 540B", "TPU v4", 6144, 0.462, "PaLM, arXiv:2204.02311, Table 3", hfu=0.578
+    ),
+    PublishedRun(
+        "Llama 3 405B, s=8192", "H100", 8192, 0.43, "Llama 3, arXiv:2407.21783, Table 4"
+    ),
+    PublishedRun(
+        "Llama 3 405B, s=8192",
+        "H100",
+        16_384,
+        0.41,
+        "Llama 3, arXiv:2407.21783, Table 4",
+    ),
+    PublishedRun(
+        "Llama 3 405B, s=131072",
+        "H100",
+        16_384,
+        0.38,
+        "Llama 3, arXiv:2407.21783, Table 4",
+    ),
 )

@@ -15,16 +15,38 @@ from dataclasses import fields
 from mlbook.common.accelerators import ACCELERATORS, ALIASES
 from mlbook.common.transformer import PRESETS
 from mlbook.common.units import GB, GIB, HOUR_S, MINUTE_S, TB, TERA
-from mlbook.plan.planner import (DEFAULT_RESTART_S, DEFAULT_STORAGE_BYTES_PER_S, RECOMPUTE, RunSpec,
-                                 ZERO_STAGES, as_dict, llama3_failures_per_gpu_hour, plan)
+from mlbook.plan.planner import (
+    DEFAULT_RESTART_S,
+    DEFAULT_STORAGE_BYTES_PER_S,
+    RECOMPUTE,
+    ZERO_STAGES,
+    RunSpec,
+    as_dict,
+    llama3_failures_per_gpu_hour,
+    plan,
+)
 
 # RunSpec field -> the flag a user typed (to name it in an error)
-FLAG = {"model": "--model", "tokens": "--tokens", "gpu": "--gpu", "n_gpus": "--gpus", "mfu": "--mfu",
-        "seq_len": "--seq-len", "tp": "--tp", "pp": "--pp", "dp": "--dp", "zero_stage": "--zero",
-        "micro_batch": "--micro-batch", "grad_accum": "--grad-accum", "global_batch": "--global-batch",
-        "recompute": "--recompute", "failures_per_gpu_hour": "--failures-per-gpu-hour",
-        "storage_bytes_per_s": "--storage-gb-per-s", "restart_s": "--restart-min",
-        "interval_s": "--interval-min"}
+FLAG = {
+    "model": "--model",
+    "tokens": "--tokens",
+    "gpu": "--gpu",
+    "n_gpus": "--gpus",
+    "mfu": "--mfu",
+    "seq_len": "--seq-len",
+    "tp": "--tp",
+    "pp": "--pp",
+    "dp": "--dp",
+    "zero_stage": "--zero",
+    "micro_batch": "--micro-batch",
+    "grad_accum": "--grad-accum",
+    "global_batch": "--global-batch",
+    "recompute": "--recompute",
+    "failures_per_gpu_hour": "--failures-per-gpu-hour",
+    "storage_bytes_per_s": "--storage-gb-per-s",
+    "restart_s": "--restart-min",
+    "interval_s": "--interval-min",
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -33,48 +55,121 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = OneLineParser(prog="python -m mlbook plan",
-                       description="The budget of a training run: compute, days, memory per GPU, "
-                                   "checkpoints, failures and goodput.")
+    ap = OneLineParser(
+        prog="python -m mlbook plan",
+        description="The budget of a training run: compute, days, memory per GPU, "
+        "checkpoints, failures and goodput.",
+    )
     ap.add_argument("--model", required=True, help="preset name: " + ", ".join(PRESETS))
-    ap.add_argument("--tokens", type=float, required=True, help="training tokens D (e.g. 15e12)")
-    ap.add_argument("--gpu", required=True,
-                    help="accelerator: " + ", ".join(list(ACCELERATORS) + list(ALIASES)))
+    ap.add_argument(
+        "--tokens", type=float, required=True, help="training tokens D (e.g. 15e12)"
+    )
+    ap.add_argument(
+        "--gpu",
+        required=True,
+        help="accelerator: " + ", ".join(list(ACCELERATORS) + list(ALIASES)),
+    )
     ap.add_argument("--gpus", type=int, required=True, help="number of GPUs G")
-    ap.add_argument("--mfu", type=float, default=0.40, help="MFU to plan with, 0-1 (default 0.40)")
-    ap.add_argument("--seq-len", type=int, default=8192, help="sequence length s, tokens (default 8192)")
-    ap.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
-    ap.add_argument("--pp", type=int, default=1, help="pipeline-parallel size (default 1)")
-    ap.add_argument("--dp", type=int, default=None, help="data-parallel size (default gpus / (tp x pp))")
-    ap.add_argument("--zero", type=int, default=1, help=f"ZeRO stage {ZERO_STAGES} (default 1)")
-    ap.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per micro-step (default 1)")
-    ap.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (default 1)")
-    ap.add_argument("--global-batch", type=int, default=None,
-                    help="global batch in sequences; checked against micro-batch x grad-accum x dp")
-    ap.add_argument("--recompute", default="selective", help=f"activation recompute {RECOMPUTE} "
-                    "(default selective)")
-    ap.add_argument("--failures-per-gpu-hour", type=float, default=llama3_failures_per_gpu_hour(),
-                    help="failure rate per GPU-hour (default %(default).3g: Llama 3 405B's 419 "
-                         "unexpected interruptions in 54 days on 16,384 GPUs)")
-    ap.add_argument("--storage-gb-per-s", type=float, default=DEFAULT_STORAGE_BYTES_PER_S / GB,
-                    help="aggregate checkpoint write bandwidth, GB/s (default %(default)g, an assumption)")
-    ap.add_argument("--restart-min", type=float, default=DEFAULT_RESTART_S / MINUTE_S,
-                    help="minutes to detect a failure, reschedule and reload (default %(default)g, "
-                         "an assumption)")
-    ap.add_argument("--interval-min", type=float, default=None,
-                    help="checkpoint interval, minutes (default: Young's optimum)")
-    ap.add_argument("--json", action="store_true", help="print the plan as JSON with stable keys")
+    ap.add_argument(
+        "--mfu", type=float, default=0.40, help="MFU to plan with, 0-1 (default 0.40)"
+    )
+    ap.add_argument(
+        "--seq-len",
+        type=int,
+        default=8192,
+        help="sequence length s, tokens (default 8192)",
+    )
+    ap.add_argument(
+        "--tp", type=int, default=1, help="tensor-parallel size (default 1)"
+    )
+    ap.add_argument(
+        "--pp", type=int, default=1, help="pipeline-parallel size (default 1)"
+    )
+    ap.add_argument(
+        "--dp",
+        type=int,
+        default=None,
+        help="data-parallel size (default gpus / (tp x pp))",
+    )
+    ap.add_argument(
+        "--zero", type=int, default=1, help=f"ZeRO stage {ZERO_STAGES} (default 1)"
+    )
+    ap.add_argument(
+        "--micro-batch",
+        type=int,
+        default=1,
+        help="sequences per GPU per micro-step (default 1)",
+    )
+    ap.add_argument(
+        "--grad-accum",
+        type=int,
+        default=1,
+        help="micro-steps per optimizer step (default 1)",
+    )
+    ap.add_argument(
+        "--global-batch",
+        type=int,
+        default=None,
+        help="global batch in sequences; checked against micro-batch x grad-accum x dp",
+    )
+    ap.add_argument(
+        "--recompute",
+        default="selective",
+        help=f"activation recompute {RECOMPUTE} (default selective)",
+    )
+    ap.add_argument(
+        "--failures-per-gpu-hour",
+        type=float,
+        default=llama3_failures_per_gpu_hour(),
+        help="failure rate per GPU-hour (default %(default).3g: Llama 3 405B's 419 "
+        "unexpected interruptions in 54 days on 16,384 GPUs)",
+    )
+    ap.add_argument(
+        "--storage-gb-per-s",
+        type=float,
+        default=DEFAULT_STORAGE_BYTES_PER_S / GB,
+        help="aggregate checkpoint write bandwidth, GB/s (default %(default)g, an assumption)",
+    )
+    ap.add_argument(
+        "--restart-min",
+        type=float,
+        default=DEFAULT_RESTART_S / MINUTE_S,
+        help="minutes to detect a failure, reschedule and reload (default %(default)g, "
+        "an assumption)",
+    )
+    ap.add_argument(
+        "--interval-min",
+        type=float,
+        default=None,
+        help="checkpoint interval, minutes (default: Young's optimum)",
+    )
+    ap.add_argument(
+        "--json", action="store_true", help="print the plan as JSON with stable keys"
+    )
     return ap
 
 
 def spec_from_args(args) -> RunSpec:
     return RunSpec(
-        model=args.model, tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus, mfu=args.mfu,
-        seq_len=args.seq_len, tp=args.tp, pp=args.pp, dp=args.dp, zero_stage=args.zero,
-        micro_batch=args.micro_batch, grad_accum=args.grad_accum, global_batch=args.global_batch,
-        recompute=args.recompute, failures_per_gpu_hour=args.failures_per_gpu_hour,
-        storage_bytes_per_s=args.storage_gb_per_s * GB, restart_s=args.restart_min * MINUTE_S,
-        interval_s=None if args.interval_min is None else args.interval_min * MINUTE_S)
+        model=args.model,
+        tokens=args.tokens,
+        gpu=args.gpu,
+        n_gpus=args.gpus,
+        mfu=args.mfu,
+        seq_len=args.seq_len,
+        tp=args.tp,
+        pp=args.pp,
+        dp=args.dp,
+        zero_stage=args.zero,
+        micro_batch=args.micro_batch,
+        grad_accum=args.grad_accum,
+        global_batch=args.global_batch,
+        recompute=args.recompute,
+        failures_per_gpu_hour=args.failures_per_gpu_hour,
+        storage_bytes_per_s=args.storage_gb_per_s * GB,
+        restart_s=args.restart_min * MINUTE_S,
+        interval_s=None if args.interval_min is None else args.interval_min * MINUTE_S,
+    )
 
 
 def _flag_for(message: str) -> str:
@@ -83,7 +178,7 @@ def _flag_for(message: str) -> str:
     for name in names:
         if message.startswith(name) or message.startswith(f"{name}="):
             return FLAG[name]
-    for name in names:   # e.g. "tp x pp = ... must divide n_gpus": the first field named
+    for name in names:  # e.g. "tp x pp = ... must divide n_gpus": the first field named
         if name in message:
             return FLAG[name]
     return "arguments"
@@ -91,28 +186,46 @@ def _flag_for(message: str) -> str:
 
 def budget_lines(d: dict) -> list[str]:
     """The plan as aligned lines with units."""
-    gib = lambda b: f"{b / GIB:,.1f} GiB"   # noqa: E731
+    gib = lambda b: f"{b / GIB:,.1f} GiB"  # noqa: E731
     mb = d["memory_breakdown_bytes"]
     lost = d["lost_days"]
     rows = [
-        ("run", f"{d['model']}, {d['tokens'] / TERA:g}T tokens, s={d['seq_len']:,}, "
-                f"{d['n_gpus']:,} x {d['gpu']} (dp {d['dp']} x tp {d['tp']} x pp {d['pp']})"),
+        (
+            "run",
+            f"{d['model']}, {d['tokens'] / TERA:g}T tokens, s={d['seq_len']:,}, "
+            f"{d['n_gpus']:,} x {d['gpu']} (dp {d['dp']} x tp {d['tp']} x pp {d['pp']})",
+        ),
         ("compute (6ND)", f"{d['compute_flops_6nd']:.3e} FLOPs"),
         ("compute (6N+12Lhs)", f"{d['compute_flops']:.3e} FLOPs  <- MFU convention"),
-        ("ideal days", f"{d['ideal_days']:,.1f} days at {d['mfu']:.0%} MFU "
-                       f"({d['ideal_days_6nd']:,.1f} with 6ND)"),
-        ("memory per GPU", f"{gib(d['memory_per_gpu_bytes'])} of {gib(d['hbm_bytes'])} HBM: "
-                           + ("fits" if d["fits"] else f"does not fit, by {gib(d['short_bytes'])}")),
+        (
+            "ideal days",
+            f"{d['ideal_days']:,.1f} days at {d['mfu']:.0%} MFU "
+            f"({d['ideal_days_6nd']:,.1f} with 6ND)",
+        ),
+        (
+            "memory per GPU",
+            f"{gib(d['memory_per_gpu_bytes'])} of {gib(d['hbm_bytes'])} HBM: "
+            + ("fits" if d["fits"] else f"does not fit, by {gib(d['short_bytes'])}"),
+        ),
         ("  weights / grads", f"{gib(mb['weights'])} / {gib(mb['gradients'])}"),
         ("  optimizer", f"{gib(mb['optimizer'])} (ZeRO-{d['zero_stage']})"),
         ("  activations", f"{gib(mb['activations'])} (recompute: {d['recompute']})"),
-        ("checkpoint", f"{d['checkpoint_bytes'] / TB:,.2f} TB, written in {d['checkpoint_write_s']:,.1f} s"),
+        (
+            "checkpoint",
+            f"{d['checkpoint_bytes'] / TB:,.2f} TB, written in {d['checkpoint_write_s']:,.1f} s",
+        ),
         ("job MTBF", f"{d['job_mtbf_s'] / HOUR_S:,.2f} h"),
-        ("checkpoint every", f"{d['checkpoint_interval_s'] / MINUTE_S:,.1f} min (Young "
-                             f"{d['young_interval_s'] / MINUTE_S:,.1f}, Daly {d['daly_interval_s'] / MINUTE_S:,.1f})"),
+        (
+            "checkpoint every",
+            f"{d['checkpoint_interval_s'] / MINUTE_S:,.1f} min (Young "
+            f"{d['young_interval_s'] / MINUTE_S:,.1f}, Daly {d['daly_interval_s'] / MINUTE_S:,.1f})",
+        ),
         ("expected failures", f"{d['expected_failures']:,.0f}"),
-        ("lost to", f"checkpoints {lost['checkpoints']:,.2f} d, rework {lost['rework']:,.2f} d, "
-                    f"restarts {lost['restarts']:,.2f} d"),
+        (
+            "lost to",
+            f"checkpoints {lost['checkpoints']:,.2f} d, rework {lost['rework']:,.2f} d, "
+            f"restarts {lost['restarts']:,.2f} d",
+        ),
         ("goodput", f"{d['goodput']:.1%} (Daly exact: {d['goodput_daly']:.1%})"),
         ("expected days", f"{d['expected_days']:,.1f} days"),
     ]

@@ -30,7 +30,6 @@ No torch here: everything is numbers.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from mlbook.cadence import formulas as cadence
@@ -43,7 +42,7 @@ from mlbook.mfu import flops
 from mlbook.recompute.formulas import STRATEGIES, checkpoint_plans
 from mlbook.scaling.formulas import zero_state
 
-RECOMPUTE = STRATEGIES            # none, selective, sqrt, full
+RECOMPUTE = STRATEGIES  # none, selective, sqrt, full
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -57,7 +56,9 @@ def llama3_failures_per_gpu_hour() -> float:
 # What a run plans with when the user does not say. Each is an assumption a
 # reader should replace with their own numbers.
 DEFAULT_STORAGE_BYTES_PER_S = cadence.ASSUMED_STORAGE_BYTES_PER_S
-DEFAULT_RESTART_S = 10 * MINUTE_S       # detect, reschedule, reload: an assumption, not a measurement
+DEFAULT_RESTART_S = (
+    10 * MINUTE_S
+)  # detect, reschedule, reload: an assumption, not a measurement
 
 
 @dataclass(frozen=True)
@@ -87,15 +88,19 @@ class RunSpec:
     failures_per_gpu_hour: float = field(default_factory=llama3_failures_per_gpu_hour)
     storage_bytes_per_s: float = DEFAULT_STORAGE_BYTES_PER_S
     restart_s: float = DEFAULT_RESTART_S
-    interval_s: float | None = None      # checkpoint interval; None: Young's optimum
+    interval_s: float | None = None  # checkpoint interval; None: Young's optimum
 
     def __post_init__(self):
         if isinstance(self.model, str):
             if self.model not in PRESETS:
-                raise ValueError(f"model={self.model!r} is not a preset; the presets are "
-                                 + ", ".join(PRESETS))
+                raise ValueError(
+                    f"model={self.model!r} is not a preset; the presets are "
+                    + ", ".join(PRESETS)
+                )
         elif not isinstance(self.model, TransformerConfig):
-            raise ValueError(f"model must be a preset name or a TransformerConfig, got {self.model!r}")
+            raise ValueError(
+                f"model must be a preset name or a TransformerConfig, got {self.model!r}"
+            )
         validate.positive("tokens", self.tokens)
         accelerator(self.gpu)
         validate.positive_int("n_gpus", self.n_gpus)
@@ -105,20 +110,28 @@ class RunSpec:
         validate.positive_int("pp", self.pp)
         if self.dp is None:
             if self.n_gpus % (self.tp * self.pp):
-                raise ValueError(f"tp x pp = {self.tp * self.pp} must divide n_gpus={self.n_gpus} "
-                                 "(data-parallel size dp = n_gpus / (tp x pp) must be a whole number)")
+                raise ValueError(
+                    f"tp x pp = {self.tp * self.pp} must divide n_gpus={self.n_gpus} "
+                    "(data-parallel size dp = n_gpus / (tp x pp) must be a whole number)"
+                )
             object.__setattr__(self, "dp", self.n_gpus // (self.tp * self.pp))
         validate.positive_int("dp", self.dp)
         if self.dp * self.tp * self.pp != self.n_gpus:
-            raise ValueError(f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
-                             f"{self.dp * self.tp * self.pp} must equal n_gpus={self.n_gpus}")
+            raise ValueError(
+                f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
+                f"{self.dp * self.tp * self.pp} must equal n_gpus={self.n_gpus}"
+            )
         cfg = self.config
         if cfg.n_heads % self.tp:
-            raise ValueError(f"tp={self.tp} must divide the model's n_heads={cfg.n_heads} "
-                             "(tensor parallelism splits attention by heads)")
+            raise ValueError(
+                f"tp={self.tp} must divide the model's n_heads={cfg.n_heads} "
+                "(tensor parallelism splits attention by heads)"
+            )
         if self.pp > cfg.n_layers:
-            raise ValueError(f"pp={self.pp} must not exceed the model's n_layers={cfg.n_layers} "
-                             "(each pipeline stage holds at least one layer)")
+            raise ValueError(
+                f"pp={self.pp} must not exceed the model's n_layers={cfg.n_layers} "
+                "(each pipeline stage holds at least one layer)"
+            )
         validate.one_of("zero_stage", self.zero_stage, ZERO_STAGES)
         validate.positive_int("micro_batch", self.micro_batch)
         validate.positive_int("grad_accum", self.grad_accum)
@@ -126,9 +139,11 @@ class RunSpec:
             validate.positive_int("global_batch", self.global_batch)
             filled = self.micro_batch * self.grad_accum * self.dp
             if filled != self.global_batch:
-                raise ValueError(f"micro_batch x grad_accum x dp = {self.micro_batch} x {self.grad_accum}"
-                                 f" x {self.dp} = {filled} sequences must fill global_batch="
-                                 f"{self.global_batch} exactly")
+                raise ValueError(
+                    f"micro_batch x grad_accum x dp = {self.micro_batch} x {self.grad_accum}"
+                    f" x {self.dp} = {filled} sequences must fill global_batch="
+                    f"{self.global_batch} exactly"
+                )
         validate.one_of("recompute", self.recompute, RECOMPUTE)
         validate.positive("failures_per_gpu_hour", self.failures_per_gpu_hour)
         validate.positive("storage_bytes_per_s", self.storage_bytes_per_s)
@@ -153,7 +168,12 @@ class Memory:
 
     @property
     def total_bytes(self) -> float:
-        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+        )
 
     @property
     def fits(self) -> bool:
@@ -170,23 +190,23 @@ class Plan:
     spec: RunSpec
     n_params: float
     compute_flops_6nd: float
-    compute_flops: float                 # (6 N_matmul + 12 L h s) D: the MFU convention
-    ideal_days: float                    # compute_flops at the planned MFU
-    ideal_days_6nd: float                # 6ND at the same MFU number
+    compute_flops: float  # (6 N_matmul + 12 L h s) D: the MFU convention
+    ideal_days: float  # compute_flops at the planned MFU
+    ideal_days_6nd: float  # 6ND at the same MFU number
     memory: Memory
     checkpoint_bytes: float
     checkpoint_write_s: float
     job_mtbf_s: float
     young_interval_s: float
     daly_interval_s: float
-    interval_s: float                    # the interval planned with
-    checkpoint_days: float               # writing checkpoints
-    rework_days: float                   # work lost since the last checkpoint, redone
-    restart_days: float                  # detecting, rescheduling, reloading
+    interval_s: float  # the interval planned with
+    checkpoint_days: float  # writing checkpoints
+    rework_days: float  # work lost since the last checkpoint, redone
+    restart_days: float  # detecting, rescheduling, reloading
     expected_days: float
     expected_failures: float
-    goodput: float                       # ideal / expected wall time (effective training time ratio)
-    goodput_daly: float                  # 1 - Daly's exact waste at the same interval
+    goodput: float  # ideal / expected wall time (effective training time ratio)
+    goodput_daly: float  # 1 - Daly's exact waste at the same interval
 
     @property
     def fits(self) -> bool:
@@ -208,11 +228,22 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     cfg = spec.config
     n_local = flops.n_params(cfg) / (spec.tp * spec.pp)
     state = zero_state(n_local, spec.dp, spec.zero_stage)
-    layers = -(-cfg.n_layers // spec.pp) * spec.pp            # ceil(L/pp) layers x pp micro-batches
-    acts = checkpoint_plans(spec.seq_len, spec.micro_batch, cfg.d_model, cfg.n_heads,
-                            layers)[spec.recompute].memory_bytes / spec.tp
-    return Memory(state.weights, state.grads, state.optimizer, float(acts),
-                  accelerator(spec.gpu).hbm_bytes)
+    layers = (
+        -(-cfg.n_layers // spec.pp) * spec.pp
+    )  # ceil(L/pp) layers x pp micro-batches
+    acts = (
+        checkpoint_plans(
+            spec.seq_len, spec.micro_batch, cfg.d_model, cfg.n_heads, layers
+        )[spec.recompute].memory_bytes
+        / spec.tp
+    )
+    return Memory(
+        state.weights,
+        state.grads,
+        state.optimizer,
+        float(acts),
+        accelerator(spec.gpu).hbm_bytes,
+    )
 
 
 def plan(spec: RunSpec) -> Plan:
@@ -234,22 +265,37 @@ def plan(spec: RunSpec) -> Plan:
 
     per_failure_s = spec.restart_s + (interval + write_s) / 2
     if per_failure_s >= mtbf_s:
-        raise ValueError(f"the run cannot make progress: each failure costs {per_failure_s:,.0f} s "
-                         f"(restart + half a segment) but failures come every {mtbf_s:,.0f} s; "
-                         "shorten the interval, speed up restarts or checkpoint writes")
+        raise ValueError(
+            f"the run cannot make progress: each failure costs {per_failure_s:,.0f} s "
+            f"(restart + half a segment) but failures come every {mtbf_s:,.0f} s; "
+            "shorten the interval, speed up restarts or checkpoint writes"
+        )
     writes_s = useful_s / interval * write_s
     wall_s = (useful_s + writes_s) / (1 - per_failure_s / mtbf_s)
     failures = wall_s / mtbf_s
-    waste_daly = cadence.waste_fraction(interval, write_s, mtbf_s, spec.restart_s, exact=True)
+    waste_daly = cadence.waste_fraction(
+        interval, write_s, mtbf_s, spec.restart_s, exact=True
+    )
     return Plan(
-        spec=spec, n_params=float(n), compute_flops_6nd=c6, compute_flops=float(c),
-        ideal_days=useful_s / DAY_S, ideal_days_6nd=c6 / cluster_flops_per_s / DAY_S,
-        memory=memory_per_gpu(spec), checkpoint_bytes=float(ckpt), checkpoint_write_s=write_s,
-        job_mtbf_s=mtbf_s, young_interval_s=young, daly_interval_s=daly, interval_s=interval,
+        spec=spec,
+        n_params=float(n),
+        compute_flops_6nd=c6,
+        compute_flops=float(c),
+        ideal_days=useful_s / DAY_S,
+        ideal_days_6nd=c6 / cluster_flops_per_s / DAY_S,
+        memory=memory_per_gpu(spec),
+        checkpoint_bytes=float(ckpt),
+        checkpoint_write_s=write_s,
+        job_mtbf_s=mtbf_s,
+        young_interval_s=young,
+        daly_interval_s=daly,
+        interval_s=interval,
         checkpoint_days=writes_s / DAY_S,
         rework_days=failures * (interval + write_s) / 2 / DAY_S,
         restart_days=failures * spec.restart_s / DAY_S,
-        expected_days=wall_s / DAY_S, expected_failures=failures, goodput=useful_s / wall_s,
+        expected_days=wall_s / DAY_S,
+        expected_failures=failures,
+        goodput=useful_s / wall_s,
         goodput_daly=1 - waste_daly,
     )
 
@@ -259,22 +305,46 @@ def as_dict(p: Plan) -> dict:
     validate.instance_of("plan", p, Plan)
     m = p.memory
     return {
-        "model": p.spec.config.name, "gpu": accelerator(p.spec.gpu).name, "n_gpus": p.spec.n_gpus,
-        "dp": p.spec.dp, "tp": p.spec.tp, "pp": p.spec.pp, "zero_stage": p.spec.zero_stage,
-        "recompute": p.spec.recompute, "seq_len": p.spec.seq_len, "tokens": p.spec.tokens,
-        "mfu": p.spec.mfu, "n_params": p.n_params,
-        "compute_flops": p.compute_flops, "compute_flops_6nd": p.compute_flops_6nd,
+        "model": p.spec.config.name,
+        "gpu": accelerator(p.spec.gpu).name,
+        "n_gpus": p.spec.n_gpus,
+        "dp": p.spec.dp,
+        "tp": p.spec.tp,
+        "pp": p.spec.pp,
+        "zero_stage": p.spec.zero_stage,
+        "recompute": p.spec.recompute,
+        "seq_len": p.spec.seq_len,
+        "tokens": p.spec.tokens,
+        "mfu": p.spec.mfu,
+        "n_params": p.n_params,
+        "compute_flops": p.compute_flops,
+        "compute_flops_6nd": p.compute_flops_6nd,
         "flops_convention": "6 N_matmul + 12 L h s per token (PaLM MFU)",
-        "ideal_days": p.ideal_days, "ideal_days_6nd": p.ideal_days_6nd,
+        "ideal_days": p.ideal_days,
+        "ideal_days_6nd": p.ideal_days_6nd,
         "memory_per_gpu_bytes": m.total_bytes,
-        "memory_breakdown_bytes": {"weights": m.weights_bytes, "gradients": m.gradients_bytes,
-                                   "optimizer": m.optimizer_bytes, "activations": m.activations_bytes},
-        "hbm_bytes": m.hbm_bytes, "fits": m.fits, "short_bytes": m.short_bytes,
-        "checkpoint_bytes": p.checkpoint_bytes, "checkpoint_write_s": p.checkpoint_write_s,
-        "job_mtbf_s": p.job_mtbf_s, "checkpoint_interval_s": p.interval_s,
-        "young_interval_s": p.young_interval_s, "daly_interval_s": p.daly_interval_s,
+        "memory_breakdown_bytes": {
+            "weights": m.weights_bytes,
+            "gradients": m.gradients_bytes,
+            "optimizer": m.optimizer_bytes,
+            "activations": m.activations_bytes,
+        },
+        "hbm_bytes": m.hbm_bytes,
+        "fits": m.fits,
+        "short_bytes": m.short_bytes,
+        "checkpoint_bytes": p.checkpoint_bytes,
+        "checkpoint_write_s": p.checkpoint_write_s,
+        "job_mtbf_s": p.job_mtbf_s,
+        "checkpoint_interval_s": p.interval_s,
+        "young_interval_s": p.young_interval_s,
+        "daly_interval_s": p.daly_interval_s,
         "expected_failures": p.expected_failures,
-        "lost_days": {"checkpoints": p.checkpoint_days, "rework": p.rework_days,
-                      "restarts": p.restart_days},
-        "goodput": p.goodput, "goodput_daly": p.goodput_daly, "expected_days": p.expected_days,
+        "lost_days": {
+            "checkpoints": p.checkpoint_days,
+            "rework": p.rework_days,
+            "restarts": p.restart_days,
+        },
+        "goodput": p.goodput,
+        "goodput_daly": p.goodput_daly,
+        "expected_days": p.expected_days,
     }

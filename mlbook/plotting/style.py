@@ -16,7 +16,7 @@ def new_figure(ncols: int = 1, size=SIZE, layout=None, **kw):
     fig, axes = plt.subplots(1, ncols, figsize=size, layout=layout, **kw)
     if layout is None:
         fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15, top=0.88, wspace=0.3)
-    for ax in (axes if ncols > 1 else [axes]):
+    for ax in axes if ncols > 1 else [axes]:
         ax.grid(True, alpha=0.3)
     return fig, axes
 
@@ -32,7 +32,9 @@ def plain_log_axis(ax, axis: str = "x", base: int = 10):
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=base)
     target.set_major_locator(LogLocator(base=base))
     target.set_minor_locator(NullLocator())
-    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    target.set_major_formatter(
+        FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    )
 
 
 def percent_axis(ax, axis: str = "y"):

@@ -39,8 +39,10 @@ def apply_ranges(controls: dict, ranges) -> None:
     values = {name: c.value for name, c in controls.items()}
     for name, attrs in ranges(**values).items():
         if name not in controls:
-            raise ValueError(f"ranges returned {name!r}, which is not one of the controls "
-                             f"({', '.join(controls)})")
+            raise ValueError(
+                f"ranges returned {name!r}, which is not one of the controls "
+                f"({', '.join(controls)})"
+            )
         control = controls[name]
         with control.hold_trait_notifications():
             for attr, value in attrs.items():
@@ -63,7 +65,7 @@ def live_figure(draw, ranges=None, **controls):
     busy = []
 
     def redraw(_change=None):
-        if busy:           # a range change moved a value: one redraw, after it, is enough
+        if busy:  # a range change moved a value: one redraw, after it, is enough
             return
         busy.append(True)
         try:
@@ -78,7 +80,9 @@ def live_figure(draw, ranges=None, **controls):
         c.style = {"description_width": "initial"}
         c.continuous_update = False
         c.observe(redraw, names="value")
-    box = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), out])
+    box = widgets.VBox(
+        [widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}), out]
+    )
     box.redraw = redraw
     display(box)
     redraw()

@@ -21,10 +21,17 @@ from mlbook.common import validate
 from mlbook.common_torch import device as devices
 from mlbook.common_torch.dtypes import dtype_name, torch_dtype
 from mlbook.common_torch.timing import cpu_threads
-from mlbook.precision.formulas import (FP8_FORMATS, DynamicLossScaler, FloatFormat,
-                                       ScalerTrace, float_format, fp8_scale)
+from mlbook.precision.formulas import (
+    FP8_FORMATS,
+    DynamicLossScaler,
+    FloatFormat,
+    ScalerTrace,
+    float_format,
+    fp8_scale,
+)
 
 # --- the formats, read from torch ------------------------------------------------------
+
 
 def finfo_format(dtype) -> FloatFormat:
     """The FloatFormat of ``dtype`` (a name in DTYPES or a torch dtype), read
@@ -41,9 +48,14 @@ def finfo_format(dtype) -> FloatFormat:
     mantissa = int(round(-math.log2(fi.eps)))
     has_inf = bool(torch.isinf(torch.tensor(2 * float(fi.max)).to(dt).float()))
     return FloatFormat(
-        name=dtype_name(dt), bits=fi.bits, exponent_bits=fi.bits - 1 - mantissa,
-        mantissa_bits=mantissa, max=float(fi.max), smallest_normal=float(fi.smallest_normal),
-        smallest_subnormal=float(fi.smallest_normal) * float(fi.eps), eps=float(fi.eps),
+        name=dtype_name(dt),
+        bits=fi.bits,
+        exponent_bits=fi.bits - 1 - mantissa,
+        mantissa_bits=mantissa,
+        max=float(fi.max),
+        smallest_normal=float(fi.smallest_normal),
+        smallest_subnormal=float(fi.smallest_normal) * float(fi.eps),
+        eps=float(fi.eps),
         has_inf=has_inf,
     )
 
@@ -97,9 +109,15 @@ def overflow_fraction(values, dtype, scale: float = 1.0) -> float:
 SCALERS = ("mlbook", "torch")
 
 
-def loss_scaling_run(grad_max, scaler: str = "mlbook", init_scale: float = 65536.0,
-                     growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                     growth_interval: int = 2000, fp16_grads: bool = True) -> ScalerTrace:
+def loss_scaling_run(
+    grad_max,
+    scaler: str = "mlbook",
+    init_scale: float = 65536.0,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+    fp16_grads: bool = True,
+) -> ScalerTrace:
     """Train a tiny model through real backward passes under a loss scaler.
 
     The model is one weight vector w and the loss at step t is sum(w * c_t),
@@ -115,19 +133,28 @@ def loss_scaling_run(grad_max, scaler: str = "mlbook", init_scale: float = 65536
         raise ValueError("grad_max must hold at least one step")
     for g in grad_max:
         if math.isfinite(g) and g <= 0:
-            raise ValueError(f"grad_max entries must be above 0 (or inf/nan to inject), got {g!r}")
+            raise ValueError(
+                f"grad_max entries must be above 0 (or inf/nan to inject), got {g!r}"
+            )
     w = torch.zeros(4, requires_grad=True)
     if fp16_grads:
         w.register_hook(lambda g: g.to(torch.float16).to(torch.float32))
     opt = torch.optim.SGD([w], lr=1e-3)
     stepped = []
     opt.register_step_post_hook(lambda *_: stepped.append(True))
-    shape = torch.tensor([1.0, 0.5, 0.25, 0.125])       # entries of c_t relative to its max
+    shape = torch.tensor([1.0, 0.5, 0.25, 0.125])  # entries of c_t relative to its max
     if scaler == "torch":
-        amp = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_factor=growth_factor,
-                                   backoff_factor=backoff_factor, growth_interval=growth_interval)
+        amp = torch.amp.GradScaler(
+            "cpu",
+            init_scale=init_scale,
+            growth_factor=growth_factor,
+            backoff_factor=backoff_factor,
+            growth_interval=growth_interval,
+        )
     else:
-        amp = DynamicLossScaler(init_scale, growth_factor, backoff_factor, growth_interval)
+        amp = DynamicLossScaler(
+            init_scale, growth_factor, backoff_factor, growth_interval
+        )
     scales, skipped = [], []
     with cpu_threads(1):
         for g in grad_max:
@@ -159,16 +186,17 @@ class GradientSample:
     tensors (sampled down where a group is large), and how many values each
     group held before sampling."""
 
-    logits: torch.Tensor          # d loss / d (LM head output)
-    activations: torch.Tensor     # d loss / d (each block's output)
-    weights: torch.Tensor         # every parameter's .grad
+    logits: torch.Tensor  # d loss / d (LM head output)
+    activations: torch.Tensor  # d loss / d (each block's output)
+    weights: torch.Tensor  # every parameter's .grad
     n_logits: int
     n_activations: int
     n_weights: int
 
 
-def capture_gradients(model, idx, targets, max_values: int | None = 1_000_000,
-                      seed: int = 0) -> GradientSample:
+def capture_gradients(
+    model, idx, targets, max_values: int | None = 1_000_000, seed: int = 0
+) -> GradientSample:
     """One forward and backward in fp32 of the book's GPT; the three groups of
     gradients. A group larger than ``max_values`` is sampled uniformly at
     random (with replacement) down to that size: the logits alone hold
@@ -181,6 +209,7 @@ def capture_gradients(model, idx, targets, max_values: int | None = 1_000_000,
         def keep(module, args, out):
             t = out[0] if isinstance(out, tuple) else out
             t.register_hook(lambda g: store.append(g.detach().flatten().float()))
+
         return keep
 
     handles = [b.register_forward_hook(keeper(acts)) for b in model.blocks]
@@ -195,8 +224,13 @@ def capture_gradients(model, idx, targets, max_values: int | None = 1_000_000,
     groups = {
         "logits": torch.cat(logits),
         "activations": torch.cat(acts),
-        "weights": torch.cat([p.grad.detach().flatten().float() for p in model.parameters()
-                              if p.grad is not None]),
+        "weights": torch.cat(
+            [
+                p.grad.detach().flatten().float()
+                for p in model.parameters()
+                if p.grad is not None
+            ]
+        ),
     }
     gen = torch.Generator().manual_seed(seed)
     kept, counts = {}, {}
@@ -218,23 +252,31 @@ MASTER_MODES = ("fp32", "bf16 + fp32 master", "pure bf16")
 class MasterRun:
     """One precision mode of master_weight_experiment."""
 
-    loss: tuple               # mean squared error per step
-    weight: tuple             # the first weight per step
-    final_error: float        # largest |w - w_true| at the end
-    unchanged_updates: float  # share of (step, weight) updates that left the weight as it was
+    loss: tuple  # mean squared error per step
+    weight: tuple  # the first weight per step
+    final_error: float  # largest |w - w_true| at the end
+    unchanged_updates: (
+        float  # share of (step, weight) updates that left the weight as it was
+    )
 
 
 @dataclass(frozen=True)
 class MasterWeightResult:
-    runs: dict                # mode -> MasterRun
-    w0: float                 # the first weight at the start
-    w_true: float             # and its target
-    initial_error: float      # largest |w0 - w_true|
+    runs: dict  # mode -> MasterRun
+    w0: float  # the first weight at the start
+    w_true: float  # and its target
+    initial_error: float  # largest |w0 - w_true|
 
 
-def master_weight_experiment(steps: int = 400, lr: float = 1e-4, n_features: int = 64,
-                             batch_size: int = 256, offset: float = 0.02, seed: int = 0,
-                             device: str = "cpu") -> MasterWeightResult:
+def master_weight_experiment(
+    steps: int = 400,
+    lr: float = 1e-4,
+    n_features: int = 64,
+    batch_size: int = 256,
+    offset: float = 0.02,
+    seed: int = 0,
+    device: str = "cpu",
+) -> MasterWeightResult:
     """Fit a linear model whose weights start near 1 and must move by about
     ``offset``, with Adam at learning rate ``lr`` (updates of about lr each).
 
@@ -251,12 +293,20 @@ def master_weight_experiment(steps: int = 400, lr: float = 1e-4, n_features: int
     validate.positive_int("batch_size", batch_size)
     validate.positive("offset", offset)
     gen = torch.Generator().manual_seed(seed)
-    w0 = 1 + 0.25 * torch.rand(n_features, generator=gen)                    # (d,)
-    w_true = w0 + offset * torch.randn(n_features, generator=gen)            # (d,)
-    batches = [torch.randn(batch_size, n_features, generator=gen) for _ in range(min(steps, 64))]
+    w0 = 1 + 0.25 * torch.rand(n_features, generator=gen)  # (d,)
+    w_true = w0 + offset * torch.randn(n_features, generator=gen)  # (d,)
+    batches = [
+        torch.randn(batch_size, n_features, generator=gen)
+        for _ in range(min(steps, 64))
+    ]
     with cpu_threads(1, device):
-        runs = {mode: _master_run(mode, w0, w_true, batches, steps, lr, device) for mode in MASTER_MODES}
-    return MasterWeightResult(runs, float(w0[0]), float(w_true[0]), float((w0 - w_true).abs().max()))
+        runs = {
+            mode: _master_run(mode, w0, w_true, batches, steps, lr, device)
+            for mode in MASTER_MODES
+        }
+    return MasterWeightResult(
+        runs, float(w0[0]), float(w_true[0]), float((w0 - w_true).abs().max())
+    )
 
 
 def _master_run(mode, w0, w_true, batches, steps, lr, device) -> MasterRun:
@@ -270,11 +320,13 @@ def _master_run(mode, w0, w_true, batches, steps, lr, device) -> MasterRun:
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses, first, unchanged, total = [], [], 0, 0
     for t in range(steps):
-        x = batches[t % len(batches)].to(device)                        # (b, d)
-        y = x @ w_true.to(device)                                        # (b,)
+        x = batches[t % len(batches)].to(device)  # (b, d)
+        y = x @ w_true.to(device)  # (b,)
         before = model.weight.detach().clone()
-        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=mode != "fp32"):
-            pred = model(x.to(model.weight.dtype)).squeeze(-1)           # (b,)
+        with torch.autocast(
+            device_type=device, dtype=torch.bfloat16, enabled=mode != "fp32"
+        ):
+            pred = model(x.to(model.weight.dtype)).squeeze(-1)  # (b,)
         loss = ((pred.float() - y) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -283,17 +335,23 @@ def _master_run(mode, w0, w_true, batches, steps, lr, device) -> MasterRun:
         total += before.numel()
         losses.append(loss.item())
         first.append(float(model.weight.detach()[0, 0]))
-    return MasterRun(tuple(losses), tuple(first),
-                     float((model.weight.detach().float().cpu()[0] - w_true).abs().max()),
-                     unchanged / total)
+    return MasterRun(
+        tuple(losses),
+        tuple(first),
+        float((model.weight.detach().float().cpu()[0] - w_true).abs().max()),
+        unchanged / total,
+    )
 
 
 # --- fp8 per-tensor scaling ----------------------------------------------------------------
 
+
 def _fp8_name(dtype) -> str:
     name = dtype_name(dtype)
     if name not in FP8_FORMATS:
-        raise ValueError(f"dtype must be one of {', '.join(FP8_FORMATS)}; got {dtype!r}")
+        raise ValueError(
+            f"dtype must be one of {', '.join(FP8_FORMATS)}; got {dtype!r}"
+        )
     return name
 
 
@@ -339,7 +397,7 @@ class DelayedScaler:
     def __init__(self, dtype="fp8 E4M3", history_len: int = 16, margin: int = 0):
         self.dtype = _fp8_name(dtype)
         self.history_len = validate.positive_int("history_len", history_len)
-        fp8_scale(1.0, self.dtype, margin)            # validates margin
+        fp8_scale(1.0, self.dtype, margin)  # validates margin
         self.margin = margin
         self.history: list[float] = []
 
@@ -356,7 +414,7 @@ class DelayedScaler:
         q, err = quantize_fp8(x, self.dtype, scale), quant_error(x, self.dtype, scale)
         amax = float(x.abs().max())
         if amax > 0:
-            self.history = (self.history + [amax])[-self.history_len:]
+            self.history = (self.history + [amax])[-self.history_len :]
         return q, err
 
 
@@ -365,14 +423,16 @@ class ScalingRun:
     """Per step of scaling_run: the error under each policy, the tensor's
     amax and the scale delayed scaling used."""
 
-    none: tuple                 # QuantError per step, no scale
-    current: tuple              # scale from this tensor's own amax
-    delayed: tuple              # scale from the amax history
+    none: tuple  # QuantError per step, no scale
+    current: tuple  # scale from this tensor's own amax
+    delayed: tuple  # scale from the amax history
     amax: tuple
     delayed_scale: tuple
 
 
-def scaling_run(tensors, dtype="fp8 E4M3", history_len: int = 16, margin: int = 0) -> ScalingRun:
+def scaling_run(
+    tensors, dtype="fp8 E4M3", history_len: int = 16, margin: int = 0
+) -> ScalingRun:
     """Quantisation error per step of a sequence of tensors under three
     policies: no scale, the current tensor's own amax ("just in time"), and
     delayed scaling from the amax history."""
@@ -390,8 +450,15 @@ def scaling_run(tensors, dtype="fp8 E4M3", history_len: int = 16, margin: int = 
     return ScalingRun(**{k: tuple(v) for k, v in out.items()})
 
 
-def drifting_tensors(n_steps: int, size: int = 4096, seed: int = 0, start: float = 1e-3,
-                     growth: float = 1.02, jump_at: int | None = None, jump: float = 8.0):
+def drifting_tensors(
+    n_steps: int,
+    size: int = 4096,
+    seed: int = 0,
+    start: float = 1e-3,
+    growth: float = 1.02,
+    jump_at: int | None = None,
+    jump: float = 8.0,
+):
     """Gaussian tensors whose standard deviation starts at ``start`` and grows
     by ``growth`` a step, with one jump by ``jump`` at step ``jump_at``:
     activations whose range drifts in training."""
@@ -432,21 +499,31 @@ def fp8_error_sweep(sigmas, size: int = 4096, seed: int = 0) -> dict:
         for sigma in sigmas:
             x = sigma * base
             none.append(quant_error(x, name).rel_rms_error)
-            scaled.append(quant_error(x, name, fp8_scale(float(x.abs().max()), name)).rel_rms_error)
+            scaled.append(
+                quant_error(
+                    x, name, fp8_scale(float(x.abs().max()), name)
+                ).rel_rms_error
+            )
         out[name] = Fp8Sweep(tuple(none), tuple(scaled))
     return out
 
 
 # --- matmul throughput by dtype --------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class MatmulRate:
     flops_per_s: float
-    n: int                      # the n of the n x n x n matmul that was timed
+    n: int  # the n of the n x n x n matmul that was timed
 
 
-def matmul_throughput_by_dtype(device: str, n: int, probe_n: int = 128,
-                               min_run_time_s: float = 0.3, max_call_s: float = 0.25) -> dict:
+def matmul_throughput_by_dtype(
+    device: str,
+    n: int,
+    probe_n: int = 128,
+    min_run_time_s: float = 0.3,
+    max_call_s: float = 0.25,
+) -> dict:
     """Measured FLOP/s of an n^3 matmul in fp32, bf16 and fp16 on ``device``:
     {dtype: MatmulRate}.
 
@@ -463,10 +540,13 @@ def matmul_throughput_by_dtype(device: str, n: int, probe_n: int = 128,
     results = {}
     for dtype in ("fp32", "bf16", "fp16"):
         if device == "cpu" and dtype == "fp16":
-            probe = devices.measure_matmul_flops_per_s(dtype, probe_n, device, min_run_time_s)
+            probe = devices.measure_matmul_flops_per_s(
+                dtype, probe_n, device, min_run_time_s
+            )
             if 2 * n**3 / probe > max_call_s:
                 results[dtype] = MatmulRate(probe, probe_n)
                 continue
-        results[dtype] = MatmulRate(devices.measure_matmul_flops_per_s(dtype, n, device, min_run_time_s), n)
+        results[dtype] = MatmulRate(
+            devices.measure_matmul_flops_per_s(dtype, n, device, min_run_time_s), n
+        )
     return results
-

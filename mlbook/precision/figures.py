@@ -12,8 +12,8 @@ from matplotlib.patches import Rectangle
 
 from mlbook.common import memory
 from mlbook.common.units import GIB
-from mlbook.precision import formulas as P
 from mlbook.plotting.style import new_figure, percent_axis
+from mlbook.precision import formulas as P
 
 
 def _pow2_axis(ax, axis: str, lo_log2: float, hi_log2: float, max_ticks: int = 7):
@@ -43,11 +43,25 @@ def format_ranges(formats=None):
     formats = formats or P.format_table()
     fig, ax = new_figure(size=(7.0, 3.0))
     for i, f in enumerate(formats):
-        ax.barh(i, f.smallest_normal - f.smallest_subnormal, left=f.smallest_subnormal, height=0.25,
-                color="C1", label="subnormal" if i == 0 else None)
-        ax.barh(i, f.max - f.smallest_normal, left=f.smallest_normal, height=0.6, color="C0",
-                label="normal" if i == 0 else None)
-        ax.text(f.max * 4, i, f"max {f.max:.3g}, eps {f.eps:.3g}", va="center", fontsize=7)
+        ax.barh(
+            i,
+            f.smallest_normal - f.smallest_subnormal,
+            left=f.smallest_subnormal,
+            height=0.25,
+            color="C1",
+            label="subnormal" if i == 0 else None,
+        )
+        ax.barh(
+            i,
+            f.max - f.smallest_normal,
+            left=f.smallest_normal,
+            height=0.6,
+            color="C0",
+            label="normal" if i == 0 else None,
+        )
+        ax.text(
+            f.max * 4, i, f"max {f.max:.3g}, eps {f.eps:.3g}", va="center", fontsize=7
+        )
     ax.set_xscale("log")
     ax.set_xlim(1e-46, 1e60)
     ax.set_yticks(range(len(formats)), [f.name for f in formats])
@@ -55,7 +69,9 @@ def format_ranges(formats=None):
     ax.axvline(1.0, color="k", lw=0.8, alpha=0.5)
     ax.set_xlabel("magnitude (smallest subnormal to max, log scale)")
     ax.legend(loc="lower left", fontsize=8)
-    ax.set_title("Range of each format (from the bit layouts, checked against torch.finfo)")
+    ax.set_title(
+        "Range of each format (from the bit layouts, checked against torch.finfo)"
+    )
     return fig
 
 
@@ -66,21 +82,39 @@ def gradient_histogram(hists: dict, log2_scale: int = 0):
     for the first label, the fractions flushed to zero, subnormal and
     overflowed in fp16 at this scale.
     """
-    scale = 2.0 ** log2_scale
+    scale = 2.0**log2_scale
     fmt = P.float_format("fp16")
     flush, inf = P.flush_threshold("fp16"), P.overflow_threshold("fp16")
     fig, ax = new_figure()
     for i, (label, h) in enumerate(hists.items()):
         edges = 2.0 ** (h.edges_log2 + log2_scale)
         share = h.counts / h.n
-        ax.plot(edges, np.append(share, share[-1]), drawstyle="steps-post", color=f"C{i}", lw=1.5,
-                label=label)
-    for x0, x1, colour, alpha, label in ((2.0**-80, flush, "C3", 0.12, "flushes to 0"),
-                                         (flush, fmt.smallest_normal, "C1", 0.12, "subnormal"),
-                                         (inf, 2.0**80, "C3", 0.25, "overflows to inf")):
+        ax.plot(
+            edges,
+            np.append(share, share[-1]),
+            drawstyle="steps-post",
+            color=f"C{i}",
+            lw=1.5,
+            label=label,
+        )
+    for x0, x1, colour, alpha, label in (
+        (2.0**-80, flush, "C3", 0.12, "flushes to 0"),
+        (flush, fmt.smallest_normal, "C1", 0.12, "subnormal"),
+        (inf, 2.0**80, "C3", 0.25, "overflows to inf"),
+    ):
         # a patch in axes-height units, added without autoscaling (axvspan's cost)
-        ax.add_artist(Rectangle((x0, 0), x1 - x0, 1, transform=ax.get_xaxis_transform(),
-                                color=colour, alpha=alpha, label=label, lw=0))
+        ax.add_artist(
+            Rectangle(
+                (x0, 0),
+                x1 - x0,
+                1,
+                transform=ax.get_xaxis_transform(),
+                color=colour,
+                alpha=alpha,
+                label=label,
+                lw=0,
+            )
+        )
     lo = min(h.edges_log2[0] for h in hists.values()) + log2_scale - 2
     hi = max(h.edges_log2[-1] for h in hists.values()) + log2_scale + 2
     _pow2_axis(ax, "x", min(lo, -27), max(hi, 18))
@@ -89,8 +123,12 @@ def gradient_histogram(hists: dict, log2_scale: int = 0):
     percent_axis(ax)
     first = next(iter(hists))
     fr = P.zone_fractions(hists[first], "fp16", scale)
-    ax.set_title(f"scale 2^{log2_scale}: {first} {fr.flushed:.1%} flushed to zero, "
-                 f"{fr.subnormal:.1%} subnormal, {fr.overflow:.2%} overflow", fontsize=9, y=1.01)
+    ax.set_title(
+        f"scale 2^{log2_scale}: {first} {fr.flushed:.1%} flushed to zero, "
+        f"{fr.subnormal:.1%} subnormal, {fr.overflow:.2%} overflow",
+        fontsize=9,
+        y=1.01,
+    )
     ax.legend(handles=ax.lines + ax.patches + ax.artists, fontsize=7, loc="upper right")
     fig.subplots_adjust(left=0.12)
     return fig
@@ -103,13 +141,21 @@ def _draw_scaler(ax, grad_max, trace, title):
     ax.step(steps, trace.scales, where="post", color="C0", lw=1.5, label="loss scale")
     skipped = np.flatnonzero(trace.skipped)
     if skipped.size:
-        ax.plot(steps[skipped], np.asarray(trace.scales)[skipped], "v", color="C3", ms=5,
-                label=f"skipped steps ({skipped.size})")
-    both = np.concatenate([np.log2(trace.scales), np.log2(ceiling[np.isfinite(ceiling) & (ceiling > 0)])])
+        ax.plot(
+            steps[skipped],
+            np.asarray(trace.scales)[skipped],
+            "v",
+            color="C3",
+            ms=5,
+            label=f"skipped steps ({skipped.size})",
+        )
+    both = np.concatenate(
+        [np.log2(trace.scales), np.log2(ceiling[np.isfinite(ceiling) & (ceiling > 0)])]
+    )
     _pow2_axis(ax, "y", both.min() - 0.5, both.max() + 0.5)
     ax.set_xlabel("training step")
     ax.set_ylabel("loss scale (log)")
-    ax.set_title(title, fontsize=9, y=1.01)   # a fixed y skips the title's layout pass
+    ax.set_title(title, fontsize=9, y=1.01)  # a fixed y skips the title's layout pass
     ax.legend(fontsize=7, loc="lower right")
 
 
@@ -121,13 +167,23 @@ def scaler_trace(grad_max, trace, title="dynamic loss scale"):
     return fig
 
 
-def scaler_run(grad_max, growth_interval: int = 100, backoff_factor: float = 0.5,
-               init_scale: float = 65536.0, growth_factor: float = 2.0):
+def scaler_run(
+    grad_max,
+    growth_interval: int = 100,
+    backoff_factor: float = 0.5,
+    init_scale: float = 65536.0,
+    growth_factor: float = 2.0,
+):
     """Slider figure: simulate the scaler on ``grad_max`` and draw it."""
-    trace = P.simulate_scaler(grad_max, init_scale, growth_factor, backoff_factor, growth_interval)
-    return scaler_trace(grad_max, trace,
-                        f"growth interval {growth_interval}, backoff {backoff_factor}: "
-                        f"{trace.n_skipped} of {len(trace.scales)} steps skipped")
+    trace = P.simulate_scaler(
+        grad_max, init_scale, growth_factor, backoff_factor, growth_interval
+    )
+    return scaler_trace(
+        grad_max,
+        trace,
+        f"growth interval {growth_interval}, backoff {backoff_factor}: "
+        f"{trace.n_skipped} of {len(trace.scales)} steps skipped",
+    )
 
 
 def master_weights(result):
@@ -146,9 +202,15 @@ def master_weights(result):
     ax_w.set_xlabel("step")
     ax_w.set_ylabel("first weight")
     # One legend for both panels, below them, so that no line is hidden behind it.
-    fig.legend(*ax_w.get_legend_handles_labels(), loc="outside lower center", ncols=4,
-               fontsize=7)
-    fig.suptitle("Adam, lr small against |w| ~ 1: pure bf16 weights do not move", fontsize=9)
+    fig.legend(
+        *ax_w.get_legend_handles_labels(),
+        loc="outside lower center",
+        ncols=4,
+        fontsize=7,
+    )
+    fig.suptitle(
+        "Adam, lr small against |w| ~ 1: pure bf16 weights do not move", fontsize=9
+    )
     return fig
 
 
@@ -156,8 +218,21 @@ def fp8_error_vs_magnitude(sigmas, sweep: dict):
     """Relative error of an fp8 cast against the tensor's magnitude."""
     fig, ax = new_figure()
     for i, name in enumerate(P.FP8_FORMATS):
-        ax.plot(sigmas, sweep[name].none, "-o", ms=3, color=f"C{i}", label=f"{name}, no scale")
-        ax.plot(sigmas, sweep[name].scaled, "--", color=f"C{i}", label=f"{name}, per-tensor scale")
+        ax.plot(
+            sigmas,
+            sweep[name].none,
+            "-o",
+            ms=3,
+            color=f"C{i}",
+            label=f"{name}, no scale",
+        )
+        ax.plot(
+            sigmas,
+            sweep[name].scaled,
+            "--",
+            color=f"C{i}",
+            label=f"{name}, per-tensor scale",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("standard deviation of the tensor (log scale)")
@@ -174,15 +249,31 @@ def delayed_scaling(run, dtype="fp8 E4M3"):
     steps = np.arange(1, len(run.amax) + 1)
     fmax = P.float_format(dtype).max
     ax_a.plot(steps, run.amax, color="k", lw=1.2, label="amax of this step's tensor")
-    ax_a.plot(steps, [fmax / s for s in run.delayed_scale], color="C2", lw=1.2,
-              label="largest value the delayed scale holds")
+    ax_a.plot(
+        steps,
+        [fmax / s for s in run.delayed_scale],
+        color="C2",
+        lw=1.2,
+        label="largest value the delayed scale holds",
+    )
     ax_a.set_yscale("log")
     ax_a.set_xlabel("step")
     ax_a.set_ylabel("magnitude (log)")
     ax_a.legend(fontsize=7)
-    for i, (key, label) in enumerate((("none", "no scale"), ("current", "scale from this tensor"),
-                                      ("delayed", "delayed (amax history)"))):
-        ax_e.plot(steps, [e.rel_rms_error for e in getattr(run, key)], color=f"C{i}", lw=1.2, label=label)
+    for i, (key, label) in enumerate(
+        (
+            ("none", "no scale"),
+            ("current", "scale from this tensor"),
+            ("delayed", "delayed (amax history)"),
+        )
+    ):
+        ax_e.plot(
+            steps,
+            [e.rel_rms_error for e in getattr(run, key)],
+            color=f"C{i}",
+            lw=1.2,
+            label=label,
+        )
     ax_e.set_yscale("log")
     ax_e.set_xlabel("step")
     ax_e.set_ylabel("relative RMS error")
@@ -198,7 +289,13 @@ def matmul_throughput(results: dict, device_name: str):
     values = [results[d].flops_per_s / 1e9 for d in names]
     ax.barh(names, values, color="C0")
     for i, d in enumerate(names):
-        ax.text(values[i], i, f" {values[i]:,.1f} GFLOP/s (n={results[d].n})", va="center", fontsize=8)
+        ax.text(
+            values[i],
+            i,
+            f" {values[i]:,.1f} GFLOP/s (n={results[d].n})",
+            va="center",
+            fontsize=8,
+        )
     ax.set_xscale("log")
     ax.set_xlim(min(values) / 3, max(values) * 30)
     ax.invert_yaxis()
@@ -219,8 +316,11 @@ def state_bytes(n_params_billions: float = 7.0):
     ax.set_yticks([])
     ax.set_xlabel("GiB of model state (activations come on top)")
     per_param = sum(memory.ADAM_MIXED_STATE_BYTES.values())
-    ax.set_title(f"{n_params_billions:g}B parameters x {per_param} bytes = {left:,.0f} GiB", fontsize=9,
-                 y=1.01)
+    ax.set_title(
+        f"{n_params_billions:g}B parameters x {per_param} bytes = {left:,.0f} GiB",
+        fontsize=9,
+        y=1.01,
+    )
     ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.45))
     ax.set_xlim(0, left * 1.02)
     fig.subplots_adjust(bottom=0.45, top=0.85)

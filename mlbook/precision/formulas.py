@@ -39,23 +39,24 @@ LAYOUTS = {
 }
 FORMATS = tuple(LAYOUTS)
 FP8_FORMATS = ("fp8 E4M3", "fp8 E5M2")
-NO_INF = ("fp8 E4M3",)   # the top exponent holds numbers; out-of-range values saturate
+NO_INF = ("fp8 E4M3",)  # the top exponent holds numbers; out-of-range values saturate
 
 
 # --- the formats ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FloatFormat:
     """One floating-point format's limits."""
 
     name: str
-    bits: int                 # sign + exponent + mantissa
+    bits: int  # sign + exponent + mantissa
     exponent_bits: int
-    mantissa_bits: int        # stored fraction bits; precision is mantissa_bits + 1
+    mantissa_bits: int  # stored fraction bits; precision is mantissa_bits + 1
     max: float
     smallest_normal: float
     smallest_subnormal: float
-    eps: float                # gap between 1 and the next representable number
+    eps: float  # gap between 1 and the next representable number
     has_inf: bool
 
 
@@ -69,7 +70,10 @@ def float_format(name: str) -> FloatFormat:
     else:
         emax, top_mantissa = 2**e - 2 - bias, 2 - 2.0**-m
     return FloatFormat(
-        name=name, bits=1 + e + m, exponent_bits=e, mantissa_bits=m,
+        name=name,
+        bits=1 + e + m,
+        exponent_bits=e,
+        mantissa_bits=m,
         max=math.ldexp(top_mantissa, emax),
         smallest_normal=math.ldexp(1.0, 1 - bias),
         smallest_subnormal=math.ldexp(1.0, 1 - bias - m),
@@ -97,7 +101,7 @@ def overflow_threshold(name: str) -> float:
     fmt = float_format(name)
     if not fmt.has_inf:
         raise ValueError(f"name={name!r} has no inf: values past its max saturate")
-    gap = fmt.max * fmt.eps / (2 - fmt.eps)               # 2^emax * 2^-m
+    gap = fmt.max * fmt.eps / (2 - fmt.eps)  # 2^emax * 2^-m
     return fmt.max + gap / 2
 
 
@@ -106,7 +110,7 @@ def _finite_array(name: str, values) -> np.ndarray:
         raw = np.asarray(values)
     except (TypeError, ValueError):
         raw = np.asarray([None])
-    if raw.dtype.kind not in "iuf":                       # bools, strings and objects are not numbers
+    if raw.dtype.kind not in "iuf":  # bools, strings and objects are not numbers
         raise ValueError(f"{name} must be numbers, got {values!r}")
     if raw.size == 0:
         raise ValueError(f"{name} must hold at least one number, got {values!r}")
@@ -130,7 +134,7 @@ def round_to_format(values, name: str) -> np.ndarray:
     fmt = float_format(name)
     bias = 2 ** (fmt.exponent_bits - 1) - 1
     a = np.abs(x)
-    _, exp = np.frexp(a)                                   # a = f 2^exp, f in [0.5, 1)
+    _, exp = np.frexp(a)  # a = f 2^exp, f in [0.5, 1)
     quantum = np.ldexp(1.0, np.maximum(exp - 1, 1 - bias) - fmt.mantissa_bits)
     r = np.rint(a / quantum) * quantum
     r = np.where(r > fmt.max, np.inf if fmt.has_inf else fmt.max, r)
@@ -147,6 +151,7 @@ def bf16_absorbs(weight: float, update: float) -> bool:
 
 
 # --- dynamic loss scaling --------------------------------------------------------------
+
 
 def _f32(x: float) -> float:
     """Round to fp32 the way a float32 tensor stores a double (inf past the max)."""
@@ -171,18 +176,29 @@ class DynamicLossScaler:
     the tensor-free simulation.
     """
 
-    def __init__(self, init_scale: float = 65536.0, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000):
+    def __init__(
+        self,
+        init_scale: float = 65536.0,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+    ):
         validate.positive("init_scale", init_scale)
-        if (not isinstance(growth_factor, Real) or isinstance(growth_factor, bool)
-                or not math.isfinite(growth_factor) or growth_factor <= 1):
-            raise ValueError(f"growth_factor must be a finite number above 1, got {growth_factor!r}")
+        if (
+            not isinstance(growth_factor, Real)
+            or isinstance(growth_factor, bool)
+            or not math.isfinite(growth_factor)
+            or growth_factor <= 1
+        ):
+            raise ValueError(
+                f"growth_factor must be a finite number above 1, got {growth_factor!r}"
+            )
         validate.fraction("backoff_factor", backoff_factor, allow_one=False)
         self.growth_interval = validate.positive_int("growth_interval", growth_interval)
         self.scale = _f32(init_scale)
         self.growth_factor = float(growth_factor)
         self.backoff_factor = float(backoff_factor)
-        self.good_steps = 0   # finite steps since the last change of scale
+        self.good_steps = 0  # finite steps since the last change of scale
 
     def scale_loss(self, loss):
         """loss x scale: call backward on this."""
@@ -244,7 +260,9 @@ def _grad_maxima(grad_max) -> list[float]:
     try:
         values = list(grad_max)
     except TypeError:
-        raise ValueError(f"grad_max must be a sequence of numbers, got {grad_max!r}") from None
+        raise ValueError(
+            f"grad_max must be a sequence of numbers, got {grad_max!r}"
+        ) from None
     if not values:
         raise ValueError("grad_max must hold at least one step")
     out = []
@@ -253,7 +271,9 @@ def _grad_maxima(grad_max) -> list[float]:
             raise ValueError(f"grad_max entries must be numbers, got {g!r}")
         g = float(g)
         if math.isfinite(g) and g <= 0:
-            raise ValueError(f"grad_max entries must be above 0 (or inf/nan to inject), got {g!r}")
+            raise ValueError(
+                f"grad_max entries must be above 0 (or inf/nan to inject), got {g!r}"
+            )
         out.append(g)
     return out
 
@@ -269,13 +289,20 @@ def fp16_overflows(scale: float, grad_max: float) -> bool:
     return not bool(np.isfinite(value))
 
 
-def simulate_scaler(grad_max, init_scale: float = 65536.0, growth_factor: float = 2.0,
-                    backoff_factor: float = 0.5, growth_interval: int = 2000) -> ScalerTrace:
+def simulate_scaler(
+    grad_max,
+    init_scale: float = 65536.0,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+) -> ScalerTrace:
     """The scaler's decisions without tensors: at step t the largest gradient
     is ``grad_max[t]`` (inf or nan for an injected overflow) and the step
     overflows when scale x grad_max[t] is not finite in fp16."""
     steps = _grad_maxima(grad_max)
-    scaler = DynamicLossScaler(init_scale, growth_factor, backoff_factor, growth_interval)
+    scaler = DynamicLossScaler(
+        init_scale, growth_factor, backoff_factor, growth_interval
+    )
     scales, skipped = [], []
     for g in steps:
         skipped.append(scaler.update(fp16_overflows(scaler.scale, g)))
@@ -283,20 +310,31 @@ def simulate_scaler(grad_max, init_scale: float = 65536.0, growth_factor: float 
     return ScalerTrace(tuple(scales), tuple(skipped))
 
 
-def scripted_grad_max(n_steps: int, overflow_steps=(), base: float = 1.0) -> list[float]:
+def scripted_grad_max(
+    n_steps: int, overflow_steps=(), base: float = 1.0
+) -> list[float]:
     """A gradient-size script: ``base`` everywhere, inf at ``overflow_steps``."""
     validate.positive_int("n_steps", n_steps)
     validate.positive("base", base)
     out = [float(base)] * n_steps
     for t in overflow_steps:
         if not (isinstance(t, int) and not isinstance(t, bool) and 0 <= t < n_steps):
-            raise ValueError(f"overflow step {t!r} must be an integer in [0, {n_steps})")
+            raise ValueError(
+                f"overflow step {t!r} must be an integer in [0, {n_steps})"
+            )
         out[t] = math.inf
     return out
 
 
-def drifting_grad_max(n_steps: int, seed: int = 0, start: float = 0.5, end: float = 0.05,
-                      noise: float = 0.3, n_spikes: int = 4, spike: float = 1e3) -> np.ndarray:
+def drifting_grad_max(
+    n_steps: int,
+    seed: int = 0,
+    start: float = 0.5,
+    end: float = 0.05,
+    noise: float = 0.3,
+    n_spikes: int = 4,
+    spike: float = 1e3,
+) -> np.ndarray:
     """A synthetic run's largest gradient per step: a log-linear drift from
     ``start`` to ``end`` with lognormal noise, and ``n_spikes`` steps (never in
     the first tenth) where it jumps ``spike`` times higher (a bad batch)."""
@@ -321,7 +359,7 @@ def max_safe_scale(amax: float, name: str = "fp16") -> float:
     validate.positive("amax", amax)
     fmax = float_format(name).max
     k = math.floor(math.log2(fmax / amax))
-    while amax * 2.0 ** (k + 1) <= fmax:                  # log2 may round down a step
+    while amax * 2.0 ** (k + 1) <= fmax:  # log2 may round down a step
         k += 1
     while amax * 2.0**k > fmax:
         k -= 1
@@ -329,6 +367,7 @@ def max_safe_scale(amax: float, name: str = "fp16") -> float:
 
 
 # --- fp8 per-tensor scaling --------------------------------------------------------------
+
 
 def fp8_scale(amax: float, name: str = "fp8 E4M3", margin: int = 0) -> float:
     """The per-tensor scale that maps ``amax`` to the format's max / 2^margin."""
@@ -340,6 +379,7 @@ def fp8_scale(amax: float, name: str = "fp8 E4M3", margin: int = 0) -> float:
 
 
 # --- where magnitudes fall: a histogram of log2 |v| -----------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class Log2Histogram:
@@ -361,7 +401,9 @@ def log2_histogram(values, bin_width: float = 0.25) -> Log2Histogram:
     whole bins)."""
     validate.positive("bin_width", bin_width)
     if abs(1 / bin_width - round(1 / bin_width)) > 1e-9:
-        raise ValueError(f"bin_width must divide 1 exactly (1, 0.5, 0.25, ...), got {bin_width!r}")
+        raise ValueError(
+            f"bin_width must divide 1 exactly (1, 0.5, 0.25, ...), got {bin_width!r}"
+        )
     mags = np.abs(_finite_array("values", values)).ravel()
     mags = np.sort(mags[mags > 0])
     if mags.size == 0:
@@ -373,28 +415,33 @@ def log2_histogram(values, bin_width: float = 0.25) -> Log2Histogram:
     return Log2Histogram(edges, counts, mags)
 
 
-def fraction_below(hist: Log2Histogram, threshold: float, scale: float = 1.0,
-                   inclusive: bool = False) -> float:
+def fraction_below(
+    hist: Log2Histogram, threshold: float, scale: float = 1.0, inclusive: bool = False
+) -> float:
     """Fraction of a histogram's magnitudes with |v| x scale below
     ``threshold`` (or at it too, with ``inclusive``)."""
     validate.positive("threshold", threshold)
     validate.positive("scale", scale)
     validate.boolean("inclusive", inclusive)
     side = "right" if inclusive else "left"
-    return float(np.searchsorted(hist.sorted_abs, threshold / scale, side=side)) / hist.n
+    return (
+        float(np.searchsorted(hist.sorted_abs, threshold / scale, side=side)) / hist.n
+    )
 
 
 @dataclass(frozen=True)
 class Zones:
     """Where magnitudes land in a format after scaling (fractions that sum to 1)."""
 
-    flushed: float       # rounded to zero
-    subnormal: float     # kept, with fewer significant bits
+    flushed: float  # rounded to zero
+    subnormal: float  # kept, with fewer significant bits
     normal: float
-    overflow: float      # inf (or, for E4M3, saturated at the max)
+    overflow: float  # inf (or, for E4M3, saturated at the max)
 
 
-def zone_fractions(hist: Log2Histogram, name: str = "fp16", scale: float = 1.0) -> Zones:
+def zone_fractions(
+    hist: Log2Histogram, name: str = "fp16", scale: float = 1.0
+) -> Zones:
     """Where a histogram's magnitudes land in format ``name`` after scaling by
     ``scale``: flushed to zero, subnormal, normal, or past the range."""
     fmt = float_format(name)
@@ -402,5 +449,9 @@ def zone_fractions(hist: Log2Histogram, name: str = "fp16", scale: float = 1.0) 
     below_normal = fraction_below(hist, fmt.smallest_normal, scale)
     past = overflow_threshold(name) if fmt.has_inf else fmt.max
     kept = fraction_below(hist, past, scale, inclusive=not fmt.has_inf)
-    return Zones(flushed=flushed, subnormal=below_normal - flushed,
-                 normal=kept - below_normal, overflow=1 - kept)
+    return Zones(
+        flushed=flushed,
+        subnormal=below_normal - flushed,
+        normal=kept - below_normal,
+        overflow=1 - kept,
+    )

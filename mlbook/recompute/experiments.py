@@ -20,7 +20,6 @@ import functools
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import (
     CheckpointPolicy,
@@ -30,11 +29,15 @@ from torch.utils.checkpoint import (
 )
 
 from mlbook.common import validate
-from mlbook.common_torch.dtypes import DTYPES
 from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch import timing as measure
+from mlbook.common_torch.dtypes import DTYPES
 from mlbook.common_torch.gpt import GPT, MLP, Block, CausalSelfAttention, random_batch
-from mlbook.recompute.formulas import SCORE_ITEMS, block_saved_items, layer_forward_flops
+from mlbook.recompute.formulas import (
+    SCORE_ITEMS,
+    block_saved_items,
+    layer_forward_flops,
+)
 
 # Saved bytes of a real block agree with the formula for that block (its
 # dtype, the device's dropout-mask size, its MLP) to within this share; what
@@ -44,8 +47,12 @@ SAVED_BYTES_TOLERANCE = 0.02
 
 STRATEGIES = ("none", "selective", "full")
 # The page's four GPT-block cases: (label, dtype, dropout, attention).
-BLOCK_CASES = (("fp32, no dropout", "fp32", 0.0, "math"), ("fp32, dropout 0.1", "fp32", 0.1, "math"),
-               ("bf16, dropout 0.1", "bf16", 0.1, "math"), ("fp32, fused SDPA", "fp32", 0.0, "sdpa"))
+BLOCK_CASES = (
+    ("fp32, no dropout", "fp32", 0.0, "math"),
+    ("fp32, dropout 0.1", "fp32", 0.1, "math"),
+    ("bf16, dropout 0.1", "bf16", 0.1, "math"),
+    ("fp32, fused SDPA", "fp32", 0.0, "sdpa"),
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,9 @@ class SavedTensor:
     shape: tuple
     dtype: str
     nbytes: int
-    kind: str   # "activation", "norm statistics", "causal mask" or "attention log-sum-exp"
+    kind: (
+        str  # "activation", "norm statistics", "causal mask" or "attention log-sum-exp"
+    )
 
 
 def _kind(t: torch.Tensor, b: int, s: int, a: int) -> str:
@@ -69,7 +78,9 @@ def _kind(t: torch.Tensor, b: int, s: int, a: int) -> str:
     return "activation"
 
 
-def saved_tensors(module: nn.Module, x: torch.Tensor, n_heads: int) -> list[SavedTensor]:
+def saved_tensors(
+    module: nn.Module, x: torch.Tensor, n_heads: int
+) -> list[SavedTensor]:
     """What autograd keeps for the backward of ``module(x)``.
 
     Every tensor an operator saves passes through the pack hook; several
@@ -79,15 +90,22 @@ def saved_tensors(module: nn.Module, x: torch.Tensor, n_heads: int) -> list[Save
     activations.
     """
     b, s = x.shape[0], x.shape[1]
-    state = {t.untyped_storage().data_ptr() for t in (*module.parameters(), *module.buffers())}
+    state = {
+        t.untyped_storage().data_ptr()
+        for t in (*module.parameters(), *module.buffers())
+    }
     seen: dict[int, SavedTensor] = {}
 
     def pack(t):
         storage = t.untyped_storage()
         ptr = storage.data_ptr()
         if ptr not in state and ptr not in seen:
-            seen[ptr] = SavedTensor(tuple(t.shape), str(t.dtype).removeprefix("torch."),
-                                    storage.nbytes(), _kind(t, b, s, n_heads))
+            seen[ptr] = SavedTensor(
+                tuple(t.shape),
+                str(t.dtype).removeprefix("torch."),
+                storage.nbytes(),
+                _kind(t, b, s, n_heads),
+            )
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -129,23 +147,46 @@ class BlockCount:
         return self.measured_bytes / self.formula_bytes
 
 
-def _count(block: nn.Module, cfg: TransformerConfig, s: int, b: int, torch_dtype, device: str,
-           items: dict) -> BlockCount:
-    x = torch.randn(b, s, cfg.d_model, device=device, dtype=torch_dtype, requires_grad=True)
-    saved = saved_tensors(block, x, cfg.n_heads)                   # x: (b, s, h)
+def _count(
+    block: nn.Module,
+    cfg: TransformerConfig,
+    s: int,
+    b: int,
+    torch_dtype,
+    device: str,
+    items: dict,
+) -> BlockCount:
+    x = torch.randn(
+        b, s, cfg.d_model, device=device, dtype=torch_dtype, requires_grad=True
+    )
+    saved = saved_tensors(block, x, cfg.n_heads)  # x: (b, s, h)
     measured = sum(t.nbytes for t in saved)
     formula = sum(items.values())
     extras: dict[str, int] = {}
     for t in saved:
         if t.kind != "activation":
             extras[t.kind] = extras.get(t.kind, 0) + t.nbytes
-    return BlockCount(measured, formula, items, extras, measured - formula - sum(extras.values()),
-                      tuple(saved), torch.finfo(torch_dtype).bits // 8)
+    return BlockCount(
+        measured,
+        formula,
+        items,
+        extras,
+        measured - formula - sum(extras.values()),
+        tuple(saved),
+        torch.finfo(torch_dtype).bits // 8,
+    )
 
 
-def compare_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "fp32",
-                  dropout: float = 0.0, device: str = "cpu", attn_impl: str = "math",
-                  seed: int = 0) -> BlockCount:
+def compare_block(
+    cfg: TransformerConfig,
+    s: int,
+    b: int,
+    dtype: str = "fp32",
+    dropout: float = 0.0,
+    device: str = "cpu",
+    attn_impl: str = "math",
+    seed: int = 0,
+) -> BlockCount:
     """Measured saved bytes of one GPT block against the formula for it.
 
     The formula is Korthikanti's item list (block_saved_items) with this
@@ -155,21 +196,35 @@ def compare_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "fp32",
     """
     validate.one_of("dtype", dtype, tuple(DTYPES))
     if cfg.mlp != "gelu" or cfg.n_kv_heads != cfg.n_heads:
-        raise ValueError("compare_block needs Korthikanti's block: a GELU MLP and "
-                         f"multi-head attention; got mlp={cfg.mlp!r}, n_kv_heads={cfg.n_kv_heads}")
+        raise ValueError(
+            "compare_block needs Korthikanti's block: a GELU MLP and "
+            f"multi-head attention; got mlp={cfg.mlp!r}, n_kv_heads={cfg.n_kv_heads}"
+        )
     torch.manual_seed(seed)
     torch_dtype = DTYPES[validate.one_of("dtype", dtype, ("fp32", "bf16"))]
-    block = Block(cfg, dropout=dropout, attn_impl=attn_impl).to(device=device, dtype=torch_dtype).train()
+    block = (
+        Block(cfg, dropout=dropout, attn_impl=attn_impl)
+        .to(device=device, dtype=torch_dtype)
+        .train()
+    )
     act_bytes = torch.finfo(torch_dtype).bits // 8
-    items = block_saved_items(s, b, cfg.d_model, cfg.n_heads, act_bytes=act_bytes,
-                              mask_bytes=dropout_mask_bytes(device, act_bytes),
-                              dropout=dropout > 0, d_ff_mult=cfg.d_ff / cfg.d_model)
+    items = block_saved_items(
+        s,
+        b,
+        cfg.d_model,
+        cfg.n_heads,
+        act_bytes=act_bytes,
+        mask_bytes=dropout_mask_bytes(device, act_bytes),
+        dropout=dropout > 0,
+        d_ff_mult=cfg.d_ff / cfg.d_model,
+    )
     if attn_impl == "sdpa":
         items = {k: v for k, v in items.items() if k not in SCORE_ITEMS}
     return _count(block, cfg, s, b, torch_dtype, device, items)
 
 
 # --- a Llama-shaped block -----------------------------------------------------------
+
 
 class _FusedRMSNormFn(torch.autograd.Function):
     """RMSNorm as one kernel computes it: forward and backward by hand, so
@@ -180,15 +235,15 @@ class _FusedRMSNormFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps):
-        xf = x.to(torch.promote_types(x.dtype, torch.float32))            # 16-bit inputs: fp32
-        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)          # (b, s, 1)
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))  # 16-bit inputs: fp32
+        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)  # (b, s, 1)
         ctx.save_for_backward(x, weight, rstd)
         return (xf * rstd).to(x.dtype) * weight
 
     @staticmethod
     def backward(ctx, grad):
         x, weight, rstd = ctx.saved_tensors
-        xhat = x.to(rstd.dtype) * rstd                                       # (b, s, h)
+        xhat = x.to(rstd.dtype) * rstd  # (b, s, h)
         g = grad.to(rstd.dtype) * weight.to(rstd.dtype)
         dx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
         dw = (grad.to(rstd.dtype) * xhat).sum(dim=tuple(range(grad.dim() - 1)))
@@ -215,22 +270,26 @@ class Rotary(nn.Module):
     projection: the rotated Q and K take the place of Q and K in the count.
     """
 
-    def __init__(self, proj: nn.Linear, n_heads: int, max_seq_len: int, base: float = 10000.0):
+    def __init__(
+        self, proj: nn.Linear, n_heads: int, max_seq_len: int, base: float = 10000.0
+    ):
         super().__init__()
         self.proj, self.n_heads = proj, n_heads
         hd = proj.out_features // n_heads
-        inv_freq = base ** (-torch.arange(0, hd, 2).float() / hd)            # (hd/2,)
-        angles = torch.outer(torch.arange(max_seq_len).float(), inv_freq)     # (s, hd/2)
-        angles = torch.cat([angles, angles], dim=-1)                          # (s, hd)
-        self.register_buffer("cos", angles.cos()[:, None, :], persistent=False)   # (s, 1, hd)
+        inv_freq = base ** (-torch.arange(0, hd, 2).float() / hd)  # (hd/2,)
+        angles = torch.outer(torch.arange(max_seq_len).float(), inv_freq)  # (s, hd/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (s, hd)
+        self.register_buffer(
+            "cos", angles.cos()[:, None, :], persistent=False
+        )  # (s, 1, hd)
         self.register_buffer("sin", angles.sin()[:, None, :], persistent=False)
 
     def forward(self, x):
         b, s, _ = x.shape
-        y = self.proj(x).view(b, s, self.n_heads, -1)                         # (b, s, a, hd)
+        y = self.proj(x).view(b, s, self.n_heads, -1)  # (b, s, a, hd)
         half = y.shape[-1] // 2
         rotated = torch.cat([-y[..., half:], y[..., :half]], dim=-1)
-        return (y * self.cos[:s] + rotated * self.sin[:s]).flatten(2)         # (b, s, h)
+        return (y * self.cos[:s] + rotated * self.sin[:s]).flatten(2)  # (b, s, h)
 
 
 class LlamaBlock(nn.Module):
@@ -254,21 +313,37 @@ class LlamaBlock(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-def compare_llama_block(cfg: TransformerConfig, s: int, b: int, dtype: str = "bf16",
-                        device: str = "cpu", seed: int = 0) -> BlockCount:
+def compare_llama_block(
+    cfg: TransformerConfig,
+    s: int,
+    b: int,
+    dtype: str = "bf16",
+    device: str = "cpu",
+    seed: int = 0,
+) -> BlockCount:
     """Measured saved bytes of one Llama-shaped block against the count for
     it: block_saved_items with a SwiGLU MLP of width cfg.d_ff, no dropout,
     ``dtype`` activations."""
     validate.one_of("dtype", dtype, tuple(DTYPES))
     if cfg.mlp != "swiglu" or cfg.n_kv_heads != cfg.n_heads:
-        raise ValueError("compare_llama_block needs Llama 2's block: a SwiGLU MLP and "
-                         f"multi-head attention; got mlp={cfg.mlp!r}, n_kv_heads={cfg.n_kv_heads}")
+        raise ValueError(
+            "compare_llama_block needs Llama 2's block: a SwiGLU MLP and "
+            f"multi-head attention; got mlp={cfg.mlp!r}, n_kv_heads={cfg.n_kv_heads}"
+        )
     torch.manual_seed(seed)
     torch_dtype = DTYPES[validate.one_of("dtype", dtype, ("fp32", "bf16"))]
     block = LlamaBlock(cfg, max_seq_len=s).to(device=device, dtype=torch_dtype).train()
     act_bytes = torch.finfo(torch_dtype).bits // 8
-    items = block_saved_items(s, b, cfg.d_model, cfg.n_heads, act_bytes=act_bytes, dropout=False,
-                              d_ff_mult=cfg.d_ff / cfg.d_model, mlp="swiglu")
+    items = block_saved_items(
+        s,
+        b,
+        cfg.d_model,
+        cfg.n_heads,
+        act_bytes=act_bytes,
+        dropout=False,
+        d_ff_mult=cfg.d_ff / cfg.d_model,
+        mlp="swiglu",
+    )
     return _count(block, cfg, s, b, torch_dtype, device, items)
 
 
@@ -284,7 +359,11 @@ SAVED_OPS = (_aten.mm.default, _aten.addmm.default)
 
 def selective_policy(ctx, op, *args, **kwargs):
     """Save the output of every weight matmul; recompute the rest."""
-    return CheckpointPolicy.MUST_SAVE if op in SAVED_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+    return (
+        CheckpointPolicy.MUST_SAVE
+        if op in SAVED_OPS
+        else CheckpointPolicy.PREFER_RECOMPUTE
+    )
 
 
 def full_block(block, x):
@@ -352,11 +431,15 @@ def activation_memory(model: GPT, idx, targets) -> MemoryUse:
     device = idx.device
 
     def bytes_of(snapshot, kind):  # keys are MemTracker's categories, plus "Total"
-        return sum(v for k, v in snapshot[device].items() if getattr(k, "name", k) == kind)
+        return sum(
+            v for k, v in snapshot[device].items() if getattr(k, "name", k) == kind
+        )
 
     model.zero_grad(set_to_none=True)
-    return MemoryUse(kept_bytes=bytes_of(after_forward, "ACT"),
-                     peak_bytes=bytes_of(peak, "Total") - bytes_of(peak, "PARAM"))
+    return MemoryUse(
+        kept_bytes=bytes_of(after_forward, "ACT"),
+        peak_bytes=bytes_of(peak, "Total") - bytes_of(peak, "PARAM"),
+    )
 
 
 @dataclass(frozen=True)
@@ -400,9 +483,16 @@ class MeasuredStrategies:
         return self.strategies[strategy]
 
 
-def measure_strategies(cfg: TransformerConfig, s: int, b: int, device: str = "cpu",
-                       rounds: int = 3, seed: int = 0, cpu_threads: int | None = 1,
-                       log=print) -> MeasuredStrategies:
+def measure_strategies(
+    cfg: TransformerConfig,
+    s: int,
+    b: int,
+    device: str = "cpu",
+    rounds: int = 3,
+    seed: int = 0,
+    cpu_threads: int | None = 1,
+    log=print,
+) -> MeasuredStrategies:
     """Counted FLOPs, activation memory and step times of the small GPT under
     each strategy, on one model and one batch.
 
@@ -440,6 +530,7 @@ def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> MeasuredStrateg
                 model.zero_grad(set_to_none=True)
                 _, loss = model(idx, tgt)
                 loss.backward()
+
         return step
 
     steps = {k: step_fn(k) for k in STRATEGIES}
@@ -450,8 +541,16 @@ def _measure_strategies(cfg, s, b, device, rounds, seed, log) -> MeasuredStrateg
         log(f"  timing round {r + 1}/{rounds} ...", flush=True)
         for k in STRATEGIES:
             times[k] += measure.time_steps(steps[k], steps=1, warmup=0, device=device)
-    results = {k: StrategyResult(k, counted[k][0], counted[k][1].kept_bytes, counted[k][1].peak_bytes,
-                                 tuple(times[k])) for k in STRATEGIES}
+    results = {
+        k: StrategyResult(
+            k,
+            counted[k][0],
+            counted[k][1].kept_bytes,
+            counted[k][1].peak_bytes,
+            tuple(times[k]),
+        )
+        for k in STRATEGIES
+    }
     return MeasuredStrategies(cfg, s, b, device, results, whole, forward)
 
 
@@ -477,8 +576,15 @@ class FlopCheck:
     @property
     def exact(self) -> bool:
         """Every count equals its formula, to the FLOP."""
-        return all(c == f for c, f in (self.selective_extra, self.full_whole_extra,
-                                       self.full_default_extra, self.blocks_forward))
+        return all(
+            c == f
+            for c, f in (
+                self.selective_extra,
+                self.full_whole_extra,
+                self.full_default_extra,
+                self.blocks_forward,
+            )
+        )
 
     @property
     def blocks_ratio(self) -> float:
@@ -510,14 +616,19 @@ def flop_check(res: MeasuredStrategies) -> FlopCheck:
     cfg, s, b = res.cfg, res.s, res.b
     L, h = cfg.n_layers, cfg.d_model
     none = res["none"].flops
-    layer_f = int(layer_forward_flops(s, b, h, cfg.d_ff / h))   # whole numbers at these shapes
-    core = 4 * b * s * s * h                     # Q K^T and P V, forward, one layer
-    last_mm = 2 * b * s * cfg.d_ff * h           # the MLP's second matmul, forward, one layer
+    layer_f = int(
+        layer_forward_flops(s, b, h, cfg.d_ff / h)
+    )  # whole numbers at these shapes
+    core = 4 * b * s * s * h  # Q K^T and P V, forward, one layer
+    last_mm = 2 * b * s * cfg.d_ff * h  # the MLP's second matmul, forward, one layer
     return FlopCheck(
         selective_extra=(res["selective"].flops - none, L * core),
         full_whole_extra=(res.full_whole_forward_flops - none, L * layer_f),
         full_default_extra=(res["full"].flops - none, L * (layer_f - last_mm)),
-        blocks_forward=(res.forward_flops - head_flops(cfg, s, b, backward=False), L * layer_f),
+        blocks_forward=(
+            res.forward_flops - head_flops(cfg, s, b, backward=False),
+            L * layer_f,
+        ),
         head_flops=head_flops(cfg, s, b),
         none_flops=none,
     )

@@ -9,7 +9,12 @@ from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
 from mlbook.recompute import formulas as recompute
 
 COLORS = {"none": "C0", "selective": "C1", "sqrt": "C2", "full": "C3"}
-LABELS = {"none": "none", "selective": "selective", "sqrt": "sqrt(L) segments", "full": "full"}
+LABELS = {
+    "none": "none",
+    "selective": "selective",
+    "sqrt": "sqrt(L) segments",
+    "full": "full",
+}
 
 
 def strategy_tradeoff(s: int, h: int, a: int, L: int, b: int):
@@ -17,8 +22,14 @@ def strategy_tradeoff(s: int, h: int, a: int, L: int, b: int):
     plans = recompute.checkpoint_plans(s, b, h, a, L)
     fig, ax = new_figure()
     for name, plan in plans.items():
-        ax.plot([plan.extra_flops_fraction], [plan.memory_bytes / GIB], "o", ms=9,
-                color=COLORS[name], label=f"{LABELS[name]}: {plan.memory_bytes / GIB:,.1f} GiB")
+        ax.plot(
+            [plan.extra_flops_fraction],
+            [plan.memory_bytes / GIB],
+            "o",
+            ms=9,
+            color=COLORS[name],
+            label=f"{LABELS[name]}: {plan.memory_bytes / GIB:,.1f} GiB",
+        )
     ax.set_xlabel("extra FLOPs (share of a training step)")
     ax.set_ylabel("activation memory (GiB)")
     ax.set_xlim(-0.03, 0.4)
@@ -41,37 +52,70 @@ def segments_memory(s: int, h: int, a: int, L: int, b: int):
     sq = recompute.sqrt_segments(L)
     fig, ax = new_figure()
     ax.plot(cs, mem, color="C2")
-    ax.axvline(min(c_star, L), color="C3", ls="--",
-               label=f"c* = sqrt(LA/I) = {c_star:.1f}" + (" > L" if c_star > L else ""))
-    ax.plot([best], [recompute.segments_memory_bytes(best, L, A, I) / GIB], "o", color="C3",
-            ms=8, label=f"best whole c = {best}")
-    ax.plot([sq], [recompute.segments_memory_bytes(sq, L, A, I) / GIB], "s", color="C2",
-            ms=8, label=f"ceil(sqrt L) = {sq}")
+    ax.axvline(
+        min(c_star, L),
+        color="C3",
+        ls="--",
+        label=f"c* = sqrt(LA/I) = {c_star:.1f}" + (" > L" if c_star > L else ""),
+    )
+    ax.plot(
+        [best],
+        [recompute.segments_memory_bytes(best, L, A, I) / GIB],
+        "o",
+        color="C3",
+        ms=8,
+        label=f"best whole c = {best}",
+    )
+    ax.plot(
+        [sq],
+        [recompute.segments_memory_bytes(sq, L, A, I) / GIB],
+        "s",
+        color="C2",
+        ms=8,
+        label=f"ceil(sqrt L) = {sq}",
+    )
     ax.set_xlabel("segments c (layer inputs kept)")
     ax.set_ylabel("c I + ceil(L/c) A (GiB)")
     ax.set_ylim(0, None)
     ax.legend(fontsize=8)
-    ax.set_title(f"A/I = {A / I:.0f}: a layer keeps {A / I:.0f}x its input", fontsize=10)
+    ax.set_title(
+        f"A/I = {A / I:.0f}: a layer keeps {A / I:.0f}x its input", fontsize=10
+    )
     return fig
 
 
-def memory_vs_seq_len(h: int, a: int, L: int, b: int = 1, seq_lens=None, name: str = ""):
+def memory_vs_seq_len(
+    h: int, a: int, L: int, b: int = 1, seq_lens=None, name: str = ""
+):
     """Memory of the four strategies against s, with the sequence length where
     selective and sqrt(L) cross marked."""
     seq_lens = seq_lens if seq_lens is not None else 2 ** np.arange(9, 16)
     fig, ax = new_figure()
     for strategy in recompute.STRATEGIES:
-        mem = [recompute.checkpoint_plans(int(s), b, h, a, L)[strategy].memory_bytes / GIB
-               for s in seq_lens]
-        ax.plot(seq_lens, mem, marker="o", ms=4, color=COLORS[strategy], label=LABELS[strategy])
+        mem = [
+            recompute.checkpoint_plans(int(s), b, h, a, L)[strategy].memory_bytes / GIB
+            for s in seq_lens
+        ]
+        ax.plot(
+            seq_lens,
+            mem,
+            marker="o",
+            ms=4,
+            color=COLORS[strategy],
+            label=LABELS[strategy],
+        )
     cross = recompute.selective_sqrt_crossover_seq_len(h, a, L)
     if cross > 0:
-        ax.axvline(cross, color="0.4", ls=":", label=f"selective = sqrt(L) at s = {cross:,.0f}")
+        ax.axvline(
+            cross, color="0.4", ls=":", label=f"selective = sqrt(L) at s = {cross:,.0f}"
+        )
     plain_log_axis(ax, "x", base=2)
     plain_log_axis(ax, "y")
     ax.set_xlabel("sequence length s (tokens)")
     ax.set_ylabel("activation memory (GiB)")
-    ax.set_title(f"{name} (h={h}, a={a}, L={L}, b={b}), 16-bit activations".strip(), fontsize=10)
+    ax.set_title(
+        f"{name} (h={h}, a={a}, L={L}, b={b}), 16-bit activations".strip(), fontsize=10
+    )
     ax.legend(fontsize=8)
     return fig
 
@@ -98,15 +142,19 @@ def measured_strategies(res, device_name: str):
     rel_ax.set_xticks(x, names)
     rel_ax.set_ylabel("relative to no recompute")
     # One legend row in headroom above the tallest bar, so it covers no bar.
-    for ax, top, ncol in ((mem_ax, max(kept + peak), 2),
-                          (rel_ax, max(time_ratio + flop_ratio + [4 / 3]), 3)):
+    for ax, top, ncol in (
+        (mem_ax, max(kept + peak), 2),
+        (rel_ax, max(time_ratio + flop_ratio + [4 / 3]), 3),
+    ):
         ax.set_ylim(0, top * 1.3)
         ax.legend(fontsize=8, loc="upper center", ncol=ncol, frameon=False)
     fig.suptitle(f"small GPT measured on {device_name}", fontsize=10)
     return fig
 
 
-def selective_overhead_vs_seq_len(widths=(1024, 4096, 8192), target: float = 0.10, seq_lens=None):
+def selective_overhead_vs_seq_len(
+    widths=(1024, 4096, 8192), target: float = 0.10, seq_lens=None
+):
     """Selective recompute's extra FLOPs against s for a few widths (d_ff = 4h),
     with ``target`` and the crossing for each width marked."""
     seq_lens = seq_lens if seq_lens is not None else 2 ** np.arange(8, 18.01, 0.25)

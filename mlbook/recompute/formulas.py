@@ -36,7 +36,11 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 MLP_KINDS = ("gelu", "swiglu")
 # The items of block_saved_items that are s x s per head (the a s^2 b terms):
 # what selective recompute and fused attention kernels do not keep.
-SCORE_ITEMS = ("softmax output", "softmax dropout mask", "dropped-out probabilities (for P V)")
+SCORE_ITEMS = (
+    "softmax output",
+    "softmax dropout mask",
+    "dropped-out probabilities (for P V)",
+)
 
 # Measured overheads reported by Korthikanti et al. 2022 (arXiv:2205.05198),
 # Table 4: the time of one transformer layer of their 22B model with each
@@ -60,7 +64,9 @@ def _mlp_matmuls(mlp: str) -> int:
     return 3 if validate.one_of("mlp", mlp, MLP_KINDS) == "swiglu" else 2
 
 
-def activation_bytes_per_layer(s: int, b: int, h: int, a: int, recompute: str = "none") -> int:
+def activation_bytes_per_layer(
+    s: int, b: int, h: int, a: int, recompute: str = "none"
+) -> int:
     """Bytes one transformer layer keeps for its backward pass.
 
     Korthikanti et al. 2022 (arXiv:2205.05198, Sec. 4.1 and Table 2), whose
@@ -96,7 +102,9 @@ def activation_bytes_per_layer(s: int, b: int, h: int, a: int, recompute: str = 
     return selective + 5 * a * s * s * b
 
 
-def layer_forward_flops(s: int, b: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu") -> float:
+def layer_forward_flops(
+    s: int, b: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu"
+) -> float:
     """F: forward FLOPs of one layer for b sequences of s tokens.
 
     Per token: Q, K, V and O projections 4 x 2h^2 = 8h^2; an MLP of two
@@ -111,7 +119,9 @@ def layer_forward_flops(s: int, b: int, h: int, d_ff_mult: float = 4.0, mlp: str
     return b * s * (8 * h * h + 2 * _mlp_matmuls(mlp) * h * (m * h) + 4 * s * h)
 
 
-def attention_core_fraction(s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu") -> float:
+def attention_core_fraction(
+    s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu"
+) -> float:
     """The attention core's share of a layer's forward FLOPs:
     4sh / (8h^2 + 4h d_ff + 4sh) for a GELU MLP (6h d_ff for SwiGLU), with
     d_ff = d_ff_mult x h.
@@ -126,12 +136,16 @@ def attention_core_fraction(s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "
     return core / (8 * h * h + 2 * _mlp_matmuls(mlp) * h * (m * h) + core)
 
 
-def selective_extra_flops_fraction(s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu") -> float:
+def selective_extra_flops_fraction(
+    s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu"
+) -> float:
     """Selective recompute's extra FLOPs as a share of a training step (3F)."""
     return attention_core_fraction(s, h, d_ff_mult, mlp) / 3
 
 
-def seq_len_for_selective_overhead(h: int, overhead: float, d_ff_mult: float = 4.0) -> float:
+def seq_len_for_selective_overhead(
+    h: int, overhead: float, d_ff_mult: float = 4.0
+) -> float:
     """The sequence length at which selective recompute costs ``overhead``
     (a share of a training step) with a GELU MLP, from
     attention_core_fraction = 3 x overhead:
@@ -145,14 +159,25 @@ def seq_len_for_selective_overhead(h: int, overhead: float, d_ff_mult: float = 4
     m = _check_d_ff_mult(d_ff_mult)
     validate.fraction("overhead", overhead)
     if overhead >= 1 / 3:
-        raise ValueError(f"overhead must be below 1/3 (selective never costs more than a "
-                         f"whole extra forward), got {overhead!r}")
+        raise ValueError(
+            f"overhead must be below 1/3 (selective never costs more than a "
+            f"whole extra forward), got {overhead!r}"
+        )
     t = overhead
     return 3 * t * (8 + 4 * m) * h / (4 - 12 * t)
 
 
-def block_saved_items(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_bytes: int = 1,
-                      dropout: bool = True, d_ff_mult: float = 4.0, mlp: str = "gelu") -> dict:
+def block_saved_items(
+    s: int,
+    b: int,
+    h: int,
+    a: int,
+    act_bytes: int = 2,
+    mask_bytes: int = 1,
+    dropout: bool = True,
+    d_ff_mult: float = 4.0,
+    mlp: str = "gelu",
+) -> dict:
     """What one layer keeps for backward, item by item: {item: bytes}.
 
     Korthikanti's list (Sec. 4.1), with the storage sizes and the block's
@@ -195,13 +220,17 @@ def block_saved_items(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_b
         "MLP input": act_bytes * sbh,
     }
     if mlp == "gelu":
-        items |= {"GELU input": act_bytes * m * sbh,
-                  "MLP second matmul input": act_bytes * m * sbh}
+        items |= {
+            "GELU input": act_bytes * m * sbh,
+            "MLP second matmul input": act_bytes * m * sbh,
+        }
     else:
-        items |= {"gate output (SiLU input)": act_bytes * m * sbh,
-                  "SiLU output": act_bytes * m * sbh,
-                  "up output": act_bytes * m * sbh,
-                  "down matmul input": act_bytes * m * sbh}
+        items |= {
+            "gate output (SiLU input)": act_bytes * m * sbh,
+            "SiLU output": act_bytes * m * sbh,
+            "up output": act_bytes * m * sbh,
+            "down matmul input": act_bytes * m * sbh,
+        }
     items["MLP dropout mask"] = mask_bytes * sbh if dropout else 0
     return {k: (int(v) if float(v).is_integer() else v) for k, v in items.items()}
 
@@ -214,15 +243,22 @@ class Coefficients:
     square: float
 
 
-def saved_coefficients(act_bytes: int = 2, mask_bytes: int = 1, dropout: bool = True,
-                       d_ff_mult: float = 4.0, mlp: str = "gelu") -> Coefficients:
+def saved_coefficients(
+    act_bytes: int = 2,
+    mask_bytes: int = 1,
+    dropout: bool = True,
+    d_ff_mult: float = 4.0,
+    mlp: str = "gelu",
+) -> Coefficients:
     """The item list of ``block_saved_items`` summed into its two terms.
 
     Every item is a multiple of sbh or of a s^2 b, so evaluating the list at
     s = b = h = a = 1 gives the multiples. The defaults give Korthikanti's
     34 sbh + 5 a s^2 b.
     """
-    items = block_saved_items(1, 1, 1, 1, act_bytes, mask_bytes, dropout, d_ff_mult, mlp)
+    items = block_saved_items(
+        1, 1, 1, 1, act_bytes, mask_bytes, dropout, d_ff_mult, mlp
+    )
     square = sum(v for k, v in items.items() if k in SCORE_ITEMS)
     return Coefficients(linear=sum(items.values()) - square, square=square)
 
@@ -246,11 +282,22 @@ class LayerBytes:
             raise ValueError(f"need full <= selective <= none, got {self}")
 
 
-def layer_bytes(s: int, b: int, h: int, a: int, act_bytes: int = 2, mask_bytes: int = 1,
-                dropout: bool = True, d_ff_mult: float = 4.0, mlp: str = "gelu") -> LayerBytes:
+def layer_bytes(
+    s: int,
+    b: int,
+    h: int,
+    a: int,
+    act_bytes: int = 2,
+    mask_bytes: int = 1,
+    dropout: bool = True,
+    d_ff_mult: float = 4.0,
+    mlp: str = "gelu",
+) -> LayerBytes:
     """``block_saved_items`` summed for each recompute mode. With the defaults
     this is activation_bytes_per_layer for "none", "selective" and "full"."""
-    items = block_saved_items(s, b, h, a, act_bytes, mask_bytes, dropout, d_ff_mult, mlp)
+    items = block_saved_items(
+        s, b, h, a, act_bytes, mask_bytes, dropout, d_ff_mult, mlp
+    )
     total = sum(items.values())
     square = sum(v for k, v in items.items() if k in SCORE_ITEMS)
     return LayerBytes(none=total, selective=total - square, full=act_bytes * s * b * h)
@@ -313,8 +360,16 @@ def best_segments(L: int, A: float, I: float) -> int:
     return min(range(1, L + 1), key=lambda c: (segments_memory_bytes(c, L, A, I), c))
 
 
-def checkpoint_plans(s: int, b: int, h: int, a: int, L: int, d_ff_mult: float = 4.0,
-                     mlp: str = "gelu", layer: LayerBytes | None = None) -> dict:
+def checkpoint_plans(
+    s: int,
+    b: int,
+    h: int,
+    a: int,
+    L: int,
+    d_ff_mult: float = 4.0,
+    mlp: str = "gelu",
+    layer: LayerBytes | None = None,
+) -> dict:
     """The four strategies' memory and extra FLOPs, {strategy: Plan}.
 
     Memory per layer from ``layer`` (a LayerBytes); by default Korthikanti's
@@ -324,15 +379,20 @@ def checkpoint_plans(s: int, b: int, h: int, a: int, L: int, d_ff_mult: float = 
     """
     L = validate.positive_int("L", L)
     if layer is None:
-        layer = LayerBytes(*(activation_bytes_per_layer(s, b, h, a, r) for r in RECOMPUTE_MODES))
+        layer = LayerBytes(
+            *(activation_bytes_per_layer(s, b, h, a, r) for r in RECOMPUTE_MODES)
+        )
     elif not isinstance(layer, LayerBytes):
         raise ValueError(f"layer must be a LayerBytes, got {layer!r}")
     A, I = layer.none, layer.full
     c = sqrt_segments(L)
     return {
         "none": Plan("none", L * A, 0.0),
-        "selective": Plan("selective", L * layer.selective,
-                          selective_extra_flops_fraction(s, h, d_ff_mult, mlp)),
+        "selective": Plan(
+            "selective",
+            L * layer.selective,
+            selective_extra_flops_fraction(s, h, d_ff_mult, mlp),
+        ),
         "sqrt": Plan("sqrt", segments_memory_bytes(c, L, A, I), 1 / 3, segments=c),
         "full": Plan("full", L * I + A, 1 / 3, segments=L),
     }

@@ -25,6 +25,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
 # Imported here, not in the tasks: the ranks are forks of the process that
 # imported this module, so they share these imports instead of paying for
 # them once each.
@@ -37,12 +38,15 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
 from mlbook.scaling import formulas
 
-CHECK_BAND = 0.25       # a size whose best time lies further than this from the fit is measured again
+CHECK_BAND = (
+    0.25  # a size whose best time lies further than this from the fit is measured again
+)
 
 
 # ---------------------------------------------------------------------------
 # all-reduce times
 # ---------------------------------------------------------------------------
+
 
 def _decide(value: float) -> float:
     """Rank 0's number, given to every rank (so all run the same loop counts)."""
@@ -64,12 +68,14 @@ def _timed_allreduce(x: torch.Tensor, scratch: torch.Tensor | None = None) -> fl
     return time.perf_counter() - t0
 
 
-def _rounds(buffers: list, min_rounds: int, budget_s: float, scratch=None, repeats: int = 5) -> list[list]:
+def _rounds(
+    buffers: list, min_rounds: int, budget_s: float, scratch=None, repeats: int = 5
+) -> list[list]:
     """Per buffer, the median seconds of ``repeats`` all-reduces in each
     round. A round measures every buffer in turn, so a busy spell on the
     machine slows every size a little rather than a few sizes a lot; as many
     rounds as fit in ``budget_s``, at least ``min_rounds``."""
-    for x in buffers:                                     # warm-up, and what a round costs
+    for x in buffers:  # warm-up, and what a round costs
         _timed_allreduce(x, scratch)
     start = time.perf_counter()
     for x in buffers:
@@ -79,7 +85,9 @@ def _rounds(buffers: list, min_rounds: int, budget_s: float, scratch=None, repea
     medians = [[] for _ in buffers]
     for _ in range(count):
         for i, x in enumerate(buffers):
-            medians[i].append(statistics.median(_timed_allreduce(x, scratch) for _ in range(repeats)))
+            medians[i].append(
+                statistics.median(_timed_allreduce(x, scratch) for _ in range(repeats))
+            )
     return medians
 
 
@@ -87,7 +95,7 @@ def task_allreduce(args) -> dict:
     sizes = [int(s) for s in args.sizes.split(",")]
     world = dist.get_world_size()
     scratch = torch.zeros(args.flush_bytes // 4) if args.flush_bytes else None
-    buffers = [torch.ones(s // 4) for s in sizes]         # fp32: 4 bytes a value
+    buffers = [torch.ones(s // 4) for s in sizes]  # fp32: 4 bytes a value
     budget = args.budget_s * len(sizes)
     blocks = _rounds(buffers, args.blocks, budget, scratch)
     rounds = 0
@@ -98,7 +106,12 @@ def task_allreduce(args) -> dict:
         far = 0.0
         if dist.get_rank() == 0:
             fit = formulas.fit_alpha_beta(sizes, [min(b) for b in blocks], world)
-            far = float(any(abs(min(b) / fit.predict_s(s) - 1) > CHECK_BAND for s, b in zip(sizes, blocks)))
+            far = float(
+                any(
+                    abs(min(b) / fit.predict_s(s) - 1) > CHECK_BAND
+                    for s, b in zip(sizes, blocks)
+                )
+            )
         if not _decide(far):
             rounds -= 1
             break
@@ -111,24 +124,32 @@ def task_allreduce(args) -> dict:
 # DDP: overlap of the gradient all-reduce with backward
 # ---------------------------------------------------------------------------
 
+
 def _cfg(args):
-    return tiny_config(n_layers=args.layers, d_model=args.d_model, n_heads=args.heads, vocab_size=args.vocab)
+    return tiny_config(
+        n_layers=args.layers,
+        d_model=args.d_model,
+        n_heads=args.heads,
+        vocab_size=args.vocab,
+    )
 
 
 def _model(args) -> GPT:
-    torch.manual_seed(args.seed)                      # every rank starts from the same weights
+    torch.manual_seed(args.seed)  # every rank starts from the same weights
     return GPT(_cfg(args), max_seq_len=args.seq)
 
 
 def _global_batch(args, step: int):
     """The whole step's batch (b per rank, every rank's share): (b N, s) ids and targets."""
     g = torch.Generator().manual_seed(args.seed * 1000 + step)
-    return random_batch(_cfg(args), args.batch * dist.get_world_size(), args.seq, generator=g)
+    return random_batch(
+        _cfg(args), args.batch * dist.get_world_size(), args.seq, generator=g
+    )
 
 
 def _my_slice(x, rank, world):
     per = x.shape[0] // world
-    return x[rank * per:(rank + 1) * per]
+    return x[rank * per : (rank + 1) * per]
 
 
 def _counting_hook(calls: list, bucket):
@@ -161,7 +182,7 @@ def task_overlap(args) -> dict:
             loss.backward()
         return time.perf_counter() - t0
 
-    for ddp in wrapped:                               # warm-up both paths (DDP rebuilds its buckets)
+    for ddp in wrapped:  # warm-up both paths (DDP rebuilds its buckets)
         step(ddp, True)
         step(ddp, False)
     for c in calls:
@@ -170,19 +191,33 @@ def task_overlap(args) -> dict:
     nosync_s = [[] for _ in caps]
     for i in range(args.steps):
         for j, ddp in enumerate(wrapped):
-            for sync in ((True, False) if (i + j) % 2 == 0 else (False, True)):
+            for sync in (True, False) if (i + j) % 2 == 0 else (False, True):
                 (sync_s if sync else nosync_s)[j].append(step(ddp, sync))
-    rows = [{"bucket_cap_mb": cap, "buckets": len(calls[j]) // args.steps, "sync_s": sync_s[j],
-             "no_sync_s": nosync_s[j]} for j, cap in enumerate(caps)]
+    rows = [
+        {
+            "bucket_cap_mb": cap,
+            "buckets": len(calls[j]) // args.steps,
+            "sync_s": sync_s[j],
+            "no_sync_s": nosync_s[j],
+        }
+        for j, cap in enumerate(caps)
+    ]
     flat = torch.zeros(n_params)
     (ar,) = _rounds([flat], args.blocks, args.budget_s)
-    return {"n_ranks": world, "n_params": n_params, "grad_bytes": grad_bytes, "rows": rows,
-            "allreduce_blocks": ar, "tokens_per_rank": args.batch * args.seq}
+    return {
+        "n_ranks": world,
+        "n_params": n_params,
+        "grad_bytes": grad_bytes,
+        "rows": rows,
+        "allreduce_blocks": ar,
+        "tokens_per_rank": args.batch * args.seq,
+    }
 
 
 # ---------------------------------------------------------------------------
 # ZeRO-1 and FSDP2: what each rank holds, and whether training is unchanged
 # ---------------------------------------------------------------------------
+
 
 def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
@@ -197,7 +232,11 @@ def _count(tensors) -> dict:
         logical += t.numel() * t.element_size()
         st = t.untyped_storage()
         storages[st.data_ptr()] = st.nbytes()
-    return {"bytes": logical, "storage_bytes": sum(storages.values()), "tensors": len(storages)}
+    return {
+        "bytes": logical,
+        "storage_bytes": sum(storages.values()),
+        "tensors": len(storages),
+    }
 
 
 def _state_tensors(opt_state: dict):
@@ -228,9 +267,15 @@ def _weight_gaps(weights: dict, ref_weights: dict, init_weights: dict) -> dict:
     """Largest |w - w_ref| over all weights, and ||w - w_ref|| / ||w_ref - w_0||:
     the difference as a share of how far training moved the weights."""
     diff = torch.cat([(weights[n] - ref_weights[n]).flatten() for n in ref_weights])
-    moved = torch.cat([(ref_weights[n] - init_weights[n]).flatten() for n in ref_weights])
-    return {"weight_gap": float(diff.abs().max()),
-            "weight_gap_rel": float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(moved))}
+    moved = torch.cat(
+        [(ref_weights[n] - init_weights[n]).flatten() for n in ref_weights]
+    )
+    return {
+        "weight_gap": float(diff.abs().max()),
+        "weight_gap_rel": float(
+            torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(moved)
+        ),
+    }
 
 
 def _mean_over_ranks(x: float) -> float:
@@ -255,16 +300,26 @@ def _train(args, model, opt) -> list:
 def _run_zero1(args, ref_weights, init_weights) -> dict:
     model = _model(args)
     ddp = DDP(model, gradient_as_bucket_view=True)
-    opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=args.lr)
+    opt = ZeroRedundancyOptimizer(
+        ddp.parameters(), optimizer_class=torch.optim.Adam, lr=args.lr
+    )
     losses = _train(args, ddp, opt)
     params = list(model.parameters())
     owned = [p for g in opt.optim.param_groups for p in g["params"]]
     moments, steps = _state_tensors(opt.optim.state)
-    gaps = _weight_gaps({n: p.detach() for n, p in model.named_parameters()}, ref_weights, init_weights)
-    return {"weights": _count(params), "grads": _count([p.grad for p in params]),
-            "moments": _count(moments), "steps": _count(steps),
-            "owned_params": sum(p.numel() for p in owned), "owned_tensors": len(owned),
-            "losses": losses, **gaps}
+    gaps = _weight_gaps(
+        {n: p.detach() for n, p in model.named_parameters()}, ref_weights, init_weights
+    )
+    return {
+        "weights": _count(params),
+        "grads": _count([p.grad for p in params]),
+        "moments": _count(moments),
+        "steps": _count(steps),
+        "owned_params": sum(p.numel() for p in owned),
+        "owned_tensors": len(owned),
+        "losses": losses,
+        **gaps,
+    }
 
 
 def _run_fsdp2(args, ref_weights, init_weights) -> dict:
@@ -278,20 +333,33 @@ def _run_fsdp2(args, ref_weights, init_weights) -> dict:
     params = list(model.parameters())
     moments, steps = _state_tensors(opt.state)
     local = sum(_local(p).numel() for p in params)
-    gaps = _weight_gaps({n: p.full_tensor().detach() for n, p in model.named_parameters()}, ref_weights,
-                        init_weights)
-    return {"weights": _count(params), "grads": _count([p.grad for p in params]),
-            "moments": _count(moments), "steps": _count(steps),
-            "owned_params": local, "owned_tensors": len(params),
-            "losses": losses, **gaps}
+    gaps = _weight_gaps(
+        {n: p.full_tensor().detach() for n, p in model.named_parameters()},
+        ref_weights,
+        init_weights,
+    )
+    return {
+        "weights": _count(params),
+        "grads": _count([p.grad for p in params]),
+        "moments": _count(moments),
+        "steps": _count(steps),
+        "owned_params": local,
+        "owned_tensors": len(params),
+        "losses": losses,
+        **gaps,
+    }
 
 
 def task_sharded(args) -> dict:
     ref_losses, ref_weights = _reference(args)
     init_weights = {n: p.detach() for n, p in _model(args).named_parameters()}
     n_params = sum(p.numel() for p in ref_weights.values())
-    out = {"n_ranks": dist.get_world_size(), "n_params": n_params, "ref_losses": ref_losses,
-           "shapes": {n: list(p.shape) for n, p in ref_weights.items()}}
+    out = {
+        "n_ranks": dist.get_world_size(),
+        "n_params": n_params,
+        "ref_losses": ref_losses,
+        "shapes": {n: list(p.shape) for n, p in ref_weights.items()},
+    }
     for name, run in (("zero1", _run_zero1), ("fsdp2", _run_fsdp2)):
         mine = run(args, ref_weights, init_weights)
         gathered = [None] * dist.get_world_size()

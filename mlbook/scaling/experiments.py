@@ -25,35 +25,63 @@ from mlbook.scaling import dist_script
 DEFAULT_SIZES = tuple(1024 * 4**i for i in range(9))
 
 
-def _launch(task: str, args: list[str], nproc: int, timeout_s: float) -> tuple[dict, float, int]:
+def _launch(
+    task: str, args: list[str], nproc: int, timeout_s: float
+) -> tuple[dict, float, int]:
     with tempfile.TemporaryDirectory(prefix=f"mlbook-scaling-{task}-") as tmp:
         out = Path(tmp) / "report.json"
         argv = ["--task", task, "--out", str(out), "--timeout-s", str(timeout_s), *args]
-        launch, redone = fork_group_formed(dist_script.main, argv, nproc=nproc, timeout_s=timeout_s)
+        launch, redone = fork_group_formed(
+            dist_script.main, argv, nproc=nproc, timeout_s=timeout_s
+        )
         if launch.returncode != 0 or not out.exists():
-            raise RuntimeError(f"the {task} ranks failed (exit {launch.returncode}):\n{launch.output[-4000:]}")
+            raise RuntimeError(
+                f"the {task} ranks failed (exit {launch.returncode}):\n{launch.output[-4000:]}"
+            )
         return json.loads(out.read_text()), launch.wall_s, redone
 
 
 def _model_args(cfg: TransformerConfig, seq_len: int, batch: int) -> list[str]:
-    if cfg.mlp != "gelu" or cfg.d_ff != 4 * cfg.d_model or cfg.tied_embeddings or cfg.n_kv_heads != cfg.n_heads:
-        raise ValueError("cfg must be a tiny_config() shape (GELU MLP, d_ff = 4 h, untied, no GQA): "
-                         f"got {cfg}")
+    if (
+        cfg.mlp != "gelu"
+        or cfg.d_ff != 4 * cfg.d_model
+        or cfg.tied_embeddings
+        or cfg.n_kv_heads != cfg.n_heads
+    ):
+        raise ValueError(
+            "cfg must be a tiny_config() shape (GELU MLP, d_ff = 4 h, untied, no GQA): "
+            f"got {cfg}"
+        )
     validate.positive_int("seq_len", seq_len)
     validate.positive_int("batch", batch)
-    return ["--layers", str(cfg.n_layers), "--d-model", str(cfg.d_model), "--heads", str(cfg.n_heads),
-            "--vocab", str(cfg.vocab_size), "--seq", str(seq_len), "--batch", str(batch)]
+    return [
+        "--layers",
+        str(cfg.n_layers),
+        "--d-model",
+        str(cfg.d_model),
+        "--heads",
+        str(cfg.n_heads),
+        "--vocab",
+        str(cfg.vocab_size),
+        "--seq",
+        str(seq_len),
+        "--batch",
+        str(batch),
+    ]
 
 
 def _check_ranks(n_ranks):
     validate.positive_int("n_ranks", n_ranks)
     if n_ranks < 2:
-        raise ValueError(f"n_ranks must be at least 2 (one rank has no one to talk to), got {n_ranks}")
+        raise ValueError(
+            f"n_ranks must be at least 2 (one rank has no one to talk to), got {n_ranks}"
+        )
 
 
 # ---------------------------------------------------------------------------
 # all-reduce sweep
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class AllReduceSweep:
@@ -64,8 +92,8 @@ class AllReduceSweep:
     sizes_bytes: tuple
     best_s: tuple
     blocks_s: tuple
-    rounds: int             # re-measurement rounds of sizes far from the fit
-    flush_bytes: int        # scratch each rank writes over before each all-reduce
+    rounds: int  # re-measurement rounds of sizes far from the fit
+    flush_bytes: int  # scratch each rank writes over before each all-reduce
     wall_s: float
     setup_retries: int
 
@@ -74,7 +102,9 @@ def l3_bytes() -> int | None:
     """This CPU's last-level (L3) cache in bytes, from sysfs; None where it
     does not say."""
     try:
-        text = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+        text = (
+            Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+        )
     except OSError:
         return None
     units = {"K": 2**10, "M": 2**20, "G": 2**30}
@@ -84,8 +114,15 @@ def l3_bytes() -> int | None:
         return None
 
 
-def allreduce_sweep(sizes_bytes=DEFAULT_SIZES, n_ranks: int = 2, blocks: int = 3, budget_s: float = 0.1,
-                    rounds: int = 3, flush_bytes: int | None = None, timeout_s: float = 120.0) -> AllReduceSweep:
+def allreduce_sweep(
+    sizes_bytes=DEFAULT_SIZES,
+    n_ranks: int = 2,
+    blocks: int = 3,
+    budget_s: float = 0.1,
+    rounds: int = 3,
+    flush_bytes: int | None = None,
+    timeout_s: float = 120.0,
+) -> AllReduceSweep:
     """Time ``dist.all_reduce`` of fp32 buffers of each size over ``n_ranks``
     gloo ranks. Each round times a block of 5 all-reduces of every size in
     turn and keeps each block's median; as many rounds as fit in about
@@ -106,7 +143,9 @@ def allreduce_sweep(sizes_bytes=DEFAULT_SIZES, n_ranks: int = 2, blocks: int = 3
     for i, s in enumerate(sizes):
         validate.positive_int(f"sizes_bytes[{i}]", s)
         if s % 4:
-            raise ValueError(f"sizes_bytes[{i}]={s} must be a multiple of 4 (fp32 values)")
+            raise ValueError(
+                f"sizes_bytes[{i}]={s} must be a multiple of 4 (fp32 values)"
+            )
     validate.positive_int("blocks", blocks)
     validate.positive("budget_s", budget_s)
     validate.non_negative("rounds", rounds)
@@ -114,18 +153,39 @@ def allreduce_sweep(sizes_bytes=DEFAULT_SIZES, n_ranks: int = 2, blocks: int = 3
         flush_bytes = max(64 * 2**20, 2 * (l3_bytes() or 0))
     validate.non_negative("flush_bytes", flush_bytes)
     validate.positive("timeout_s", timeout_s)
-    rep, wall, redone = _launch("allreduce", ["--sizes", ",".join(map(str, sizes)), "--blocks", str(blocks),
-                                              "--budget-s", str(budget_s), "--rounds", str(int(rounds)),
-                                              "--flush-bytes", str(int(flush_bytes))],
-                                n_ranks, timeout_s)
-    return AllReduceSweep(rep["n_ranks"], tuple(rep["sizes"]), tuple(min(b) for b in rep["blocks"]),
-                          tuple(tuple(b) for b in rep["blocks"]), rep["rounds"], int(flush_bytes), wall,
-                          redone)
+    rep, wall, redone = _launch(
+        "allreduce",
+        [
+            "--sizes",
+            ",".join(map(str, sizes)),
+            "--blocks",
+            str(blocks),
+            "--budget-s",
+            str(budget_s),
+            "--rounds",
+            str(int(rounds)),
+            "--flush-bytes",
+            str(int(flush_bytes)),
+        ],
+        n_ranks,
+        timeout_s,
+    )
+    return AllReduceSweep(
+        rep["n_ranks"],
+        tuple(rep["sizes"]),
+        tuple(min(b) for b in rep["blocks"]),
+        tuple(tuple(b) for b in rep["blocks"]),
+        rep["rounds"],
+        int(flush_bytes),
+        wall,
+        redone,
+    )
 
 
 # ---------------------------------------------------------------------------
 # DDP overlap
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class OverlapRow:
@@ -148,14 +208,22 @@ class OverlapRun:
     grad_bytes: int
     tokens_per_rank: int
     rows: tuple
-    allreduce_s: float      # one all-reduce of all the gradients at once, on its own
+    allreduce_s: float  # one all-reduce of all the gradients at once, on its own
     steps: int
     wall_s: float
     setup_retries: int
 
 
-def ddp_overlap(cfg: TransformerConfig, seq_len: int, batch: int, bucket_caps_mb=(1, 4, 25, 1000),
-                steps: int = 6, n_ranks: int = 2, seed: int = 0, timeout_s: float = 120.0) -> OverlapRun:
+def ddp_overlap(
+    cfg: TransformerConfig,
+    seq_len: int,
+    batch: int,
+    bucket_caps_mb=(1, 4, 25, 1000),
+    steps: int = 6,
+    n_ranks: int = 2,
+    seed: int = 0,
+    timeout_s: float = 120.0,
+) -> OverlapRun:
     """Forward + backward of the small GPT under DDP on ``n_ranks`` gloo ranks
     (``batch`` sequences of ``seq_len`` per rank), with gradient all-reduce
     and without (``no_sync``), alternating, ``steps`` of each per bucket size.
@@ -168,20 +236,46 @@ def ddp_overlap(cfg: TransformerConfig, seq_len: int, batch: int, bucket_caps_mb
         validate.positive(f"bucket_caps_mb[{i}]", c)
     validate.positive_int("steps", steps)
     validate.positive("timeout_s", timeout_s)
-    args = _model_args(cfg, seq_len, batch) + ["--caps", ",".join(map(str, caps)), "--steps", str(steps),
-                                               "--seed", str(seed), "--blocks", "3", "--budget-s", "0.3"]
+    args = _model_args(cfg, seq_len, batch) + [
+        "--caps",
+        ",".join(map(str, caps)),
+        "--steps",
+        str(steps),
+        "--seed",
+        str(seed),
+        "--blocks",
+        "3",
+        "--budget-s",
+        "0.3",
+    ]
     rep, wall, redone = _launch("overlap", args, n_ranks, timeout_s)
-    rows = tuple(OverlapRow(r["bucket_cap_mb"], r["buckets"], statistics.median(r["sync_s"]),
-                            statistics.median(r["no_sync_s"]),
-                            statistics.median(a - b for a, b in zip(r["sync_s"], r["no_sync_s"])))
-                 for r in rep["rows"])
-    return OverlapRun(rep["n_ranks"], rep["n_params"], rep["grad_bytes"], rep["tokens_per_rank"], rows,
-                      min(rep["allreduce_blocks"]), steps, wall, redone)
+    rows = tuple(
+        OverlapRow(
+            r["bucket_cap_mb"],
+            r["buckets"],
+            statistics.median(r["sync_s"]),
+            statistics.median(r["no_sync_s"]),
+            statistics.median(a - b for a, b in zip(r["sync_s"], r["no_sync_s"])),
+        )
+        for r in rep["rows"]
+    )
+    return OverlapRun(
+        rep["n_ranks"],
+        rep["n_params"],
+        rep["grad_bytes"],
+        rep["tokens_per_rank"],
+        rows,
+        min(rep["allreduce_blocks"]),
+        steps,
+        wall,
+        redone,
+    )
 
 
 # ---------------------------------------------------------------------------
 # ZeRO-1 and FSDP2
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Held:
@@ -198,9 +292,11 @@ class RankState:
     rank: int
     weights: Held
     grads: Held
-    moments: Held           # Adam's exp_avg and exp_avg_sq
-    steps: Held             # Adam's step counters: one scalar per parameter tensor
-    owned_params: int       # elements of the parameters whose optimizer state this rank keeps
+    moments: Held  # Adam's exp_avg and exp_avg_sq
+    steps: Held  # Adam's step counters: one scalar per parameter tensor
+    owned_params: (
+        int  # elements of the parameters whose optimizer state this rank keeps
+    )
     owned_tensors: int
 
 
@@ -208,20 +304,20 @@ class RankState:
 class ShardedRun:
     """One sharded engine's run: each rank's state and the training it did."""
 
-    engine: str             # "ZeroRedundancyOptimizer" or "FSDP2 fully_shard"
-    stage: int              # the ZeRO stage it implements
-    ranks: tuple            # RankState per rank
-    losses: tuple           # mean loss over ranks, per step
-    weight_gap: float       # largest |w - w_ref| over ranks after the last step
-    weight_gap_rel: float   # ||w - w_ref|| / ||w_ref - w_0||, the largest over ranks
+    engine: str  # "ZeroRedundancyOptimizer" or "FSDP2 fully_shard"
+    stage: int  # the ZeRO stage it implements
+    ranks: tuple  # RankState per rank
+    losses: tuple  # mean loss over ranks, per step
+    weight_gap: float  # largest |w - w_ref| over ranks after the last step
+    weight_gap_rel: float  # ||w - w_ref|| / ||w_ref - w_0||, the largest over ranks
 
 
 @dataclass(frozen=True)
 class ShardedRuns:
     n_ranks: int
     n_params: int
-    shapes: dict            # parameter name -> shape
-    ref_losses: tuple       # one process, whole batch
+    shapes: dict  # parameter name -> shape
+    ref_losses: tuple  # one process, whole batch
     zero1: ShardedRun
     fsdp2: ShardedRun
     wall_s: float
@@ -229,7 +325,11 @@ class ShardedRuns:
 
     @property
     def max_loss_gap(self) -> float:
-        return max(abs(a - b) for run in (self.zero1, self.fsdp2) for a, b in zip(run.losses, self.ref_losses))
+        return max(
+            abs(a - b)
+            for run in (self.zero1, self.fsdp2)
+            for a, b in zip(run.losses, self.ref_losses)
+        )
 
 
 def _held(d: dict) -> Held:
@@ -237,14 +337,38 @@ def _held(d: dict) -> Held:
 
 
 def _sharded(engine: str, stage: int, per_rank: list) -> ShardedRun:
-    ranks = tuple(RankState(r, _held(d["weights"]), _held(d["grads"]), _held(d["moments"]), _held(d["steps"]),
-                            d["owned_params"], d["owned_tensors"]) for r, d in enumerate(per_rank))
-    return ShardedRun(engine, stage, ranks, tuple(per_rank[0]["losses"]), max(d["weight_gap"] for d in per_rank),
-                      max(d["weight_gap_rel"] for d in per_rank))
+    ranks = tuple(
+        RankState(
+            r,
+            _held(d["weights"]),
+            _held(d["grads"]),
+            _held(d["moments"]),
+            _held(d["steps"]),
+            d["owned_params"],
+            d["owned_tensors"],
+        )
+        for r, d in enumerate(per_rank)
+    )
+    return ShardedRun(
+        engine,
+        stage,
+        ranks,
+        tuple(per_rank[0]["losses"]),
+        max(d["weight_gap"] for d in per_rank),
+        max(d["weight_gap_rel"] for d in per_rank),
+    )
 
 
-def sharded_state(cfg: TransformerConfig, seq_len: int, batch: int, steps: int = 3, n_ranks: int = 3,
-                  lr: float = 1e-3, seed: int = 0, timeout_s: float = 120.0) -> ShardedRuns:
+def sharded_state(
+    cfg: TransformerConfig,
+    seq_len: int,
+    batch: int,
+    steps: int = 3,
+    n_ranks: int = 3,
+    lr: float = 1e-3,
+    seed: int = 0,
+    timeout_s: float = 120.0,
+) -> ShardedRuns:
     """Train the small GPT ``steps`` Adam steps (fp32) on ``n_ranks`` gloo
     ranks, ``batch`` sequences each, under ZeroRedundancyOptimizer (with DDP)
     and under FSDP2 ``fully_shard`` (each block, then the root); count the
@@ -254,8 +378,22 @@ def sharded_state(cfg: TransformerConfig, seq_len: int, batch: int, steps: int =
     validate.positive_int("steps", steps)
     validate.positive("lr", lr)
     validate.positive("timeout_s", timeout_s)
-    args = _model_args(cfg, seq_len, batch) + ["--steps", str(steps), "--lr", str(lr), "--seed", str(seed)]
+    args = _model_args(cfg, seq_len, batch) + [
+        "--steps",
+        str(steps),
+        "--lr",
+        str(lr),
+        "--seed",
+        str(seed),
+    ]
     rep, wall, redone = _launch("sharded", args, n_ranks, timeout_s)
-    return ShardedRuns(rep["n_ranks"], rep["n_params"], {k: tuple(v) for k, v in rep["shapes"].items()},
-                       tuple(rep["ref_losses"]), _sharded("ZeroRedundancyOptimizer", 1, rep["zero1"]),
-                       _sharded("FSDP2 fully_shard", 3, rep["fsdp2"]), wall, redone)
+    return ShardedRuns(
+        rep["n_ranks"],
+        rep["n_params"],
+        {k: tuple(v) for k, v in rep["shapes"].items()},
+        tuple(rep["ref_losses"]),
+        _sharded("ZeroRedundancyOptimizer", 1, rep["zero1"]),
+        _sharded("FSDP2 fully_shard", 3, rep["fsdp2"]),
+        wall,
+        redone,
+    )

@@ -20,17 +20,29 @@ def _size_label(n_bytes: float) -> str:
     return f"{n_bytes / KIB:g} KB"
 
 
-def allreduce_fit(sweep, fit, device: str, check_above_bytes: float = 64 * KIB, band: float = 0.25):
+def allreduce_fit(
+    sweep, fit, device: str, check_above_bytes: float = 64 * KIB, band: float = 0.25
+):
     """Measured all-reduce times against the fitted alpha-beta model (left),
     and measured / fitted per size with the +-band (right)."""
     fig, (ax, ax2) = new_figure(ncols=2, size=(9.0, 3.6))
     sizes = list(sweep.sizes_bytes)
     fitted = [fit.predict_s(s) for s in sizes]
-    ax.loglog(sizes, [t * 1e3 for t in sweep.best_s], "o", label="measured (best block's median)")
+    ax.loglog(
+        sizes,
+        [t * 1e3 for t in sweep.best_s],
+        "o",
+        label="measured (best block's median)",
+    )
     lo, hi = sizes[0], sizes[-1]
     grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
-    ax.loglog(grid, [fit.predict_s(s) * 1e3 for s in grid], "-", color="C3",
-              label=f"fit: alpha = {fit.alpha_s * 1e6:.0f} us, B = {fit.link_bytes_per_s / 1e9:.2f} GB/s")
+    ax.loglog(
+        grid,
+        [fit.predict_s(s) * 1e3 for s in grid],
+        "-",
+        color="C3",
+        label=f"fit: alpha = {fit.alpha_s * 1e6:.0f} us, B = {fit.link_bytes_per_s / 1e9:.2f} GB/s",
+    )
     ax.set_xticks(sizes[::2], [_size_label(s) for s in sizes[::2]])
     ax.minorticks_off()
     ax.set_xlabel("message size")
@@ -38,8 +50,22 @@ def allreduce_fit(sweep, fit, device: str, check_above_bytes: float = 64 * KIB, 
     ax.legend(fontsize=8)
     ratio = [t / f for t, f in zip(sweep.best_s, fitted)]
     ax2.semilogx(sizes, ratio, "o-")
-    ax2.axhspan(1 - band, 1 + band, xmin=0, xmax=1, color="C2", alpha=0.12, label=f"within {band:.0%}")
-    ax2.axvline(check_above_bytes, color="0.5", ls=":", lw=1, label=f"checked above {_size_label(check_above_bytes)}")
+    ax2.axhspan(
+        1 - band,
+        1 + band,
+        xmin=0,
+        xmax=1,
+        color="C2",
+        alpha=0.12,
+        label=f"within {band:.0%}",
+    )
+    ax2.axvline(
+        check_above_bytes,
+        color="0.5",
+        ls=":",
+        lw=1,
+        label=f"checked above {_size_label(check_above_bytes)}",
+    )
     ax2.axhline(1, color="0.3", lw=0.8)
     ax2.set_xticks(sizes[::2], [_size_label(s) for s in sizes[::2]])
     ax2.minorticks_off()
@@ -47,7 +73,9 @@ def allreduce_fit(sweep, fit, device: str, check_above_bytes: float = 64 * KIB, 
     ax2.set_ylabel("measured / fitted")
     ax2.set_ylim(0, max(2.0, max(ratio) * 1.1))
     ax2.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"All-reduce on {sweep.n_ranks} ranks, measured on {device}", fontsize=10)
+    fig.suptitle(
+        f"All-reduce on {sweep.n_ranks} ranks, measured on {device}", fontsize=10
+    )
     return fig
 
 
@@ -56,14 +84,29 @@ def overlap_bars(run, device: str):
     communication, per DDP bucket size; the line is one all-reduce of all the
     gradients on its own."""
     fig, ax = new_figure()
-    labels = [f"{r.bucket_cap_mb:g} MB\n({r.buckets} bucket{'s' if r.buckets != 1 else ''})" for r in run.rows]
+    labels = [
+        f"{r.bucket_cap_mb:g} MB\n({r.buckets} bucket{'s' if r.buckets != 1 else ''})"
+        for r in run.rows
+    ]
     x = range(len(run.rows))
     base = [r.no_sync_s * 1e3 for r in run.rows]
     exposed = [r.exposed_s * 1e3 for r in run.rows]
-    ax.bar(x, base, color="0.75", label="forward + backward, no_sync (no communication)")
-    ax.bar(x, exposed, bottom=base, color="C3", label="exposed communication = sync - no_sync")
-    ax.axhline(run.allreduce_s * 1e3, color="C0", ls="--",
-               label=f"one all-reduce of all {run.grad_bytes / MIB:.0f} MB of gradients")
+    ax.bar(
+        x, base, color="0.75", label="forward + backward, no_sync (no communication)"
+    )
+    ax.bar(
+        x,
+        exposed,
+        bottom=base,
+        color="C3",
+        label="exposed communication = sync - no_sync",
+    )
+    ax.axhline(
+        run.allreduce_s * 1e3,
+        color="C0",
+        ls="--",
+        label=f"one all-reduce of all {run.grad_bytes / MIB:.0f} MB of gradients",
+    )
     ax.set_xticks(list(x), labels, fontsize=8)
     ax.set_xlabel("DDP bucket_cap_mb")
     ax.set_ylabel("ms per step (median)")
@@ -72,25 +115,59 @@ def overlap_bars(run, device: str):
     return fig
 
 
-def tp_vs_links(cfg: transformer.TransformerConfig, seq_len: int, b: int, gpu: str, mfu: float = 0.4,
-                ts=(2, 4, 8, 16, 32, 64)):
+def tp_vs_links(
+    cfg: transformer.TransformerConfig,
+    seq_len: int,
+    b: int,
+    gpu: str,
+    mfu: float = 0.4,
+    ts=(2, 4, 8, 16, 32, 64),
+):
     """Per layer and training step: the compute each tensor-parallel rank does
     (at ``mfu`` of the GPU's bf16 peak) against the time its all-reduces take
     over NVLink and over InfiniBand, for t ranks."""
     links = accelerators.interconnect(gpu)
     peak = accelerators.peak_flops_per_s(gpu, "bf16")
     h = cfg.d_model
-    layer_flops = 3 * b * seq_len * (2 * (flops.attention_params_per_layer(cfg) + flops.mlp_params_per_layer(cfg))
-                                     + 4 * h * seq_len)
+    layer_flops = (
+        3
+        * b
+        * seq_len
+        * (
+            2
+            * (flops.attention_params_per_layer(cfg) + flops.mlp_params_per_layer(cfg))
+            + 4 * h * seq_len
+        )
+    )
     fig, ax = new_figure()
     ts = list(ts)
-    ax.plot(ts, [layer_flops / t / (peak * mfu) * 1e3 for t in ts], "o-", color="0.3",
-            label=f"compute per rank at {mfu:.0%} MFU")
-    for name, bw, c in (("NVLink", links.nvlink_bytes_per_s, "C2"), ("InfiniBand", links.ib_bytes_per_s, "C3")):
-        ax.plot(ts, [formulas.tp_comm_s_per_layer(b, seq_len, h, t, bw) * 1e3 for t in ts], "s-", color=c,
-                label=f"TP all-reduces over {name} ({bw / 1e9:g} GB/s each way)")
+    ax.plot(
+        ts,
+        [layer_flops / t / (peak * mfu) * 1e3 for t in ts],
+        "o-",
+        color="0.3",
+        label=f"compute per rank at {mfu:.0%} MFU",
+    )
+    for name, bw, c in (
+        ("NVLink", links.nvlink_bytes_per_s, "C2"),
+        ("InfiniBand", links.ib_bytes_per_s, "C3"),
+    ):
+        ax.plot(
+            ts,
+            [formulas.tp_comm_s_per_layer(b, seq_len, h, t, bw) * 1e3 for t in ts],
+            "s-",
+            color=c,
+            label=f"TP all-reduces over {name} ({bw / 1e9:g} GB/s each way)",
+        )
     ax.axvline(8, color="0.5", ls=":", lw=1)
-    ax.text(8.4, 0.04, "8 GPUs: one node", fontsize=8, color="0.4", transform=ax.get_xaxis_transform())
+    ax.text(
+        8.4,
+        0.04,
+        "8 GPUs: one node",
+        fontsize=8,
+        color="0.4",
+        transform=ax.get_xaxis_transform(),
+    )
     plain_log_axis(ax, "x", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("tensor-parallel ranks t")
@@ -106,27 +183,57 @@ def schedule(timeline: pipeline.Timeline, ax=None, title: str | None = None):
     white. Returns the figure."""
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(9.0, 0.45 * timeline.p + 1.2), layout="constrained")
+        fig, ax = plt.subplots(
+            figsize=(9.0, 0.45 * timeline.p + 1.2), layout="constrained"
+        )
     else:
         fig = ax.figure
     cmap = plt.get_cmap("tab10")
     for op in timeline.ops:
         colour = cmap(op.micro % 10)
         alpha = 0.55 if op.kind == "F" else 1.0
-        ax.barh(op.device, float(op.end - op.start), left=float(op.start), height=0.8, color=colour, alpha=alpha,
-                edgecolor="white", linewidth=0.6)
+        ax.barh(
+            op.device,
+            float(op.end - op.start),
+            left=float(op.start),
+            height=0.8,
+            color=colour,
+            alpha=alpha,
+            edgecolor="white",
+            linewidth=0.6,
+        )
         if float(op.end - op.start) >= float(timeline.makespan) / 60:
-            label = f"{op.micro + 1}" if timeline.v == 1 else f"{op.micro + 1}{'abcdefgh'[op.chunk]}"
-            ax.text(float(op.start + op.end) / 2, op.device, label, ha="center", va="center", fontsize=6,
-                    color="black" if op.kind == "F" else "white")
-    ax.set_yticks(range(timeline.p), [f"device {d}" for d in range(timeline.p)], fontsize=8)
+            label = (
+                f"{op.micro + 1}"
+                if timeline.v == 1
+                else f"{op.micro + 1}{'abcdefgh'[op.chunk]}"
+            )
+            ax.text(
+                float(op.start + op.end) / 2,
+                op.device,
+                label,
+                ha="center",
+                va="center",
+                fontsize=6,
+                color="black" if op.kind == "F" else "white",
+            )
+    ax.set_yticks(
+        range(timeline.p), [f"device {d}" for d in range(timeline.p)], fontsize=8
+    )
     ax.invert_yaxis()
     ax.set_xlim(0, float(timeline.makespan))
     ax.set_xlabel("time (one micro-batch's forward through one device = 1)")
     ax.set_ylabel("pipeline stage")
-    name = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": f"interleaved 1F1B, v={timeline.v}"}[timeline.schedule]
-    ax.set_title(title or f"{name}: p={timeline.p}, m={timeline.m}, idle {float(timeline.bubble):.1%}",
-                 fontsize=9)
+    name = {
+        "gpipe": "GPipe",
+        "1f1b": "1F1B",
+        "interleaved": f"interleaved 1F1B, v={timeline.v}",
+    }[timeline.schedule]
+    ax.set_title(
+        title
+        or f"{name}: p={timeline.p}, m={timeline.m}, idle {float(timeline.bubble):.1%}",
+        fontsize=9,
+    )
     return fig
 
 
@@ -134,21 +241,30 @@ def schedules(timelines):
     """Several timelines, one panel each, on a shared time axis."""
     n = len(timelines)
     p = max(t.p for t in timelines)
-    fig, axes = plt.subplots(n, 1, figsize=(9.0, n * (0.42 * p + 0.9)), layout="constrained", sharex=True)
+    fig, axes = plt.subplots(
+        n, 1, figsize=(9.0, n * (0.42 * p + 0.9)), layout="constrained", sharex=True
+    )
     for ax, t in zip(axes if n > 1 else [axes], timelines):
         schedule(t, ax=ax)
     end = max(float(t.makespan) for t in timelines)
-    for ax in (axes if n > 1 else [axes]):
+    for ax in axes if n > 1 else [axes]:
         ax.set_xlim(0, end)
         ax.label_outer()
-    fig.legend(handles=[Patch(color="C0", alpha=0.55, label="forward (F)"), Patch(color="C0", label="backward (B)")],
-               loc="upper right", fontsize=8, ncols=2)
+    fig.legend(
+        handles=[
+            Patch(color="C0", alpha=0.55, label="forward (F)"),
+            Patch(color="C0", label="backward (B)"),
+        ],
+        loc="upper right",
+        fontsize=8,
+        ncols=2,
+    )
     return fig
 
 
 # --- sliders -----------------------------------------------------------------
 
-DP_SIZES = [2**i for i in range(15)]        # 1 .. 16384
+DP_SIZES = [2**i for i in range(15)]  # 1 .. 16384
 
 
 def zero_memory(model: str, gpu: str, n_dp: int, k: float = 12):
@@ -161,18 +277,32 @@ def zero_memory(model: str, gpu: str, n_dp: int, k: float = 12):
     fig, ax = new_figure()
     for stage in formulas.ZERO_STAGES:
         ys = [formulas.zero_state_bytes(n, d, stage, k) / GIB for d in DP_SIZES]
-        ax.plot(DP_SIZES, ys, color=STAGE_COLOURS[stage], label=formulas.ZERO_STAGE_NAMES[stage])
+        ax.plot(
+            DP_SIZES,
+            ys,
+            color=STAGE_COLOURS[stage],
+            label=formulas.ZERO_STAGE_NAMES[stage],
+        )
         here = formulas.zero_state_bytes(n, n_dp, stage, k) / GIB
         ax.plot([n_dp], [here], "o", color=STAGE_COLOURS[stage])
-        ax.annotate(f"{here:,.1f}", (n_dp, here), textcoords="offset points", xytext=(5, 3), fontsize=8,
-                    color=STAGE_COLOURS[stage])
+        ax.annotate(
+            f"{here:,.1f}",
+            (n_dp, here),
+            textcoords="offset points",
+            xytext=(5, 3),
+            fontsize=8,
+            color=STAGE_COLOURS[stage],
+        )
     ax.axhline(hbm / GIB, color="k", ls="--", lw=1)
     ax.text(DP_SIZES[0], hbm / GIB * 1.15, f"{gpu} HBM {hbm / GIB:.0f} GiB", fontsize=8)
     plain_log_axis(ax, "x", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("data-parallel ranks N_d")
     ax.set_ylabel("model state per GPU (GiB)")
-    ax.set_title(f"{model} ({n / 1e9:.1f} B parameters), K = {k:g}; activations come on top", fontsize=10)
+    ax.set_title(
+        f"{model} ({n / 1e9:.1f} B parameters), K = {k:g}; activations come on top",
+        fontsize=10,
+    )
     ax.legend(fontsize=8, loc="lower left")
     return fig
 
@@ -188,15 +318,36 @@ def bubble_share(p: int, m: int, v: int):
     ms = list(range(1, 257))
     for other in BUBBLE_PS:
         if other != p:
-            ax.plot(ms, [formulas.bubble_fraction(other, x, v) for x in ms], color="0.8", lw=0.8)
-            ax.text(ms[-1], formulas.bubble_fraction(other, ms[-1], v), f" p={other}", fontsize=7, color="0.6",
-                    va="center")
+            ax.plot(
+                ms,
+                [formulas.bubble_fraction(other, x, v) for x in ms],
+                color="0.8",
+                lw=0.8,
+            )
+            ax.text(
+                ms[-1],
+                formulas.bubble_fraction(other, ms[-1], v),
+                f" p={other}",
+                fontsize=7,
+                color="0.6",
+                va="center",
+            )
     for vv in BUBBLE_VS:
-        ax.plot(ms, [formulas.bubble_fraction(p, x, vv) for x in ms], lw=2.2 if vv == v else 1.2,
-                label=f"p={p}, v={vv}")
+        ax.plot(
+            ms,
+            [formulas.bubble_fraction(p, x, vv) for x in ms],
+            lw=2.2 if vv == v else 1.2,
+            label=f"p={p}, v={vv}",
+        )
     here = formulas.bubble_fraction(p, m, v)
     ax.plot([m], [here], "ko")
-    ax.annotate(f"m={m}: {here:.1%} idle", (m, here), textcoords="offset points", xytext=(6, 6), fontsize=9)
+    ax.annotate(
+        f"m={m}: {here:.1%} idle",
+        (m, here),
+        textcoords="offset points",
+        xytext=(6, 6),
+        fontsize=9,
+    )
     plain_log_axis(ax, "x", base=2)
     percent_axis(ax)
     ax.set_ylim(0, 1)
@@ -212,5 +363,12 @@ def bubble_ranges(p: int, m: int, v: int) -> dict:
     v > 1 the m slider steps in multiples of p."""
     if v > 1:
         top = 256 // p * p
-        return {"m": {"min": p, "max": top, "step": p, "value": min(top, max(p, round(m / p) * p))}}
+        return {
+            "m": {
+                "min": p,
+                "max": top,
+                "step": p,
+                "value": min(top, max(p, round(m / p) * p)),
+            }
+        }
     return {"m": {"min": 1, "max": 256, "step": 1}}

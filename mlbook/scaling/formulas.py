@@ -25,8 +25,14 @@ ZERO_STAGE_NAMES = {
 
 
 def _stage(stage) -> int:
-    if not isinstance(stage, Integral) or isinstance(stage, bool) or stage not in ZERO_STAGES:
-        raise ValueError(f"stage must be one of the ZeRO stages 0, 1, 2, 3 (an integer), got {stage!r}")
+    if (
+        not isinstance(stage, Integral)
+        or isinstance(stage, bool)
+        or stage not in ZERO_STAGES
+    ):
+        raise ValueError(
+            f"stage must be one of the ZeRO stages 0, 1, 2, 3 (an integer), got {stage!r}"
+        )
     return int(stage)
 
 
@@ -40,7 +46,9 @@ def _ring(n_bytes, n_ranks, link_bytes_per_s, latency_s, steps_per_rank):
     return steps * latency_s + steps * (n_bytes / n) / link_bytes_per_s
 
 
-def ring_allreduce_s(n_bytes: float, n_ranks: int, link_bytes_per_s: float, latency_s: float = 0.0) -> float:
+def ring_allreduce_s(
+    n_bytes: float, n_ranks: int, link_bytes_per_s: float, latency_s: float = 0.0
+) -> float:
     """Seconds to all-reduce ``n_bytes`` over ``n_ranks`` ranks in a ring.
 
     The ring cuts the buffer into N pieces. A reduce-scatter (N - 1 steps)
@@ -57,14 +65,18 @@ def ring_allreduce_s(n_bytes: float, n_ranks: int, link_bytes_per_s: float, late
     return _ring(n_bytes, n_ranks, link_bytes_per_s, latency_s, 2)
 
 
-def reduce_scatter_s(n_bytes: float, n_ranks: int, link_bytes_per_s: float, latency_s: float = 0.0) -> float:
+def reduce_scatter_s(
+    n_bytes: float, n_ranks: int, link_bytes_per_s: float, latency_s: float = 0.0
+) -> float:
     """Seconds to reduce-scatter an ``n_bytes`` buffer: the first half of the
     ring all-reduce, (N - 1) alpha + (N - 1) / N * S / B. Each rank ends with
     the sum of its 1/N of the buffer."""
     return _ring(n_bytes, n_ranks, link_bytes_per_s, latency_s, 1)
 
 
-def all_gather_s(n_bytes: float, n_ranks: int, link_bytes_per_s: float, latency_s: float = 0.0) -> float:
+def all_gather_s(
+    n_bytes: float, n_ranks: int, link_bytes_per_s: float, latency_s: float = 0.0
+) -> float:
     """Seconds to all-gather a buffer of ``n_bytes`` in all (each rank starts
     with 1/N of it): the second half of the ring all-reduce,
     (N - 1) alpha + (N - 1) / N * S / B."""
@@ -92,8 +104,14 @@ class ZeroState:
         return self.weights + self.grads + self.optimizer
 
 
-def zero_state(n_params: float, n_dp: int, stage: int, k: float = 12, weight_bytes: float = 2,
-               grad_bytes: float = 2) -> ZeroState:
+def zero_state(
+    n_params: float,
+    n_dp: int,
+    stage: int,
+    k: float = 12,
+    weight_bytes: float = 2,
+    grad_bytes: float = 2,
+) -> ZeroState:
     """Weights, gradients and optimizer state one data-parallel rank holds.
 
     ZeRO (Rajbhandari et al. 2020, Sec. 5): mixed-precision Adam keeps
@@ -112,22 +130,32 @@ def zero_state(n_params: float, n_dp: int, stage: int, k: float = 12, weight_byt
     validate.positive("weight_bytes", weight_bytes)
     validate.positive("grad_bytes", grad_bytes)
     w, g, o = weight_bytes * n_params, grad_bytes * n_params, k * n_params
-    return ZeroState(weights=w / n if stage >= 3 else w,
-                     grads=g / n if stage >= 2 else g,
-                     optimizer=o / n if stage >= 1 else o)
+    return ZeroState(
+        weights=w / n if stage >= 3 else w,
+        grads=g / n if stage >= 2 else g,
+        optimizer=o / n if stage >= 1 else o,
+    )
 
 
-def zero_state_bytes(n_params: float, n_dp: int, stage: int, k: float = 12, weight_bytes: float = 2,
-                     grad_bytes: float = 2) -> float:
+def zero_state_bytes(
+    n_params: float,
+    n_dp: int,
+    stage: int,
+    k: float = 12,
+    weight_bytes: float = 2,
+    grad_bytes: float = 2,
+) -> float:
     """Model-state bytes per GPU under ZeRO stage 0-3 (see ``zero_state``):
 
-        stage 0: (2 + 2 + K) Psi        stage 2: 2 Psi + (2 + K) Psi / N_d
-        stage 1: (2 + 2) Psi + K Psi / N_d    stage 3: (2 + 2 + K) Psi / N_d
+    stage 0: (2 + 2 + K) Psi        stage 2: 2 Psi + (2 + K) Psi / N_d
+    stage 1: (2 + 2) Psi + K Psi / N_d    stage 3: (2 + 2 + K) Psi / N_d
     """
     return zero_state(n_params, n_dp, stage, k, weight_bytes, grad_bytes).total
 
 
-def zero_comm_bytes(n_params: float, stage: int, n_dp: int | None = None, value_bytes: float = 2) -> float:
+def zero_comm_bytes(
+    n_params: float, stage: int, n_dp: int | None = None, value_bytes: float = 2
+) -> float:
     """Bytes each rank sends per optimizer step under ZeRO stage 0-3.
 
     Stages 0-2 move the gradients once around a ring: an all-reduce (stage 0),
@@ -174,7 +202,7 @@ def micro_batches_for_bubble(p: int, bubble: float, v: int = 1) -> int:
     validate.fraction("bubble", bubble, allow_zero=False, allow_one=False)
     v = validate.positive_int("v", v)
     m = max(1, math.ceil((p - 1) * (1 - bubble) / (v * bubble) - 1e-9))
-    while bubble_fraction(p, m, v) > bubble:        # float rounding at the boundary
+    while bubble_fraction(p, m, v) > bubble:  # float rounding at the boundary
         m += 1
     return m
 
@@ -200,8 +228,15 @@ def tp_bytes_per_layer(b: int, s: int, h: int, t: int, value_bytes: float = 2) -
     return 4 * ring_allreduce_bytes_per_rank(b * s * h * value_bytes, t)
 
 
-def tp_comm_s_per_layer(b: int, s: int, h: int, t: int, link_bytes_per_s: float, latency_s: float = 0.0,
-                        value_bytes: float = 2) -> float:
+def tp_comm_s_per_layer(
+    b: int,
+    s: int,
+    h: int,
+    t: int,
+    link_bytes_per_s: float,
+    latency_s: float = 0.0,
+    value_bytes: float = 2,
+) -> float:
     """Seconds of tensor-parallel all-reduce per layer per training step:
     four ring all-reduces of the (b, s, h) activations over ``t`` ranks."""
     b = validate.positive_int("b", b)
@@ -228,7 +263,9 @@ class AlphaBeta:
         return 1.0 / self.link_bytes_per_s
 
     def predict_s(self, n_bytes: float) -> float:
-        return ring_allreduce_s(n_bytes, self.n_ranks, self.link_bytes_per_s, self.alpha_s)
+        return ring_allreduce_s(
+            n_bytes, self.n_ranks, self.link_bytes_per_s, self.alpha_s
+        )
 
 
 def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
@@ -243,15 +280,21 @@ def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
     """
     n = validate.positive_int("n_ranks", n_ranks)
     if n < 2:
-        raise ValueError(f"n_ranks must be at least 2 to fit an all-reduce (one rank sends nothing), got {n}")
+        raise ValueError(
+            f"n_ranks must be at least 2 to fit an all-reduce (one rank sends nothing), got {n}"
+        )
     try:
         xs, ts = list(n_bytes), list(seconds)
     except TypeError:
         raise ValueError("n_bytes and seconds must be sequences of numbers") from None
     if len(xs) != len(ts):
-        raise ValueError(f"n_bytes and seconds must have the same length, got {len(xs)} and {len(ts)}")
+        raise ValueError(
+            f"n_bytes and seconds must have the same length, got {len(xs)} and {len(ts)}"
+        )
     if len({x for x in xs if isinstance(x, (int, float))}) < 2:
-        raise ValueError(f"the fit needs at least two different message sizes, got n_bytes={xs!r}")
+        raise ValueError(
+            f"the fit needs at least two different message sizes, got n_bytes={xs!r}"
+        )
     for i, (x, t) in enumerate(zip(xs, ts)):
         validate.positive(f"n_bytes[{i}]", x)
         validate.positive(f"seconds[{i}]", t)
@@ -265,9 +308,11 @@ def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
     det = suu * sww - suw * suw
     a = (sww * su - suw * sw) / det if det > 0 else -1.0
     c = (suu * sw - suw * su) / det if det > 0 else -1.0
-    if a <= 0 or not math.isfinite(a):            # bandwidth only
+    if a <= 0 or not math.isfinite(a):  # bandwidth only
         a, c = 0.0, sw / sww
-    elif c <= 0 or not math.isfinite(c):          # latency only: no bandwidth to report
-        raise ValueError("the measured times do not grow with the message size; no bandwidth can be fitted")
+    elif c <= 0 or not math.isfinite(c):  # latency only: no bandwidth to report
+        raise ValueError(
+            "the measured times do not grow with the message size; no bandwidth can be fitted"
+        )
     steps = 2 * (n - 1)
     return AlphaBeta(alpha_s=a / steps, link_bytes_per_s=steps / n / c, n_ranks=n)

@@ -43,7 +43,7 @@ class Op:
     the unit the durations were given in)."""
 
     device: int
-    kind: str           # "F" or "B"
+    kind: str  # "F" or "B"
     micro: int
     chunk: int
     start: Fraction
@@ -65,9 +65,11 @@ class Timeline:
     v: int
     ops: tuple
     makespan: Fraction
-    busy: Fraction          # compute time summed over devices
-    bubble: Fraction        # idle share: 1 - busy / (p * makespan)
-    peak_in_flight: tuple   # per device: most micro-batches whose activations it held at once
+    busy: Fraction  # compute time summed over devices
+    bubble: Fraction  # idle share: 1 - busy / (p * makespan)
+    peak_in_flight: (
+        tuple  # per device: most micro-batches whose activations it held at once
+    )
 
 
 def _check(schedule, p, m, v):
@@ -76,10 +78,14 @@ def _check(schedule, p, m, v):
     m = validate.positive_int("m", m)
     v = validate.positive_int("v", v)
     if schedule != "interleaved" and v != 1:
-        raise ValueError(f"v={v}: only the 'interleaved' schedule has more than one chunk per device")
+        raise ValueError(
+            f"v={v}: only the 'interleaved' schedule has more than one chunk per device"
+        )
     if schedule == "interleaved" and m % p:
-        raise ValueError(f"m={m} must be a multiple of p={p} for the interleaved schedule "
-                         "(Megatron-LM's rule: micro-batches go round in groups of p)")
+        raise ValueError(
+            f"m={m} must be a multiple of p={p} for the interleaved schedule "
+            "(Megatron-LM's rule: micro-batches go round in groups of p)"
+        )
     return p, m, v
 
 
@@ -100,7 +106,7 @@ def device_order(schedule: str, p: int, m: int, v: int = 1) -> tuple:
         else:
             total = m * v
 
-            def micro(k):                          # k-th op of a kind -> micro-batch
+            def micro(k):  # k-th op of a kind -> micro-batch
                 return (k // (p * v)) * p + k % p
 
             def chunk(k, forward):
@@ -113,8 +119,13 @@ def device_order(schedule: str, p: int, m: int, v: int = 1) -> tuple:
                 warm = min((p - d - 1) * 2 + (v - 1) * p, total)
             order = [("F", micro(k), chunk(k, True)) for k in range(warm)]
             for k in range(total - warm):
-                order += [("F", micro(warm + k), chunk(warm + k, True)), ("B", micro(k), chunk(k, False))]
-            order += [("B", micro(k), chunk(k, False)) for k in range(total - warm, total)]
+                order += [
+                    ("F", micro(warm + k), chunk(warm + k, True)),
+                    ("B", micro(k), chunk(k, False)),
+                ]
+            order += [
+                ("B", micro(k), chunk(k, False)) for k in range(total - warm, total)
+            ]
         orders.append(tuple(order))
     return tuple(orders)
 
@@ -124,7 +135,9 @@ def _fraction(name, value) -> Fraction:
     return Fraction(value)
 
 
-def simulate(schedule: str, p: int, m: int, v: int = 1, forward_s=1, backward_s=2) -> Timeline:
+def simulate(
+    schedule: str, p: int, m: int, v: int = 1, forward_s=1, backward_s=2
+) -> Timeline:
     """Run the schedule's timeline. ``forward_s`` and ``backward_s`` are one
     micro-batch's forward and backward time through one device's whole share
     of the model (so a chunk takes 1/v of them); backward costs twice the
@@ -133,8 +146,8 @@ def simulate(schedule: str, p: int, m: int, v: int = 1, forward_s=1, backward_s=
     f = _fraction("forward_s", forward_s) / v
     b = _fraction("backward_s", backward_s) / v
     orders = device_order(schedule, p, m, v)
-    last = v * p - 1                                  # the last virtual stage
-    done: dict = {}                                   # (kind, micro, virtual stage) -> end time
+    last = v * p - 1  # the last virtual stage
+    done: dict = {}  # (kind, micro, virtual stage) -> end time
     free = [Fraction(0)] * p
     nxt = [0] * p
     ops = []
@@ -159,7 +172,7 @@ def simulate(schedule: str, p: int, m: int, v: int = 1, forward_s=1, backward_s=
                 nxt[d] += 1
                 remaining -= 1
                 progressed = True
-        if not progressed:                            # pragma: no cover - the orders above never deadlock
+        if not progressed:  # pragma: no cover - the orders above never deadlock
             raise RuntimeError(f"{schedule} schedule deadlocked at p={p}, m={m}, v={v}")
     makespan = max(free)
     busy = sum((op.end - op.start for op in ops), Fraction(0))
@@ -170,5 +183,14 @@ def simulate(schedule: str, p: int, m: int, v: int = 1, forward_s=1, backward_s=
             held += 1 if kind == "F" else -1
             most = max(most, held)
         in_flight.append(most)
-    return Timeline(schedule, p, m, v, tuple(sorted(ops, key=lambda o: (o.start, o.device))),
-                    makespan, busy, 1 - busy / (p * makespan), tuple(in_flight))
+    return Timeline(
+        schedule,
+        p,
+        m,
+        v,
+        tuple(sorted(ops, key=lambda o: (o.start, o.device))),
+        makespan,
+        busy,
+        1 - busy / (p * makespan),
+        tuple(in_flight),
+    )

@@ -17,18 +17,25 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 # What Debian's chromium needs as root in a container, and no network of its own
 # (no component updates, sync, or background requests).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-default-apps"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+]
 
 
 def under_ci() -> bool:
@@ -39,9 +46,15 @@ def chromium_or_skip() -> str:
     """The Chromium executable. Missing Chromium or playwright: a skip with the
     reason, or a failure under CI."""
     missing = []
-    path = CHROMIUM if os.access(CHROMIUM, os.X_OK) else (shutil.which("chromium") or shutil.which("chromium-browser"))
+    path = (
+        CHROMIUM
+        if os.access(CHROMIUM, os.X_OK)
+        else (shutil.which("chromium") or shutil.which("chromium-browser"))
+    )
     if path is None:
-        missing.append("Debian's chromium is not installed (make install installs it: apt-get install chromium)")
+        missing.append(
+            "Debian's chromium is not installed (make install installs it: apt-get install chromium)"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -49,7 +62,10 @@ def chromium_or_skip() -> str:
     if missing:
         reason = "; ".join(missing)
         if under_ci():
-            pytest.fail(f"{reason}. Under CI (CI=true) the browser checks are mandatory.", pytrace=False)
+            pytest.fail(
+                f"{reason}. Under CI (CI=true) the browser checks are mandatory.",
+                pytrace=False,
+            )
         pytest.skip(f"browser checks skipped: {reason} (under CI=true this fails)")
     return path
 
@@ -61,7 +77,9 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(
+            executable_path=path, headless=True, args=CHROMIUM_ARGS
+        )
         try:
             yield browser
         finally:
@@ -71,7 +89,8 @@ def chromium():
 @dataclass
 class Allowed:
     """A console message or page error that is harmless, and why."""
-    pattern: str   # a regular expression, searched in the message text
+
+    pattern: str  # a regular expression, searched in the message text
     why: str
 
     def matches(self, text: str) -> bool:
@@ -81,11 +100,19 @@ class Allowed:
 @dataclass
 class Watch:
     allowed_console: list[Allowed]
-    blocked: list[str] = field(default_factory=list)      # requests stopped: not the allowed origin
-    failed: list[str] = field(default_factory=list)       # requests that failed or answered >= 400
-    console_errors: list[tuple[str, str]] = field(default_factory=list)   # (text, script or resource URL)
-    page_errors: list[tuple[str, str]] = field(default_factory=list)      # (message, "")
-    seen_allowed: set[str] = field(default_factory=set)   # patterns of allowlist entries that matched
+    blocked: list[str] = field(
+        default_factory=list
+    )  # requests stopped: not the allowed origin
+    failed: list[str] = field(
+        default_factory=list
+    )  # requests that failed or answered >= 400
+    console_errors: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # (text, script or resource URL)
+    page_errors: list[tuple[str, str]] = field(default_factory=list)  # (message, "")
+    seen_allowed: set[str] = field(
+        default_factory=set
+    )  # patterns of allowlist entries that matched
 
     def _unexplained(self, messages: list[tuple[str, str]]) -> list[str]:
         out = []
@@ -98,14 +125,18 @@ class Watch:
         return out
 
     def problems(self) -> list[str]:
-        return ([f"blocked request (off the allowed origin): {u}" for u in self.blocked]
-                + [f"failed request: {u}" for u in self.failed]
-                + [f"console error: {m}" for m in self._unexplained(self.console_errors)]
-                + [f"page error: {m}" for m in self._unexplained(self.page_errors)])
+        return (
+            [f"blocked request (off the allowed origin): {u}" for u in self.blocked]
+            + [f"failed request: {u}" for u in self.failed]
+            + [f"console error: {m}" for m in self._unexplained(self.console_errors)]
+            + [f"page error: {m}" for m in self._unexplained(self.page_errors)]
+        )
 
     def assert_clean(self) -> None:
         problems = self.problems()
-        assert not problems, "the page misbehaved in the browser:\n" + "\n".join(problems)
+        assert not problems, "the page misbehaved in the browser:\n" + "\n".join(
+            problems
+        )
 
 
 def watch(page, local: Callable[[str], bool], allowed_console: list[Allowed]) -> Watch:
@@ -139,7 +170,7 @@ def watch(page, local: Callable[[str], bool], allowed_console: list[Allowed]) ->
     page.on("console", console)
     page.on("pageerror", lambda e: w.page_errors.append((str(e), "")))
 
-    def refuse_websocket(ws):   # only websockets off the allowed origin are routed here
+    def refuse_websocket(ws):  # only websockets off the allowed origin are routed here
         w.blocked.append(ws.url)
         ws.close()
 

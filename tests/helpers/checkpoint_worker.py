@@ -39,7 +39,9 @@ from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler
 
 def _model(fill: float | None = None) -> torch.nn.Module:
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
+    )
     if fill is not None:
         with torch.no_grad():
             for p in model.parameters():
@@ -49,19 +51,24 @@ def _model(fill: float | None = None) -> torch.nn.Module:
 
 # --- kill anywhere ---------------------------------------------------------------------
 
+
 def deterministic_state(step: int, version: int = 1):
     """A small model and its AdamW state after one step, both a deterministic
     function of (step, version) on the CPU: what the parent expects to load
     back, bit for bit, from the checkpoint of that step."""
     torch.manual_seed(1000 * step + version)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model(torch.randn(8, 16)).pow(2).mean().backward()
     opt.step()
     return model, opt
 
 
-def save_state(root, step: int, version: int, keep_last: int, async_: bool = False) -> None:
+def save_state(
+    root, step: int, version: int, keep_last: int, async_: bool = False
+) -> None:
     """Save deterministic_state(step, version) as the checkpoint of ``step``."""
     ckpt = Checkpointer(root, keep_last=keep_last)
     model, opt = deterministic_state(step, version)
@@ -81,7 +88,7 @@ class _Counter:
     def under_root(self, path) -> bool:
         try:
             return os.fspath(path).startswith(self.root)
-        except TypeError:   # a file descriptor
+        except TypeError:  # a file descriptor
             return False
 
     def hit(self, label: str) -> None:
@@ -93,7 +100,7 @@ class _Counter:
         if k == self.stall_at:
             self.conn.send(("stall", k, label))
             time.sleep(60)
-            os._exit(3)   # never killed: the parent sees exit code 3 and fails
+            os._exit(3)  # never killed: the parent sees exit code 3 and fails
 
 
 def _short(root: str, path) -> str:
@@ -101,7 +108,10 @@ def _short(root: str, path) -> str:
 
 
 def _install(counter: _Counter) -> None:
-    real = {name: getattr(os, name) for name in ("fsync", "replace", "rename", "unlink", "rmdir", "mkdir")}
+    real = {
+        name: getattr(os, name)
+        for name in ("fsync", "replace", "rename", "unlink", "rmdir", "mkdir")
+    }
     real_open, real_write_item = builtins.open, dcp_fs._write_item
     root = counter.root
 
@@ -110,6 +120,7 @@ def _install(counter: _Counter) -> None:
             if counter.under_root(src):
                 counter.hit(f"{name} {_short(root, src)} -> {_short(root, dst)}")
             return real[name](src, dst, *a, **kw)
+
         return f
 
     def one_path(name):
@@ -118,6 +129,7 @@ def _install(counter: _Counter) -> None:
             if counter.under_root(path) or kw.get("dir_fd") is not None:
                 counter.hit(f"{name} {_short(root, path)}")
             return real[name](path, *a, **kw)
+
         return f
 
     def fsync(fd):
@@ -130,23 +142,38 @@ def _install(counter: _Counter) -> None:
         return real_open(file, mode, *a, **kw)
 
     def write_item(*a, **kw):
-        counter.hit(f"write item {a[3].index.fqn}")     # (transforms, stream, data, write_item, ...)
+        counter.hit(
+            f"write item {a[3].index.fqn}"
+        )  # (transforms, stream, data, write_item, ...)
         return real_write_item(*a, **kw)
 
     os.fsync, os.replace, os.rename = fsync, two_paths("replace"), two_paths("rename")
-    os.unlink, os.rmdir, os.mkdir = one_path("unlink"), one_path("rmdir"), one_path("mkdir")
+    os.unlink, os.rmdir, os.mkdir = (
+        one_path("unlink"),
+        one_path("rmdir"),
+        one_path("mkdir"),
+    )
     builtins.open = io.open = open_
     dcp_fs._write_item = write_item
 
 
-def save_with_stall(root: str, step: int, version: int, keep_last: int, async_: bool,
-                    stall_at: int | None, conn) -> None:
+def save_with_stall(
+    root: str,
+    step: int,
+    version: int,
+    keep_last: int,
+    async_: bool,
+    stall_at: int | None,
+    conn,
+) -> None:
     """The child of one kill: save (step, version) under ``root`` with every
     file-system step counted, stalling before step ``stall_at`` (see the
     module docstring). Sends ("done", events) if it is not stopped."""
     torch.set_num_threads(1)
     counter = _Counter(Path(root), stall_at, conn)
-    ckpt = Checkpointer(root, keep_last=keep_last)      # recovery runs here, before counting
+    ckpt = Checkpointer(
+        root, keep_last=keep_last
+    )  # recovery runs here, before counting
     model, opt = deterministic_state(step, version)
     _install(counter)
     counter.t0, counter.armed = time.perf_counter(), True
@@ -157,6 +184,7 @@ def save_with_stall(root: str, step: int, version: int, keep_last: int, async_: 
 
 
 # --- two ranks ------------------------------------------------------------------------
+
 
 def ranks(root: str) -> None:
     import torch.distributed as dist
@@ -173,7 +201,9 @@ def ranks(root: str) -> None:
         stream = iter(sampler)
         for step in range(1, 5):
             idx = torch.tensor([next(stream) for _ in range(4)])
-            x = torch.randn(4, 32, generator=torch.Generator().manual_seed(int(idx.sum())))
+            x = torch.randn(
+                4, 32, generator=torch.Generator().manual_seed(int(idx.sum()))
+            )
             opt.zero_grad()
             model(x).pow(2).mean().backward()
             opt.step()
@@ -190,14 +220,16 @@ def ranks(root: str) -> None:
         torch.manual_seed(999)
         loaded = ckpt.load(fresh, fresh_opt, sampler=fresh_sampler)
         result["loaded_step"] = loaded.step
-        result["weights_equal"] = all(torch.equal(ref[k], v) for k, v in fresh.module.state_dict().items())
+        result["weights_equal"] = all(
+            torch.equal(ref[k], v) for k, v in fresh.module.state_dict().items()
+        )
         result["rng_equal"] = torch.rand(3).tolist() == ref_rng
         result["sampler"] = fresh_sampler.state_dict()
         result["next_index"] = next(iter(fresh_sampler))
         result["expected_next_index"] = next(stream)
         ckpt.close()
         result["ok"] = True
-    except Exception as exc:   # reported to the parent test, not swallowed
+    except Exception as exc:  # reported to the parent test, not swallowed
         result["error"] = repr(exc)
     finally:
         Path(root, f"result-rank{rank}.json").write_text(json.dumps(result))
