@@ -21,11 +21,11 @@ _BOOK_BUILT: list = []  # set when this session built the book, so the summary i
 def book():
     """Every chapter executed by papermill at test sizes and the HTML book
     built from them (tools/build.py), once per test session."""
-    import build
+    from bookbuild import run
 
     shutil.rmtree(BOOK_DEST, ignore_errors=True)
     _BOOK_BUILT.append(True)
-    return build.build(BOOK_DEST, small=True, only=ONLY)
+    return run.build(BOOK_DEST, small=True, only=ONLY)
 
 
 def page_values(page: str) -> dict:
@@ -33,9 +33,9 @@ def page_values(page: str) -> dict:
     fixture must have run): name -> plain value, numbers as numbers and
     labels as strings. Read from _build/test/values/<page>.json, which
     tools/build.py writes."""
-    import build
+    from bookbuild import values
 
-    return build.read_values(BOOK_DEST, page)
+    return values.read_values(BOOK_DEST, page)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -21,15 +21,16 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-import build  # tools/build.py (tests/conftest.py puts tools/ on the path)
 import pytest
+
+from bookbuild import pages
+from conftest import BOOK_DEST as DEST
 from helpers.browser import Allowed, chromium, watch
 
 ROOT = Path(__file__).resolve().parent.parent
-from conftest import BOOK_DEST as DEST
 
 HTML = DEST / "_build" / "html"
-CHAPTERS = [p.stem for p in build.chapters()]
+CHAPTERS = [p.stem for p in pages.chapters()]
 DEFAULT_BUDGET_S = (
     60  # tools/build.py's default per-page budget (reader sizes, idle 2-core machine)
 )

@@ -11,9 +11,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import build  # tools/build.py (tests/conftest.py puts tools/ on the path)
 import nbformat
 import pytest
+
+from bookbuild import caching, htmlbook, machine, pages, paths, run, values
 
 HEAD = """\
 ---
@@ -116,7 +117,7 @@ def make_project(root: Path) -> None:
 
 
 JOBS = (
-    2 if len(build.physical_cores()) >= 2 else 1
+    2 if len(machine.physical_cores()) >= 2 else 1
 )  # the parallel path, where the machine has two cores
 
 
@@ -127,7 +128,7 @@ class Project:
 
     def build(self, **kw):
         kw = {"small": True, "html": False, "cache": True, "jobs": JOBS} | kw
-        return build.build(self.dest, **kw)
+        return run.build(self.dest, **kw)
 
     def executed(self, report):
         return sorted(n for n, r in report["chapters"].items() if not r["cached"])
@@ -146,10 +147,10 @@ def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("book")
     make_project(root)
     mp = pytest.MonkeyPatch()
-    mp.setattr(build, "ROOT", root)
+    mp.setattr(paths, "ROOT", root)
     mp.setenv("PYTHONPATH", str(root))  # the kernels import the stand-in mlbook
     p = Project(root)
-    p.first = build.build(p.dest, small=True, html=False, jobs=JOBS)
+    p.first = run.build(p.dest, small=True, html=False, jobs=JOBS)
     yield p
     mp.undo()
 
@@ -162,12 +163,12 @@ def test_first_build_executes_everything_and_writes_values(project):
     assert project.executed(r) == ["a", "b", "s"] and not any(
         c["error"] for c in r["chapters"].values()
     )
-    a = build.read_values(project.dest, "a")
+    a = values.read_values(project.dest, "a")
     assert a == {"a_x": 0.25, "a_label": "fast", "a_flag": True}
     assert type(a["a_x"]) is float
     b = json.loads((project.dest / "values" / "b.json").read_text())
     assert b["b_n"] == 7 and type(b["b_n"]) is int
-    assert build.read_values(project.dest, "s") == {"s_twice_a": 0.5}
+    assert values.read_values(project.dest, "s") == {"s_twice_a": 0.5}
 
 
 def test_parallel_jobs_get_their_own_cores(project):
@@ -177,7 +178,7 @@ def test_parallel_jobs_get_their_own_cores(project):
         pytest.skip("one core: no parallel jobs here")
     cpus = [set(j["cpus"]) for j in r["job_resources"]]
     assert not cpus[0] & cpus[1]
-    b = build.read_values(project.dest, "b")
+    b = values.read_values(project.dest, "b")
     assert (
         b["b_cpus"] == len(cpus[0])
         and b["b_threads"] == r["job_resources"][0]["threads"]
@@ -216,7 +217,7 @@ def _notebook_with_glue(path: Path, text_plain: str, name="x"):
 )
 def test_glued_values_come_back_as_plain_values(tmp_path, text, value):
     _notebook_with_glue(tmp_path / "p.ipynb", text)
-    got = build.glued_values(tmp_path / "p.ipynb")["x"]
+    got = values.glued_values(tmp_path / "p.ipynb")["x"]
     assert got == value and type(got) is type(value)
 
 
@@ -234,8 +235,8 @@ def test_glued_values_come_back_as_plain_values(tmp_path, text, value):
 )
 def test_glued_values_other_than_numbers_and_strings_are_refused(tmp_path, text):
     _notebook_with_glue(tmp_path / "mfu.ipynb", text, name="peak_mfu")
-    with pytest.raises(build.GlueError, match=r"mfu: glued value 'peak_mfu'"):
-        build.glued_values(tmp_path / "mfu.ipynb")
+    with pytest.raises(values.GlueError, match=r"mfu: glued value 'peak_mfu'"):
+        values.glued_values(tmp_path / "mfu.ipynb")
 
 
 def test_a_bad_glued_value_fails_its_page_naming_the_glue(project):
@@ -262,7 +263,7 @@ glue("d_ratio", np.float64(0.3), display=False)""",
         )
         assert not (project.dest / "values" / "d.json").exists()
         assert (
-            build.Cache(project.dest / "cache").entry("d") is None
+            caching.Cache(project.dest / "cache").entry("d") is None
         )  # a failure is not cached
         timings = json.loads((project.dest / "timings.json").read_text())
         assert timings["chapters"]["d"]["error"] == error
@@ -288,7 +289,7 @@ def test_unchanged_build_executes_nothing(project):
     assert all(
         c["this_run_s"] == 0 and c["seconds"] > 0 for c in timings["chapters"].values()
     )
-    assert build.read_values(project.dest, "s") == {
+    assert values.read_values(project.dest, "s") == {
         "s_twice_a": 0.5
     }  # values written from the cache
     assert (project.dest / "src" / "notebooks" / "a.ipynb").exists()
@@ -309,7 +310,7 @@ def test_package_edit_reexecutes_the_pages_whose_key_includes_it(project):
     project.edit("mlbook/beta/calc.py", "return 7", "return 8")
     r = project.build()
     assert project.executed(r) == ["b"]
-    assert build.read_values(project.dest, "b")["b_n"] == 8
+    assert values.read_values(project.dest, "b")["b_n"] == 8
     # reached from a only through mlbook/alpha/core.py's `from ..common.units import GIB`
     project.edit("mlbook/common/units.py", "GIB = 2**30", "GIB = 1 << 30")
     assert project.executed(project.build()) == ["a", "s"]
@@ -324,7 +325,7 @@ def test_failed_execution_is_not_cached(project):
     try:
         first = project.build(only=["c"])
         assert "RuntimeError: boom" in first["chapters"]["c"]["error"]
-        assert build.Cache(project.dest / "cache").entry("c") is None
+        assert caching.Cache(project.dest / "cache").entry("c") is None
         again = project.build(only=["c"])
         assert (
             again["chapters"]["c"]["cached"] is False
@@ -337,9 +338,9 @@ def test_failed_execution_is_not_cached(project):
 def test_default_build_executes_every_page(project):
     """The test build (`make test` calls build() without cache=) executes
     every page; the command line reads the cache unless --no-cache."""
-    assert inspect.signature(build.build).parameters["cache"].default is False
+    assert inspect.signature(run.build).parameters["cache"].default is False
     project.build()
-    r = build.build(project.dest, small=True, html=False, jobs=JOBS, only=["b"])
+    r = run.build(project.dest, small=True, html=False, jobs=JOBS, only=["b"])
     assert project.executed(r) == ["b"] and r["cache"] is False
 
 
@@ -348,7 +349,7 @@ def test_default_build_executes_every_page(project):
 
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
-    monkeypatch.setattr(build, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     write_tree(
         tmp_path,
         PACKAGE
@@ -370,7 +371,7 @@ def tree(tmp_path, monkeypatch):
 def deps_of(root: Path, code: str):
     page = root / "notebooks" / "p.md"
     write_tree(root, {"notebooks/p.md": page_text("p", "", "prose", code)})
-    files, why = build.package_dependencies(page)
+    files, why = caching.package_dependencies(page)
     return sorted(f.relative_to(root).as_posix() for f in files), why
 
 
@@ -420,7 +421,7 @@ def test_keys_follow_module_names_and_file_names_in_strings(tree):
 def test_keys_take_the_whole_package_when_imports_cannot_be_resolved(tree, code):
     files, why = deps_of(tree, code)
     assert why
-    assert len(files) == len(build._package_files())
+    assert len(files) == len(caching.package_files())
 
 
 def test_dependency_cycles_and_unknown_pages_are_refused(tree):
@@ -432,26 +433,26 @@ def test_dependency_cycles_and_unknown_pages_are_refused(tree):
         },
     )
     with pytest.raises(SystemExit, match="cycle"):
-        build.execution_order(build.chapters())
+        pages.execution_order(pages.chapters())
     write_tree(
         tree,
         {"notebooks/y.md": page_text("y", "mlbook:\n  depends_on: [zz]\n", "p", "1")},
     )
     with pytest.raises(SystemExit, match="'zz'"):
-        build.execution_order(build.chapters())
+        pages.execution_order(pages.chapters())
 
 
 def test_jobs_get_disjoint_whole_cores(monkeypatch):
     monkeypatch.setattr(
-        build, "physical_cores", lambda: [[0, 8], [1, 9], [2, 10], [3, 11], [4, 12]]
+        machine, "physical_cores", lambda: [[0, 8], [1, 9], [2, 10], [3, 11], [4, 12]]
     )
-    monkeypatch.setattr(build, "gpu_models", lambda: [])
-    plan = build.plan_jobs(2)
+    monkeypatch.setattr(machine, "gpu_models", lambda: [])
+    plan = machine.plan_jobs(2)
     assert [j["cpus"] for j in plan] == [[0, 1, 8, 9], [2, 3, 10, 11]]
     assert all(j["env"]["OMP_NUM_THREADS"] == "2" for j in plan)
-    assert build.plan_jobs(1) == [{"cpus": None, "env": {}}]
+    assert machine.plan_jobs(1) == [{"cpus": None, "env": {}}]
     with pytest.raises(SystemExit, match="physical cores"):
-        build.plan_jobs(6)
+        machine.plan_jobs(6)
 
 
 # --- the HTML step (jupyter-book replaced by a stand-in) -------------------------
@@ -470,20 +471,20 @@ def test_html_is_rebuilt_unless_the_sources_match_the_last_clean_build(
         (dest_ / "_build" / "html" / "index.html").write_text("<html>")
         return subprocess.CompletedProcess([], 0, "".join(warn), "")
 
-    monkeypatch.setattr(build, "build_html", fake_build_html)
+    monkeypatch.setattr(htmlbook, "build_html", fake_build_html)
     dest.mkdir()
-    assert build.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 1
-    assert not build.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 1
+    assert htmlbook.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 1
+    assert not htmlbook.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 1
     assert (
-        build.build_book(src, dest, reuse=False)["rebuilt"] and len(runs) == 2
+        htmlbook.build_book(src, dest, reuse=False)["rebuilt"] and len(runs) == 2
     )  # --no-cache, make test
     (src / "intro.md").write_text("# Intro, edited\n")
     warn.append("intro.md:1: WARNING: something\n")
-    assert build.build_book(src, dest, reuse=True)["warnings"] and len(runs) == 3
+    assert htmlbook.build_book(src, dest, reuse=True)["warnings"] and len(runs) == 3
     assert (
-        build.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 4
+        htmlbook.build_book(src, dest, reuse=True)["rebuilt"] and len(runs) == 4
     )  # warnings are never reused
     warn.clear()
-    build.build_book(src, dest, reuse=True)
+    htmlbook.build_book(src, dest, reuse=True)
     (dest / "_build" / "html" / "index.html").unlink()
-    assert build.build_book(src, dest, reuse=True)["rebuilt"]  # output gone: rebuilt
+    assert htmlbook.build_book(src, dest, reuse=True)["rebuilt"]  # output gone: rebuilt

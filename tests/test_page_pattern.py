@@ -14,11 +14,12 @@ import ast
 import re
 from pathlib import Path
 
-import build  # tools/build.py
 import pytest
 
+from bookbuild import pages
+
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = build.chapters()
+PAGES = pages.chapters()
 HIDING = {"hide-input", "remove-input", "remove-cell"}
 
 

@@ -52,7 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-import build  # noqa: E402  (tools/build.py: the page list, execution, glued values)
+from bookbuild import execution, pages, paths  # noqa: E402 (tools/ on the path first)
+from bookbuild import values as glued  # noqa: E402
 
 CUDA_INDEX = "https://download.pytorch.org/whl/cu126"
 NO_CUDA = 2  # exit status: no usable CUDA GPU
@@ -259,7 +260,7 @@ def wheel_list() -> list[str]:
 
 def execute_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tuple:
     """(seconds, error) of one page executed by papermill (tools/build.py's execute)."""
-    seconds, error, _retry = build.execute(page, out_dir, parameters, env)
+    seconds, error, _retry = execution.execute(page, out_dir, parameters, env)
     return seconds, error
 
 
@@ -297,8 +298,8 @@ def run_check(
         **(info or {}),
         "pages": {},
     }
-    for page in build.execution_order(build.chapters(only)):
-        deps = build.depends_on(page)
+    for page in pages.execution_order(pages.chapters(only)):
+        deps = pages.depends_on(page)
         failed = [d for d in deps if summary["pages"].get(d, {}).get("error")]
         if failed:
             summary["pages"][page.stem] = {
@@ -319,16 +320,16 @@ def run_check(
             page,
             dest / "notebooks",
             parameters,
-            {**(env or {}), build.VALUES_ENV: str(view)},
+            {**(env or {}), paths.VALUES_ENV: str(view)},
         )
         values = {}
         notebook = dest / "notebooks" / f"{page.stem}.ipynb"
         if notebook.exists():
             try:
-                values = build.glued_values(notebook, page.stem)
-            except build.GlueError as exc:
+                values = glued.glued_values(notebook, page.stem)
+            except glued.GlueError as exc:
                 error = error or str(exc)
-        build.write_values(dest, page.stem, values)
+        glued.write_values(dest, page.stem, values)
         summary["pages"][page.stem] = {
             "seconds": round(seconds, 1),
             "error": error,

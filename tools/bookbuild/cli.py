@@ -1,0 +1,68 @@
+"""The command line of tools/build.py (its --help prints the package's
+docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import bookbuild
+
+from . import machine, paths, run
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=bookbuild.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--small", action="store_true", help="test sizes (SMALL=True)")
+    ap.add_argument(
+        "--dest",
+        type=Path,
+        default=None,
+        help="output folder (default _build/book or _build/test)",
+    )
+    ap.add_argument("--only", nargs="*", help="chapter names (file stems) to execute")
+    ap.add_argument("--no-html", action="store_true", help="execute only")
+    ap.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="execute every page, even those unchanged",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="pages executed at once, each on its own cores "
+        f"(default here: {machine.default_jobs()})",
+    )
+    args = ap.parse_args(argv)
+    dest = args.dest or paths.ROOT / "_build" / ("test" if args.small else "book")
+    started = time.perf_counter()
+    report = run.build(
+        dest,
+        args.small,
+        args.only,
+        html=not args.no_html,
+        cache=not args.no_cache,
+        jobs=args.jobs,
+    )
+    failed = [name for name, r in report["chapters"].items() if r["error"]]
+    executed = [name for name, r in report["chapters"].items() if not r["cached"]]
+    ok = not failed
+    if report["html"] is not None:
+        for line in report["html"]["warnings"]:
+            print(line)
+        if report["html"]["returncode"] != 0:
+            ok = False
+            print(f"the book build failed; see {dest / 'build.log'}")
+        else:
+            print(f"HTML book: {report['html']['dir']}/index.html")
+    took = time.perf_counter() - started
+    print(
+        f"done in {took:.0f} s; executed {len(executed)} of "
+        f"{len(report['chapters'])} pages" + (f"; failed: {failed}" if failed else "")
+    )
+    return 0 if ok else 1

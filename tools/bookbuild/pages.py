@@ -1,0 +1,133 @@
+"""Which pages there are and how they relate: the executable pages (the
+chapters in notebooks/ and the book/ pages whose front matter names a
+kernel), their front matter (``mlbook: depends_on`` and ``budget_s``), the
+order that runs each page after the pages it reads values from, the staging
+copy of the book's sources, and the title-only stub of a page left out of a
+partial build."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from . import paths
+
+DEFAULT_BUDGET_S = 60.0
+
+
+def front_matter(page: Path) -> dict:
+    """The YAML front matter of a MyST page ({} when it has none)."""
+    text = page.read_text()
+    if not text.startswith("---"):
+        return {}
+    head = text.split("\n---", 1)[0][3:]
+    import yaml
+
+    data = yaml.safe_load(head)
+    return data if isinstance(data, dict) else {}
+
+
+def is_notebook(page: Path) -> bool:
+    """A MyST page is an executable notebook when its front matter names a kernel."""
+    head = page.read_text().split("\n---", 1)[0]
+    return page.read_text().startswith("---") and "kernelspec:" in head
+
+
+def depends_on(page: Path) -> list[str]:
+    """The pages (file stems) whose glued values ``page`` reads: its front
+    matter's ``mlbook: depends_on: [...]``."""
+    options = front_matter(page).get("mlbook") or {}
+    deps = options.get("depends_on") or []
+    if isinstance(deps, str):
+        deps = [deps]
+    return [str(d) for d in deps]
+
+
+def chapters(only: list[str] | None = None) -> list[Path]:
+    """Executable pages: the chapters in notebooks/ (those named in ``only``,
+    or all) and every executable page of book/ (always: the root is one)."""
+    found = sorted((paths.ROOT / "notebooks").glob("*.md"))
+    if only:
+        names = {p.stem for p in found}
+        missing = set(only) - names
+        if missing:
+            raise SystemExit(
+                f"no chapter named {sorted(missing)}; chapters: {sorted(names)}"
+            )
+        found = [p for p in found if p.stem in only]
+    return found + sorted(
+        p for p in (paths.ROOT / "book").glob("*.md") if is_notebook(p)
+    )
+
+
+def execution_order(pages: list[Path]) -> list[Path]:
+    """``pages`` plus the pages they depend on, each after its dependencies
+    (otherwise in the given order). A cycle or an unknown name is an error."""
+    everything = {p.stem: p for p in chapters()}
+    everything.update({p.stem: p for p in pages})
+    order: list[Path] = []
+    state: dict[str, str] = {}
+
+    def visit(page: Path, via: list[str]) -> None:
+        if state.get(page.stem) == "done":
+            return
+        if state.get(page.stem) == "visiting":
+            cycle = " -> ".join([*via, page.stem])
+            raise SystemExit(f"pages depend on each other in a cycle: {cycle}")
+        state[page.stem] = "visiting"
+        for dep in depends_on(page):
+            if dep not in everything:
+                raise SystemExit(
+                    f"{page.name} depends on {dep!r}, which is not an executable page; "
+                    f"pages: {sorted(everything)}"
+                )
+            visit(everything[dep], via + [page.stem])
+        state[page.stem] = "done"
+        order.append(page)
+
+    for page in pages:
+        visit(page, [])
+    return order
+
+
+def budget_s(page: Path) -> float:
+    """A page's execution budget at reader sizes on an idle 2-core machine:
+    ``mlbook: budget_s: N`` in its front matter, else DEFAULT_BUDGET_S."""
+    meta = front_matter(page).get("mlbook") or {}
+    return float(meta.get("budget_s", DEFAULT_BUDGET_S))
+
+
+def stage(dest: Path) -> Path:
+    """A fresh copy of the book's sources under dest/src, notebooks excluded."""
+    src = dest / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    for name in paths.BOOK_FILES:
+        shutil.copy(paths.ROOT / name, src / name)
+    for name in paths.BOOK_DIRS:
+        if not (paths.ROOT / name).exists():
+            raise SystemExit(
+                f"{name}/ is missing; run `make install` (it fetches _vendor/)"
+            )
+        shutil.copytree(
+            paths.ROOT / name,
+            src / name,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+    for page in chapters():  # executable pages arrive executed, as .ipynb
+        (src / page.relative_to(paths.ROOT)).unlink(missing_ok=True)
+    (src / "notebooks").mkdir(exist_ok=True)
+    return src
+
+
+def stub_page(page: Path, out_dir: Path) -> None:
+    """A chapter reduced to its first cell (label and title), unexecuted, so
+    that a partial build still resolves every cross-reference to it."""
+    import jupytext
+    import nbformat
+
+    nb = jupytext.read(page)
+    lines = nb.cells[0].source.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("# "))
+    nb.cells = [nbformat.v4.new_markdown_cell("\n".join(lines[: title + 1]))]
+    nbformat.write(nb, out_dir / f"{page.stem}.ipynb")
