@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test lab install clean gpu-check
+.PHONY: book test lab install clean gpu-check format
 
 book: $(STAMP)
 	$(PY) tools/build.py
@@ -22,6 +22,14 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 install: $(STAMP)
+
+# One formatter and linter for all Python, the pages' code cells included
+# (tools/format_pages.py runs ruff on them in notebook mode). make test fails on
+# anything this would change, naming the file and line.
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix --quiet mlbook tools tests
+	$(VENV)/bin/ruff format --quiet mlbook tools tests
+	$(PY) tools/format_pages.py --fix
 
 # Every chapter on a CUDA GPU at reader sizes (DEVICE="cuda"); what it measured goes
 # to _build/gpu/. Refuses (status 2) without one. See tools/gpu_check.py and the README.

@@ -15,11 +15,33 @@ class GlueError(ValueError):
     """A glued value that is not a plain number or string."""
 
 
-def glued_values(notebook: Path, page: str | None = None) -> dict:
-    """The values an executed notebook glued (myst-nb ``glue``), name ->
-    int, float, bool or str, read back from their stored text with
+def glued_value_of_output(output: dict, page: str = "?"):
+    """The value one glue record (an output with scrapbook metadata) holds:
+    an int, float, bool or str read back from its stored text with
     ``ast.literal_eval``. Anything else raises GlueError naming the page and
     the glue."""
+    name = output["metadata"]["scrapbook"].get("name")
+    data = output.get("data", {})
+    text = next((v for k, v in data.items() if k.endswith("text/plain")), None)
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if isinstance(value, complex) or not isinstance(value, (int, float, str)):
+        kinds = sorted(k.replace("application/papermill.record/", "") for k in data)
+        raise GlueError(
+            f"{page}: glued value {name!r} is {str(text)[:80]!r} "
+            f"({', '.join(kinds)}), not a plain number or string. Glue plain "
+            "numbers and short labels only: float()/int() a numpy scalar, "
+            "format a table into a string or show it in the cell, display a "
+            "figure."
+        )
+    return value
+
+
+def glued_values(notebook: Path, page: str | None = None) -> dict:
+    """The values an executed notebook glued (myst-nb ``glue``), name ->
+    value (see glued_value_of_output)."""
     import nbformat
 
     page = page or Path(notebook).stem
@@ -27,28 +49,9 @@ def glued_values(notebook: Path, page: str | None = None) -> dict:
     values = {}
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            scrap = output.get("metadata", {}).get("scrapbook")
-            if not scrap:
-                continue
-            name = scrap.get("name")
-            data = output.get("data", {})
-            text = next((v for k, v in data.items() if k.endswith("text/plain")), None)
-            try:
-                value = ast.literal_eval(text)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                value = None
-            if isinstance(value, complex) or not isinstance(value, (int, float, str)):
-                kinds = sorted(
-                    k.replace("application/papermill.record/", "") for k in data
-                )
-                raise GlueError(
-                    f"{page}: glued value {name!r} is {str(text)[:80]!r} "
-                    f"({', '.join(kinds)}), not a plain number or string. Glue plain "
-                    "numbers and short labels only: float()/int() a numpy scalar, "
-                    "format a table into a string or show it in the cell, display a "
-                    "figure."
-                )
-            values[name] = value
+            if output.get("metadata", {}).get("scrapbook"):
+                name = output["metadata"]["scrapbook"].get("name")
+                values[name] = glued_value_of_output(output, page)
     return values
 
 

@@ -1,0 +1,95 @@
+"""How a page shows its results: tables and glued values.
+
+Two helpers, and nothing else in the package touches the page:
+
+- ``table(rows, ...)`` turns rows of results into a pandas Styler, which
+  JupyterLab and the HTML book both render as an HTML ``<table>``: units go
+  in the column names, formats (thousands separators, percentages) per
+  column, an optional caption.
+- ``glue_values(**values)`` glues each named value for the prose
+  (``{glue:text}`name```) with ``display=False``, one call per cell. It glues
+  only what it is handed (numbers and short labels) and computes nothing; the
+  cell shows the same numbers in its table or printed line.
+
+Neither chooses words: captions and column names come from the page.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+
+MAX_LABEL_WORDS = (
+    8  # a glued string is a label ("AMD EPYC (2 threads)"), not a sentence
+)
+
+
+def _plain(name: str, value):
+    """``value`` as a plain int, float or str, or a TypeError/ValueError that
+    names the glue and the rule."""
+    if isinstance(value, bool):
+        raise TypeError(
+            f"glue {name!r}: {value!r} is a bool; glue a number or a short label"
+        )
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        if len(value.split()) > MAX_LABEL_WORDS or re.search(r"[.;]\s|[.;]$", value):
+            raise ValueError(
+                f"glue {name!r}: {value!r} reads like a sentence; glue numbers and "
+                f"short labels (at most {MAX_LABEL_WORDS} words, no full stop) and "
+                "write the sentence on the page"
+            )
+        return value
+    raise TypeError(
+        f"glue {name!r}: {type(value).__name__} {value!r} is neither a number nor "
+        "a label"
+    )
+
+
+def glue_values(**values) -> None:
+    """Glue every keyword as ``{glue:text}`name``` for the page's prose,
+    without displaying it (the cell's table or printed line shows it).
+
+    numpy scalars become plain ints and floats; a bool, a container or a
+    sentence is refused with the name of the glue."""
+    from myst_nb import glue
+
+    plain = {name: _plain(name, value) for name, value in values.items()}
+    for name, value in plain.items():
+        glue(name, value, display=False)
+
+
+def table(rows, caption: str | None = None, formats: dict | None = None, index=None):
+    """Rows of results as a table that renders as HTML.
+
+    ``rows``: a DataFrame, a list of dicts (one per row, keys are the column
+    names, units in them: "step (ms)") or a dict of columns. ``formats`` maps
+    a column to a format string or callable ("{:,.0f}", "{:.1%}"); columns
+    not named get thousands separators and up to 3 decimals. ``index`` names
+    a column to use as the row labels; otherwise the index is hidden.
+    Returns a pandas Styler: make it a cell's last expression (or display it).
+    """
+    import pandas as pd
+
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    if frame.empty:
+        raise ValueError("table: no rows to show")
+    unknown = set(formats or {}) - set(frame.columns)
+    if unknown:
+        raise ValueError(
+            f"table: formats name columns {sorted(unknown)} that are not among "
+            f"{list(frame.columns)}"
+        )
+    if index is not None:
+        frame = frame.set_index(index)
+    styler = frame.style.format(precision=3, thousands=",", na_rep="-")
+    if formats:
+        styler = styler.format(formats, na_rep="-")
+    if index is None:
+        styler = styler.hide(axis="index")
+    if caption:
+        styler = styler.set_caption(caption)
+    return styler
