@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,8 @@ def html_fingerprint(src: Path) -> str:
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         digest.update(path.relative_to(src).as_posix().encode() + b"\0")
         digest.update(caching.sha(path.read_bytes()).encode())
+    for path in sorted((paths.ROOT / "tools" / "bookext").glob("*.py")):
+        digest.update(caching.sha(path.read_bytes()).encode())  # the book's renderers
     for package in ("jupyter-book", "sphinx", "myst-nb", "sphinx-book-theme"):
         try:
             digest.update(f"{package}=={metadata.version(package)}".encode())
@@ -47,7 +50,14 @@ def _html_command(src: Path, dest: Path) -> list[str]:
 
 
 def build_html(src: Path, dest: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(_html_command(src, dest), capture_output=True, text=True)
+    """jupyter-book, with tools/ importable (the book's mime renderers,
+    tools/bookext, are registered under myst-nb's entry point)."""
+    env = dict(os.environ)
+    path = [str(paths.ROOT / "tools"), str(paths.ROOT), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+    return subprocess.run(
+        _html_command(src, dest), capture_output=True, text=True, env=env
+    )
 
 
 def build_book(src: Path, dest: Path, reuse: bool) -> dict:
