@@ -80,7 +80,7 @@ def test_gradients_match_a_hand_written_loop_and_leave_the_model_alone():
         assert torch.equal(v, before[k])
     assert all(p.grad is None for p in model.parameters())
     ref = acc.make_mlp("batchnorm")
-    for X_j, y_j in zip(X.chunk(4), y.chunk(4)):
+    for X_j, y_j in zip(X.chunk(4), y.chunk(4), strict=True):
         (F.mse_loss(ref(X_j), y_j) / 4).backward()
     assert acc.max_abs_diff(got, [p.grad for p in ref.parameters()]) == 0
 
@@ -90,7 +90,9 @@ def test_make_mlp_is_seeded_and_does_not_touch_the_global_rng():
     state = torch.random.get_rng_state()
     a, b = acc.make_mlp(seed=5), acc.make_mlp(seed=5)
     assert torch.equal(torch.random.get_rng_state(), state)
-    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert all(
+        torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True)
+    )
     assert isinstance(acc.make_mlp("batchnorm")[1], nn.BatchNorm1d)
     assert isinstance(acc.make_mlp("layernorm")[1], nn.LayerNorm)
     assert acc.make_mlp(out_std=1e-5)[-1].weight.std() < 1e-4
@@ -166,7 +168,7 @@ def test_variable_length_batch_pads_with_ignore_index():
     assert idx.shape == targets.shape == (6, 10)
     assert lengths.tolist() == sorted(lengths.tolist())
     assert acc.token_count(targets) == int(lengths.sum())
-    for row, n in zip(targets, lengths):
+    for row, n in zip(targets, lengths, strict=True):
         assert (row[n:] == acc.IGNORE_INDEX).all() and (row[:n] >= 0).all()
 
 
@@ -264,7 +266,7 @@ def test_accumulation_step_averages_micro_batch_losses():
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     X, y = acc.regression_batch(8)
     loss = acc.accumulation_step(
-        model, opt, F.mse_loss, list(zip(X.chunk(4), y.chunk(4)))
+        model, opt, F.mse_loss, list(zip(X.chunk(4), y.chunk(4), strict=True))
     )
     assert loss == pytest.approx(F.mse_loss(model(X), y).item(), rel=1e-6)
 

@@ -410,7 +410,7 @@ def test_widget_scripts_are_served_locally(book):
     ]
     positions = [page.find(s) for s in scripts]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), (
-        f"the widget scripts are missing or out of order: {dict(zip(scripts, positions))}"
+        f"the widget scripts are missing or out of order: {dict(zip(scripts, positions, strict=True))}"
     )
     for s in scripts:
         assert (HTML / s).is_file(), f"{s} is not in the build"

@@ -4,6 +4,7 @@ implies, and for any bad argument they raise a ValueError that names it."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -370,7 +371,7 @@ def test_the_waterfall_runs_from_the_peak_and_more_fixes_end_higher(w):
     assert bars[0].top == 1 and bars[0].bottom == pytest.approx(ceiling / peak)
     assert all(_finite(b.top) and _finite(b.bottom) for b in bars)
     assert all(
-        a.bottom == b.top for a, b in zip(bars, bars[1:])
+        a.bottom == b.top for a, b in itertools.pairwise(bars)
     )  # each bar starts where the last ended
     unapplied = sum(s for n, s in savings.items() if n not in applied)
     assert final == pytest.approx(flops / ((fixed + unapplied) * peak))

@@ -379,7 +379,7 @@ def test_compare_save_modes(tmp_path):
     )
     assert all(
         t is not None and t >= b
-        for t, b in zip(m["async"].total_s, m["async"].blocking_s)
+        for t, b in zip(m["async"].total_s, m["async"].blocking_s, strict=True)
     )
     assert m["sync"].checkpoint_bytes > 0 and len(m["none"].step_s) == 6
     assert m["none"].checkpoint_bytes == 0

@@ -136,7 +136,8 @@ def test_fork_group_timeout_names_where_each_rank_was_stuck(tmp_path):
     assert text.count("_stuck_forever") >= 2 and "--- rank 1 ---" in text
     # the workers were children of the fork server, not forks of this (threaded) process
     pids, parents = zip(
-        *(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2))
+        *(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2)),
+        strict=True,
     )
     assert len(set(parents)) == 1 and os.getpid() not in parents
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)  # killed and reaped

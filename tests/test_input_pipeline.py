@@ -5,6 +5,7 @@ Checkpointer for 1 to 4 ranks, and the torch experiments' behaviour."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -463,7 +464,7 @@ def test_resume_for_world_sizes_1_to_4(world, rank_shards, tmp_path):
         assert mine == perm[r["rank"] :: world]
 
     again = _group("again", world, rank_shards, ckpt, tmp_path)
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         assert b["after"] == a["after"], (
             f"rank {a['rank']}: the resume must train on the same rows in order"
         )
@@ -544,7 +545,7 @@ def test_profile_loop_marks_a_data_wait_and_a_step_per_step(packed):
     assert [s.kind for s in line.spans] == ["data", "step"] * 3
     assert all(s.end_s > s.start_s >= 0 for s in line.spans)
     assert all(
-        a.end_s <= b.start_s + 1e-6 for a, b in zip(line.spans, line.spans[1:])
+        a.end_s <= b.start_s + 1e-6 for a, b in itertools.pairwise(line.spans)
     )  # in order, no overlap
     assert line.total_s("data") >= 3 * 2 * 0.002  # two rows of 2 ms slept per batch
     assert line.wall_s >= line.total_s("data") + line.total_s("step") - 1e-6

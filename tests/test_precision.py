@@ -228,7 +228,7 @@ def assert_parity(grad_max, **kw):
     ours = P.loss_scaling_run(grad_max, "mlbook", **kw)
     theirs = P.loss_scaling_run(grad_max, "torch", **kw)
     for step, (a, b, sa, sb) in enumerate(
-        zip(ours.scales, theirs.scales, ours.skipped, theirs.skipped)
+        zip(ours.scales, theirs.scales, ours.skipped, theirs.skipped, strict=True)
     ):
         assert a == b, f"scale differs after step {step}: {a} vs {b}"
         assert sa == sb, f"skip decision differs at step {step}: {sa} vs {sb}"

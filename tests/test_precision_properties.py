@@ -158,7 +158,7 @@ def test_simulate_scaler_keeps_a_finite_scale_and_halves_on_overflow(
     assert len(trace.scales) == len(trace.skipped) == len(grad_max)
     assert all(math.isfinite(s) and s > 0 for s in trace.scales)
     previous = 65536.0
-    for s, skipped in zip(trace.scales, trace.skipped):
+    for s, skipped in zip(trace.scales, trace.skipped, strict=True):
         if skipped:
             assert s < previous  # every skip backs off
         else:

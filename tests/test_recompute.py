@@ -458,7 +458,7 @@ def test_recompute_gives_the_same_gradients():
             model(idx, tgt)[1].backward()
         grads[strategy] = [p.grad.clone() for p in model.parameters()]
     for strategy in ("selective", "full"):
-        for g, ref in zip(grads[strategy], grads["none"]):
+        for g, ref in zip(grads[strategy], grads["none"], strict=True):
             torch.testing.assert_close(g, ref, rtol=1e-5, atol=1e-6)
 
 

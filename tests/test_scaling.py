@@ -328,7 +328,9 @@ def test_allreduce_sweep_measures_every_size():
     sw = experiments.allreduce_sweep(sizes, budget_s=0.01, rounds=0, flush_bytes=0)
     assert sw.n_ranks == 2 and sw.sizes_bytes == sizes and sw.rounds == 0
     assert all(len(b) >= 3 for b in sw.blocks_s)
-    assert all(0 < best == min(b) for best, b in zip(sw.best_s, sw.blocks_s))
+    assert all(
+        0 < best == min(b) for best, b in zip(sw.best_s, sw.blocks_s, strict=True)
+    )
     fit = sc.fit_alpha_beta(sw.sizes_bytes, sw.best_s, sw.n_ranks)
     assert fit.alpha_s >= 0 and fit.link_bytes_per_s > 0
 

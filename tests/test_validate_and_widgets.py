@@ -113,7 +113,10 @@ def test_planner_days_halve_when_the_gpus_double():
         "Llama-3-8B", 15, 4096, "H100 SXM", 1024, 0.4
     ).axes[0]
     gpus, days = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()
-    assert all(d * g == pytest.approx(days[0] * gpus[0]) for g, d in zip(gpus, days))
+    assert all(
+        d * g == pytest.approx(days[0] * gpus[0])
+        for g, d in zip(gpus, days, strict=True)
+    )
 
 
 # --- live_figure ------------------------------------------------------------------

@@ -373,7 +373,9 @@ class ResumeResult:
     def naive_max_loss_diff(self) -> float:
         return max(
             abs(a - b)
-            for a, b in zip(self.naive_losses, self.ref_losses[self.resumed_from :])
+            for a, b in zip(
+                self.naive_losses, self.ref_losses[self.resumed_from :], strict=True
+            )
         )
 
 
@@ -446,7 +448,11 @@ def _resume_experiment(spec, root, save_every, crash_at, say) -> ResumeResult:
     naive_weights = weights(naive_run)
 
     resumed_from = loaded.step
-    committed = [ids for s, ids in zip(before.steps, before.seen) if s <= resumed_from]
+    committed = [
+        ids
+        for s, ids in zip(before.steps, before.seen, strict=True)
+        if s <= resumed_from
+    ]
     flat = lambda batches: [i for b in batches for i in b]  # noqa: E731
     ref_seen = flat(ref.seen)
     naive_extra, naive_missing = _multiset_gap(

@@ -139,7 +139,8 @@ def interval_vs_cluster(
         t = [cadence.cluster_mtbf(node_mtbf_s, int(n)) for n in n_nodes]
         opt = [cadence.daly_interval(c_s, ti) for ti in t]
         waste = [
-            cadence.waste_fraction(i, c_s, ti, exact=True) for i, ti in zip(opt, t)
+            cadence.waste_fraction(i, c_s, ti, exact=True)
+            for i, ti in zip(opt, t, strict=True)
         ]
         gpus = np.asarray(n_nodes) * gpus_per_node
         left.loglog(gpus, np.asarray(opt) / MIN, color=f"C{j}", label=f"C = {c_s:g} s")
@@ -198,7 +199,7 @@ def save_stall(results, device: str):
     step_ms = [results[m].median_step_s * 1e3 for m in modes]
     wall = [results[m].wall_s for m in modes]
     bars = right.bar(["no saves", "sync", "async_save"], wall, color=["C2", "C0", "C1"])
-    for b, s in zip(bars, step_ms):
+    for b, s in zip(bars, step_ms, strict=True):
         right.annotate(
             f"step {s:.0f} ms",
             (b.get_x() + b.get_width() / 2, b.get_height()),

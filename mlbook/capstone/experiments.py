@@ -998,9 +998,13 @@ def comm_run(
         per_rank = [
             json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(2)
         ]
-    step_s = {m: tuple(zip(*(r["step_s"][m] for r in per_rank))) for m in COMM_MODES}
+    step_s = {
+        m: tuple(zip(*(r["step_s"][m] for r in per_rank), strict=True))
+        for m in COMM_MODES
+    }
     compute_s = {
-        m: tuple(zip(*(r["compute_s"][m] for r in per_rank))) for m in COMM_MODES
+        m: tuple(zip(*(r["compute_s"][m] for r in per_rank), strict=True))
+        for m in COMM_MODES
     }
     with cpu_threads(1):
         who = device_description("cpu") + " per process"

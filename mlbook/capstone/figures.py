@@ -56,7 +56,7 @@ def ladder_buckets(labels, buckets, step_s, vs_ceiling, device_name: str):
         linewidth=0.5,
     )
     for i, (top, frac) in enumerate(
-        zip(np.maximum(bottom, bottom + residual), vs_ceiling)
+        zip(np.maximum(bottom, bottom + residual), vs_ceiling, strict=True)
     ):
         ax.text(i, top, f"{frac:.0%}", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(
@@ -89,7 +89,7 @@ def step_timeline(rows, device_name: str):
         squeeze=False,
     )
     seen = set()
-    for ax, (label, window_s, timeline) in zip(axes[:, 0], rows):
+    for ax, (label, window_s, timeline) in zip(axes[:, 0], rows, strict=True):
         for b in cf.BUCKETS:
             spans = [
                 (a * 1e3, (e - a) * 1e3) for a, e, bucket in timeline if bucket == b

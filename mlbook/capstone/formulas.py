@@ -22,6 +22,7 @@ Buckets (BRIEF section 8's checklist, as a step's timeline shows it):
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -206,7 +207,7 @@ def account(window_s: float, items) -> dict:
     # a sweep over the elementary segments between consecutive cut points
     by_start = sorted(clean, key=lambda c: c[0])
     active, nxt = [], 0
-    for lo, hi in zip(points, points[1:]):
+    for lo, hi in itertools.pairwise(points):
         while nxt < len(by_start) and by_start[nxt][0] <= lo:
             active.append(by_start[nxt])
             nxt += 1
@@ -312,7 +313,7 @@ def fix_savings(step_times_s) -> tuple:
         raise ValueError(f"step_times_s must hold at least two rungs, got {len(times)}")
     for i, t in enumerate(times):
         validate.positive(f"step_times_s[{i}]", t)
-    return tuple(float(a) - float(b) for a, b in zip(times, times[1:]))
+    return tuple(float(a) - float(b) for a, b in itertools.pairwise(times))
 
 
 def exposed_fraction(step_s: float, compute_s: float) -> float:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import statistics
 import time
@@ -557,7 +558,7 @@ def attention_mask_cost(
                 F.scaled_dot_product_attention(
                     q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], is_causal=True
                 )
-                for a, b in zip(bounds[:-1], bounds[1:])
+                for a, b in itertools.pairwise(bounds)
             ],
             dim=2,
         )
@@ -742,6 +743,8 @@ def resume_check(
         )
     equal = all(
         torch.equal(a, b)
-        for a, b in zip(ref.state_dict().values(), again.state_dict().values())
+        for a, b in zip(
+            ref.state_dict().values(), again.state_dict().values(), strict=True
+        )
     )
     return ResumeCheck(save_at, steps, straight, resumed, equal, ahead, saved)

@@ -134,7 +134,7 @@ def sweep(points, model_epoch_s, published, device_name: str):
     fig, (ax, bx) = new_figure(ncols=2, size=(9.5, 3.8), layout="constrained")
     plain = [
         (p, m)
-        for p, m in zip(points, model_epoch_s)
+        for p, m in zip(points, model_epoch_s, strict=True)
         if p.setting.label == f"w={p.setting.num_workers}"
     ]
     w = [p.setting.num_workers for p, _ in plain]
@@ -160,7 +160,7 @@ def sweep(points, model_epoch_s, published, device_name: str):
     ax.set_title(f"loader overhead per epoch, {device_name}", fontsize=9)
     ax.set_xticks(sorted(set(w)))
     ax.legend(fontsize=8)
-    ratios = [p.epoch_s / m for p, m in zip(points, model_epoch_s)]
+    ratios = [p.epoch_s / m for p, m in zip(points, model_epoch_s, strict=True)]
     bx.bar(range(len(points)), ratios, color="C0")
     bx.axhline(1, color="k", lw=1)
     bx.set_xticks(

@@ -109,13 +109,15 @@ def task_allreduce(args) -> dict:
             far = float(
                 any(
                     abs(min(b) / fit.predict_s(s) - 1) > CHECK_BAND
-                    for s, b in zip(sizes, blocks)
+                    for s, b in zip(sizes, blocks, strict=True)
                 )
             )
         if not _decide(far):
             rounds -= 1
             break
-        for b, more in zip(blocks, _rounds(buffers, args.blocks, budget, scratch)):
+        for b, more in zip(
+            blocks, _rounds(buffers, args.blocks, budget, scratch), strict=True
+        ):
             b.extend(more)
     return {"n_ranks": world, "sizes": sizes, "blocks": blocks, "rounds": rounds}
 

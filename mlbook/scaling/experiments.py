@@ -255,7 +255,9 @@ def ddp_overlap(
             r["buckets"],
             statistics.median(r["sync_s"]),
             statistics.median(r["no_sync_s"]),
-            statistics.median(a - b for a, b in zip(r["sync_s"], r["no_sync_s"])),
+            statistics.median(
+                a - b for a, b in zip(r["sync_s"], r["no_sync_s"], strict=True)
+            ),
         )
         for r in rep["rows"]
     )
@@ -328,7 +330,7 @@ class ShardedRuns:
         return max(
             abs(a - b)
             for run in (self.zero1, self.fsdp2)
-            for a, b in zip(run.losses, self.ref_losses)
+            for a, b in zip(run.losses, self.ref_losses, strict=True)
         )
 
 

@@ -48,7 +48,7 @@ def allreduce_fit(
     ax.set_xlabel("message size")
     ax.set_ylabel("all-reduce time (ms)")
     ax.legend(fontsize=8)
-    ratio = [t / f for t, f in zip(sweep.best_s, fitted)]
+    ratio = [t / f for t, f in zip(sweep.best_s, fitted, strict=True)]
     ax2.semilogx(sizes, ratio, "o-")
     ax2.axhspan(
         1 - band,
@@ -244,7 +244,7 @@ def schedules(timelines):
     fig, axes = plt.subplots(
         n, 1, figsize=(9.0, n * (0.42 * p + 0.9)), layout="constrained", sharex=True
     )
-    for ax, t in zip(axes if n > 1 else [axes], timelines):
+    for ax, t in zip(axes if n > 1 else [axes], timelines, strict=True):
         schedule(t, ax=ax)
     end = max(float(t.makespan) for t in timelines)
     for ax in axes if n > 1 else [axes]:

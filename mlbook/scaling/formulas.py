@@ -295,15 +295,15 @@ def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
         raise ValueError(
             f"the fit needs at least two different message sizes, got n_bytes={xs!r}"
         )
-    for i, (x, t) in enumerate(zip(xs, ts)):
+    for i, (x, t) in enumerate(zip(xs, ts, strict=True)):
         validate.positive(f"n_bytes[{i}]", x)
         validate.positive(f"seconds[{i}]", t)
     # rows (1/t, S/t) . (a, c) ~ 1, where T = a + c S
     u = [1 / t for t in ts]
-    w = [x / t for x, t in zip(xs, ts)]
+    w = [x / t for x, t in zip(xs, ts, strict=True)]
     suu = sum(a * a for a in u)
     sww = sum(a * a for a in w)
-    suw = sum(a * b for a, b in zip(u, w))
+    suw = sum(a * b for a, b in zip(u, w, strict=True))
     su, sw = sum(u), sum(w)
     det = suu * sww - suw * suw
     a = (sww * su - suw * sw) / det if det > 0 else -1.0
