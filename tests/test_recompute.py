@@ -29,8 +29,8 @@ SHAPES = [  # (s, b, h, a, L)
 def test_full_plan_is_L_inputs_plus_one_layer(s, b, h, a, L):
     plans = recompute.checkpoint_plans(s, b, h, a, L)
     A = recompute.activation_bytes_per_layer(s, b, h, a, "none")
-    I = 2 * s * b * h
-    assert plans["full"].memory_bytes == L * I + A
+    input_bytes = 2 * s * b * h
+    assert plans["full"].memory_bytes == L * input_bytes + A
     assert plans["full"].segments == L
 
 
@@ -112,17 +112,19 @@ def test_seq_len_for_selective_overhead():
 
 
 def test_optimal_segments():
-    L, A, I = 64, 8.0, 2.0
-    c_star = recompute.optimal_segments(L, A, I)
+    L, A, input_bytes = 64, 8.0, 2.0
+    c_star = recompute.optimal_segments(L, A, input_bytes)
     assert c_star == pytest.approx(16)
 
     def cont(c):
-        return c * I + L / c * A
+        return c * input_bytes + L / c * A
 
     assert cont(c_star) <= min(cont(c_star * 0.9), cont(c_star * 1.1))
-    best = recompute.best_segments(L, A, I)
-    mem = [recompute.segments_memory_bytes(c, L, A, I) for c in range(1, L + 1)]
-    assert recompute.segments_memory_bytes(best, L, A, I) == min(mem)
+    best = recompute.best_segments(L, A, input_bytes)
+    mem = [
+        recompute.segments_memory_bytes(c, L, A, input_bytes) for c in range(1, L + 1)
+    ]
+    assert recompute.segments_memory_bytes(best, L, A, input_bytes) == min(mem)
     # Llama-2-7B at 4k: a layer keeps 97x its input, c* > L, so checkpoint every layer
     A7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32)
     I7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32, "full")
