@@ -5,6 +5,7 @@ that names it."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -262,7 +263,7 @@ def test_zone_fractions_sum_to_one_and_slide_with_the_scale(values, name, log2_s
 @pytest.mark.parametrize("bad", NOT_A_NAME)
 def test_bad_format_names_are_named(bad):
     for call in (F.float_format, F.flush_threshold, F.overflow_threshold):
-        _assert_named(lambda: call(bad), "name must be one of")
+        _assert_named(functools.partial(call, bad), "name must be one of")
     _assert_named(lambda: F.round_to_format([1.0], bad), "name must be one of")
     _assert_named(lambda: F.max_safe_scale(1.0, bad), "name must be one of")
     _assert_named(lambda: F.fp8_scale(1.0, bad), "name must be one of")
@@ -301,7 +302,7 @@ def test_positive_arguments_are_named(bad):
     _assert_named(lambda: F.zone_fractions(h, "fp16", bad), "scale")
     _assert_named(lambda: F.scripted_grad_max(3, base=bad), "base")
     for arg in ("start", "end", "spike"):
-        _assert_named(lambda: F.drifting_grad_max(10, **{arg: bad}), arg)
+        _assert_named(functools.partial(F.drifting_grad_max, 10, **{arg: bad}), arg)
     _assert_named(lambda: F.simulate_scaler([1.0], init_scale=bad), "init_scale")
 
 
