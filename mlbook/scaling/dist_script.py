@@ -244,7 +244,7 @@ def _count(tensors) -> dict:
 def _state_tensors(opt_state: dict):
     moments, steps = [], []
     for state in opt_state.values():
-        for name, t in state.items():
+        for t in state.values():
             if isinstance(t, torch.Tensor):
                 (steps if _local(t).dim() == 0 else moments).append(t)
     return moments, steps
