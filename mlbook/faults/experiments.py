@@ -424,12 +424,16 @@ class SpikeRun:
         return sum(tail) / len(tail)
 
 
+# spike_run's default detector: a frozen dataclass, so every call can share it.
+SPIKE_DETECTOR = faults.SpikeConfig(window=30, z_threshold=6.0)
+
+
 def spike_run(
     steps: int = 150,
     bad: tuple = (60, 64),
     ckpt_every: int = 10,
     policy: faults.RewindPolicy | None = None,
-    detector: faults.SpikeConfig = faults.SpikeConfig(window=30, z_threshold=6.0),
+    detector: faults.SpikeConfig = SPIKE_DETECTOR,
     seed: int = 0,
     lr: float = 0.1,
     max_rewinds: int = 3,
