@@ -23,10 +23,10 @@ from urllib.parse import unquote, urlparse
 
 import build  # tools/build.py (tests/conftest.py puts tools/ on the path)
 import pytest
+from conftest import BOOK_DEST as DEST
 from helpers.browser import Allowed, chromium, watch
 
 ROOT = Path(__file__).resolve().parent.parent
-from conftest import BOOK_DEST as DEST
 
 HTML = DEST / "_build" / "html"
 CHAPTERS = [p.stem for p in build.chapters()]
