@@ -323,7 +323,7 @@ def _compare_save_modes(spec, root, save_every, device, log) -> SaveModes:
     return SaveModes(device_description(device), modes)
 
 
-# --- exact against naive resume ---------------------------------------------------------
+# --- exact against naive resume -------------------------------------------------------
 
 
 def _multiset_gap(history: list[int], reference: list[int]) -> tuple[int, int]:

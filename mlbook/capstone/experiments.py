@@ -277,7 +277,7 @@ class Loop:
             sync(self.device)
 
 
-# --- reading one profiled step back ----------------------------------------------------
+# --- reading one profiled step back ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -356,7 +356,8 @@ def trace_events(prof) -> list:
         if device == "cuda" and (
             k.is_user_annotation() or k.name().startswith((P, "ProfilerStep"))
         ):
-            continue  # on CUDA each record_function range is mirrored as a GPU annotation
+            # on CUDA each record_function range is mirrored as a GPU annotation
+            continue
         out.append(
             Ev(
                 k.name(),
@@ -434,7 +435,8 @@ def account_step(events: list, device: str = "cpu") -> StepAccount:
         if device == "cpu" and not enclosed:
             items.append((e.start_us, e.end_us, cf.bucket_of(e.name, inner), 1))
     if device == "cuda":
-        # a kernel links to the operator that launched it (not to the runtime call), as torch's own parser has it
+        # a kernel links to the operator that launched it (not to the runtime call),
+        # as torch's own parser has it
         host = {
             e.id: e for e in events if e.device == "cpu" and e.id and not e.linked_id
         }
@@ -527,16 +529,17 @@ def time_and_profile(
     for _ in range(warmup):
         step()
     sync(device)
-    # Kineto prints start/stop notices to stderr, which would land in the page; the level is read
-    # when the profiler first starts, and 6 is above all of its levels (as the input-pipeline chapter does).
+    # Kineto prints start/stop notices to stderr, which would land in the page;
+    # the level is read when the profiler first starts, and 6 is above all of its
+    # levels (as the input-pipeline chapter does).
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     unprofiled, walls, accounts, scaled = [], [], [], []
     on_gpu = device == "cuda"
-    # Each cycle: one untimed step that settles the machine after the last profiled step's trace
-    # was read (its Python work leaves caches cold and memory freed, which the step after it
-    # would pay for), one timed unprofiled step, (on a GPU, where CUPTI wants it, one warm-up
-    # step whose trace is dropped,) one profiled step; after the cycles, one more settling step
-    # and the remaining unprofiled steps.
+    # Each cycle: one untimed step that settles the machine after the last profiled
+    # step's trace was read (its Python work leaves caches cold and memory freed,
+    # which the step after it would pay for), one timed unprofiled step, (on a GPU,
+    # where CUPTI wants it, one warm-up step whose trace is dropped,) one profiled step;
+    # after the cycles, one more settling step and the remaining unprofiled steps.
     cycle = 4 if on_gpu else 3
     rest = max(0, steps - profiled_steps)
     total = cycle * profiled_steps + (1 + rest if rest else 0)
@@ -670,7 +673,8 @@ class Rung:
     config: LoopConfig
     dtype: str
     times: StepTimes
-    attempts: int  # measurements pooled (more were taken while the residual was above tolerance)
+    # measurements pooled (more were taken while the residual was above tolerance)
+    attempts: int
     tokens_per_step: int
     flops_per_token: float  # the model's 6N + 12Lhs, the unpadded vocabulary
     rates: (
@@ -934,8 +938,9 @@ def _ddp_worker(argv):
         end = time.perf_counter()
         return end - start, computed - start
 
-    # The local step first (it sets the straggler's delay), then every mode in turn, round after
-    # round, so that a machine whose speed drifts drifts under all four alike.
+    # The local step first (it sets the straggler's delay), then every
+    # mode in turn, round after round, so that a machine whose speed drifts
+    # drifts under all four alike.
     local = [run("local", 0.0)[0] for _ in range(opts["warmup"] + 2)][opts["warmup"] :]
     t = torch.tensor([min(local)])
     dist.broadcast(t, 0)

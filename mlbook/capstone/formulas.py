@@ -493,8 +493,9 @@ class PublishedMamf:
     torch: str
 
 
-# Bekman, ML Engineering open book, compute/accelerator/README.md, "Maximum Achievable
-# Matmul FLOPS comparison table", BF16 (benchmark v2: mean of 100 iterations after 50 warm-up).
+# Bekman, ML Engineering open book, compute/accelerator/README.md,
+# "Maximum Achievable Matmul FLOPS comparison table", BF16 (benchmark v2:
+# mean of 100 iterations after 50 warm-up).
 PUBLISHED_MAMF = (
     PublishedMamf("NVIDIA A100 SXM", 271.2, 312, "1024x10240x5120", "2.6.0+cu126"),
     PublishedMamf("NVIDIA H100 SXM", 794.5, 989, "2048x2048x13312", "2.7.0+cu126"),

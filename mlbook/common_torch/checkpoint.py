@@ -92,7 +92,8 @@ MARKER = "COMPLETE"
 LATEST = "latest"
 _PREFIX = "step-"
 _TMP_PREFIX = ".tmp-step-"
-_REPLACED_PREFIX = ".replaced-step-"  # a published step moved aside while the same step is re-published
+# a published step moved aside while the same step is re-published
+_REPLACED_PREFIX = ".replaced-step-"
 
 # Outside a process group DCP warns on every call (also from async_save's
 # background thread) that it assumes a single process: that is the intent.

@@ -120,7 +120,8 @@ OPT_175B_LOG = {
     "months": 2,
     "source": "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)",
 }
-# Kokolis et al.'s figures live once, in mlbook.cadence.formulas, which plans around them.
+# Kokolis et al.'s figures live once, in mlbook.cadence.formulas,
+# which plans around them.
 META_RSC_MTTF = {
     "gpus_measured": 1024,
     "mttf_hours_measured": MTTF_1024_GPUS_S / HOUR_S,

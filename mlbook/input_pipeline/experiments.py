@@ -221,7 +221,7 @@ def step_time_ab(
     }
 
 
-# --- a profiler timeline ----------------------------------------------------------------
+# --- a profiler timeline --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -264,8 +264,9 @@ def profile_loop(
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    # Kineto prints its start/stop notices (log level "USDT", torch 2.13) to stderr, which lands
-    # in the page; the level is read when the profiler first starts, and 6 is above all of its levels.
+    # Kineto prints its start/stop notices (log level "USDT", torch 2.13) to stderr,
+    # which lands in the page; the level is read when the profiler first starts,
+    # and 6 is above all of its levels.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     device = _device(device)
     validate.positive_int("steps", steps)
@@ -306,7 +307,7 @@ def profile_loop(
     return Timeline(label, tuple(spans))
 
 
-# --- a DataLoader over items of a set cost ----------------------------------------------
+# --- a DataLoader over items of a set cost --------------------------------------------
 
 
 class CostlyDataset(Dataset):
@@ -425,7 +426,8 @@ def loader_sweep(
             )
         times, n_batches = [], 0
         with warnings.catch_warnings():
-            # torch warns when workers outnumber the cores; these workers sleep, they need none
+            # torch warns when workers outnumber the cores; these workers
+            # sleep, they need none
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             loader = DataLoader(ds, batch_size=batch_size, **setting.kwargs())
             for _ in range(epochs):
@@ -448,7 +450,7 @@ def loader_sweep(
     return points
 
 
-# --- pinned against pageable copies -------------------------------------------------------
+# --- pinned against pageable copies ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -505,7 +507,7 @@ def h2d_copy(
     )
 
 
-# --- what the document mask costs ------------------------------------------------------------
+# --- what the document mask costs -----------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -589,7 +591,7 @@ def attention_mask_cost(
     )
 
 
-# --- the data position in a checkpoint --------------------------------------------------------
+# --- the data position in a checkpoint ------------------------------------------------
 
 
 class LoopPosition:

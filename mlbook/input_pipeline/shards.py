@@ -182,8 +182,8 @@ class PackedShards:
                 raise ValueError(
                     f"shard {path} does not match its SHA-256 in the index: corrupted"
                 )
-            # mode "c" (copy-on-write): the array is writable, so torch.from_numpy takes it without a
-            # warning, but nothing is ever written back to the file.
+            # mode "c" (copy-on-write): the array is writable, so torch.from_numpy takes
+            # it without a warning, but nothing is ever written back to the file.
             self.maps.append(
                 np.memmap(
                     path,

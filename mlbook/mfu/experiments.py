@@ -174,7 +174,8 @@ def measure_mfu(
         step_s=step_s,
         tokens_per_s=tokens_per_s,
         mfu_nominal=mfu.mfu(tokens_per_s, cfg, seq_len, peak),
-        # Not mfu(): these are measurements, not peaks; the page asserts the ceiling held.
+        # Not mfu(): these are measurements, not peaks; the page asserts
+        # the ceiling held.
         step_vs_square=achieved / square,
         step_vs_ceiling=achieved / ceiling.flops_per_s,
         sweeps=sweeps,
