@@ -184,7 +184,7 @@ def test_token_weights_known_answer():
     assert float((naive * torch.tensor([2.0, 6.0])).sum()) == pytest.approx(1.0)
 
 
-# --- fp16 loss scaling (the exercise) ---------------------------------------------------
+# --- fp16 loss scaling (the exercise) -------------------------------------------------
 
 
 def test_fp16_without_scale_zeroes_first_layer_gradients_and_scaling_recovers_them():
@@ -327,7 +327,8 @@ def test_cost_explorer_marks_the_choice_and_flags_bad_ones():
     fig = figs.cost_explorer(16, 3, m, sweep)
     assert "does not divide" in fig._suptitle.get_text()
     fig = figs.cost_explorer(16, 4, m, sweep)
-    # by hand: k = 4, step 5 + 4 x 3 + 16 x 0.2 = 20.2 ms; one batch of 16: 5 + 3 + 3.2 = 11.2 ms
+    # by hand: k = 4, step 5 + 4 x 3 + 16 x 0.2 = 20.2 ms; one batch of 16:
+    # 5 + 3 + 3.2 = 11.2 ms
     assert "k=4: 20.2 ms per step (1.80x one batch of 16)" in fig._suptitle.get_text()
     choice = [
         line for line in fig.axes[0].lines if line.get_label() == "your choice, k=4"
@@ -343,7 +344,7 @@ def test_other_figures_have_labelled_axes():
         assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
 
 
-# --- the two-process DDP run --------------------------------------------------------------
+# --- the two-process DDP run ----------------------------------------------------------
 
 
 def _ddp_children() -> list[int]:
@@ -367,7 +368,8 @@ def test_ddp_counts_allreduces_with_and_without_no_sync():
     out = experiments_ddp.allreduce_counts(k=k, steps=1, micro_batch=4, d_hidden=32)
     sync, skip = (out.modes[mode] for mode in experiments_ddp.MODES)
     assert out.world_size == 2 and out.k == k
-    # the MLP Linear(32, 32) -> LayerNorm(32) -> Linear(32, 8), by hand: 32*32 + 32 + 2*32 + 32*8 + 8
+    # the MLP Linear(32, 32) -> LayerNorm(32) -> Linear(32, 8), by hand:
+    # 32*32 + 32 + 2*32 + 32*8 + 8
     assert out.n_params == 1384
     # A model this small is one DDP bucket: one all-reduce per synchronised backward.
     assert sync.allreduces_per_step == k and skip.allreduces_per_step == 1
@@ -377,8 +379,8 @@ def test_ddp_counts_allreduces_with_and_without_no_sync():
         == k * skip.allreduce_bytes_per_step
         == k * 4 * 1384
     )
-    # Either way the result is the gradient of the global batch of both ranks (fp32 sums of
-    # O(1) values: 1e-6 is about ten fp32 rounding steps at 1).
+    # Either way the result is the gradient of the global batch of both ranks (fp32 sums
+    # of O(1) values: 1e-6 is about ten fp32 rounding steps at 1).
     assert sync.grad_diff < 1e-6 and skip.grad_diff < 1e-6
     assert sync.allreduce_s_per_step > 0 and skip.step_s > 0
     assert not _ddp_children()
@@ -390,7 +392,7 @@ def test_ddp_timeout_kills_the_workers():
     assert not _ddp_children()
 
 
-# --- bad input ---------------------------------------------------------------------------
+# --- bad input ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("k", [0, -2, 3, 5, 2.0, True, "4"])

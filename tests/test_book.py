@@ -112,7 +112,8 @@ INERT_URLS = [
         "when a reader presses a live-code launch button, and the book has none (launch_buttons.thebe: false; "
         "test_thebe_is_off checks that no page loads or offers thebe)",
     ),
-    # the widget manager (tools/vendor_js.py: @jupyter-widgets/html-manager's embed-amd.js)
+    # the widget manager (tools/vendor_js.py: @jupyter-widgets/html-manager's
+    # embed-amd.js)
     Inert(
         "vendor/html-manager/embed-amd.js",
         r"https://cdn\.jsdelivr\.net/npm/",
@@ -163,7 +164,8 @@ INERT_URLS = [
         r"https://pydata-sphinx-theme\.readthedocs\.io/en/stable/user_guide/version-dropdown\.html",
         "named in the warning the theme logs when a version switcher is misconfigured; the book has none",
     ),
-    # MathJax 3 (sphinx-mathjax-offline copies the whole distribution; pages load tex-chtml.js)
+    # MathJax 3 (sphinx-mathjax-offline copies the whole distribution;
+    # pages load tex-chtml.js)
     Inert(
         "_static/mathjax/latest.js",
         r".+",
@@ -346,7 +348,8 @@ def test_thebe_is_off(book):
         assert not re.search(r"<script[^>]+src=[\"'][^\"']*thebe@", html), (
             f"{page.name} loads thebe"
         )
-        # sphinx-thebe fetches THEBE_JS_URL only in initThebe(), which a launch button's click calls
+        # sphinx-thebe fetches THEBE_JS_URL only in initThebe(), which a
+        # launch button's click calls
         assert "initThebe" not in html and "thebe-launch-button" not in html, (
             f"{page.name} offers a live-code launch button"
         )
@@ -509,7 +512,8 @@ def test_page_in_browser(browser, name):
                 ).count()
                 > 0
             )
-            # the live widget carries its own figure; the static copy beside it is hidden
+            # the live widget carries its own figure; the static copy
+            # beside it is hidden
             assert page.locator(".widget-subarea img").count() > 0
             duplicates = page.eval_on_selector_all(
                 ".cell_output:has(.widget-subarea) > img",

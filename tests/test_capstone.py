@@ -49,7 +49,7 @@ def data():
     return ex.TextData(tiny_sizes())
 
 
-# --- bucket rules ------------------------------------------------------------------------
+# --- bucket rules ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -106,8 +106,9 @@ def test_bucket_rules(name, scope, bucket):
 
 
 def test_account_by_hand():
-    # window 10 s: a matmul 0-4 with a recompute scope 2-3 inside it (priority 2 wins), a data
-    # scope 5-6 over an elementwise op 5.5-7, an op sticking out of the window at 9-12.
+    # window 10 s: a matmul 0-4 with a recompute scope 2-3 inside it (priority 2 wins),
+    # a data scope 5-6 over an elementwise op 5.5-7, an op sticking out
+    # of the window at 9-12.
     items = [
         (0, 4, "matmul", 1),
         (2, 3, "recompute", 2),
@@ -131,12 +132,13 @@ def test_account_by_hand():
     }
 
 
-# --- reading a trace: CPU and CUDA branches on synthetic events -------------------------------
+# --- reading a trace: CPU and CUDA branches on synthetic events -----------------------
 
 
 def _cpu_trace():
-    # one step 0-100 us on thread 1: forward (linear 10-40 with its mm 12-38), a data scope
-    # 45-55, an optimizer scope 60-90 holding two ops; nothing runs 40-45, 55-60, 90-100.
+    # one step 0-100 us on thread 1: forward (linear 10-40 with its mm 12-38),
+    # a data scope 45-55, an optimizer scope 60-90 holding two ops;
+    # nothing runs 40-45, 55-60, 90-100.
     P = cf.SCOPE_PREFIX
     evs = [
         ex.Ev(P + "step", 0, 100, 1),
@@ -179,9 +181,10 @@ def test_cpu_account_of_a_synthetic_step():
 
 
 def test_cuda_account_buckets_kernels_by_their_launcher():
-    # Host: step 0-100; forward launches aten::linear -> aten::mm (id 7); the optimizer scope launches
-    # aten::_fused_adamw_ (id 9); a data copy_ (id 11). GPU: the gemm kernel 20-50 (linked to 7), the
-    # adam kernel 70-80 (linked to 9), a copy 2-6 (linked to 11). Host-side time is GPU idle time.
+    # Host: step 0-100; forward launches aten::linear -> aten::mm (id 7);
+    # the optimizer scope launches aten::_fused_adamw_ (id 9); a data copy_ (id 11).
+    # GPU: the gemm kernel 20-50 (linked to 7), the adam kernel 70-80 (linked to 9), a
+    # copy 2-6 (linked to 11). Host-side time is GPU idle time.
     P = cf.SCOPE_PREFIX
     evs = [
         ex.Ev(P + "step", 0, 100, 1),
@@ -279,12 +282,13 @@ def test_time_and_profile_times_no_step_right_after_a_profiled_one():
         step, steps=4, profiled_steps=2, device="cpu", warmup=1, clock="wall"
     )
     assert len(calls) == 1 + 3 * 2 + 1 + 2
-    # calls after the warm-up, from 0: timed 1, 4, 7, 8; profiled 2, 5 (never 0, 3, 6: settling)
+    # calls after the warm-up, from 0: timed 1, 4, 7, 8; profiled 2, 5
+    # (never 0, 3, 6: settling)
     assert [round(t, 2) for t in st.unprofiled_s] == [0.02, 0.05, 0.08, 0.09]
     assert sorted(round(a.window_s, 2) for a in st.profiled) == [0.03, 0.06]
 
 
-# --- the loop and its defects ------------------------------------------------------------------
+# --- the loop and its defects ---------------------------------------------------------
 
 
 def test_each_fix_changes_one_thing(data):
@@ -324,7 +328,8 @@ def test_the_profile_shows_each_defect(data):
     s, f = slow.account, fixed.account
     assert s.buckets["recompute"] > 0 and f.buckets["recompute"] == 0
     assert s.scope_calls["recompute"] > 0 and "recompute" not in f.scope_calls
-    # the slow loop logs (one .item() and a print) on every micro-step, the fixed one every 20 steps
+    # the slow loop logs (one .item() and a print) on every micro-step,
+    # the fixed one every 20 steps
     slow_loop, fixed_loop = (
         ex.Loop(ex.slow_loop(sizes), sizes, data),
         ex.Loop(fixed_config, sizes, data),
@@ -463,7 +468,7 @@ def test_figures_draw(data):
     assert len(fig.axes[0].patches) == 5
 
 
-# --- tools/gpu_check.py --------------------------------------------------------------------------
+# --- tools/gpu_check.py ---------------------------------------------------------------
 
 
 def _gpu_check(*args, **kw):

@@ -123,7 +123,7 @@ def test_account_rejects_a_bad_item(item, match):
         cf.account(1.0, [item])
 
 
-# --- residual, exposure, savings --------------------------------------------------------
+# --- residual, exposure, savings ------------------------------------------------------
 
 
 @FEW
@@ -183,7 +183,7 @@ def test_savings_reject_bad_times(bad, match):
         cf.fix_savings(bad)
 
 
-# --- vocab and GEMM shapes --------------------------------------------------------------
+# --- vocab and GEMM shapes ------------------------------------------------------------
 
 
 @FEW
@@ -240,7 +240,7 @@ def test_gemm_shapes_reject_bad_tokens(bad):
         cf.gemm_shapes({"d_model": 64}, 8)
 
 
-# --- rates ------------------------------------------------------------------------------
+# --- rates ----------------------------------------------------------------------------
 
 
 @FEW
@@ -288,7 +288,7 @@ def test_rates_reject_bad_inputs(i, name, bad):
         cf.rung_rates(*args)
 
 
-# --- the ladder's fixes and sizes -------------------------------------------------------------
+# --- the ladder's fixes and sizes -----------------------------------------------------
 
 
 @FEW
@@ -341,7 +341,7 @@ def test_sizes_reject_a_non_flag(bad):
         cf.ladder_sizes("cpu", bad)
 
 
-# --- the waterfall ------------------------------------------------------------------------
+# --- the waterfall --------------------------------------------------------------------
 
 
 @st.composite

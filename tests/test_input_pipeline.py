@@ -23,7 +23,7 @@ from mlbook.common_torch.gpt import tiny_config
 from mlbook.common_torch.launch import fork_group
 from mlbook.input_pipeline import experiments, formulas, packing, shards, tokenizer
 
-# --- the loader model against hand computations and a simulation ------------------------
+# --- the loader model against hand computations and a simulation ----------------------
 
 
 def test_bekman_settings_by_hand():
@@ -138,7 +138,7 @@ def test_trainer_tokens_for_llama3_8b_by_hand():
     assert round(t) == 6831
 
 
-# --- packing ------------------------------------------------------------------------------
+# --- packing --------------------------------------------------------------------------
 
 
 def test_padding_by_hand():
@@ -193,7 +193,7 @@ def test_stream_packer_yields_the_offline_rows():
         packing.StreamPacker("not callable", texts, 4, 0)
 
 
-# --- tokenizer and shards ---------------------------------------------------------------------
+# --- tokenizer and shards -------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +275,7 @@ def test_shards_refuse_another_tokenizer_and_corruption(packed, tmp_path):
         shards.PackedShards(root)[48]
 
 
-# --- the data position: one process, a prefetching loader -----------------------------------------
+# --- the data position: one process, a prefetching loader -----------------------------
 
 
 def test_loop_position_counts_what_the_loop_consumed(packed):
@@ -335,7 +335,7 @@ def test_resume_check_in_one_process(packed, tmp_path):
         experiments.resume_check(cfg, data, batch=2, steps=2, save_at=2, root=tmp_path)
 
 
-# --- the data position: 1 to 4 ranks, through the Checkpointer ---------------------------------------
+# --- the data position: 1 to 4 ranks, through the Checkpointer ------------------------
 
 N_ROWS, BATCH, SEED = (
     48,
@@ -485,7 +485,7 @@ def test_resume_for_world_sizes_1_to_4(world, rank_shards, tmp_path):
     )
 
 
-# --- torch experiments: behaviour, not speed --------------------------------------------------------
+# --- torch experiments: behaviour, not speed ------------------------------------------
 
 
 def test_loader_sweep_is_never_faster_than_its_sleeps():
@@ -595,7 +595,7 @@ def test_h2d_copy_pinned_returns_before_the_copy_ends():
     )  # asynchronous: returns before the DMA ends
 
 
-# --- figures: what they draw --------------------------------------------------------------------------
+# --- figures: what they draw ----------------------------------------------------------
 
 
 def test_figures_draw_labelled_axes(packed):

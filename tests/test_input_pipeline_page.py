@@ -38,10 +38,11 @@ def test_tokenizer_and_corpus(v):
     for key in ("tok_single_tps", "tok_batched_tps", "tok_single_mbps"):
         assert math.isfinite(v[key]) and v[key] > 0
     assert v["tok_cores"] >= 1
-    # a byte-level BPE token is at least one byte of text (the end token is not counted in the text)
+    # a byte-level BPE token is at least one byte of text (the end token
+    # is not counted in the text)
     assert v["tok_bytes_per_token"] >= 1
-    # the Llama-3 preset's V: 128,000 BPE tokens and 256 reserved ones (Table 3 of arXiv:2407.21783
-    # rounds to 128,000; the released tokenizer has 128,256 ids)
+    # the Llama-3 preset's V: 128,000 BPE tokens and 256 reserved ones (Table 3 of
+    # arXiv:2407.21783 rounds to 128,000; the released tokenizer has 128,256 ids)
     assert v["llama3_vocab"] == 128_256
 
 
@@ -66,7 +67,8 @@ def test_what_an_h100_eats_by_hand(v):
     assert v["gpt_need"] == pytest.approx(
         0.4 * 989e12 / 1_258_291_200, rel=1e-9
     )  # 314,395
-    # the prose: one tokenizer thread feeds a node of eight 8B GPUs (the page asserts it too)
+    # the prose: one tokenizer thread feeds a node of eight 8B GPUs (the
+    # page asserts it too)
     assert v["8b_cores"] < 1
     # tokenising in the loop: the hungrier the trainer, the more the device waits
     assert 0 < v["70b_idle"] < v["8b_idle"] < v["gpt_idle"] < 1
@@ -85,7 +87,8 @@ def test_packing_wastes_least(v):
 
 def test_document_mask(v):
     assert v["mask_docs"] >= 1 and 0 <= v["rows_multi"] <= 1
-    # sum l_i (l_i + 1) / (s (s + 1)) >= 1 / k for k documents in the row (convexity), = 1 for one document
+    # sum l_i (l_i + 1) / (s (s + 1)) >= 1 / k for k documents in the
+    # row (convexity), = 1 for one document
     assert 1 / v["mask_docs"] <= v["mask_density"] <= 1
     if v["mask_docs"] == 1:
         assert v["mask_density"] == 1
@@ -103,8 +106,8 @@ def test_shards(v):
 
 def test_resume(v):
     assert v["resume_equal"] == 1  # bitwise-equal weights (the page asserts it)
-    # torch's DataLoader hands out prefetch_factor x num_workers batches before the
-    # loop takes one: 2 x 2 batches of b rows that a sampler-offset checkpoint would skip
+    # torch's DataLoader hands out prefetch_factor x num_workers batches before the loop
+    # takes one: 2 x 2 batches of b rows that a sampler-offset checkpoint would skip
     assert (
         v["resume_ahead"] == 2 * 2 * v["resume_batch"]
         and v["resume_batch"] == SMALL_BATCH

@@ -124,10 +124,12 @@ def lab_command(root: Path, port: int, token: str) -> list[str]:
 def lab(tmp_path):
     """A JupyterLab server on 127.0.0.1 serving a temporary folder that holds
     the chapter; yields (base URL, token, notebook path under the root)."""
-    chromium_or_skip()  # no server for nothing: skip (or, under CI, fail) before starting one
+    # no server for nothing: skip (or, under CI, fail) before starting one
+    chromium_or_skip()
     root, home = tmp_path / "root", tmp_path / "jupyter"
     notebook = notebook_copy(CHAPTER, root)
-    # JupyterLab renders only the cells in view unless told otherwise; the test reads every cell
+    # JupyterLab renders only the cells in view unless told otherwise;
+    # the test reads every cell
     tracker = (
         home
         / "settings"

@@ -122,7 +122,8 @@ def import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 edges |= _resolve(name, node, names)
-        # a package's own __init__ is loaded on the way to any submodule: not an edge worth a cycle
+        # a package's own __init__ is loaded on the way to any submodule:
+        # not an edge worth a cycle
         graph[name] = {e for e in edges if e != name and not name.startswith(e + ".")}
     return graph
 

@@ -173,7 +173,7 @@ def test_a_model_that_does_not_fit_says_by_how_much():
     assert not m.fits and m.short_bytes == pytest.approx(m.total_bytes - 80e9)
 
 
-# --- validation -------------------------------------------------------------------------
+# --- validation -----------------------------------------------------------------------
 
 BASE = dict(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096)
 
@@ -229,7 +229,7 @@ def test_a_run_that_cannot_progress_is_refused():
         plan(RunSpec(**BASE, failures_per_gpu_hour=1.0))
 
 
-# --- the command --------------------------------------------------------------------------
+# --- the command ----------------------------------------------------------------------
 
 
 def run_cli(*args):
@@ -318,7 +318,7 @@ def test_no_subcommand_is_an_error():
     assert out.returncode == 2
 
 
-# --- properties -------------------------------------------------------------------------------
+# --- properties -----------------------------------------------------------------------
 
 specs = st.builds(
     RunSpec,

@@ -140,7 +140,7 @@ def test_fp16_overflows_is_monotone(scale, g):
     assert F.fp16_overflows(scale, math.inf) and F.fp16_overflows(scale, math.nan)
 
 
-# --- the scaler ------------------------------------------------------------------------
+# --- the scaler -----------------------------------------------------------------------
 
 
 @FEW
@@ -217,7 +217,7 @@ def test_fp8_scale_maps_amax_below_the_max(amax, name, margin):
     )
 
 
-# --- histograms and zones ----------------------------------------------------------------
+# --- histograms and zones -------------------------------------------------------------
 
 
 @FEW
@@ -257,7 +257,7 @@ def test_zone_fractions_sum_to_one_and_slide_with_the_scale(values, name, log2_s
     )  # scaling up slides right
 
 
-# --- bad input -----------------------------------------------------------------------------
+# --- bad input ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", NOT_A_NAME)

@@ -175,7 +175,7 @@ def test_crossover(ah, L):
     assert above["selective"].memory_bytes < above["sqrt"].memory_bytes
 
 
-# --- bad inputs: a ValueError that names the argument -----------------------------------
+# --- bad inputs: a ValueError that names the argument ---------------------------------
 
 GOOD = dict(
     s=64,

@@ -56,9 +56,10 @@ import build  # noqa: E402  (tools/build.py: the page list, execution, glued val
 
 CUDA_INDEX = "https://download.pytorch.org/whl/cu126"
 NO_CUDA = 2  # exit status: no usable CUDA GPU
-# What papermill needs to execute a page and myst-nb's glue to record values, beyond what a
-# machine with torch, numpy, matplotlib and tokenizers already has: the distributions whose
-# wheels a registry-less machine must carry (--wheel-list prints them pinned to this venv).
+# What papermill needs to execute a page and myst-nb's glue to record values,
+# beyond what a machine with torch, numpy, matplotlib and tokenizers already has:
+# the distributions whose wheels a registry-less machine must carry (--wheel-list
+# prints them pinned to this venv).
 CARRIED = (
     "papermill",
     "nbclient",
@@ -201,7 +202,7 @@ def require_cuda(
     )
 
 
-# --- carried wheels ---------------------------------------------------------------------
+# --- carried wheels -------------------------------------------------------------------
 
 
 def install_wheels(python: str, wheels: Path, target: Path) -> Path:
@@ -254,7 +255,7 @@ def wheel_list() -> list[str]:
     return pins
 
 
-# --- running the pages --------------------------------------------------------------------
+# --- running the pages ----------------------------------------------------------------
 
 
 def execute_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tuple:
@@ -403,7 +404,8 @@ def main(argv=None) -> int:
     else:
         env = with_paths(env, ROOT)
     if Path(args.python).resolve() != Path(sys.executable).resolve():
-        # Run the rest in that interpreter: papermill's kernel is the interpreter that runs papermill.
+        # Run the rest in that interpreter: papermill's kernel is the
+        # interpreter that runs papermill.
         rest = [a for a in (argv if argv is not None else sys.argv[1:])]
         rest = _drop_option(_drop_option(rest, "--python"), "--wheels")
         os.execve(args.python, [args.python, str(Path(__file__).resolve()), *rest], env)

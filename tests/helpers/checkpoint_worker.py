@@ -49,7 +49,7 @@ def _model(fill: float | None = None) -> torch.nn.Module:
     return model
 
 
-# --- kill anywhere ---------------------------------------------------------------------
+# --- kill anywhere --------------------------------------------------------------------
 
 
 def deterministic_state(step: int, version: int = 1):
