@@ -109,7 +109,8 @@ class Run:
     _it: object = None
 
     def next_batch(self):
-        """The next batch of the sampler's stream, moving to the next epoch when one ends."""
+        """The next batch of the sampler's stream, moving to the next
+        epoch when one ends."""
         for _ in range(2):
             if self._it is None:
                 # A DataLoader draws a base seed from the global torch RNG each
@@ -131,7 +132,8 @@ class Run:
 
 
 def build_run(spec: RunSpec, device: str = "cpu") -> Run:
-    """A fresh run: every RNG seeded from ``spec.seed``, model, AdamW, schedule, sampler."""
+    """A fresh run: every RNG seeded from ``spec.seed``, model, AdamW,
+    schedule, sampler."""
     from mlbook.common_torch.gpt import GPT
 
     random.seed(spec.seed)

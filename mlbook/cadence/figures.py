@@ -241,7 +241,8 @@ def checkpoint_storage(
     storage_bytes_per_s: float,
     writers=None,
 ):
-    """What a checkpoint holds (bars) and its write time against the number of writers."""
+    """What a checkpoint holds (bars) and its write time against the
+    number of writers."""
     parts = cadence.checkpoint_bytes(n_params, breakdown=True)
     total = sum(parts.values())
     n_sat = storage_bytes_per_s / writer_bytes_per_s  # writers that saturate storage

@@ -381,7 +381,8 @@ def _is_marker(e: Ev) -> bool:
 
 
 def _lineage(e: Ev):
-    """(innermost ladder scope, whether an operator encloses e, topmost operator above it)."""
+    """(innermost ladder scope, whether an operator encloses e, topmost
+    operator above it)."""
     scope, top, enclosed = None, None, False
     p = e.parent
     while p is not None:
@@ -485,7 +486,8 @@ class StepTimes:
 
     @property
     def account(self) -> StepAccount:
-        """The median profiled step (by its window; the lower middle of an even count)."""
+        """The median profiled step (by its window; the lower middle of
+        an even count)."""
         ranked = sorted(self.profiled, key=lambda a: a.window_s)
         return ranked[(len(ranked) - 1) // 2]
 
@@ -719,14 +721,13 @@ def run_ladder(
     residual_tol: float = 0.05,
     max_attempts: int = 4,
 ) -> Ladder:
-    """Measure the slow loop, then each fix in ``fixes`` (formulas.Fix) applied
-    on top of the ones before. Between rungs the ceiling of the next rung's
-    dtype is re-timed (mamf.refine), so the ceiling is probed while the
-    machine runs as it runs for the step. A rung whose residual is above
-    ``residual_tol`` is measured again, up to ``max_attempts`` times in all,
-    and the samples pooled (the median of more steps is a better estimate; a
-    residual the profiler itself causes does not go away, and stays). A ceiling that a rung still beats is swept
-    again, longer (widen_ceiling)."""
+    """Measure the slow loop, then each fix in ``fixes`` (formulas.Fix) applied on
+    top of the ones before. Between rungs the ceiling of the next rung's dtype is
+    re-timed (mamf.refine), so the ceiling is probed while the machine runs as it runs
+    for the step. A rung whose residual is above ``residual_tol`` is measured again, up
+    to ``max_attempts`` times in all, and the samples pooled (the median of more steps
+    is a better estimate; a residual the profiler itself causes does not go away, and
+    stays). A ceiling that a rung still beats is swept again, longer (widen_ceiling)."""
     validate.positive("residual_tol", residual_tol)
     validate.positive_int("max_attempts", max_attempts)
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
@@ -837,7 +838,8 @@ def measure_config(
     device: str,
     seed: int = 0,
 ) -> StepTimes:
-    """Time and profile one loop set up as ``config`` says (the exercise's mystery step)."""
+    """Time and profile one loop set up as ``config`` says (the exercise's
+    mystery step)."""
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
         loop = Loop(config, sizes, data, device, seed)
         return time_and_profile(
@@ -877,7 +879,8 @@ class CommRun:
     device: str
 
     def median(self, mode: str, what: str = "step_s") -> float:
-        """The median over steps of the slowest rank's time: a step ends when the last rank ends."""
+        """The median over steps of the slowest rank's time: a step ends when
+        the last rank ends."""
         rows = getattr(self, what)[mode]
         return statistics.median(max(r) for r in rows)
 

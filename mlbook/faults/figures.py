@@ -20,7 +20,8 @@ CATEGORY_COLORS = {
 
 
 def llama3_causes(rows=faults.LLAMA3_INTERRUPTIONS, log=faults.LLAMA3_405B_LOG):
-    """The 419 unexpected interruptions of Llama 3 405B by root cause, coloured by category."""
+    """The 419 unexpected interruptions of Llama 3 405B by root cause,
+    coloured by category."""
     rows = sorted(rows, key=lambda r: r.count)
     fig, ax = new_figure(size=(7.0, 4.6), layout="constrained")
     colors = [CATEGORY_COLORS.get(r.category, "C8") for r in rows]

@@ -186,7 +186,8 @@ def _norm_cdf(z):
 
 
 def delta_from_speed(speed: float) -> float:
-    """A rank running at ``speed`` (0.8 = 80 %) takes 1/speed as long: delta = 1/speed - 1."""
+    """A rank running at ``speed`` (0.8 = 80 %) takes 1/speed as long:
+    delta = 1/speed - 1."""
     validate.fraction("speed", speed)
     if 1.0 / speed - 1.0 > MAX_DELTA:
         raise ValueError(
@@ -257,7 +258,8 @@ def expected_step_time(
 
 
 def straggler_slowdown(n_ranks: int, delta: float, sigma: float = 0.05) -> float:
-    """How much longer a step takes with the slow rank than without it (0.25 = +25 %)."""
+    """How much longer a step takes with the slow rank than without
+    it (0.25 = +25 %)."""
     return (
         expected_step_time(n_ranks, delta, sigma)
         / expected_step_time(n_ranks, 0.0, sigma)
@@ -352,7 +354,8 @@ def simulate_step_times(
     straggler_rank: int = 0,
     median_s: float = 1.0,
 ) -> np.ndarray:
-    """Monte Carlo compute times, shape (steps, n_ranks), one rank slowed by 1 + delta."""
+    """Monte Carlo compute times, shape (steps, n_ranks), one rank
+    slowed by 1 + delta."""
     _check_straggler_args(n_ranks, delta, sigma)
     validate.positive_int("steps", steps)
     validate.positive("median_s", median_s)
@@ -707,7 +710,8 @@ EVENT_KINDS = ("start", "resume", "step", "checkpoint", "fail", "done")
 
 @dataclass(frozen=True)
 class TimelineSummary:
-    """Rank 0's view of an elastic run (steps are counts of completed optimizer steps)."""
+    """Rank 0's view of an elastic run (steps are counts of completed
+    optimizer steps)."""
 
     attempts: int
     steps_done: int  # optimizer steps executed, counting redone ones

@@ -33,7 +33,8 @@ class CountRow:
 def count_vs_formula(
     cfg: TransformerConfig, seq_len: int, batch: int, device: str = "cpu"
 ) -> list[CountRow]:
-    """FlopCounterMode against equation 6N + 12Lhs, for written-out and fused attention."""
+    """FlopCounterMode against equation 6N + 12Lhs, for written-out
+    and fused attention."""
     tokens = batch * seq_len
     rows = []
     for impl in ("math", "sdpa"):

@@ -217,12 +217,12 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     """Model state under the ZeRO stage across dp, the model split over tp x pp;
     activations of one micro-batch for the layers a GPU holds.
 
-    With 1F1B the first pipeline stage keeps pp micro-batches in flight, each
-    for L/pp layers: L layers' worth, the same as no pipeline (Korthikanti et
-    al. 2022, Sec. 4.2.3). When pp does not divide L (Llama 3 405B runs 126
-    layers on 16 stages, with lighter first and last stages) the fullest
-    stage holds ceil(L/pp) layers, which is what is counted. Tensor parallelism with sequence parallelism
-    divides the activations by tp (ibid., Sec. 4.2.2).
+    With 1F1B the first pipeline stage keeps pp micro-batches in flight, each for
+    L/pp layers: L layers' worth, the same as no pipeline (Korthikanti et al. 2022,
+    Sec. 4.2.3). When pp does not divide L (Llama 3 405B runs 126 layers on 16 stages,
+    with lighter first and last stages) the fullest stage holds ceil(L/pp) layers,
+    which is what is counted. Tensor parallelism with sequence parallelism divides the
+    activations by tp (ibid., Sec. 4.2.2).
     """
     validate.instance_of("spec", spec, RunSpec)
     cfg = spec.config

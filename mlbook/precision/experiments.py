@@ -480,7 +480,8 @@ def drifting_tensors(
 
 @dataclass(frozen=True)
 class Fp8Sweep:
-    """Relative RMS error per standard deviation, without and with a per-tensor scale."""
+    """Relative RMS error per standard deviation, without and with a
+    per-tensor scale."""
 
     none: tuple
     scaled: tuple

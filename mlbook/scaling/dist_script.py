@@ -142,7 +142,8 @@ def _model(args) -> GPT:
 
 
 def _global_batch(args, step: int):
-    """The whole step's batch (b per rank, every rank's share): (b N, s) ids and targets."""
+    """The whole step's batch (b per rank, every rank's share): (b N, s)
+    ids and targets."""
     g = torch.Generator().manual_seed(args.seed * 1000 + step)
     return random_batch(
         _cfg(args), args.batch * dist.get_world_size(), args.seq, generator=g
