@@ -247,9 +247,9 @@ def test_the_device_picks_the_cuda_branches(monkeypatch):
 
 
 def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
-    """On CUDA each profiled step follows a warm-up step whose trace is dropped (a cycle of 4,
-    with the settling step and the timed one);
-    run here on the CPU with the sync and CUDA activity stubbed out."""
+    """On CUDA each profiled step follows a warm-up step whose trace is dropped (a
+    cycle of 4, with the settling step and the timed one); run here on the CPU with the
+    sync and CUDA activity stubbed out."""
     monkeypatch.setattr(ex, "sync", lambda device: None)
     monkeypatch.setattr(
         ex, "profiler_activities", lambda device: [torch.profiler.ProfilerActivity.CPU]
@@ -269,8 +269,9 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
 
 
 def test_time_and_profile_times_no_step_right_after_a_profiled_one():
-    """CPU cycle: settle (untimed), timed, profiled; then one settling step and the rest.
-    Each call sleeps 10 ms times its number, so the times say which calls were timed."""
+    """CPU cycle: settle (untimed), timed, profiled; then one settling step
+    and the rest. Each call sleeps 10 ms times its number, so the times say
+    which calls were timed."""
     calls = []
 
     def step():
@@ -313,8 +314,8 @@ def test_each_fix_changes_one_thing(data):
 
 
 def test_the_profile_shows_each_defect(data):
-    """The slow loop's profile has a data, sync and recompute bucket and many optimizer operators;
-    the fixed loop's has none of them."""
+    """The slow loop's profile has a data, sync and recompute bucket and many optimizer
+    operators; the fixed loop's has none of them."""
     sizes = tiny_sizes()
     slow = ex.measure_config(ex.slow_loop(sizes), sizes, data, "cpu")
     fixed_config = ex.slow_loop(sizes)
@@ -386,8 +387,9 @@ def test_a_tiny_ladder_reports_every_rung(data):
 
 
 def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
-    """A ceiling that a step beat (here: one recorded far too low) is widened by a longer sweep
-    that re-times its shapes and adds more; the result is the best of both."""
+    """A ceiling that a step beat (here: one recorded far too low)
+    is widened by a longer sweep that re-times its shapes and adds more;
+    the result is the best of both."""
     low = mamf.MatmulCeiling(
         1e6,
         128,
@@ -408,7 +410,8 @@ def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
 
 
 def test_the_probe_times_on_the_steps_threads(monkeypatch):
-    """benchmark.Timer runs on one thread unless told: the probe must pass torch's count."""
+    """benchmark.Timer runs on one thread unless told: the probe must
+    pass torch's count."""
     seen = []
     real = mamf.benchmark.Timer
 

@@ -1,4 +1,5 @@
-"""The DCP training-state checkpointer, the resumable sampler, and the chapter's runs."""
+"""The DCP training-state checkpointer, the resumable sampler,
+and the chapter's runs."""
 
 import json
 import os

@@ -30,7 +30,8 @@ def test_bekman_settings_by_hand():
     """Bekman's num-workers-bench: 1,000 items of 5 ms in batches of 100
     (t_load = 0.5 s), 0.2 s compute, 10 batches. Written out:
     w=0: 10 x 0.5 = 5.0 s; w=1: 0.5 + 9 x 0.5 + 0.2 - 2.0 = 3.2 s;
-    w=2: 0.5 + 9 x 0.25 + 0.2 - 2.0 = 0.95 s; w>=3: 0.5 + 9 x 0.2 + 0.2 - 2.0 = 0.5 s."""
+    w=2: 0.5 + 9 x 0.25 + 0.2 - 2.0 = 0.95 s;
+    w>=3: 0.5 + 9 x 0.2 + 0.2 - 2.0 = 0.5 s."""
     b = formulas.BEKMAN_NUM_WORKERS
     assert (b.n_batches, b.load_s) == (10, 0.5)
     by_hand = {0: 5.0, 1: 3.2, 2: 0.95, 3: 0.5, 4: 0.5}
@@ -130,9 +131,12 @@ def test_workers_needed_by_hand():
 def test_trainer_tokens_for_llama3_8b_by_hand():
     """Llama 3 8B (L=32, h=4096, 8 KV heads of 128, d_ff=14336, V=128256):
     N_matmul = 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336) + 128256 x 4096
-             = 32 x (33,554,432 + 8,388,608 + 176,160,768) + 525,336,576 = 7,504,658,432.
-    At s = 8192: 6 N + 12 L h s = 45,027,950,592 + 12,884,901,888 = 57,912,852,480 FLOPs a token.
-    One H100 (989 TFLOP/s bf16) at 40 % MFU: 0.4 x 989e12 / 57,912,852,480 = 6,830.95 tokens/s."""
+             = 32 x (33,554,432 + 8,388,608 + 176,160,768) + 525,336,576
+             = 7,504,658,432.
+    At s = 8192: 6 N + 12 L h s = 45,027,950,592 + 12,884,901,888
+                                = 57,912,852,480 FLOPs a token.
+    One H100 (989 TFLOP/s bf16) at 40 % MFU: 0.4 x 989e12 / 57,912,852,480
+                                             = 6,830.95 tokens/s."""
     t = formulas.trainer_tokens_per_s(transformer.LLAMA3_8B, 8192, 989e12, 0.4)
     assert t == pytest.approx(0.4 * 989e12 / 57_912_852_480, rel=1e-12)
     assert round(t) == 6831

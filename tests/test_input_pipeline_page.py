@@ -47,12 +47,15 @@ def test_tokenizer_and_corpus(v):
 
 
 def test_what_an_h100_eats_by_hand(v):
-    """One H100 at 989 TFLOP/s bf16 (datasheet, dense) and 40 % MFU; FLOPs a token 6 N_matmul + 12 L h s.
+    """One H100 at 989 TFLOP/s bf16 (datasheet, dense) and 40 % MFU; FLOPs a token
+    6 N_matmul + 12 L h s.
     Llama-3-8B (L=32, h=4096, 1024-wide K/V, d_ff=14336, V=128256), s=8192:
-        N_matmul = 32 (2 4096^2 + 2 4096 1024 + 3 4096 14336) + 128256 4096 = 7,504,658,432
+        N_matmul = 32 (2 4096^2 + 2 4096 1024 + 3 4096 14336) + 128256 4096
+                 = 7,504,658,432
         6 N + 12 L h s = 45,027,950,592 + 12,884,901,888 = 57,912,852,480
     Llama-3-70B (L=80, h=8192, 1024-wide K/V, d_ff=28672, V=128256), s=8192:
-        N_matmul = 80 (2 8192^2 + 2 8192 1024 + 3 8192 28672) + 128256 8192 = 69,501,714,432
+        N_matmul = 80 (2 8192^2 + 2 8192 1024 + 3 8192 28672) + 128256 8192
+                 = 69,501,714,432
         6 N + 12 L h s = 417,010,286,592 + 64,424,509,440 = 481,434,796,032
     The GPU-size small GPT (L=12, h=1024, GELU d_ff=4096, V=32768), s=1024:
         N_matmul = 12 (4 1024^2 + 2 1024 4096) + 32768 1024 = 184,549,376
@@ -130,7 +133,8 @@ def test_timeline(v):
 
 
 def test_bekman_numbers_are_the_published_ones(v):
-    """stas00/ml-engineering, training/performance/README.md, the block under num-workers-bench.py."""
+    """stas00/ml-engineering, training/performance/README.md, the block under
+    num-workers-bench.py."""
     published = {0: 5.388, 1: 3.900, 2: 1.333, 3: 0.839, 4: 0.875}
     for w, seconds in published.items():
         assert v[f"bek_w{w}"] == seconds
@@ -138,16 +142,18 @@ def test_bekman_numbers_are_the_published_ones(v):
 
 def test_closed_form_at_bekmans_settings_by_hand(v):
     """10 batches, t_load = 100 x 5 ms = 0.5 s, compute 0.2 s:
-    w=0: 10 x 0.5 = 5.0; w=1: 0.5 + 9 x 0.5 + 0.2 - 2 = 3.2; w=2: 0.5 + 9 x 0.25 + 0.2 - 2 = 0.95;
+    w=0: 10 x 0.5 = 5.0; w=1: 0.5 + 9 x 0.5 + 0.2 - 2 = 3.2;
+    w=2: 0.5 + 9 x 0.25 + 0.2 - 2 = 0.95;
     w=3, 4: 0.5 + 9 x 0.2 + 0.2 - 2 = 0.5 (seconds of overhead)."""
     for w, seconds in {0: 5.0, 1: 3.2, 2: 0.95, 3: 0.5, 4: 0.5}.items():
         assert v[f"bek_model_w{w}"] == pytest.approx(seconds, abs=1e-12)
 
 
 def test_sweep_against_lower_bounds(v):
-    """The sweep's settings at test sizes: 1/20 of Bekman's (50 items of 5 ms, batches of 5, 10 ms
-    compute). Sleeps are lower bounds, so an epoch of n batches takes at least n (t_load + c) with no
-    workers and max(t_load + n c, ceil(n / w) t_load + c) with w; the closed form is
+    """The sweep's settings at test sizes: 1/20 of Bekman's (50 items of 5 ms,
+    batches of 5, 10 ms compute). Sleeps are lower bounds, so an epoch of n
+    batches takes at least n (t_load + c) with no workers and
+    max(t_load + n c, ceil(n / w) t_load + c) with w; the closed form is
     n (t_load + c), resp. t_load + (n - 1) max(c, t_load / w) + c."""
     assert (v["sweep_scale"], v["sweep_items"], v["sweep_batch"]) == (20, 50, 5)
     assert (v["sweep_item_ms"], v["sweep_compute_ms"]) == (5.0, 10.0)
@@ -166,8 +172,9 @@ def test_sweep_against_lower_bounds(v):
 
 
 def test_exercise_by_hand(v):
-    """A 350 ms step fed by workers that take 1.2 s a batch: ceil(1.2 / 0.35) = ceil(3.43) = 4
-    workers; with 3 a step takes 1.2 / 3 = 0.4 s, of which the GPU idles 0.05 s: 12.5 %."""
+    """A 350 ms step fed by workers that take 1.2 s a batch:
+    ceil(1.2 / 0.35) = ceil(3.43) = 4 workers; with 3 a step takes 1.2 / 3 = 0.4 s,
+    of which the GPU idles 0.05 s: 12.5 %."""
     assert v["ex_need"] == 4
     assert v["ex_idle_fewer"] == pytest.approx(0.125)
 

@@ -11,8 +11,8 @@ blocked, runs all cells and waits for the kernel to go idle, then checks:
   it: no fence (```{name} or :::{name}) and no directive or role name that the
   chapter's source uses ({exercise}, {solution-start}, {math}, {glue:text}...);
   the exercises render as exercise boxes and the math as typeset math;
-- nothing failed in the browser: no blocked or failed request, no JavaScript
-  console error, no uncaught page error (ALLOWED_CONSOLE names the one harmless message).
+- nothing failed in the browser: no blocked or failed request, no JavaScript console
+  error, no uncaught page error (ALLOWED_CONSOLE names the one harmless message).
 
 The chapter is the MyST text notebook that JupyterLab opens through jupytext;
 the test converts it with jupytext to .ipynb in the temporary folder (the

@@ -68,9 +68,10 @@ def test_llama3_failure_rate_is_the_logs():
 
 def test_single_gpu_memory_equals_the_chapters_numbers():
     """One GPU, no sharding: model state is mixed-precision Adam's 16 bytes per
-    parameter (precision chapter; ZeRO Sec. 3.1), and Llama-2-7B's activations at
-    s=4096, b=1 are the recompute chapter's 97.0 / 17.0 / 18.4 / 4.0 GiB for
-    none / selective / sqrt(L) / full (BRIEF section 4, from Korthikanti et al.'s formula)."""
+    parameter (precision chapter; ZeRO Sec. 3.1), and Llama-2-7B's activations
+    at s=4096, b=1 are the recompute chapter's 97.0 / 17.0 / 18.4 / 4.0 GiB
+    for none / selective / sqrt(L) / full (BRIEF section 4, from Korthikanti
+    et al.'s formula)."""
     briefs = {"none": 97.0, "selective": 17.0, "sqrt": 18.4, "full": 4.0}
     for strategy, gib in briefs.items():
         spec = RunSpec(

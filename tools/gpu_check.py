@@ -1,10 +1,14 @@
 """Execute every chapter on a CUDA GPU at reader sizes and record what it measured.
 
-    python tools/gpu_check.py                      # this interpreter (make gpu-check uses the venv's)
-    python3 tools/gpu_check.py --wheels .whl       # a machine without papermill & co.: carried wheels
+    # this interpreter (make gpu-check uses the venv's)
+    python tools/gpu_check.py
+    # a machine without papermill & co.: carried wheels
+    python3 tools/gpu_check.py --wheels .whl
     python tools/gpu_check.py --python /opt/torch/.venv/bin/python3 --wheels .whl
-    python tools/gpu_check.py --only capstone mfu  # some chapters (and the pages they read values from)
-    python tools/gpu_check.py --device cpu --dry-run   # the output layout, nothing executed (tests)
+    # some chapters (and the pages they read values from)
+    python tools/gpu_check.py --only capstone mfu
+    # the output layout, nothing executed (tests)
+    python tools/gpu_check.py --device cpu --dry-run
 
 Each executable page (tools/build.py's list) is executed by papermill with
 DEVICE="cuda" (the parameters cell) at reader sizes, in dependency order, and
@@ -21,7 +25,8 @@ interpreter's torch is the CPU wheel (a "+cpu" version), a GPU is present
 (/dev/nvidia*) and the PyTorch wheel index answers, it first installs the CUDA
 wheel of the version requirements.txt pins:
 
-    <python> -m pip install torch==<pinned> --index-url https://download.pytorch.org/whl/cu126
+    <python> -m pip install torch==<pinned> \\
+        --index-url https://download.pytorch.org/whl/cu126
 
 (--no-install forbids that). With no usable GPU it refuses: exit status 2 and
 one line saying what it found.
@@ -265,7 +270,8 @@ def execute_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tupl
 
 
 def dry_run_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tuple:
-    """Nothing executed: the page's source as an unexecuted notebook (for the layout)."""
+    """Nothing executed: the page's source as an unexecuted notebook (for
+    the layout)."""
     import jupytext
     import nbformat
 
@@ -283,7 +289,8 @@ def run_check(
     env: dict | None = None,
 ) -> dict:
     """Execute the pages with DEVICE=``device`` and write summary.json,
-    values/<page>.json and notebooks/<page>.ipynb under ``dest``. Returns the summary."""
+    values/<page>.json and notebooks/<page>.ipynb under ``dest``.
+    Returns the summary."""
     dest = Path(dest)
     for sub in ("values", "notebooks", "inputs"):
         shutil.rmtree(dest / sub, ignore_errors=True)
