@@ -66,7 +66,8 @@ class RunSpec:
         validate.fraction("dropout", self.dropout, allow_zero=True, allow_one=False)
         if self.batch_size > self.n_samples:
             raise ValueError(
-                f"batch_size={self.batch_size} must not exceed n_samples={self.n_samples}"
+                f"batch_size={self.batch_size} must not exceed "
+                f"n_samples={self.n_samples}"
             )
 
     @property
@@ -305,7 +306,8 @@ def _compare_save_modes(spec, root, save_every, device, log) -> SaveModes:
     for mode in SAVE_MODES:
         if log is not None:
             log(
-                f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
+                f"{mode}: {spec.steps} steps, saving every "
+                f"{save_every if mode != 'none' else '-'}",
                 flush=True,
             )
         run = build_run(spec, device)
@@ -403,7 +405,8 @@ def resume_experiment(
         validate.positive_int(name, value)
     if not save_every <= crash_at < spec.steps:
         raise ValueError(
-            f"need 0 < save_every={save_every} <= crash_at={crash_at} < steps={spec.steps}"
+            f"need 0 < save_every={save_every} <= crash_at={crash_at} "
+            f"< steps={spec.steps}"
         )
     with cpu_threads(threads, name="threads"):
         return _resume_experiment(

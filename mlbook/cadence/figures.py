@@ -118,8 +118,9 @@ def waste_explorer(
         fontsize=7,
     )
     ax.set_title(
-        f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, C = {checkpoint_s:g} s, "
-        f"R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, {w_daly:.1%} lost",
+        f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, "
+        f"C = {checkpoint_s:g} s, R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, "
+        f"{w_daly:.1%} lost",
         fontsize=9,
     )
     return fig
@@ -291,7 +292,8 @@ def checkpoint_storage(
         f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.2g}"
     )  # a slow disk shows 0.85, not 1
     right.set_title(
-        f"{rate} MB/s per writer,\n{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling",
+        f"{rate} MB/s per writer,\n"
+        f"{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling",
         fontsize=9,
     )
     return fig

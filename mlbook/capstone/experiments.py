@@ -160,9 +160,9 @@ class TextData:
         self.gen = torch.Generator().manual_seed(seed)
         if len(self.stream) <= self.seq_len + 1 or len(self.raw) <= raw_chars:
             raise ValueError(
-                f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens and "
-                f"{len(self.raw)} characters: too few for seq_len={self.seq_len} and "
-                f"raw_chars={raw_chars}"
+                f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens "
+                f"and {len(self.raw)} characters: too few for seq_len={self.seq_len} "
+                f"and raw_chars={raw_chars}"
             )
 
     @property
@@ -182,7 +182,8 @@ class TextData:
                 ids = self.tok.encode(self.raw[start : start + self.raw_chars]).ids
                 if len(ids) < s + 1:
                     raise ValueError(
-                        f"raw_chars={self.raw_chars} gave {len(ids)} tokens, fewer than s+1 = {s + 1}"
+                        f"raw_chars={self.raw_chars} gave {len(ids)} tokens, "
+                        f"fewer than s+1 = {s + 1}"
                     )
                 rows.append(ids[: s + 1])
             rows = torch.tensor(rows, dtype=torch.long)  # (b, s+1)
@@ -780,7 +781,8 @@ def _run_ladder(
         attempts = 1
         while abs(times.residual) > residual_tol and attempts < max_attempts:
             log(
-                f"rung {i}: residual {times.residual:+.1%}, above {residual_tol:.0%}: measuring more steps ..."
+                f"rung {i}: residual {times.residual:+.1%}, above {residual_tol:.0%}: "
+                "measuring more steps ..."
             )
             times = times.pooled(
                 time_and_profile(
@@ -789,8 +791,8 @@ def _run_ladder(
             )
             attempts += 1
         log(
-            f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual {times.residual:+.1%} "
-            f"({time.perf_counter() - start:.1f} s)"
+            f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
+            f"{times.residual:+.1%} ({time.perf_counter() - start:.1f} s)"
         )
         measured.append((name, label, config, times, attempts))
         del loop
@@ -1001,7 +1003,8 @@ def comm_run(
         )
         if launch.returncode != 0:
             raise RuntimeError(
-                f"the gloo run failed (exit {launch.returncode}):\n{launch.output[-3000:]}"
+                f"the gloo run failed (exit {launch.returncode}):\n"
+                f"{launch.output[-3000:]}"
             )
         per_rank = [
             json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(2)

@@ -145,7 +145,8 @@ def bucket_of(name: str, scope: str | None = None) -> str:
     """
     if not isinstance(name, str) or not name:
         raise ValueError(
-            f"name must be a non-empty string (an operator or kernel name), got {name!r}"
+            "name must be a non-empty string (an operator or kernel name), "
+            f"got {name!r}"
         )
     if scope is not None:
         validate.one_of("scope", scope, SCOPES)
@@ -295,8 +296,9 @@ def rung_rates(
     mfu = achieved / peak_flops_per_s
     if mfu > 1 + 1e-9:
         raise ValueError(
-            f"an MFU of {mfu:.1%} is above 100 %: peak_flops_per_s={peak_flops_per_s!r} "
-            f"or flops_per_token={flops_per_token!r} must be wrong"
+            f"an MFU of {mfu:.1%} is above 100 %: "
+            f"peak_flops_per_s={peak_flops_per_s!r} or "
+            f"flops_per_token={flops_per_token!r} must be wrong"
         )
     return RungRates(tokens_per_s, achieved, mfu, achieved / ceiling_flops_per_s)
 
@@ -472,8 +474,8 @@ def waterfall(
         t += saved
         if t <= 0:
             raise ValueError(
-                f"without {name!r} the additive model gives a step of {t!r} s: savings_s is not "
-                "a set of measured rungs"
+                f"without {name!r} the additive model gives a step of {t!r} s: "
+                "savings_s is not a set of measured rungs"
             )
         new = flops_per_step / (t * peak_flops_per_s)
         bars.append(Bar(name, level, new))

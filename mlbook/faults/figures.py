@@ -211,7 +211,8 @@ def spike_runs(
     for p in rescued.rewinds:
         ax.plot([p.spike_step], [plain.losses[p.spike_step]], "v", color="C3", ms=8)
         ax.annotate(
-            f"spike: rewind to step {p.resume_step},\nskip batches {p.skip_start}-{p.skip_end - 1}",
+            f"spike: rewind to step {p.resume_step},\n"
+            f"skip batches {p.skip_start}-{p.skip_end - 1}",
             xy=(p.resume_step, rescued.losses[p.resume_step]),
             xytext=(p.spike_step + 8, plain.losses[p.spike_step]),
             fontsize=8,

@@ -118,7 +118,9 @@ OPT_175B_LOG = {
     "manual_restarts_at_least": 35,
     "hosts_cycled_over": 100,
     "months": 2,
-    "source": "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)",
+    "source": (
+        "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)"
+    ),
 }
 # Kokolis et al.'s figures live once, in mlbook.cadence.formulas,
 # which plans around them.
@@ -366,7 +368,8 @@ def simulate_step_times(
         and 0 <= straggler_rank < n_ranks
     ):
         raise ValueError(
-            f"straggler_rank must be an integer in [0, {n_ranks}), got {straggler_rank!r}"
+            f"straggler_rank must be an integer in [0, {n_ranks}), "
+            f"got {straggler_rank!r}"
         )
     rng = np.random.default_rng(seed)
     times = median_s * np.exp(
@@ -734,7 +737,8 @@ def _check_events(events) -> list:
             raise ValueError(f"events[{i}] must be a dict, got {e!r}")
         if e.get("kind") not in EVENT_KINDS:
             raise ValueError(
-                f"events[{i}]['kind'] must be one of {EVENT_KINDS}, got {e.get('kind')!r}"
+                f"events[{i}]['kind'] must be one of {EVENT_KINDS}, "
+                f"got {e.get('kind')!r}"
             )
         _non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
         t = e.get("t")

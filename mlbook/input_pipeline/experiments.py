@@ -205,7 +205,8 @@ def step_time_ab(
                 log(
                     f"  step {i - warmup + 1}/{steps}: "
                     + ", ".join(
-                        f"{n} {times[n][0][-1] * 1e3:.1f} + {times[n][1][-1] * 1e3:.0f} ms"
+                        f"{n} {times[n][0][-1] * 1e3:.1f} "
+                        f"+ {times[n][1][-1] * 1e3:.0f} ms"
                         for n in sources
                     )
                 )
@@ -422,7 +423,8 @@ def loader_sweep(
         validate.instance_of("setting", setting, LoaderSetting)
         if setting.pin_memory and device != "cuda":
             raise ValueError(
-                f"{setting.label}: pin_memory needs a CUDA device (on {device} it does nothing)"
+                f"{setting.label}: pin_memory needs a CUDA device (on "
+                f"{device} it does nothing)"
             )
         times, n_batches = [], 0
         with warnings.catch_warnings():

@@ -137,7 +137,8 @@ def measure_mfu(
     while True:
         sweeps += 1
         log(
-            f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's own {len(include)} first) ..."
+            f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's "
+            f"own {len(include)} first) ..."
         )
         found = mamf.find_ceiling(
             dtype,
@@ -150,7 +151,8 @@ def measure_mfu(
         ceiling = found if ceiling is None else mamf.merge(ceiling, found)
         for r in range(rounds):
             log(
-                f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x s={seq_len}, then the best shapes again ..."
+                f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x "
+                f"s={seq_len}, then the best shapes again ..."
             )
             times += measure.time_steps(
                 step, steps=steps, warmup=1 if not times else 0, device=device

@@ -36,7 +36,8 @@ def _launch(
         )
         if launch.returncode != 0 or not out.exists():
             raise RuntimeError(
-                f"the {task} ranks failed (exit {launch.returncode}):\n{launch.output[-4000:]}"
+                f"the {task} ranks failed (exit {launch.returncode}):\n"
+                f"{launch.output[-4000:]}"
             )
         return json.loads(out.read_text()), launch.wall_s, redone
 
@@ -74,7 +75,8 @@ def _check_ranks(n_ranks):
     validate.positive_int("n_ranks", n_ranks)
     if n_ranks < 2:
         raise ValueError(
-            f"n_ranks must be at least 2 (one rank has no one to talk to), got {n_ranks}"
+            "n_ranks must be at least 2 (one rank has no one to talk to), "
+            f"got {n_ranks}"
         )
 
 

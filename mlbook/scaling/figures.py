@@ -41,7 +41,10 @@ def allreduce_fit(
         [fit.predict_s(s) * 1e3 for s in grid],
         "-",
         color="C3",
-        label=f"fit: alpha = {fit.alpha_s * 1e6:.0f} us, B = {fit.link_bytes_per_s / 1e9:.2f} GB/s",
+        label=(
+            f"fit: alpha = {fit.alpha_s * 1e6:.0f} us, "
+            f"B = {fit.link_bytes_per_s / 1e9:.2f} GB/s"
+        ),
     )
     ax.set_xticks(sizes[::2], [_size_label(s) for s in sizes[::2]])
     ax.minorticks_off()
