@@ -68,7 +68,8 @@ def data():
         ),
         ("aten::scaled_dot_product_attention", "forward", "attention"),
         (
-            "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionForCpuBackward0",
+            "autograd::engine::evaluate_function: "
+            "ScaledDotProductFlashAttentionForCpuBackward0",
             None,
             "attention",
         ),
@@ -90,12 +91,14 @@ def data():
         ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", None, "comm"),
         ("Memcpy HtoD (Pageable -> Device)", None, "data"),
         (
-            "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
+            "void at::native::vectorized_elementwise_kernel<4, "
+            "at::native::GeluCUDAKernelImpl>",
             None,
             "elementwise",
         ),
         (
-            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>",
+            "void at::native::(anonymous namespace)::"
+            "multi_tensor_apply_kernel<FusedAdamMathFunctor>",
             None,
             "optimizer",
         ),
@@ -579,7 +582,8 @@ def test_carried_wheels_reach_a_child_interpreter(tmp_path):
         )
         z.writestr(
             f"{dist}/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+            "Tag: py3-none-any\n",
         )
         z.writestr(f"{dist}/RECORD", "")
     target = gpu_check.install_wheels(sys.executable, wheels, tmp_path / "site")

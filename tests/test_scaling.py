@@ -25,7 +25,8 @@ from mlbook.scaling import pipeline
 def test_the_calculators_import_without_torch():
     code = (
         "import sys\n"
-        "from mlbook.scaling import ring_allreduce_s, zero_state_bytes, zero_comm_bytes, bubble_fraction, "
+        "from mlbook.scaling import ring_allreduce_s, zero_state_bytes, "
+        "zero_comm_bytes, bubble_fraction, "
         "simulate, fit_alpha_beta, tp_bytes_per_layer\n"
         "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n"
     )

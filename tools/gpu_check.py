@@ -122,8 +122,10 @@ PROBE = (
     "except ImportError as e:\n"
     "    print(json.dumps({'torch': None, 'error': str(e)})); sys.exit()\n"
     "ok = torch.cuda.is_available()\n"
-    "print(json.dumps({'torch': torch.__version__, 'cuda_build': torch.version.cuda, 'cuda': ok,\n"
-    "                  'gpu': torch.cuda.get_device_name() if ok else None, 'python': sys.version.split()[0],\n"
+    "print(json.dumps({'torch': torch.__version__, 'cuda_build': torch.version.cuda, "
+    "'cuda': ok,\n"
+    "                  'gpu': torch.cuda.get_device_name() if ok else None, "
+    "'python': sys.version.split()[0],\n"
     "                  'executable': sys.executable}))\n"
 )
 
@@ -201,9 +203,9 @@ def require_cuda(
     )
     gpu = "a GPU is present" if gpu_present() else "no GPU on this machine"
     raise NoCuda(
-        f"gpu_check needs a CUDA GPU: {python} has {what} ({build_kind}), which sees no CUDA device; "
-        f"{gpu}. On a CUDA machine install the CUDA wheel: {python} -m pip install "
-        f"torch=={pinned_torch()} --index-url {CUDA_INDEX}"
+        f"gpu_check needs a CUDA GPU: {python} has {what} ({build_kind}), "
+        f"which sees no CUDA device; {gpu}. On a CUDA machine install the CUDA wheel: "
+        f"{python} -m pip install torch=={pinned_torch()} --index-url {CUDA_INDEX}"
     )
 
 
@@ -320,7 +322,8 @@ def run_check(
         for d in deps:
             shutil.copyfile(dest / "values" / f"{d}.json", view / f"{d}.json")
         print(
-            f"executing {page.name} with DEVICE={device!r} ({'test' if small else 'reader'} sizes) ...",
+            f"executing {page.name} with DEVICE={device!r} "
+            f"({'test' if small else 'reader'} sizes) ...",
             flush=True,
         )
         seconds, error = runner(
@@ -434,9 +437,9 @@ def main(argv=None) -> int:
     summary = run_check(dest, args.only, args.device, args.small, runner, info, env)
     failed = [p for p, r in summary["pages"].items() if r["error"]]
     print(
-        f"done in {time.perf_counter() - started:.0f} s on {info.get('gpu') or args.device} "
-        f"(torch {info.get('torch')}); {dest / 'summary.json'}"
-        + (f"; failed: {failed}" if failed else "")
+        f"done in {time.perf_counter() - started:.0f} s on "
+        f"{info.get('gpu') or args.device} (torch {info.get('torch')}); "
+        f"{dest / 'summary.json'}" + (f"; failed: {failed}" if failed else "")
     )
     return 1 if failed else 0
 
