@@ -7,7 +7,8 @@ The tree reads as the table of contents. One package per chapter::
     precision/       mixed precision
     recompute/       activation recompute
     cadence/         checkpoint cadence and resumable state
-    faults/          failures, stragglers, elastic training, corruption, spikes, determinism
+    faults/          failures, stragglers, elastic training, corruption, spikes,
+                     determinism
     scaling/         communication, sharding (ZeRO/FSDP) and the pipeline bubble
     input_pipeline/  tokenising, packing, sharding and feeding the step
     capstone/        finding lost MFU: one step's timeline accounted for

@@ -14,7 +14,8 @@ BOOK_DEST = Path(os.environ.get("MLBOOK_TEST_DEST", ROOT / "_build" / "test"))
 ONLY = [n for n in os.environ.get("MLBOOK_TEST_ONLY", "").split(",") if n] or None
 
 
-_BOOK_BUILT: list = []  # set when this session built the book, so the summary is this run's
+# set when this session built the book, so the summary is this run's
+_BOOK_BUILT: list = []
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +37,12 @@ def page_values(page: str) -> dict:
     from bookbuild import values
 
     return values.read_values(BOOK_DEST, page)
+
+
+def _seconds(x: dict) -> str:
+    if x.get("cached"):
+        return "cached"
+    return f"{x['seconds']:.1f}" if "seconds" in x else "-"
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -64,7 +71,8 @@ def pytest_terminal_summary(terminalreporter):
             record["redraw_ms"] = redraw
             path.write_text(json.dumps(record, indent=2))
         tr.section(
-            "slider redraw times (ms, best of 3; the book aims at 100 on an idle laptop)"
+            "slider redraw times (ms, best of 3; "
+            "the book aims at 100 on an idle laptop)"
         )
         for name, ms in redraw.items():
             tr.write_line(f"{name:<28} {ms:>7.1f}")
@@ -74,21 +82,18 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_line(f"{'page':<18} {'test':>7} {'reader':>7} {'budget':>7}  notes")
     for page, r in sorted(rows.items()):
         t, b = r.get("test", {}), r.get("reader", {})
-        cell = lambda x: (
-            "cached"
-            if x.get("cached")
-            else (f"{x['seconds']:.1f}" if "seconds" in x else "-")
-        )  # noqa: E731
         notes = []
         for label, x in (("test", t), ("reader", b)):
             if x.get("retry"):
+                first = x["retry"]["first_attempt_s"]
                 notes.append(
-                    f"{label}: retried after a first attempt of {x['retry']['first_attempt_s']} s "
+                    f"{label}: retried after a first attempt of {first} s "
                     f"({x['retry']['error']})"
                 )
             if x.get("error"):
                 notes.append(f"{label}: FAILED")
         budget = t.get("budget_s", b.get("budget_s", "-"))
         tr.write_line(
-            f"{page:<18} {cell(t):>7} {cell(b):>7} {budget:>7}  {'; '.join(notes)}"
+            f"{page:<18} {_seconds(t):>7} {_seconds(b):>7} {budget:>7}  "
+            + "; ".join(notes)
         )

@@ -80,7 +80,7 @@ def test_gradients_match_a_hand_written_loop_and_leave_the_model_alone():
         assert torch.equal(v, before[k])
     assert all(p.grad is None for p in model.parameters())
     ref = acc.make_mlp("batchnorm")
-    for X_j, y_j in zip(X.chunk(4), y.chunk(4)):
+    for X_j, y_j in zip(X.chunk(4), y.chunk(4), strict=True):
         (F.mse_loss(ref(X_j), y_j) / 4).backward()
     assert acc.max_abs_diff(got, [p.grad for p in ref.parameters()]) == 0
 
@@ -90,7 +90,9 @@ def test_make_mlp_is_seeded_and_does_not_touch_the_global_rng():
     state = torch.random.get_rng_state()
     a, b = acc.make_mlp(seed=5), acc.make_mlp(seed=5)
     assert torch.equal(torch.random.get_rng_state(), state)
-    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert all(
+        torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True)
+    )
     assert isinstance(acc.make_mlp("batchnorm")[1], nn.BatchNorm1d)
     assert isinstance(acc.make_mlp("layernorm")[1], nn.LayerNorm)
     assert acc.make_mlp(out_std=1e-5)[-1].weight.std() < 1e-4
@@ -166,7 +168,7 @@ def test_variable_length_batch_pads_with_ignore_index():
     assert idx.shape == targets.shape == (6, 10)
     assert lengths.tolist() == sorted(lengths.tolist())
     assert acc.token_count(targets) == int(lengths.sum())
-    for row, n in zip(targets, lengths):
+    for row, n in zip(targets, lengths, strict=True):
         assert (row[n:] == acc.IGNORE_INDEX).all() and (row[:n] >= 0).all()
 
 
@@ -182,7 +184,7 @@ def test_token_weights_known_answer():
     assert float((naive * torch.tensor([2.0, 6.0])).sum()) == pytest.approx(1.0)
 
 
-# --- fp16 loss scaling (the exercise) ---------------------------------------------------
+# --- fp16 loss scaling (the exercise) -------------------------------------------------
 
 
 def test_fp16_without_scale_zeroes_first_layer_gradients_and_scaling_recovers_them():
@@ -194,7 +196,10 @@ def test_fp16_without_scale_zeroes_first_layer_gradients_and_scaling_recovers_th
     assert not inf1 and not infS
     assert acc.zero_fraction(g1, ref) > 0
     assert acc.zero_fraction(gS, ref) == 0
-    rel = lambda g: ((g[0] - ref[0]).abs().max() / ref[0].abs().max()).item()
+
+    def rel(g):
+        return ((g[0] - ref[0]).abs().max() / ref[0].abs().max()).item()
+
     assert rel(gS) < 1e-2 < rel(g1)
     assert all(g.dtype == torch.float32 for g in gS)
 
@@ -264,7 +269,7 @@ def test_accumulation_step_averages_micro_batch_losses():
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     X, y = acc.regression_batch(8)
     loss = acc.accumulation_step(
-        model, opt, F.mse_loss, list(zip(X.chunk(4), y.chunk(4)))
+        model, opt, F.mse_loss, list(zip(X.chunk(4), y.chunk(4), strict=True))
     )
     assert loss == pytest.approx(F.mse_loss(model(X), y).item(), rel=1e-6)
 
@@ -322,7 +327,8 @@ def test_cost_explorer_marks_the_choice_and_flags_bad_ones():
     fig = figs.cost_explorer(16, 3, m, sweep)
     assert "does not divide" in fig._suptitle.get_text()
     fig = figs.cost_explorer(16, 4, m, sweep)
-    # by hand: k = 4, step 5 + 4 x 3 + 16 x 0.2 = 20.2 ms; one batch of 16: 5 + 3 + 3.2 = 11.2 ms
+    # by hand: k = 4, step 5 + 4 x 3 + 16 x 0.2 = 20.2 ms; one batch of 16:
+    # 5 + 3 + 3.2 = 11.2 ms
     assert "k=4: 20.2 ms per step (1.80x one batch of 16)" in fig._suptitle.get_text()
     choice = [
         line for line in fig.axes[0].lines if line.get_label() == "your choice, k=4"
@@ -338,7 +344,7 @@ def test_other_figures_have_labelled_axes():
         assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
 
 
-# --- the two-process DDP run --------------------------------------------------------------
+# --- the two-process DDP run ----------------------------------------------------------
 
 
 def _ddp_children() -> list[int]:
@@ -362,7 +368,8 @@ def test_ddp_counts_allreduces_with_and_without_no_sync():
     out = experiments_ddp.allreduce_counts(k=k, steps=1, micro_batch=4, d_hidden=32)
     sync, skip = (out.modes[mode] for mode in experiments_ddp.MODES)
     assert out.world_size == 2 and out.k == k
-    # the MLP Linear(32, 32) -> LayerNorm(32) -> Linear(32, 8), by hand: 32*32 + 32 + 2*32 + 32*8 + 8
+    # the MLP Linear(32, 32) -> LayerNorm(32) -> Linear(32, 8), by hand:
+    # 32*32 + 32 + 2*32 + 32*8 + 8
     assert out.n_params == 1384
     # A model this small is one DDP bucket: one all-reduce per synchronised backward.
     assert sync.allreduces_per_step == k and skip.allreduces_per_step == 1
@@ -372,8 +379,8 @@ def test_ddp_counts_allreduces_with_and_without_no_sync():
         == k * skip.allreduce_bytes_per_step
         == k * 4 * 1384
     )
-    # Either way the result is the gradient of the global batch of both ranks (fp32 sums of
-    # O(1) values: 1e-6 is about ten fp32 rounding steps at 1).
+    # Either way the result is the gradient of the global batch of both ranks (fp32 sums
+    # of O(1) values: 1e-6 is about ten fp32 rounding steps at 1).
     assert sync.grad_diff < 1e-6 and skip.grad_diff < 1e-6
     assert sync.allreduce_s_per_step > 0 and skip.step_s > 0
     assert not _ddp_children()
@@ -385,7 +392,7 @@ def test_ddp_timeout_kills_the_workers():
     assert not _ddp_children()
 
 
-# --- bad input ---------------------------------------------------------------------------
+# --- bad input ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("k", [0, -2, 3, 5, 2.0, True, "4"])

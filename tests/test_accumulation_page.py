@@ -5,6 +5,7 @@ written out here, a physical bound, or the page's own asserts; each tolerance
 says where it comes from."""
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -114,8 +115,8 @@ def test_token_normalisation(v):
 
 def test_the_sweep_keeps_its_units_and_physical_bounds(v):
     assert (v["acc_sweep_B"], v["acc_sweep_kmax"]) == (SWEEP_B, max(SWEEP_KS))
-    # Saved bytes are a fixed part plus a part linear in b (every activation of the
-    # GPT is (b, s, ...)): going from b = B to b = B / kmax divides them by at most kmax.
+    # Saved bytes are a fixed part plus a part linear in b (every activation of the GPT
+    # is (b, s, ...)): going from b = B to b = B / kmax divides them by at most kmax.
     assert (
         1 < v["acc_mem_ratio"] <= v["acc_sweep_kmax"] * (1 + 1e-12)
     )  # 1e-12: the float division
@@ -136,8 +137,8 @@ def test_no_sync_cuts_the_allreduces_from_k_to_one_per_bucket(v):
     # Linear(32, 64) -> LayerNorm(64) -> Linear(64, 8), by hand:
     # 32*64 + 64 + 2*64 + 64*8 + 8 = 2,760 fp32 parameters = 11,040 bytes = 10.78 KiB
     assert v["acc_ddp_grad_kib"] == 2760 * 4 / 1024
-    # DDP's default bucket_cap_mb is 25 (torch.nn.parallel.DistributedDataParallel docs):
-    # 10.78 KiB fits in one bucket, so one all-reduce per synchronised backward.
+    # DDP's default bucket_cap_mb is 25 (torch.nn.parallel.DistributedDataParallel
+    # docs): 10.78 KiB fits in one bucket, so one all-reduce per synchronised backward.
     assert v["acc_ddp_buckets"] == v["acc_ddp_skip_count"] == 1
     assert v["acc_ddp_sync_count"] == DDP_K * v["acc_ddp_skip_count"]
     assert v["acc_ddp_sync_ms"] > 0 and v["acc_ddp_skip_ms"] > 0

@@ -96,7 +96,8 @@ def test_fit_line_recovers_a_line_and_follows_a_shift(a, b, xs, c):
     ys = [a + b * x for x in xs]
     intercept, slope = cost.fit_line(xs, ys)
     assert math.isfinite(intercept) and math.isfinite(slope)
-    # tolerance: the sums of up to 20 products of size 1e6 in float64, relative 1e-12 each
+    # tolerance: the sums of up to 20 products of size 1e6 in float64,
+    # relative 1e-12 each
     assert slope == pytest.approx(b, abs=1e-6 * (1 + abs(b)) / (max(xs) - min(xs)))
     shifted, same_slope = cost.fit_line(
         xs, [y + c for y in ys]
@@ -163,7 +164,7 @@ def test_a_faster_overhead_fits_a_smaller_overhead(model):
     )
 
 
-# --- bad input --------------------------------------------------------------------------
+# --- bad input ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", NOT_POSITIVE_INT)

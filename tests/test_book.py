@@ -104,28 +104,35 @@ class Inert:
     why: str
 
 
-COMMENT = "a comment, a license header or a documentation link in a message: text, never requested"
+COMMENT = (
+    "a comment, a license header or a documentation link in a message: "
+    "text, never requested"
+)
 INERT_URLS = [
     Inert(
         "*.html",
         r"https://unpkg\.com/thebe@[\d.]+/lib/index\.js",
-        "sphinx-thebe's THEBE_JS_URL in an inline configuration script: thebe is loaded from it only "
-        "when a reader presses a live-code launch button, and the book has none (launch_buttons.thebe: false; "
-        "test_thebe_is_off checks that no page loads or offers thebe)",
+        "sphinx-thebe's THEBE_JS_URL in an inline configuration script: "
+        "thebe is loaded from it only when a reader presses a live-code launch button, "
+        "and the book has none (launch_buttons.thebe: false; test_thebe_is_off checks "
+        "that no page loads or offers thebe)",
     ),
-    # the widget manager (tools/vendor_js.py: @jupyter-widgets/html-manager's embed-amd.js)
+    # the widget manager (tools/vendor_js.py: @jupyter-widgets/html-manager's
+    # embed-amd.js)
     Inert(
         "vendor/html-manager/embed-amd.js",
         r"https://cdn\.jsdelivr\.net/npm/",
-        "the manager's CDN for widget modules it does not bundle; every widget in the book comes from "
-        "@jupyter-widgets/base, controls or output, which it bundles (test_widgets_need_only_bundled_modules), "
-        "and the browser tests block and fail any request it would make",
+        "the manager's CDN for widget modules it does not bundle; every widget "
+        "in the book comes from @jupyter-widgets/base, controls or output, "
+        "which it bundles (test_widgets_need_only_bundled_modules), and the browser "
+        "tests block and fail any request it would make",
     ),
     Inert(
         "vendor/html-manager/embed-amd.js",
         r"https?://json-schema\.org/(draft-0[47]/)?schema#?",
-        "JSON Schema $schema identifiers in the manager's state validator (ajv), which carries these "
-        "meta-schemas and is given no loadSchema, so it never fetches one",
+        "JSON Schema $schema identifiers in the manager's state validator (ajv), "
+        "which carries these meta-schemas and is given no loadSchema, "
+        "so it never fetches one",
     ),
     Inert(
         "vendor/html-manager/embed-amd.js",
@@ -135,13 +142,14 @@ INERT_URLS = [
     Inert(
         "vendor/html-manager/embed-amd.js",
         r"https://fonts\.googleapis\.com/css\?family=Roboto\+Mono",
-        'inside a CSS comment in a stylesheet string ("Commented out in ipywidgets since we don\'t need it")',
+        'inside a CSS comment in a stylesheet string ("Commented out in ipywidgets '
+        "since we don't need it\")",
     ),
     Inert(
         "vendor/html-manager/embed-amd.js",
         r"https://",
-        "the scheme the output renderer puts in front of a 'www.' link it turns into an <a href> for the "
-        "reader to click",
+        "the scheme the output renderer puts in front of a 'www.' link it turns into "
+        "an <a href> for the reader to click",
     ),
     Inert(
         "vendor/html-manager/embed-amd.js",
@@ -162,22 +170,25 @@ INERT_URLS = [
     Inert(
         "_static/scripts/pydata-sphinx-theme.js",
         r"https://pydata-sphinx-theme\.readthedocs\.io/en/stable/user_guide/version-dropdown\.html",
-        "named in the warning the theme logs when a version switcher is misconfigured; the book has none",
+        "named in the warning the theme logs when a version switcher is "
+        "misconfigured; the book has none",
     ),
-    # MathJax 3 (sphinx-mathjax-offline copies the whole distribution; pages load tex-chtml.js)
+    # MathJax 3 (sphinx-mathjax-offline copies the whole distribution;
+    # pages load tex-chtml.js)
     Inert(
         "_static/mathjax/latest.js",
         r".+",
-        "latest.js is MathJax's loader that asks GitHub and CDNs for the newest MathJax; no page loads it "
-        "(test_pages_load_local_mathjax checks)",
+        "latest.js is MathJax's loader that asks GitHub and CDNs for the newest "
+        "MathJax; no page loads it (test_pages_load_local_mathjax checks)",
     ),
     Inert(
         "_static/mathjax/*",
         r"https://cdn\.jsdelivr\.net/npm/(speech-rule-engine|sre-mathmaps-ie)@"
         r"|https://cdn\.jsdelivr\.net/npm/wicked-good-xpath@[\d.]+/dist/wgxpath\.install\.js",
-        "the speech-rule-engine's built-in defaults: MathJax points it at its own copy of the maps "
-        "(loader path [sre] = [mathjax]/sre/mathmaps, in the build), and the IE maps and the XPath "
-        "polyfill load only in a browser without document.evaluate (Internet Explorer)",
+        "the speech-rule-engine's built-in defaults: MathJax points it at its own "
+        "copy of the maps (loader path [sre] = [mathjax]/sre/mathmaps, in the build), "
+        "and the IE maps and the XPath polyfill load only in a browser without "
+        "document.evaluate (Internet Explorer)",
     ),
     Inert(
         "_static/mathjax/*",
@@ -286,11 +297,15 @@ def test_scanner_finds_what_fetches(tmp_path):
     """The scanner itself, on a page that fetches in every way it knows."""
     (tmp_path / "p.html").write_text(
         '<html><head><link rel="stylesheet" href="https://cdn.example/a.css">'
-        '<style>@import "//fonts.example/b.css"; .x { background: url(https://img.example/c.png) }</style>'
+        '<style>@import "//fonts.example/b.css"; '
+        ".x { background: url(https://img.example/c.png) }</style>"
         '<script>fetch("https://api.example/d")</script></head><body>'
-        '<img srcset="local.png 1x, https://img.example/e.png 2x"><video poster="https://img.example/f.png"></video>'
-        '<object data="https://obj.example/g.svg"></object><div style="background:url(\'//img.example/h.png\')"></div>'
-        '<a href="https://example.org/read-me">a link is not a fetch</a><img src="local.png"></body></html>'
+        '<img srcset="local.png 1x, https://img.example/e.png 2x">'
+        '<video poster="https://img.example/f.png"></video>'
+        '<object data="https://obj.example/g.svg"></object>'
+        "<div style=\"background:url('//img.example/h.png')\"></div>"
+        '<a href="https://example.org/read-me">a link is not a fetch</a>'
+        '<img src="local.png"></body></html>'
     )
     (tmp_path / "s.css").write_text(
         '/* url(https://comment.example/x) */ @import url("https://css.example/i.css");'
@@ -347,7 +362,8 @@ def test_thebe_is_off(book):
         assert not re.search(r"<script[^>]+src=[\"'][^\"']*thebe@", html), (
             f"{page.name} loads thebe"
         )
-        # sphinx-thebe fetches THEBE_JS_URL only in initThebe(), which a launch button's click calls
+        # sphinx-thebe fetches THEBE_JS_URL only in initThebe(), which a
+        # launch button's click calls
         assert "initThebe" not in html and "thebe-launch-button" not in html, (
             f"{page.name} offers a live-code launch button"
         )
@@ -385,7 +401,8 @@ def test_widgets_need_only_bundled_modules(book):
             re.findall(r'"_(?:model|view)_module": "([^"]+)"', page.read_text())
         )
         assert modules <= bundled, (
-            f"{page.name} uses widget modules the manager would fetch: {modules - bundled}"
+            f"{page.name} uses widget modules the manager would fetch: "
+            f"{modules - bundled}"
         )
 
 
@@ -411,7 +428,8 @@ def test_widget_scripts_are_served_locally(book):
     ]
     positions = [page.find(s) for s in scripts]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), (
-        f"the widget scripts are missing or out of order: {dict(zip(scripts, positions))}"
+        "the widget scripts are missing or out of order: "
+        f"{dict(zip(scripts, positions, strict=True))}"
     )
     for s in scripts:
         assert (HTML / s).is_file(), f"{s} is not in the build"
@@ -442,10 +460,11 @@ def test_widget_fonts_are_in_the_build(book):
 ALLOWED_CONSOLE = [
     Allowed(
         r"^(SyntaxError: )?Identifier 'THEBE_JS_URL' has already been declared$",
-        "every page carries sphinx-thebe's inline configuration script twice (the build adds it twice, "
-        "as it does togglebutton's selector); the second copy throws on re-declaring its first `const`, so "
-        "none of it runs again, and the first copy already declared the same values "
-        "(test_thebe_is_off checks the copies are identical). Thebe is off, so nothing reads them.",
+        "every page carries sphinx-thebe's inline configuration script twice (the "
+        "build adds it twice, as it does togglebutton's selector); the second "
+        "copy throws on re-declaring its first `const`, so none of it runs again, "
+        "and the first copy already declared the same values (test_thebe_is_off checks "
+        "the copies are identical). Thebe is off, so nothing reads them.",
     ),
 ]
 
@@ -481,7 +500,8 @@ def settle(page, html: str):
     if "math notranslate" in html:
         page.wait_for_selector("mjx-container", timeout=15_000)
         page.evaluate(
-            "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
+            "() => window.MathJax && MathJax.startup "
+            "? MathJax.startup.promise.then(() => true) : true"
         )
     if "widget-state+json" in html:
         page.wait_for_selector(".widget-subarea", timeout=15_000)
@@ -510,7 +530,8 @@ def test_page_in_browser(browser, name):
                 ).count()
                 > 0
             )
-            # the live widget carries its own figure; the static copy beside it is hidden
+            # the live widget carries its own figure; the static copy
+            # beside it is hidden
             assert page.locator(".widget-subarea img").count() > 0
             duplicates = page.eval_on_selector_all(
                 ".cell_output:has(.widget-subarea) > img",
@@ -552,7 +573,8 @@ FONT_FACES = """() => {
     try { rules = sheet.cssRules; } catch (e) { continue; }
     for (const rule of rules) {
       if (!(rule instanceof CSSFontFaceRule)) continue;
-      for (const m of rule.style.getPropertyValue("src").matchAll(/url\\("?([^")]+)"?\\)/g))
+      for (const m of rule.style.getPropertyValue("src")
+                       .matchAll(/url\\("?([^")]+)"?\\)/g))
         urls.push(new URL(m[1], sheet.href || document.baseURI).href);
     }
   }
@@ -584,7 +606,8 @@ def test_widget_fonts_load(browser):
         declared = page.evaluate(FONT_FACES)
         manager = [u for u in declared if "/vendor/html-manager/" in u]
         assert manager, (
-            f"the widget manager's @font-face rules do not point into vendor/html-manager/: {declared}"
+            "the widget manager's @font-face rules do not point into "
+            f"vendor/html-manager/: {declared}"
         )
         for url in declared:
             if url.startswith("data:"):

@@ -43,7 +43,8 @@ SMALL = False
 """
 
 PAGES = {
-    # a reaches mlbook/common/units.py only through a relative import in mlbook/alpha/core.py
+    # a reaches mlbook/common/units.py only through a relative import in
+    # mlbook/alpha/core.py
     "a": (
         "",
         "Page a's prose.",
@@ -83,7 +84,9 @@ PACKAGE = {
     "mlbook/common/__init__.py": "",
     "mlbook/common/units.py": "GIB = 2**30\n",
     "mlbook/alpha/__init__.py": "",
-    "mlbook/alpha/core.py": "from ..common.units import GIB\n\n\ndef f():\n    return 0.25 + 0 * GIB\n",
+    "mlbook/alpha/core.py": (
+        "from ..common.units import GIB\n\n\ndef f():\n    return 0.25 + 0 * GIB\n"
+    ),
     "mlbook/beta/__init__.py": "",
     "mlbook/beta/calc.py": "def g():\n    return 7\n",
 }
@@ -311,7 +314,8 @@ def test_package_edit_reexecutes_the_pages_whose_key_includes_it(project):
     r = project.build()
     assert project.executed(r) == ["b"]
     assert values.read_values(project.dest, "b")["b_n"] == 8
-    # reached from a only through mlbook/alpha/core.py's `from ..common.units import GIB`
+    # reached from a only through mlbook/alpha/core.py's
+    # `from ..common.units import GIB`
     project.edit("mlbook/common/units.py", "GIB = 2**30", "GIB = 1 << 30")
     assert project.executed(project.build()) == ["a", "s"]
 
@@ -355,13 +359,21 @@ def tree(tmp_path, monkeypatch):
         PACKAGE
         | {
             "mlbook/gamma/__init__.py": "from .tools import helper\n",
-            "mlbook/gamma/tools.py": "from mlbook.beta import calc\n\ndef helper():\n    return calc.g()\n",
-            "mlbook/delta/runner.py": 'import subprocess\nMODULE = "mlbook.delta.script"\n',
+            "mlbook/gamma/tools.py": (
+                "from mlbook.beta import calc\n\ndef helper():\n    return calc.g()\n"
+            ),
+            "mlbook/delta/runner.py": (
+                'import subprocess\nMODULE = "mlbook.delta.script"\n'
+            ),
             "mlbook/delta/script.py": "from mlbook.alpha.core import f\n",
             "mlbook/delta/launcher.py": 'SCRIPT = "worker.py"\n',
             "mlbook/delta/worker.py": "",
-            "mlbook/epsilon.py": "import importlib\nm = importlib.import_module('mlbook.' + 'beta')\n",
-            "mlbook/zeta.py": '"""Documents mlbook.beta.calc and worker.py; imports neither."""\n',
+            "mlbook/epsilon.py": (
+                "import importlib\nm = importlib.import_module('mlbook.' + 'beta')\n"
+            ),
+            "mlbook/zeta.py": (
+                '"""Documents mlbook.beta.calc and worker.py; imports neither."""\n'
+            ),
             "mlbook/table.json": "{}\n",
         },
     )

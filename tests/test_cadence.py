@@ -25,8 +25,8 @@ def test_daly_known_answer_and_branches():
     assert c.daly_interval(50, 100) == pytest.approx(100 * (1 + 1 / 6 + 1 / 36) - 50)
     assert c.daly_interval(200, 100) == 100  # C >= 2T: checkpoint every T
     assert c.daly_interval(250, 100) == 100
-    # small C/T: sqrt(2CT) sqrt(x)/3 = C/3, so Daly tends to Young minus 2C/3 (the next term,
-    # sqrt(2CT) x / 9 = C sqrt(x) / 9, is 1e-4 C here)
+    # small C/T: sqrt(2CT) sqrt(x)/3 = C/3, so Daly tends to Young minus 2C/3 (the next
+    # term, sqrt(2CT) x / 9 = C sqrt(x) / 9, is 1e-4 C here)
     y, d = c.young_interval(1, 1e6), c.daly_interval(1, 1e6)
     assert y - d == pytest.approx(2 / 3, rel=1e-3)
 
@@ -214,7 +214,7 @@ def test_other_bad_input():
         c.simulate_waste(100, 30, 100, seed=1.5)
 
 
-# --- figures ---------------------------------------------------------------------------
+# --- figures --------------------------------------------------------------------------
 
 
 def test_slider_figure_is_the_cheap_one():
@@ -308,7 +308,7 @@ def test_storage_figure_shows_the_floor():
         plt.close(fig)
 
 
-# --- the simulation has no bias ----------------------------------------------------------
+# --- the simulation has no bias -------------------------------------------------------
 
 
 def test_monte_carlo_is_unbiased_over_seeds():
@@ -319,7 +319,7 @@ def test_monte_carlo_is_unbiased_over_seeds():
         [c.simulate_waste(d, 30.0, t, horizon_s=300 * t, seed=s) for s in range(200)]
     )
     exact = c.waste_fraction(d, 30.0, t, exact=True)
-    # The mean of 200 independent runs has standard error sd / sqrt(200); by the central limit
-    # theorem a deviation beyond 4 of them has probability 6e-5 for an unbiased simulation.
-    # The seeds are fixed, so this either always passes or shows a bias.
+    # The mean of 200 independent runs has standard error sd / sqrt(200); by the central
+    # limit theorem a deviation beyond 4 of them has probability 6e-5 for an unbiased
+    # simulation. The seeds are fixed, so this either always passes or shows a bias.
     assert abs(runs.mean() - exact) < 4 * runs.std(ddof=1) / math.sqrt(len(runs))

@@ -7,6 +7,7 @@ asserts; each tolerance says where it comes from."""
 import math
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -31,9 +32,10 @@ def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
 
 
 def test_young_interval_for_the_briefs_cases(v):
-    # BRIEF section 5: C = 30 s and 1 min, T = 3 h. By hand: sqrt(2 * 30 * 10,800) =
-    # sqrt(648,000) = 804.984 s; sqrt(1,296,000) = 1,138.42 s. At Young's optimum the
-    # first-order waste is sqrt(2C/T): sqrt(60 / 10,800) = 0.0745356, sqrt(120 / 10,800) = 0.105409.
+    # BRIEF section 5: C = 30 s and 1 min, T = 3 h. By hand:
+    # sqrt(2 * 30 * 10,800) = sqrt(648,000) = 804.984 s; sqrt(1,296,000) = 1,138.42 s.
+    # At Young's optimum the first-order waste is sqrt(2C/T):
+    # sqrt(60 / 10,800) = 0.0745356, sqrt(120 / 10,800) = 0.105409.
     assert v["c30_young"] * 60 == pytest.approx(804.984, rel=SIX_DIGITS)
     assert v["c60_young"] * 60 == pytest.approx(1138.42, rel=SIX_DIGITS)
     assert v["c30_wy"] == pytest.approx(0.0745356, rel=SIX_DIGITS)
@@ -64,14 +66,17 @@ def test_exact_waste_agrees_with_the_monte_carlo(v):
     assert v["c30_wd"] == v["mc_exact"]  # the same quantity, computed once each
     assert abs(v["mc_waste"] - v["c30_wd"]) < 3 * 3.08e-4
     assert v["mc_sigma"] < 3
-    # The exact waste at the optimum is below the first order at Young's (the page's figure)
+    # The exact waste at the optimum is below the first order at
+    # Young's (the page's figure)
     assert v["c30_wd"] < v["c30_wy"] and v["c60_wd"] < v["c60_wy"]
 
 
 def test_kokolis_numbers_and_the_linear_model(v):
-    # Kokolis et al. 2024 (arXiv:2410.21680): 7.9 h MTTF for 1,024-GPU jobs, 1.8 h projected
-    # at 16,384 GPUs (BRIEF section 6). Read back through T = T_node / nodes (8 GPUs a node):
-    #   7.9 h * 128 nodes = 1,011.2 h = 42.1333 days; 1.8 h * 2,048 nodes = 3,686.4 h = 153.6 days
+    # Kokolis et al. 2024 (arXiv:2410.21680): 7.9 h MTTF for 1,024-GPU jobs, 1.8 h
+    # projected at 16,384 GPUs (BRIEF section 6). Read back through T = T_node / nodes
+    # (8 GPUs a node):
+    #   7.9 h * 128 nodes = 1,011.2 h = 42.1333 days;
+    #   1.8 h * 2,048 nodes = 3,686.4 h = 153.6 days
     assert (v["kok_1024"], v["kok_16k"], v["gpus_per_node"]) == (7.9, 1.8, 8)
     assert v["node_mtbf_days"] == pytest.approx(1011.2 / 24, rel=EXACT)
     assert v["kok_node_days"] == pytest.approx(3686.4 / 24, rel=EXACT)
@@ -82,7 +87,8 @@ def test_kokolis_numbers_and_the_linear_model(v):
     # Daly at C = 30 s, T = 1,777.5 s: sqrt(106,650) = 326.573, x = 30 / 3,555:
     #   326.573 * (1 + 0.0306211 + 0.000937647) - 30 = 306.879 s
     assert v["i_16k"] * 60 == pytest.approx(306.879, rel=SIX_DIGITS)
-    # the exact loss lies below the first-order sqrt(2C/T) = sqrt(60 / 1,777.5) = 0.183726
+    # the exact loss lies below the first-order
+    # sqrt(2C/T) = sqrt(60 / 1,777.5) = 0.183726
     assert 0 < v["w_16k"] < 0.183726
 
 
@@ -102,8 +108,9 @@ def test_measured_save_is_physical_and_consistent(v):
 
 
 def test_measured_c_fed_into_the_interval(v):
-    # A different formula: for C << T Daly's optimum is Young's sqrt(2CT) minus C, to
-    # relative order C/T (here below 1e-5), and the waste there is sqrt(2C/T) to the same order.
+    # A different formula: for C << T Daly's optimum is Young's sqrt(2CT)
+    # minus C, to relative order C/T (here below 1e-5), and the waste there is
+    # sqrt(2C/T) to the same order.
     t = 7.9 * HOUR
     for mode in ("sync", "async"):
         c = v[f"{mode}_ms"] / 1e3
@@ -121,19 +128,21 @@ def test_resume_claims(v):
     )
     # the last save at or before the crash, and the steps lost after it
     assert v["res_from"] == 4 and v["res_lost"] == 2
-    # exact: bitwise (the page asserts it), every sample seen as often as in the uninterrupted run
+    # exact: bitwise (the page asserts it), every sample seen as often as
+    # in the uninterrupted run
     assert v["res_exact_diff"] == 0.0 and v["res_exact_gap"] == 0
-    # naive: its stream restarts at sample 0 and trains steps 5..12 on the batches of steps
-    # 1..8 (one epoch is 128 / 4 = 32 steps), so it repeats the 4 batches of steps 1..4 and
-    # never sees those of steps 9..12: 16 samples each way.
+    # naive: its stream restarts at sample 0 and trains steps 5..12 on the batches
+    # of steps 1..8 (one epoch is 128 / 4 = 32 steps), so it repeats the 4 batches of
+    # steps 1..4 and never sees those of steps 9..12: 16 samples each way.
     assert v["res_naive_steps"] == 4
     assert v["res_naive_extra"] == v["res_naive_missing"] == 4 * 4
     assert v["res_naive_loss"] > 0 and v["res_naive_end"] > 0 and v["res_ref_end"] > 0
 
 
 def test_storage_claims(v):
-    # 14 bytes a parameter: ZeRO's 16 (Rajbhandari et al. 2020, Sec. 3.1) minus the bf16
-    # gradients; BRIEF section 5: a 70B model is ~140 GB of bf16 weights plus ~840 GB, ~1 TB.
+    # 14 bytes a parameter: ZeRO's 16 (Rajbhandari et al. 2020, Sec. 3.1)
+    # minus the bf16 gradients; BRIEF section 5: a 70B model is ~140 GB of
+    # bf16 weights plus ~840 GB, ~1 TB.
     assert v["bytes_per_param"] == 14
     assert (v["s70_w"], v["s70_rest"]) == (140.0, 840.0)
     assert v["s70_total"] == pytest.approx(0.98, rel=EXACT)
@@ -152,9 +161,10 @@ def test_storage_claims(v):
 
 
 def test_exercise(v):
-    # C = 40 s, T = 2.5 h = 9,000 s. By hand: Daly x = 40 / 18,000: sqrt(720,000) = 848.528,
-    # 848.528 * (1 + 0.0157135 + 0.000246914) - 40 = 822.071 s = 13.7012 min;
-    # C = 20 s: 600 * (1 + 0.0111111 + 0.000123457) - 20 = 586.741 s = 9.77901 min
+    # C = 40 s, T = 2.5 h = 9,000 s. By hand: Daly x = 40 / 18,000:
+    # sqrt(720,000) = 848.528, 848.528 * (1 + 0.0157135 + 0.000246914) - 40
+    # = 822.071 s = 13.7012 min; C = 20 s: 600 * (1 + 0.0111111 + 0.000123457) - 20
+    # = 586.741 s = 9.77901 min
     assert v["ex_i"] == pytest.approx(822.071 / 60, rel=SIX_DIGITS)
     assert v["ex_i_half"] == pytest.approx(586.741 / 60, rel=SIX_DIGITS)
     # the exact waste is below the first order at Young's, sqrt(80 / 9,000) = 0.0942809

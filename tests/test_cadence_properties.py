@@ -43,8 +43,8 @@ def test_young_and_daly_grow_with_c_and_t(c, t, k):
     y, d = cad.young_interval(c, t), cad.daly_interval(c, t)
     assert math.isfinite(y) and math.isfinite(d) and 0 < d
     assert cad.young_interval(k * c, t) > y and cad.young_interval(c, k * t) > y
-    # Daly's formula is nondecreasing in C (its derivative is 1/(2u) - 2/3 + u/6 >= 0 for
-    # u = sqrt(C/2T) <= 1, and the C >= 2T branch returns T) and in T
+    # Daly's formula is nondecreasing in C (its derivative is 1/(2u) - 2/3 + u/6 >= 0
+    # for u = sqrt(C/2T) <= 1, and the C >= 2T branch returns T) and in T
     assert cad.daly_interval(k * c, t) >= d * (1 - 1e-12)
     assert cad.daly_interval(c, k * t) >= d * (1 - 1e-12)
 
@@ -58,8 +58,9 @@ def test_young_and_daly_grow_with_c_and_t(c, t, k):
     st.floats(1.01, 4.0),
 )
 def test_waste_grows_with_c_and_r_and_falls_with_t(fi, fc, t, fr, k):
-    # I, C and R in proportion to T, where the waste is a meaningful fraction (far beyond
-    # that, e.g. I = 1e4 T, nothing is ever committed and the exact waste is 1 throughout)
+    # I, C and R in proportion to T, where the waste is a meaningful
+    # fraction (far beyond that, e.g. I = 1e4 T, nothing is ever committed and
+    # the exact waste is 1 throughout)
     i, c, r = fi * t, fc * t, fr * t
     for exact in (False, True):
         w = cad.waste_fraction(i, c, t, r, exact=exact)
@@ -82,12 +83,13 @@ def test_optimal_interval_minimises_the_exact_waste(fc, t, fr):
     w = cad.waste_fraction(opt, c, t, r, exact=True)
     for f in (0.9, 1.1):
         assert cad.waste_fraction(opt * f, c, t, r, exact=True) >= w * (1 - 1e-9)
-    # R scales the exact waste's denominator, so it does not move the optimum. The waste is
-    # flat at its minimum, so a float64 search pins the waste (compared here to 1e-12), not
-    # the interval, to near machine precision.
+    # R scales the exact waste's denominator, so it does not move the optimum.
+    # The waste is flat at its minimum, so a float64 search pins the waste (compared
+    # here to 1e-12), not the interval, to near machine precision.
     other = cad.optimal_interval(c, t, 0.0)
     assert cad.waste_fraction(other, c, t, r, exact=True) == pytest.approx(w, rel=1e-12)
-    # a longer write moves the optimum out (by about sqrt 2 for twice the C; 1 % is room enough)
+    # a longer write moves the optimum out (by about sqrt 2 for twice the C;
+    # 1 % is room enough)
     assert cad.optimal_interval(2 * c, t, r) > opt * 1.01
 
 
@@ -152,7 +154,7 @@ def test_storage(n_params, writers, writer_bw, storage_bw):
     assert c >= total / storage_bw * (1 - 1e-12)  # never faster than the storage
 
 
-# --- bad inputs: a ValueError that names the argument -----------------------------------
+# --- bad inputs: a ValueError that names the argument ---------------------------------
 
 GOOD = dict(
     interval_s=600.0,

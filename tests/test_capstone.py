@@ -49,7 +49,7 @@ def data():
     return ex.TextData(tiny_sizes())
 
 
-# --- bucket rules ------------------------------------------------------------------------
+# --- bucket rules ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,8 @@ def data():
         ),
         ("aten::scaled_dot_product_attention", "forward", "attention"),
         (
-            "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionForCpuBackward0",
+            "autograd::engine::evaluate_function: "
+            "ScaledDotProductFlashAttentionForCpuBackward0",
             None,
             "attention",
         ),
@@ -90,12 +91,14 @@ def data():
         ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", None, "comm"),
         ("Memcpy HtoD (Pageable -> Device)", None, "data"),
         (
-            "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
+            "void at::native::vectorized_elementwise_kernel<4, "
+            "at::native::GeluCUDAKernelImpl>",
             None,
             "elementwise",
         ),
         (
-            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>",
+            "void at::native::(anonymous namespace)::"
+            "multi_tensor_apply_kernel<FusedAdamMathFunctor>",
             None,
             "optimizer",
         ),
@@ -106,8 +109,9 @@ def test_bucket_rules(name, scope, bucket):
 
 
 def test_account_by_hand():
-    # window 10 s: a matmul 0-4 with a recompute scope 2-3 inside it (priority 2 wins), a data
-    # scope 5-6 over an elementwise op 5.5-7, an op sticking out of the window at 9-12.
+    # window 10 s: a matmul 0-4 with a recompute scope 2-3 inside it (priority 2 wins),
+    # a data scope 5-6 over an elementwise op 5.5-7, an op sticking out
+    # of the window at 9-12.
     items = [
         (0, 4, "matmul", 1),
         (2, 3, "recompute", 2),
@@ -131,12 +135,13 @@ def test_account_by_hand():
     }
 
 
-# --- reading a trace: CPU and CUDA branches on synthetic events -------------------------------
+# --- reading a trace: CPU and CUDA branches on synthetic events -----------------------
 
 
 def _cpu_trace():
-    # one step 0-100 us on thread 1: forward (linear 10-40 with its mm 12-38), a data scope
-    # 45-55, an optimizer scope 60-90 holding two ops; nothing runs 40-45, 55-60, 90-100.
+    # one step 0-100 us on thread 1: forward (linear 10-40 with its mm 12-38),
+    # a data scope 45-55, an optimizer scope 60-90 holding two ops;
+    # nothing runs 40-45, 55-60, 90-100.
     P = cf.SCOPE_PREFIX
     evs = [
         ex.Ev(P + "step", 0, 100, 1),
@@ -179,9 +184,10 @@ def test_cpu_account_of_a_synthetic_step():
 
 
 def test_cuda_account_buckets_kernels_by_their_launcher():
-    # Host: step 0-100; forward launches aten::linear -> aten::mm (id 7); the optimizer scope launches
-    # aten::_fused_adamw_ (id 9); a data copy_ (id 11). GPU: the gemm kernel 20-50 (linked to 7), the
-    # adam kernel 70-80 (linked to 9), a copy 2-6 (linked to 11). Host-side time is GPU idle time.
+    # Host: step 0-100; forward launches aten::linear -> aten::mm (id 7);
+    # the optimizer scope launches aten::_fused_adamw_ (id 9); a data copy_ (id 11).
+    # GPU: the gemm kernel 20-50 (linked to 7), the adam kernel 70-80 (linked to 9), a
+    # copy 2-6 (linked to 11). Host-side time is GPU idle time.
     P = cf.SCOPE_PREFIX
     evs = [
         ex.Ev(P + "step", 0, 100, 1),
@@ -244,9 +250,9 @@ def test_the_device_picks_the_cuda_branches(monkeypatch):
 
 
 def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
-    """On CUDA each profiled step follows a warm-up step whose trace is dropped (a cycle of 4,
-    with the settling step and the timed one);
-    run here on the CPU with the sync and CUDA activity stubbed out."""
+    """On CUDA each profiled step follows a warm-up step whose trace is dropped (a
+    cycle of 4, with the settling step and the timed one); run here on the CPU with the
+    sync and CUDA activity stubbed out."""
     monkeypatch.setattr(ex, "sync", lambda device: None)
     monkeypatch.setattr(
         ex, "profiler_activities", lambda device: [torch.profiler.ProfilerActivity.CPU]
@@ -266,8 +272,9 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
 
 
 def test_time_and_profile_times_no_step_right_after_a_profiled_one():
-    """CPU cycle: settle (untimed), timed, profiled; then one settling step and the rest.
-    Each call sleeps 10 ms times its number, so the times say which calls were timed."""
+    """CPU cycle: settle (untimed), timed, profiled; then one settling step
+    and the rest. Each call sleeps 10 ms times its number, so the times say
+    which calls were timed."""
     calls = []
 
     def step():
@@ -279,12 +286,13 @@ def test_time_and_profile_times_no_step_right_after_a_profiled_one():
         step, steps=4, profiled_steps=2, device="cpu", warmup=1, clock="wall"
     )
     assert len(calls) == 1 + 3 * 2 + 1 + 2
-    # calls after the warm-up, from 0: timed 1, 4, 7, 8; profiled 2, 5 (never 0, 3, 6: settling)
+    # calls after the warm-up, from 0: timed 1, 4, 7, 8; profiled 2, 5
+    # (never 0, 3, 6: settling)
     assert [round(t, 2) for t in st.unprofiled_s] == [0.02, 0.05, 0.08, 0.09]
     assert sorted(round(a.window_s, 2) for a in st.profiled) == [0.03, 0.06]
 
 
-# --- the loop and its defects ------------------------------------------------------------------
+# --- the loop and its defects ---------------------------------------------------------
 
 
 def test_each_fix_changes_one_thing(data):
@@ -309,8 +317,8 @@ def test_each_fix_changes_one_thing(data):
 
 
 def test_the_profile_shows_each_defect(data):
-    """The slow loop's profile has a data, sync and recompute bucket and many optimizer operators;
-    the fixed loop's has none of them."""
+    """The slow loop's profile has a data, sync and recompute bucket and many optimizer
+    operators; the fixed loop's has none of them."""
     sizes = tiny_sizes()
     slow = ex.measure_config(ex.slow_loop(sizes), sizes, data, "cpu")
     fixed_config = ex.slow_loop(sizes)
@@ -324,7 +332,8 @@ def test_the_profile_shows_each_defect(data):
     s, f = slow.account, fixed.account
     assert s.buckets["recompute"] > 0 and f.buckets["recompute"] == 0
     assert s.scope_calls["recompute"] > 0 and "recompute" not in f.scope_calls
-    # the slow loop logs (one .item() and a print) on every micro-step, the fixed one every 20 steps
+    # the slow loop logs (one .item() and a print) on every micro-step,
+    # the fixed one every 20 steps
     slow_loop, fixed_loop = (
         ex.Loop(ex.slow_loop(sizes), sizes, data),
         ex.Loop(fixed_config, sizes, data),
@@ -381,8 +390,9 @@ def test_a_tiny_ladder_reports_every_rung(data):
 
 
 def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
-    """A ceiling that a step beat (here: one recorded far too low) is widened by a longer sweep
-    that re-times its shapes and adds more; the result is the best of both."""
+    """A ceiling that a step beat (here: one recorded far too low)
+    is widened by a longer sweep that re-times its shapes and adds more;
+    the result is the best of both."""
     low = mamf.MatmulCeiling(
         1e6,
         128,
@@ -403,7 +413,8 @@ def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
 
 
 def test_the_probe_times_on_the_steps_threads(monkeypatch):
-    """benchmark.Timer runs on one thread unless told: the probe must pass torch's count."""
+    """benchmark.Timer runs on one thread unless told: the probe must
+    pass torch's count."""
     seen = []
     real = mamf.benchmark.Timer
 
@@ -463,7 +474,7 @@ def test_figures_draw(data):
     assert len(fig.axes[0].patches) == 5
 
 
-# --- tools/gpu_check.py --------------------------------------------------------------------------
+# --- tools/gpu_check.py ---------------------------------------------------------------
 
 
 def _gpu_check(*args, **kw):
@@ -571,7 +582,8 @@ def test_carried_wheels_reach_a_child_interpreter(tmp_path):
         )
         z.writestr(
             f"{dist}/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+            "Tag: py3-none-any\n",
         )
         z.writestr(f"{dist}/RECORD", "")
     target = gpu_check.install_wheels(sys.executable, wheels, tmp_path / "site")

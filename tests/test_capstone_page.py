@@ -4,12 +4,13 @@ computation written out here, a physical bound, or the page's own asserts; each
 tolerance says where it comes from."""
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
 
-# A glued float that is an exact ratio of small integers by hand: 1e-9 relative covers the
-# float division that made it.
+# A glued float that is an exact ratio of small integers by hand: 1e-9 relative
+# covers the float division that made it.
 EXACT = 1e-9
 
 
@@ -38,13 +39,14 @@ def test_the_device_is_named(v):
 
 
 def test_the_must_show_claims(v):
-    # Issue 17: the final rung reaches at least 60 % of the MAMF ceiling measured in the same
-    # run (the page asserts it), and no step beats its ceiling (asserted too: a ceiling is an
-    # upper bound, so 1 is the physical limit).
+    # Issue 17: the final rung reaches at least 60 % of the MAMF ceiling measured in
+    # the same run (the page asserts it), and no step beats its ceiling (asserted too:
+    # a ceiling is an upper bound, so 1 is the physical limit).
     assert 0.6 <= v["ladder_final_vs_ceiling"] <= 1
-    # Issue 17: the residual stays at most 5 % of the step time on every rung (page assert).
-    # The test build runs at test sizes (one small block, a smoke run) with a 10 % bar; the
-    # 5 % bar holds at reader sizes, asserted on the page. The prose glues the bar it asserts.
+    # Issue 17: the residual stays at most 5 % of the step time on every rung (page
+    # assert). The test build runs at test sizes (one small block, a smoke run)
+    # with a 10 % bar; the 5 % bar holds at reader sizes, asserted on the page.
+    # The prose glues the bar it asserts.
     assert v["ladder_residual_bar"] == 0.10
     assert 0 <= v["ladder_max_residual"] <= 0.10
 
@@ -55,8 +57,9 @@ def test_the_ladder_is_faster_and_below_the_peak(v):
         assert 0 < v[key] <= 1
     # "x times faster": the prose says the fixes sped the step up (the page asserts it).
     assert v["ladder_speedup"] > 1
-    # tokens/s and ms describe the same steps: tokens per step = tokens/s x step time, the same
-    # for the first and final rungs (the global batch is fixed); 1e-9 for float rounding.
+    # tokens/s and ms describe the same steps: tokens per step = tokens/s x step time,
+    # the same for the first and final rungs (the global batch is fixed);
+    # 1e-9 for float rounding.
     assert v["ladder_first_tokens_per_s"] * v["ladder_first_ms"] == pytest.approx(
         v["ladder_final_tokens_per_s"] * v["ladder_final_ms"], rel=EXACT
     )
@@ -66,8 +69,9 @@ def test_the_ladder_is_faster_and_below_the_peak(v):
 
 
 def test_the_rungs_follow_the_probe(v):
-    # A bf16 rung only where the probe found bf16 at least as fast as fp32; on a GPU the compile
-    # rung comes last, on a CPU there is none (the slow loop + 7 fixes + bf16 when fast).
+    # A bf16 rung only where the probe found bf16 at least as fast as fp32;
+    # on a GPU the compile rung comes last, on a CPU there is none (the slow
+    # loop + 7 fixes + bf16 when fast).
     gpu = v["device_name"].startswith("GPU:")
     bf16 = v["bf16_over_fp32"] >= 1
     assert v["ladder_n_rungs"] == 1 + 7 + bf16 + gpu
@@ -91,15 +95,17 @@ def test_measured_ceilings_are_below_the_datasheet(v):
 
 
 def test_published_mamf_against_bekman(v):
-    # Bekman, ML Engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS
-    # comparison table", BF16: H100 SXM 794.5 of 989 TFLOPS (80.3 %), A100 SXM 271.2 of 312 (86.9 %).
+    # Bekman, ML Engineering, compute/accelerator/README.md, "Maximum Achievable
+    # Matmul FLOPS comparison table", BF16: H100 SXM 794.5 of 989 TFLOPS (80.3 %),
+    # A100 SXM 271.2 of 312 (86.9 %).
     assert v["mamf_h100"] == 794.5 and round(v["mamf_h100_frac"], 3) == 0.803
     assert v["mamf_a100"] == 271.2 and round(v["mamf_a100_frac"], 3) == 0.869
 
 
 def test_published_ladder_against_raschka(v):
-    # rasbt/LLMs-from-scratch, ch05/10_llm-training-speed/README.md: 12,525 tokens/s at the
-    # baseline, 142,156 after the last change, one A100; 142,156 / 12,525 = 11.3498...
+    # rasbt/LLMs-from-scratch, ch05/10_llm-training-speed/README.md:
+    # 12,525 tokens/s at the baseline, 142,156 after the last change, one A100;
+    # 142,156 / 12,525 = 11.3498...
     assert v["raschka_first"] == 12_525 and v["raschka_last"] == 142_156
     assert v["raschka_speedup"] == pytest.approx(142_156 / 12_525, rel=EXACT)
 
@@ -124,21 +130,24 @@ def test_the_published_ladder_table_matches_the_readme():
 
 
 def test_bubble_by_hand(v):
-    # (p - 1) / (m + p - 1): p = 8, m = 8 -> 7/15; m = 64 -> 7/71 (Huang et al. 2019; Narayanan et al. 2021).
+    # (p - 1) / (m + p - 1): p = 8, m = 8 -> 7/15; m = 64 -> 7/71 (Huang et al. 2019;
+    # Narayanan et al. 2021).
     assert (v["bubble_p"], v["bubble_m_small"], v["bubble_m_big"]) == (8, 8, 64)
     assert v["bubble_small"] == pytest.approx(7 / 15, rel=EXACT)
     assert v["bubble_big"] == pytest.approx(7 / 71, rel=EXACT)
 
 
 def test_hfu_over_mfu_is_four_thirds(v):
-    # Full recompute adds a forward to the three passes (PaLM App. B): HFU = 4/3 MFU, so the
-    # interview's 18 % MFU is 24 % HFU, and the ladder's recompute rung shows the same ratio.
+    # Full recompute adds a forward to the three passes (PaLM App. B):
+    # HFU = 4/3 MFU, so the interview's 18 % MFU is 24 % HFU, and the ladder's
+    # recompute rung shows the same ratio.
     assert v["hfu_70b"] == pytest.approx(0.24, rel=EXACT)
     assert v["ladder_rc_hfu"] / v["ladder_rc_mfu"] == pytest.approx(4 / 3, rel=EXACT)
 
 
 def test_the_straggler_is_the_slowed_rank(v):
-    # The page slows rank 1 (comm_run's slow_rank) and asserts the per-rank times name it.
+    # The page slows rank 1 (comm_run's slow_rank) and asserts the
+    # per-rank times name it.
     assert v["straggler_rank"] == 1
     assert v["straggler_slowdown"] > 1 and v["straggler_delay_ms"] > 0
     # Exposed time is a share of the step: below 1. (Its sign is measured, not claimed.)
@@ -147,8 +156,8 @@ def test_the_straggler_is_the_slowed_rank(v):
 
 
 def test_fix_shares_are_shares(v):
-    # Each bucket's share of the step before its fix is a fraction of that step, and no fix
-    # can save more than the whole step.
+    # Each bucket's share of the step before its fix is a fraction of that step,
+    # and no fix can save more than the whole step.
     for k, x in v.items():
         if k.startswith("fix_") and k.endswith("_bucket_share"):
             assert 0 <= x <= 1, k

@@ -4,6 +4,7 @@ implies, and for any bad argument they raise a ValueError that names it."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -122,7 +123,7 @@ def test_account_rejects_a_bad_item(item, match):
         cf.account(1.0, [item])
 
 
-# --- residual, exposure, savings --------------------------------------------------------
+# --- residual, exposure, savings ------------------------------------------------------
 
 
 @FEW
@@ -182,7 +183,7 @@ def test_savings_reject_bad_times(bad, match):
         cf.fix_savings(bad)
 
 
-# --- vocab and GEMM shapes --------------------------------------------------------------
+# --- vocab and GEMM shapes ------------------------------------------------------------
 
 
 @FEW
@@ -239,7 +240,7 @@ def test_gemm_shapes_reject_bad_tokens(bad):
         cf.gemm_shapes({"d_model": 64}, 8)
 
 
-# --- rates ------------------------------------------------------------------------------
+# --- rates ----------------------------------------------------------------------------
 
 
 @FEW
@@ -287,7 +288,7 @@ def test_rates_reject_bad_inputs(i, name, bad):
         cf.rung_rates(*args)
 
 
-# --- the ladder's fixes and sizes -------------------------------------------------------------
+# --- the ladder's fixes and sizes -----------------------------------------------------
 
 
 @FEW
@@ -340,7 +341,7 @@ def test_sizes_reject_a_non_flag(bad):
         cf.ladder_sizes("cpu", bad)
 
 
-# --- the waterfall ------------------------------------------------------------------------
+# --- the waterfall --------------------------------------------------------------------
 
 
 @st.composite
@@ -370,7 +371,7 @@ def test_the_waterfall_runs_from_the_peak_and_more_fixes_end_higher(w):
     assert bars[0].top == 1 and bars[0].bottom == pytest.approx(ceiling / peak)
     assert all(_finite(b.top) and _finite(b.bottom) for b in bars)
     assert all(
-        a.bottom == b.top for a, b in zip(bars, bars[1:])
+        a.bottom == b.top for a, b in itertools.pairwise(bars)
     )  # each bar starts where the last ended
     unapplied = sum(s for n, s in savings.items() if n not in applied)
     assert final == pytest.approx(flops / ((fixed + unapplied) * peak))

@@ -1,4 +1,5 @@
-"""The DCP training-state checkpointer, the resumable sampler, and the chapter's runs."""
+"""The DCP training-state checkpointer, the resumable sampler,
+and the chapter's runs."""
 
 import json
 import os
@@ -16,7 +17,8 @@ from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler
 from mlbook.common_torch.launch import free_port
 from mlbook.common_torch.timing import cpu_threads
 
-# DCP says on every call outside a process group that it assumes one process: intended here.
+# DCP says on every call outside a process group that it assumes one
+# process: intended here.
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
 
@@ -274,7 +276,7 @@ def test_checkpointer_bad_input(tmp_path):
         ckpt.load(run.model, run.optimizer, sampler=run.sampler)
 
 
-# --- two ranks in a process group ----------------------------------------------------------
+# --- two ranks in a process group -----------------------------------------------------
 
 
 def test_two_gloo_ranks(tmp_path):
@@ -313,7 +315,7 @@ def test_two_gloo_ranks(tmp_path):
         assert r["next_index"] == r["expected_next_index"]
 
 
-# --- the chapter's experiments ---------------------------------------------------------------
+# --- the chapter's experiments --------------------------------------------------------
 
 
 def test_exact_resume_is_bitwise_and_naive_is_not(tmp_path):
@@ -336,9 +338,10 @@ def test_exact_resume_is_bitwise_and_naive_is_not(tmp_path):
         and r.exact_max_weight_diff == 0.0
     )
     assert r.exact_extra == r.exact_missing == 0
-    # the naive resume restarts the stream at the checkpoint's step 5: steps 6..16 of the
-    # resumed run read the batches of steps 1..11, so it sees the 5 batches of steps 1..5
-    # twice and never the 5 of steps 12..16 (128 samples, one epoch covers 32 steps)
+    # the naive resume restarts the stream at the checkpoint's step 5:
+    # steps 6..16 of the resumed run read the batches of steps 1..11, so it sees
+    # the 5 batches of steps 1..5 twice and never the 5 of steps 12..16 (128 samples,
+    # one epoch covers 32 steps)
     assert r.naive_extra == r.naive_missing == 5 * spec.batch_size
     assert r.naive_max_weight_diff > 0 and r.naive_max_loss_diff > 0
     assert len(r.ref_losses) == 16 and len(r.exact_losses) == len(r.naive_losses) == 11
@@ -379,7 +382,7 @@ def test_compare_save_modes(tmp_path):
     )
     assert all(
         t is not None and t >= b
-        for t, b in zip(m["async"].total_s, m["async"].blocking_s)
+        for t, b in zip(m["async"].total_s, m["async"].blocking_s, strict=True)
     )
     assert m["sync"].checkpoint_bytes > 0 and len(m["none"].step_s) == 6
     assert m["none"].checkpoint_bytes == 0

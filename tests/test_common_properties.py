@@ -305,7 +305,8 @@ def test_cpu_peak_names_a_bad_dtype(dtype):
 @FEW
 @given(st.floats(1, 1e13))
 def test_model_state_is_sixteen_bytes_a_parameter(n):
-    # ZeRO (Rajbhandari et al. 2020, Sec. 3.1): 2 + 2 + 4 + 4 + 4 bytes of mixed-precision Adam state
+    # ZeRO (Rajbhandari et al. 2020, Sec. 3.1): 2 + 2 + 4 + 4 + 4 bytes of
+    # mixed-precision Adam state
     total = memory.model_state_bytes(n)
     assert total == pytest.approx(16 * n, rel=1e-12)
     assert memory.model_state_bytes(2 * n) > total

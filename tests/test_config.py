@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from mlbook.common import transformer as config
@@ -45,7 +47,7 @@ def test_unknown_mlp():
 
 
 def test_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         config.LLAMA2_7B.n_layers = 3
 
 

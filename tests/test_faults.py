@@ -85,9 +85,9 @@ def test_expected_step_time_matches_monte_carlo(n, delta, sigma):
     )
     mc = times.max(axis=1)
     exact = faults.expected_step_time(n, delta, sigma)
-    # four standard errors of the Monte Carlo mean (a 6e-5 chance for a true agreement to
-    # fail; the seeds are fixed, so it either always passes or never), plus the integral's
-    # own error, well under 1e-4
+    # four standard errors of the Monte Carlo mean (a 6e-5 chance for a true agreement
+    # to fail; the seeds are fixed, so it either always passes or never), plus the
+    # integral's own error, well under 1e-4
     assert abs(mc.mean() - exact) < 4 * mc.std() / math.sqrt(len(mc)) + 1e-4
 
 

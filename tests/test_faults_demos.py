@@ -132,11 +132,13 @@ def test_fork_group_timeout_names_where_each_rank_was_stuck(tmp_path):
     with pytest.raises(TimeoutError, match="timeout_s") as err:
         fork_group(_stuck_forever, [str(tmp_path)], nproc=2, timeout_s=5)
     text = str(err.value)
-    # each rank's stack, written by SIGUSR1 before the kill, names the function it was in
+    # each rank's stack, written by SIGUSR1 before the kill, names
+    # the function it was in
     assert text.count("_stuck_forever") >= 2 and "--- rank 1 ---" in text
     # the workers were children of the fork server, not forks of this (threaded) process
     pids, parents = zip(
-        *(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2))
+        *(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2)),
+        strict=True,
     )
     assert len(set(parents)) == 1 and os.getpid() not in parents
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)  # killed and reaped

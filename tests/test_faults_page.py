@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -44,14 +45,15 @@ def test_the_devices_are_named(v):
     )
 
 
-# --- Llama 3, OPT, Meta's clusters ------------------------------------------------------
+# --- Llama 3, OPT, Meta's clusters ----------------------------------------------------
 
 
 def test_llama3_log_matches_the_paper(v):
-    # Grattafiori et al. 2024 (arXiv:2407.21783), Sec. 3.3.4: a 54-day snapshot on 16,384
-    # H100s, 466 interruptions, 47 planned and 419 unexpected; 3 needed significant manual
-    # intervention; effective training time higher than 90 %; about 78 % of unexpected
-    # interruptions confirmed or suspected hardware; GPU issues 58.7 %.
+    # Grattafiori et al. 2024 (arXiv:2407.21783), Sec. 3.3.4: a 54-day snapshot
+    # on 16,384 H100s, 466 interruptions, 47 planned and 419 unexpected;
+    # 3 needed significant manual intervention; effective training time higher
+    # than 90 %; about 78 % of unexpected interruptions confirmed or suspected
+    # hardware; GPU issues 58.7 %.
     assert (
         v["l3_days"],
         v["l3_gpus"],
@@ -61,48 +63,55 @@ def test_llama3_log_matches_the_paper(v):
     ) == (54, 16384, 466, 47, 419)
     assert v["l3_manual"] == 3 and v["l3_effective"] == 0.90
     assert v["l3_hw_stated"] == 0.78 and v["l3_gpu_stated"] == 0.587
-    # Table 5: the rows sum to the 419 unexpected interruptions; silent data corruption 6;
-    # faulty GPU 148, printed as 30.1 %.
+    # Table 5: the rows sum to the 419 unexpected interruptions; silent data
+    # corruption 6; faulty GPU 148, printed as 30.1 %.
     assert v["l3_rowsum"] == 419 and v["l3_sdc"] == 6
     assert v["l3_fgpu_n"] == 148 and v["l3_fgpu_printed"] == 0.301
 
 
 def test_llama3_category_sums_by_hand(v):
     # Table 5 by category, summed by hand from its rows:
-    #   GPU: faulty GPU 148 + HBM3 72 + SRAM 19 + system processor 17 + SDC 6 + thermal 6 = 268
-    #   host: NIC 7 + SSD 3 + power supply 3 + chassis 2 + IO board 2 + CPU 2 + memory 2 = 21
+    #   GPU: faulty GPU 148 + HBM3 72 + SRAM 19 + system processor 17 + SDC 6
+    #        + thermal 6 = 268
+    #   host: NIC 7 + SSD 3 + power supply 3 + chassis 2 + IO board 2 + CPU 2
+    #         + memory 2 = 21
     #   network: switch/cable 35
     assert v["l3_gpu_counted"] == pytest.approx(268 / 419, rel=EXACT)  # 64.0 %
     assert v["l3_hw_counted"] == pytest.approx(
         (268 + 21 + 35) / 419, rel=EXACT
     )  # 77.3 %
     assert v["l3_fgpu_counted"] == pytest.approx(148 / 419, rel=EXACT)  # 35.3 %
-    # the printed GPU shares 30.1 + 17.2 + 4.5 + 4.1 + 1.4 + 1.4 = 58.7 %, the text's figure
+    # the printed GPU shares 30.1 + 17.2 + 4.5 + 4.1 + 1.4 + 1.4 = 58.7 %,
+    # the text's figure
     assert v["l3_gpu_printed"] == pytest.approx(0.587, abs=1e-12)
     # "close to the paper's about 78 %": 77.3 %, within the point that "about" allows
     assert abs(v["l3_hw_counted"] - v["l3_hw_stated"]) < 0.01
-    # 54 days x 24 h = 1,296 h over 419 = 3.0931 h, the paper's "roughly every three hours"
+    # 54 days x 24 h = 1,296 h over 419 = 3.0931 h, the paper's "roughly
+    # every three hours"
     assert v["l3_mtbi_h"] == pytest.approx(1296 / 419, rel=EXACT)
 
 
 def test_other_logbooks_match_their_sources(v):
-    # Zhang et al. 2022 (OPT, arXiv:2205.01068) Sec. 2.5 and the metaseq logbook: 992 80GB
-    # A100s, at least 35 manual restarts, over 100 hosts cycled, in about two months.
+    # Zhang et al. 2022 (OPT, arXiv:2205.01068) Sec. 2.5 and the metaseq logbook:
+    # 992 80GB A100s, at least 35 manual restarts, over 100 hosts cycled,
+    # in about two months.
     assert (v["opt_gpus"], v["opt_restarts"], v["opt_hosts"], v["opt_months"]) == (
         992,
         35,
         100,
         2,
     )
-    # Kokolis et al. 2024 (arXiv:2410.21680): MTTF 7.9 h for 1,024-GPU jobs, ~1.8 h projected at 16,384.
+    # Kokolis et al. 2024 (arXiv:2410.21680): MTTF 7.9 h for 1,024-GPU jobs,
+    # ~1.8 h projected at 16,384.
     assert (v["rsc_n"], v["rsc_n_big"]) == (1024, 16384)
     assert v["rsc_mttf"] == pytest.approx(7.9, abs=1e-12)
     assert v["rsc_mttf_big"] == pytest.approx(1.8, abs=1e-12)
 
 
 def test_palm_spikes_match_the_paper(v):
-    # Chowdhery et al. 2022 (PaLM, arXiv:2204.02311) Sec. 5.1: spikes "roughly 20 times";
-    # restart "roughly 100 steps before the spike" and skip "roughly 200-500 data batches".
+    # Chowdhery et al. 2022 (PaLM, arXiv:2204.02311) Sec. 5.1: spikes
+    # "roughly 20 times"; restart "roughly 100 steps before the spike" and skip
+    # "roughly 200-500 data batches".
     assert (v["palm_n"], v["palm_back"], v["palm_skip_lo"], v["palm_skip_hi"]) == (
         20,
         100,
@@ -111,7 +120,7 @@ def test_palm_spikes_match_the_paper(v):
     )
 
 
-# --- stragglers ---------------------------------------------------------------------------
+# --- stragglers -----------------------------------------------------------------------
 
 
 def test_a_rank_at_80_percent_speed_costs_25_percent(v):
@@ -137,7 +146,8 @@ def test_the_barrier_tax_agrees_with_a_simulation(v):
     assert (n, sigma) == (1024, 0.05)
     mean, se = _mc_max(n, 0.0, sigma, 20_000, seed=12345)
     mc_tax = mean / math.exp(sigma**2 / 2) - 1  # E[X] = exp(sigma^2 / 2)
-    # four standard errors of the simulation (fixed seed: it either always passes or never)
+    # four standard errors of the simulation (fixed seed: it either
+    # always passes or never)
     assert v["st_tax"] == pytest.approx(mc_tax, abs=4 * se)
     assert v["st_tax"] > 0  # E[max] > E[X] with any spread
 
@@ -179,7 +189,7 @@ def test_drain_thresholds(v):
     assert wait - 1024 / 1023 * drop > 4 * math.hypot(se_w, se_d)
 
 
-# --- elastic restart -------------------------------------------------------------------------
+# --- elastic restart ------------------------------------------------------------------
 
 
 def test_the_elastic_resume_is_bitwise_and_from_the_last_checkpoint(v):
@@ -197,7 +207,7 @@ def test_the_elastic_resume_is_bitwise_and_from_the_last_checkpoint(v):
     assert v["el_down"] > 0 and v["el_wall"] > v["el_down"]
 
 
-# --- silent corruption --------------------------------------------------------------------
+# --- silent corruption ----------------------------------------------------------------
 
 
 def test_the_corruption_check_flags_exactly_the_corrupted_rank(v):
@@ -209,13 +219,14 @@ def test_the_corruption_check_flags_exactly_the_corrupted_rank(v):
     assert v["sdc_steps"] == 5
 
 
-# --- loss spikes --------------------------------------------------------------------------
+# --- loss spikes ----------------------------------------------------------------------
 
 
 def test_the_spike_is_caught_in_the_bad_window_and_skipped(v):
     assert (v["sp_bad_lo"], v["sp_bad_hi"]) == (60, 63)
     assert v["sp_bad_lo"] <= v["sp_step"] <= v["sp_bad_hi"]
-    # RewindPolicy(rewind_steps=5): the newest checkpoint at least 5 steps before the spike
+    # RewindPolicy(rewind_steps=5): the newest checkpoint at least 5 steps
+    # before the spike
     assert (
         v["sp_resume"] % v["sp_ckpt"] == 0
         and v["sp_resume"] <= v["sp_step"] - 5 < v["sp_resume"] + v["sp_ckpt"]
@@ -231,7 +242,7 @@ def test_the_spike_is_caught_in_the_bad_window_and_skipped(v):
     assert v["sp_loss"] > 10 * v["sp_never"]  # "jumped": far above where training sits
 
 
-# --- determinism ------------------------------------------------------------------------------
+# --- determinism ----------------------------------------------------------------------
 
 
 def test_determinism_claims(v):

@@ -152,7 +152,8 @@ def test_expected_step_time_lies_between_its_bounds(n, delta, sigma, median):
     t = faults.expected_step_time(n, delta, sigma, median)
     mean_x = median * math.exp(sigma**2 / 2)  # E[X] of one lognormal rank
     assert math.isfinite(t)
-    # the max is at least the slow rank's own time, and at most the sum of all ranks' times
+    # the max is at least the slow rank's own time, and at most the
+    # sum of all ranks' times
     assert t >= (1 + delta) * mean_x * (1 - REL)
     assert t <= (n - 1 + 1 + delta) * mean_x * (1 + REL)
     # seconds scale with the median
@@ -504,7 +505,7 @@ def test_bit_functions_name_bad_values(fn, bad):
     _raises_naming("values", fn, bad)
 
 
-# --- loss spikes -----------------------------------------------------------------------
+# --- loss spikes ----------------------------------------------------------------------
 
 losses = st.lists(st.floats(0.01, 100.0), max_size=80)
 
@@ -523,7 +524,8 @@ def test_detect_spikes_returns_positions_in_order(values):
 def test_a_flat_curve_raises_no_alarm_and_a_jump_far_above_it_does(level, n, factor):
     cfg = faults.SpikeConfig()
     assert faults.detect_spikes([level] * n, cfg) == []
-    # the std is floored at rel_floor * mean, so a jump of more than z_threshold of those is a spike
+    # the std is floored at rel_floor * mean, so a jump of more than
+    # z_threshold of those is a spike
     jump = level * (1 + cfg.z_threshold * cfg.rel_floor * (1 + factor))
     assert faults.detect_spikes([level] * n + [jump], cfg) == [n]
 
@@ -569,7 +571,7 @@ def test_batch_for_step_names_a_bad_skip(bad):
     _raises_naming("skips", faults.batch_for_step, 3, bad)
 
 
-# --- the elastic timeline ----------------------------------------------------------------
+# --- the elastic timeline -------------------------------------------------------------
 
 
 @st.composite

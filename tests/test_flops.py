@@ -21,8 +21,10 @@ def test_gpt3_175b_count():
 
 
 def test_matmul_params_exclude_embedding_but_count_head():
-    # Llama-2-7B by hand: N_matmul = 32 (4 * 4096^2 + 3 * 4096 * 11008) + 32000 * 4096 (head)
-    #   = 6,607,077,376; the rest of N = 6,738,415,616 is the embedding 32000 * 4096 = 131,072,000
+    # Llama-2-7B by hand:
+    #   N_matmul = 32 (4 * 4096^2 + 3 * 4096 * 11008) + 32000 * 4096 (head)
+    #            = 6,607,077,376;
+    #   the rest of N = 6,738,415,616 is the embedding 32000 * 4096 = 131,072,000
     #   and 65 norm gains of 4096 = 266,240.
     assert flops.matmul_params(config.LLAMA2_7B) == 6_607_077_376
     assert flops.n_params(config.LLAMA2_7B) == 6_607_077_376 + 131_072_000 + 266_240
@@ -48,7 +50,8 @@ def test_swiglu_has_three_mlp_matrices():
 
 def test_train_is_six_n_plus_twelve_lhs():
     # Llama-2-7B at s = 4096, by hand: 6 * 6,607,077,376 + 12 * 32 * 4096 * 4096
-    #   = 39,642,464,256 + 6,442,450,944 = 46,084,915,200; forward is a third: 15,361,638,400.
+    #   = 39,642,464,256 + 6,442,450,944 = 46,084,915,200;
+    #   forward is a third: 15,361,638,400.
     assert flops.flops_per_token(config.LLAMA2_7B, 4096) == 46_084_915_200
     assert flops.flops_per_token(config.LLAMA2_7B, 4096, "forward") == 15_361_638_400
 

@@ -5,6 +5,7 @@ Checkpointer for 1 to 4 ranks, and the torch experiments' behaviour."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -22,14 +23,15 @@ from mlbook.common_torch.gpt import tiny_config
 from mlbook.common_torch.launch import fork_group
 from mlbook.input_pipeline import experiments, formulas, packing, shards, tokenizer
 
-# --- the loader model against hand computations and a simulation ------------------------
+# --- the loader model against hand computations and a simulation ----------------------
 
 
 def test_bekman_settings_by_hand():
     """Bekman's num-workers-bench: 1,000 items of 5 ms in batches of 100
     (t_load = 0.5 s), 0.2 s compute, 10 batches. Written out:
     w=0: 10 x 0.5 = 5.0 s; w=1: 0.5 + 9 x 0.5 + 0.2 - 2.0 = 3.2 s;
-    w=2: 0.5 + 9 x 0.25 + 0.2 - 2.0 = 0.95 s; w>=3: 0.5 + 9 x 0.2 + 0.2 - 2.0 = 0.5 s."""
+    w=2: 0.5 + 9 x 0.25 + 0.2 - 2.0 = 0.95 s;
+    w>=3: 0.5 + 9 x 0.2 + 0.2 - 2.0 = 0.5 s."""
     b = formulas.BEKMAN_NUM_WORKERS
     assert (b.n_batches, b.load_s) == (10, 0.5)
     by_hand = {0: 5.0, 1: 3.2, 2: 0.95, 3: 0.5, 4: 0.5}
@@ -129,15 +131,18 @@ def test_workers_needed_by_hand():
 def test_trainer_tokens_for_llama3_8b_by_hand():
     """Llama 3 8B (L=32, h=4096, 8 KV heads of 128, d_ff=14336, V=128256):
     N_matmul = 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336) + 128256 x 4096
-             = 32 x (33,554,432 + 8,388,608 + 176,160,768) + 525,336,576 = 7,504,658,432.
-    At s = 8192: 6 N + 12 L h s = 45,027,950,592 + 12,884,901,888 = 57,912,852,480 FLOPs a token.
-    One H100 (989 TFLOP/s bf16) at 40 % MFU: 0.4 x 989e12 / 57,912,852,480 = 6,830.95 tokens/s."""
+             = 32 x (33,554,432 + 8,388,608 + 176,160,768) + 525,336,576
+             = 7,504,658,432.
+    At s = 8192: 6 N + 12 L h s = 45,027,950,592 + 12,884,901,888
+                                = 57,912,852,480 FLOPs a token.
+    One H100 (989 TFLOP/s bf16) at 40 % MFU: 0.4 x 989e12 / 57,912,852,480
+                                             = 6,830.95 tokens/s."""
     t = formulas.trainer_tokens_per_s(transformer.LLAMA3_8B, 8192, 989e12, 0.4)
     assert t == pytest.approx(0.4 * 989e12 / 57_912_852_480, rel=1e-12)
     assert round(t) == 6831
 
 
-# --- packing ------------------------------------------------------------------------------
+# --- packing --------------------------------------------------------------------------
 
 
 def test_padding_by_hand():
@@ -192,7 +197,7 @@ def test_stream_packer_yields_the_offline_rows():
         packing.StreamPacker("not callable", texts, 4, 0)
 
 
-# --- tokenizer and shards ---------------------------------------------------------------------
+# --- tokenizer and shards -------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +279,7 @@ def test_shards_refuse_another_tokenizer_and_corruption(packed, tmp_path):
         shards.PackedShards(root)[48]
 
 
-# --- the data position: one process, a prefetching loader -----------------------------------------
+# --- the data position: one process, a prefetching loader -----------------------------
 
 
 def test_loop_position_counts_what_the_loop_consumed(packed):
@@ -334,7 +339,7 @@ def test_resume_check_in_one_process(packed, tmp_path):
         experiments.resume_check(cfg, data, batch=2, steps=2, save_at=2, root=tmp_path)
 
 
-# --- the data position: 1 to 4 ranks, through the Checkpointer ---------------------------------------
+# --- the data position: 1 to 4 ranks, through the Checkpointer ------------------------
 
 N_ROWS, BATCH, SEED = (
     48,
@@ -463,7 +468,7 @@ def test_resume_for_world_sizes_1_to_4(world, rank_shards, tmp_path):
         assert mine == perm[r["rank"] :: world]
 
     again = _group("again", world, rank_shards, ckpt, tmp_path)
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         assert b["after"] == a["after"], (
             f"rank {a['rank']}: the resume must train on the same rows in order"
         )
@@ -484,7 +489,7 @@ def test_resume_for_world_sizes_1_to_4(world, rank_shards, tmp_path):
     )
 
 
-# --- torch experiments: behaviour, not speed --------------------------------------------------------
+# --- torch experiments: behaviour, not speed ------------------------------------------
 
 
 def test_loader_sweep_is_never_faster_than_its_sleeps():
@@ -544,7 +549,7 @@ def test_profile_loop_marks_a_data_wait_and_a_step_per_step(packed):
     assert [s.kind for s in line.spans] == ["data", "step"] * 3
     assert all(s.end_s > s.start_s >= 0 for s in line.spans)
     assert all(
-        a.end_s <= b.start_s + 1e-6 for a, b in zip(line.spans, line.spans[1:])
+        a.end_s <= b.start_s + 1e-6 for a, b in itertools.pairwise(line.spans)
     )  # in order, no overlap
     assert line.total_s("data") >= 3 * 2 * 0.002  # two rows of 2 ms slept per batch
     assert line.wall_s >= line.total_s("data") + line.total_s("step") - 1e-6
@@ -594,7 +599,7 @@ def test_h2d_copy_pinned_returns_before_the_copy_ends():
     )  # asynchronous: returns before the DMA ends
 
 
-# --- figures: what they draw --------------------------------------------------------------------------
+# --- figures: what they draw ----------------------------------------------------------
 
 
 def test_figures_draw_labelled_axes(packed):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -38,20 +39,24 @@ def test_tokenizer_and_corpus(v):
     for key in ("tok_single_tps", "tok_batched_tps", "tok_single_mbps"):
         assert math.isfinite(v[key]) and v[key] > 0
     assert v["tok_cores"] >= 1
-    # a byte-level BPE token is at least one byte of text (the end token is not counted in the text)
+    # a byte-level BPE token is at least one byte of text (the end token
+    # is not counted in the text)
     assert v["tok_bytes_per_token"] >= 1
-    # the Llama-3 preset's V: 128,000 BPE tokens and 256 reserved ones (Table 3 of arXiv:2407.21783
-    # rounds to 128,000; the released tokenizer has 128,256 ids)
+    # the Llama-3 preset's V: 128,000 BPE tokens and 256 reserved ones (Table 3 of
+    # arXiv:2407.21783 rounds to 128,000; the released tokenizer has 128,256 ids)
     assert v["llama3_vocab"] == 128_256
 
 
 def test_what_an_h100_eats_by_hand(v):
-    """One H100 at 989 TFLOP/s bf16 (datasheet, dense) and 40 % MFU; FLOPs a token 6 N_matmul + 12 L h s.
+    """One H100 at 989 TFLOP/s bf16 (datasheet, dense) and 40 % MFU; FLOPs a token
+    6 N_matmul + 12 L h s.
     Llama-3-8B (L=32, h=4096, 1024-wide K/V, d_ff=14336, V=128256), s=8192:
-        N_matmul = 32 (2 4096^2 + 2 4096 1024 + 3 4096 14336) + 128256 4096 = 7,504,658,432
+        N_matmul = 32 (2 4096^2 + 2 4096 1024 + 3 4096 14336) + 128256 4096
+                 = 7,504,658,432
         6 N + 12 L h s = 45,027,950,592 + 12,884,901,888 = 57,912,852,480
     Llama-3-70B (L=80, h=8192, 1024-wide K/V, d_ff=28672, V=128256), s=8192:
-        N_matmul = 80 (2 8192^2 + 2 8192 1024 + 3 8192 28672) + 128256 8192 = 69,501,714,432
+        N_matmul = 80 (2 8192^2 + 2 8192 1024 + 3 8192 28672) + 128256 8192
+                 = 69,501,714,432
         6 N + 12 L h s = 417,010,286,592 + 64,424,509,440 = 481,434,796,032
     The GPU-size small GPT (L=12, h=1024, GELU d_ff=4096, V=32768), s=1024:
         N_matmul = 12 (4 1024^2 + 2 1024 4096) + 32768 1024 = 184,549,376
@@ -66,7 +71,8 @@ def test_what_an_h100_eats_by_hand(v):
     assert v["gpt_need"] == pytest.approx(
         0.4 * 989e12 / 1_258_291_200, rel=1e-9
     )  # 314,395
-    # the prose: one tokenizer thread feeds a node of eight 8B GPUs (the page asserts it too)
+    # the prose: one tokenizer thread feeds a node of eight 8B GPUs (the
+    # page asserts it too)
     assert v["8b_cores"] < 1
     # tokenising in the loop: the hungrier the trainer, the more the device waits
     assert 0 < v["70b_idle"] < v["8b_idle"] < v["gpt_idle"] < 1
@@ -85,7 +91,8 @@ def test_packing_wastes_least(v):
 
 def test_document_mask(v):
     assert v["mask_docs"] >= 1 and 0 <= v["rows_multi"] <= 1
-    # sum l_i (l_i + 1) / (s (s + 1)) >= 1 / k for k documents in the row (convexity), = 1 for one document
+    # sum l_i (l_i + 1) / (s (s + 1)) >= 1 / k for k documents in the
+    # row (convexity), = 1 for one document
     assert 1 / v["mask_docs"] <= v["mask_density"] <= 1
     if v["mask_docs"] == 1:
         assert v["mask_density"] == 1
@@ -103,8 +110,8 @@ def test_shards(v):
 
 def test_resume(v):
     assert v["resume_equal"] == 1  # bitwise-equal weights (the page asserts it)
-    # torch's DataLoader hands out prefetch_factor x num_workers batches before the
-    # loop takes one: 2 x 2 batches of b rows that a sampler-offset checkpoint would skip
+    # torch's DataLoader hands out prefetch_factor x num_workers batches before the loop
+    # takes one: 2 x 2 batches of b rows that a sampler-offset checkpoint would skip
     assert (
         v["resume_ahead"] == 2 * 2 * v["resume_batch"]
         and v["resume_batch"] == SMALL_BATCH
@@ -127,7 +134,8 @@ def test_timeline(v):
 
 
 def test_bekman_numbers_are_the_published_ones(v):
-    """stas00/ml-engineering, training/performance/README.md, the block under num-workers-bench.py."""
+    """stas00/ml-engineering, training/performance/README.md, the block under
+    num-workers-bench.py."""
     published = {0: 5.388, 1: 3.900, 2: 1.333, 3: 0.839, 4: 0.875}
     for w, seconds in published.items():
         assert v[f"bek_w{w}"] == seconds
@@ -135,16 +143,18 @@ def test_bekman_numbers_are_the_published_ones(v):
 
 def test_closed_form_at_bekmans_settings_by_hand(v):
     """10 batches, t_load = 100 x 5 ms = 0.5 s, compute 0.2 s:
-    w=0: 10 x 0.5 = 5.0; w=1: 0.5 + 9 x 0.5 + 0.2 - 2 = 3.2; w=2: 0.5 + 9 x 0.25 + 0.2 - 2 = 0.95;
+    w=0: 10 x 0.5 = 5.0; w=1: 0.5 + 9 x 0.5 + 0.2 - 2 = 3.2;
+    w=2: 0.5 + 9 x 0.25 + 0.2 - 2 = 0.95;
     w=3, 4: 0.5 + 9 x 0.2 + 0.2 - 2 = 0.5 (seconds of overhead)."""
     for w, seconds in {0: 5.0, 1: 3.2, 2: 0.95, 3: 0.5, 4: 0.5}.items():
         assert v[f"bek_model_w{w}"] == pytest.approx(seconds, abs=1e-12)
 
 
 def test_sweep_against_lower_bounds(v):
-    """The sweep's settings at test sizes: 1/20 of Bekman's (50 items of 5 ms, batches of 5, 10 ms
-    compute). Sleeps are lower bounds, so an epoch of n batches takes at least n (t_load + c) with no
-    workers and max(t_load + n c, ceil(n / w) t_load + c) with w; the closed form is
+    """The sweep's settings at test sizes: 1/20 of Bekman's (50 items of 5 ms,
+    batches of 5, 10 ms compute). Sleeps are lower bounds, so an epoch of n
+    batches takes at least n (t_load + c) with no workers and
+    max(t_load + n c, ceil(n / w) t_load + c) with w; the closed form is
     n (t_load + c), resp. t_load + (n - 1) max(c, t_load / w) + c."""
     assert (v["sweep_scale"], v["sweep_items"], v["sweep_batch"]) == (20, 50, 5)
     assert (v["sweep_item_ms"], v["sweep_compute_ms"]) == (5.0, 10.0)
@@ -163,8 +173,9 @@ def test_sweep_against_lower_bounds(v):
 
 
 def test_exercise_by_hand(v):
-    """A 350 ms step fed by workers that take 1.2 s a batch: ceil(1.2 / 0.35) = ceil(3.43) = 4
-    workers; with 3 a step takes 1.2 / 3 = 0.4 s, of which the GPU idles 0.05 s: 12.5 %."""
+    """A 350 ms step fed by workers that take 1.2 s a batch:
+    ceil(1.2 / 0.35) = ceil(3.43) = 4 workers; with 3 a step takes 1.2 / 3 = 0.4 s,
+    of which the GPU idles 0.05 s: 12.5 %."""
     assert v["ex_need"] == 4
     assert v["ex_idle_fewer"] == pytest.approx(0.125)
 

@@ -60,7 +60,7 @@ def _raises_naming(name, fn, *args, **kw):
         fn(*args, **kw)
 
 
-# --- the loader model ------------------------------------------------------------------
+# --- the loader model -----------------------------------------------------------------
 
 
 @FEW
@@ -199,7 +199,7 @@ def test_trainer_tokens_names_bad_arguments(bad):
     _raises_naming("cfg", formulas.trainer_tokens_per_s, "Llama-3-8B", 128, 1e12, 0.4)
 
 
-# --- packing ---------------------------------------------------------------------------
+# --- packing --------------------------------------------------------------------------
 
 doc_lengths = st.lists(st.integers(1, 5000), min_size=1, max_size=60)
 seq_lens = st.integers(1, 4096)
@@ -317,7 +317,7 @@ def test_mask_functions_name_bad_rows(bad):
         _raises_naming("eos_id", fn, [1, 2, 3], -1)
 
 
-# --- tokenizer ---------------------------------------------------------------------------
+# --- tokenizer ------------------------------------------------------------------------
 
 texts_strategy = st.lists(
     st.text(st.characters(codec="utf-8"), min_size=1, max_size=200),
@@ -425,7 +425,7 @@ def test_python_sources_names_a_missing_root(tmp_path):
     _raises_naming("root", tokenizer.python_sources, 1000, tmp_path / "nowhere")
 
 
-# --- shards --------------------------------------------------------------------------------
+# --- shards ---------------------------------------------------------------------------
 
 
 @FEW

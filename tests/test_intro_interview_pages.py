@@ -6,6 +6,7 @@ computations written out here."""
 from pathlib import Path
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -37,17 +38,20 @@ def test_pages_glue_numbers_only(book, page):
 def test_tokenising_in_the_loop(intro):
     # BRIEF section 0: a step of 2M tokens; 2M int32 ids are 8 MB.
     assert intro["intro_batch_mb"] == 8
-    # The cell's assumptions, by hand: 2e6 tokens * 4 bytes / (1.5e6 B/s * 4 cores) = 1.3333 s;
-    # the GPU is busy 0.4 / (0.4 + 1.3333) = 0.230769 of the time; 0.230769 * 45 % = 10.38 %.
+    # The cell's assumptions, by hand: 2e6 tokens * 4 bytes / (1.5e6 B/s * 4
+    # cores) = 1.3333 s; the GPU is busy 0.4 / (0.4 + 1.3333) = 0.230769 of the time;
+    # 0.230769 * 45 % = 10.38 %.
     assert intro["intro_tokenize_s"] == pytest.approx(4 / 3, rel=EXACT)
     assert intro["intro_busy"] == pytest.approx(0.4 / (0.4 + 4 / 3), rel=EXACT)
     assert intro["intro_mfu_busy"] == 0.45
-    # BRIEF: "the GPU sits at ~10 % MFU"; the page prints whole percent, so within 0.5 points.
+    # BRIEF: "the GPU sits at ~10 % MFU"; the page prints whole percent,
+    # so within 0.5 points.
     assert intro["intro_mfu"] == pytest.approx(0.10, abs=0.005)
 
 
 def test_memory_budget(intro):
-    # ZeRO (Rajbhandari et al. 2020, Sec. 3.1): 2 + 2 + 4 + 4 + 4 = 16 bytes a parameter.
+    # ZeRO (Rajbhandari et al. 2020, Sec. 3.1): 2 + 2 + 4 + 4 + 4 = 16 bytes
+    # a parameter.
     assert intro["intro_state_bytes_per_param"] == 16
     # 16 * 7e9 / 2^30 = 104.308 GiB
     assert intro["intro_7b_state_gib"] == pytest.approx(104.3081, abs=1e-4)
@@ -58,9 +62,10 @@ def test_summary_card(intro):
     assert intro["card_llama3_lo"] == 0.38 and intro["card_llama3_hi"] == 0.43
     # Full recompute: one more forward on top of three passes, +1/3 (BRIEF: +33 %).
     assert intro["card_recompute_extra"] == pytest.approx(1 / 3, rel=EXACT)
-    # Selective recompute of the attention core (Korthikanti et al. 2022, Sec. 5): the
-    # forward of Q K^T and P V, 4 b s^2 h FLOPs, over a step of 3 (24 b s h^2 + 4 b s^2 h);
-    # at s = h that is 4 / 84 = 1/21 = 4.8 % (BRIEF: "selective ~5 %").
+    # Selective recompute of the attention core (Korthikanti et al. 2022, Sec. 5):
+    # the forward of Q K^T and P V, 4 b s^2 h FLOPs, over a step of
+    # 3 (24 b s h^2 + 4 b s^2 h); at s = h that is 4 / 84 = 1/21 = 4.8 % (BRIEF:
+    # "selective ~5 %").
     assert intro["card_selective_extra"] == pytest.approx(1 / 21, rel=EXACT)
     # Young: sqrt(2 * 30 s * 10,800 s) = sqrt(648,000) = 804.98 s = 13.42 min.
     assert intro["card_young_min"] == pytest.approx(13.4164, abs=1e-4)
@@ -68,7 +73,7 @@ def test_summary_card(intro):
     assert intro["card_llama3_unexpected"] == 419 and intro["card_llama3_days"] == 54
 
 
-# --- the interview page -----------------------------------------------------------------
+# --- the interview page ---------------------------------------------------------------
 
 
 def test_q1_cost_of_18_percent(interview):
@@ -85,16 +90,17 @@ def test_q1_cost_of_18_percent(interview):
 
 
 def test_q2_one_all_reduce_per_step(interview):
-    # bf16 gradients are 2 bytes a parameter: 2 * 70,553,706,496 = 141.107 GB per all-reduce;
-    # without no_sync each of the 8 micro-batches all-reduces them.
+    # bf16 gradients are 2 bytes a parameter: 2 * 70,553,706,496 = 141.107 GB per
+    # all-reduce; without no_sync each of the 8 micro-batches all-reduces them.
     assert interview["q2_k"] == 8
     assert interview["q2_grad_gb"] == pytest.approx(141.107413, abs=1e-6)
     assert interview["q2_grad_gb_without"] == pytest.approx(8 * 141.107413, abs=1e-5)
 
 
 def test_q3_float_formats(interview):
-    # IEEE 754 binary16: 5 exponent bits, smallest normal 2^-14, smallest subnormal 2^-24;
-    # bfloat16: fp32's 8 exponent bits and 7 stored mantissa bits, so 2^-7 above 1.
+    # IEEE 754 binary16: 5 exponent bits, smallest normal 2^-14, smallest
+    # subnormal 2^-24; bfloat16: fp32's 8 exponent bits and 7 stored mantissa
+    # bits, so 2^-7 above 1.
     assert interview["q3_fp16_exp"] == 5 and interview["q3_bf16_exp"] == 8
     assert (
         interview["q3_fp16_normal"] == 2.0**-14
@@ -106,13 +112,15 @@ def test_q3_float_formats(interview):
 
 
 def test_q4_checkpoint_and_both_mtbfs(interview):
-    # 14 bytes a parameter (no gradients) * 405,853,388,800 = 5.6819 TB; 16,384 writers at
-    # 1 GB/s would give 16.4 TB/s, so the assumed 200 GB/s of storage sets C = 28.41 s.
+    # 14 bytes a parameter (no gradients) * 405,853,388,800 = 5.6819 TB;
+    # 16,384 writers at 1 GB/s would give 16.4 TB/s, so the assumed 200 GB/s
+    # of storage sets C = 28.41 s.
     assert interview["q4_tb"] == pytest.approx(5.681947, abs=1e-6)
     assert interview["q4_storage"] == 200
     assert interview["q4_c"] == pytest.approx(28.409737, abs=1e-6)
-    # Llama 3 Sec. 3.3.4: 419 unexpected interruptions in 54 days, 54 * 24 / 419 = 3.0931 h.
-    # Kokolis et al. 2024: 1.8 h projected for 16,384-GPU jobs.
+    # Llama 3 Sec. 3.3.4: 419 unexpected interruptions in 54 days,
+    # 54 * 24 / 419 = 3.0931 h. Kokolis et al. 2024: 1.8 h projected
+    # for 16,384-GPU jobs.
     assert interview["q4_unexpected"] == 419 and interview["q4_days"] == 54
     assert interview["q4_t_h_llama3"] == pytest.approx(3.093079, abs=1e-6)
     assert interview["q4_t_h_kokolis"] == 1.8
@@ -149,7 +157,8 @@ def test_q6_quotes_the_input_pipeline_chapter(interview):
         "tl_w2_wait_ms",
     ):
         assert interview[f"q6_{name}"] == ip[name]
-    # The loader model's bound: two workers wait less than none (the chapter asserts its timeline too)
+    # The loader model's bound: two workers wait less than none (the chapter
+    # asserts its timeline too)
     assert interview["q6_tl_w2_wait_ms"] < interview["q6_tl_w0_wait_ms"]
 
 
@@ -163,8 +172,9 @@ def test_card_items_from_the_later_chapters(intro):
         ip["waste_packed"],
         ip["waste_long"],
     )
-    # ZeRO (Rajbhandari et al. 2020, Sec. 5): 16 bytes a parameter unsharded, 16/N_d with
-    # stage 3; Llama-3-70B has 70,553,706,496 parameters (hand count in test_scaling_page).
+    # ZeRO (Rajbhandari et al. 2020, Sec. 5): 16 bytes a parameter unsharded,
+    # 16/N_d with stage 3; Llama-3-70B has 70,553,706,496 parameters (hand
+    # count in test_scaling_page).
     n = 70_553_706_496
     assert intro["card_zero0_gib"] == pytest.approx(16 * n / 2**30, rel=EXACT)
     assert intro["card_zero3_gib"] == pytest.approx(16 * n / 64 / 2**30, rel=EXACT)
@@ -200,7 +210,8 @@ def test_card_and_q1_quote_the_capstone(intro, interview):
     for name in CAPSTONE_HEADLINES:
         assert intro[card[name]] == cap[name]
         assert interview[f"q1_{name}"] == cap[name]
-    # What the sentences say of them: faster, below the datasheet and the measured ceiling
+    # What the sentences say of them: faster, below the datasheet and
+    # the measured ceiling
     assert 0 < interview["q1_ladder_first_mfu"] < interview["q1_ladder_final_mfu"] <= 1
     assert (
         interview["q1_ladder_speedup"] > 1

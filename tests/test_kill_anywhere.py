@@ -176,7 +176,8 @@ def test_report_kills(capsys):
     total = sum(len(v) for v in REPORT.values())
     with capsys.disabled():
         print(
-            f"\nkill anywhere: {total} SIGKILLs, every one recovered the expected checkpoint bitwise"
+            f"\nkill anywhere: {total} SIGKILLs, every one recovered the "
+            "expected checkpoint bitwise"
         )
         for name, rows in REPORT.items():
             ms = [r[2] for r in rows]
@@ -184,7 +185,7 @@ def test_report_kills(capsys):
             for _, _, _, expected in rows:
                 kept[expected] = kept.get(expected, 0) + 1
             print(
-                f"  {name}: {len(rows)} offsets, {min(ms):.2f} to {max(ms):.2f} ms into the save; "
-                f"recovered (step, version): {kept}"
+                f"  {name}: {len(rows)} offsets, {min(ms):.2f} to {max(ms):.2f} ms "
+                f"into the save; recovered (step, version): {kept}"
             )
     assert total >= 30

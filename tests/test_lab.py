@@ -11,8 +11,8 @@ blocked, runs all cells and waits for the kernel to go idle, then checks:
   it: no fence (```{name} or :::{name}) and no directive or role name that the
   chapter's source uses ({exercise}, {solution-start}, {math}, {glue:text}...);
   the exercises render as exercise boxes and the math as typeset math;
-- nothing failed in the browser: no blocked or failed request, no JavaScript
-  console error, no uncaught page error (ALLOWED_CONSOLE names the one harmless message).
+- nothing failed in the browser: no blocked or failed request, no JavaScript console
+  error, no uncaught page error (ALLOWED_CONSOLE names the one harmless message).
 
 The chapter is the MyST text notebook that JupyterLab opens through jupytext;
 the test converts it with jupytext to .ipynb in the temporary folder (the
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import jupytext
 import pytest
-from helpers.browser import Allowed, chromium, chromium_or_skip, watch
 
+from helpers.browser import Allowed, chromium, chromium_or_skip, watch
 from mlbook.common_torch.launch import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +49,10 @@ RUN_ALL_S = 120  # the chapter takes about 10 s at test sizes
 ALLOWED_CONSOLE: list[Allowed] = [
     Allowed(
         r"Cross reference target was not found: (page|chapter)-[a-z_-]+",
-        "JupyterLab renders one notebook at a time, so jupyterlab-myst cannot resolve a {ref} to "
-        "another page of the book (here the MFU chapter's link to the planning page); the HTML book "
-        "resolves it, and its build fails on any unresolved reference (-W -n).",
+        "JupyterLab renders one notebook at a time, so jupyterlab-myst cannot "
+        "resolve a {ref} to another page of the book (here the MFU chapter's link "
+        "to the planning page); the HTML book resolves it, and its build fails on "
+        "any unresolved reference (-W -n).",
     ),
 ]
 
@@ -67,7 +68,10 @@ def myst_names(source: str) -> tuple[set[str], set[str]]:
 
 
 def test_myst_names():
-    source = "```{exercise}\n:label: x\n```\n:::{note}\nsee {cite}`k` and {glue:text}`v:.1f`\n:::\n"
+    source = (
+        "```{exercise}\n:label: x\n```\n:::{note}\n"
+        "see {cite}`k` and {glue:text}`v:.1f`\n:::\n"
+    )
     assert myst_names(source) == ({"exercise", "note"}, {"cite", "glue:text"})
 
 
@@ -124,10 +128,12 @@ def lab_command(root: Path, port: int, token: str) -> list[str]:
 def lab(tmp_path):
     """A JupyterLab server on 127.0.0.1 serving a temporary folder that holds
     the chapter; yields (base URL, token, notebook path under the root)."""
-    chromium_or_skip()  # no server for nothing: skip (or, under CI, fail) before starting one
+    # no server for nothing: skip (or, under CI, fail) before starting one
+    chromium_or_skip()
     root, home = tmp_path / "root", tmp_path / "jupyter"
     notebook = notebook_copy(CHAPTER, root)
-    # JupyterLab renders only the cells in view unless told otherwise; the test reads every cell
+    # JupyterLab renders only the cells in view unless told otherwise;
+    # the test reads every cell
     tracker = (
         home
         / "settings"
@@ -162,7 +168,8 @@ def lab(tmp_path):
         while True:
             if proc.poll() is not None:
                 pytest.fail(
-                    f"JupyterLab exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
+                    f"JupyterLab exited with {proc.returncode}:\n"
+                    f"{log.read_text()[-3000:]}"
                 )
             try:
                 req = urllib.request.Request(
@@ -173,7 +180,8 @@ def lab(tmp_path):
             except OSError:
                 if time.monotonic() > deadline:
                     pytest.fail(
-                        f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}"
+                        f"JupyterLab did not answer within {SERVER_START_S} s:\n"
+                        f"{log.read_text()[-3000:]}"
                     )
                 time.sleep(0.3)
         yield base, token, notebook.relative_to(root).as_posix()
@@ -193,7 +201,8 @@ def lab(tmp_path):
 NOTEBOOK_READY = """(path) => {
   const app = window.jupyterapp;
   const panel = app && app.shell.currentWidget;
-  if (!panel || !panel.context || panel.context.path !== path || !panel.context.isReady) return false;
+  if (!panel || !panel.context || panel.context.path !== path
+      || !panel.context.isReady) return false;
   const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
   return !!kernel && kernel.status === "idle" && panel.content.widgets.length > 0;
 }"""
@@ -211,7 +220,8 @@ SETTLED = """() => {
   if (!window.__mlbookRun.done) return false;
   const kernel = panel.sessionContext.session.kernel;
   if (kernel.status !== "idle") return false;
-  return panel.content.widgets.every(c => c.model.type !== "code" || !c.node.querySelector(".jp-InputPrompt")
+  return panel.content.widgets.every(c => c.model.type !== "code"
+    || !c.node.querySelector(".jp-InputPrompt")
     || !c.node.querySelector(".jp-InputPrompt").textContent.includes("*"));
 }"""
 
@@ -221,15 +231,19 @@ CELLS = """() => {
     if (c.model.type === "code") {
       const outputs = c.model.outputs.toJSON();
       return {i, type: "code", count: c.model.executionCount,
-              errors: outputs.filter(o => o.output_type === "error").map(o => o.ename + ": " + o.evalue),
-              widgets: outputs.filter(o => o.data && o.data["application/vnd.jupyter.widget-view+json"]).length,
-              widgetViews: c.node.querySelectorAll(".jp-OutputArea .jupyter-widgets").length,
+              errors: outputs.filter(o => o.output_type === "error")
+                .map(o => o.ename + ": " + o.evalue),
+              widgets: outputs.filter(o => o.data
+                && o.data["application/vnd.jupyter.widget-view+json"]).length,
+              widgetViews:
+                c.node.querySelectorAll(".jp-OutputArea .jupyter-widgets").length,
               text: c.node.querySelector(".jp-Cell-outputWrapper")?.textContent || ""};
     }
     const myst = c.node.querySelector(".myst");
     const shown = myst || c.node.querySelector(".jp-RenderedMarkdown");
     return {i, type: c.model.type, rendered: !!c.rendered, myst: !!myst,
-            text: shown ? shown.textContent : "", source: c.model.sharedModel.getSource().slice(0, 80),
+            text: shown ? shown.textContent : "",
+            source: c.model.sharedModel.getSource().slice(0, 80),
             exercises: c.node.querySelectorAll(".myst-exercise").length,
             math: c.node.querySelectorAll(".katex, mjx-container, .MathJax").length};
   });

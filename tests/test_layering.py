@@ -69,7 +69,8 @@ def test_torch_free_modules_import_neither_torch_nor_matplotlib():
         "bad = {}\n"
         "for n in names:\n"
         "    importlib.import_module(n)\n"
-        "    heavy = [m for m in ('torch', 'matplotlib', 'ipywidgets') if m in sys.modules]\n"
+        "    heavy = [m for m in ('torch', 'matplotlib', 'ipywidgets') "
+        "if m in sys.modules]\n"
         "    if heavy:\n"
         "        bad[n] = heavy\n"
         "        break\n"
@@ -122,7 +123,8 @@ def import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 edges |= _resolve(name, node, names)
-        # a package's own __init__ is loaded on the way to any submodule: not an edge worth a cycle
+        # a package's own __init__ is loaded on the way to any submodule:
+        # not an edge worth a cycle
         graph[name] = {e for e in edges if e != name and not name.startswith(e + ".")}
     return graph
 

@@ -1,4 +1,5 @@
-"""Model-state bytes (activation bytes are the recompute chapter's: tests/test_recompute.py)."""
+"""Model-state bytes (activation bytes are the recompute chapter's:
+tests/test_recompute.py)."""
 
 import pytest
 

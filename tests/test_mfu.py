@@ -14,7 +14,8 @@ H100 = hardware.peak_flops_per_s("H100", "bf16")  # 989e12, checked in test_hard
 # Llama-2-7B by hand (L=32, h=4096, d_ff=11008, V=32000, untied):
 #   N_matmul = 32 (4 * 4096^2 + 3 * 4096 * 11008) + 32000 * 4096
 #            = 32 * 202,375,168 + 131,072,000 = 6,607,077,376
-#   N        = N_matmul + 32000 * 4096 (embedding) + 65 * 4096 (norm gains) = 6,738,415,616
+#   N        = N_matmul + 32000 * 4096 (embedding) + 65 * 4096 (norm gains)
+#            = 6,738,415,616
 #   12Lhs at s=4096 = 12 * 32 * 4096 * 4096 = 6,442,450,944
 #   6 N_matmul + 12Lhs = 39,642,464,256 + 6,442,450,944 = 46,084,915,200 FLOPs a token
 L7_TRAIN_FLOPS_PER_TOKEN = 46_084_915_200
@@ -50,8 +51,9 @@ def test_nanogpt_convention_agrees():
 
 
 def test_exercise_7b_at_12k_tokens():
-    # With attention: 12,000 * 46,084,915,200 (L7_TRAIN_FLOPS_PER_TOKEN) / 989e12 = 0.559170...
-    # 6N only (all parameters): 12,000 * 6 * 6,738,415,616 / 989e12 = 0.490562...
+    # With attention: 12,000 * 46,084,915,200
+    # (L7_TRAIN_FLOPS_PER_TOKEN) / 989e12 = 0.559170... 6N only (all parameters):
+    # 12,000 * 6 * 6,738,415,616 / 989e12 = 0.490562...
     assert mfu.mfu(12_000, config.LLAMA2_7B, 4096, H100) == pytest.approx(
         0.559170, abs=1e-6
     )
@@ -92,9 +94,12 @@ def test_training_days_known_case():
 
 
 def test_training_days_with_the_attention_term():
-    # Issue 11, item 1: at s = 8192 the attention term adds about 15 % for 70B, 8 % for 405B.
-    # 70B: 12 * 80 * 8192 * 8192 = 64,424,509,440 FLOPs a token, over 6 * 70e9 = 420e9: +15.34 %.
-    #      6ND days: 6 * 70e9 * 15e12 / (4096 * 989e12 * 0.4 * 86400) = 44.9998 days, so 51.902 days.
+    # Issue 11, item 1: at s = 8192 the attention term adds about 15 % for 70B,
+    # 8 % for 405B.
+    # 70B: 12 * 80 * 8192 * 8192 = 64,424,509,440 FLOPs a token, over 6 * 70e9 = 420e9:
+    #      +15.34 %.
+    #      6ND days: 6 * 70e9 * 15e12 / (4096 * 989e12 * 0.4 * 86400) = 44.9998 days,
+    #      so 51.902 days.
     attn70 = 3 * flops.attention_flops_per_token(config.LLAMA3_70B, 8192)
     assert attn70 == 64_424_509_440
     assert mfu.training_days(70e9, 15e12, H100, 4096, 0.4) == pytest.approx(
@@ -193,8 +198,8 @@ def test_training_days_rejects_negative_attention():
         mfu.training_days(8e9, 15e12, H100, 1024, 0.4, attention_flops_per_token=-1.0)
 
 
-# The published table against its sources.
-# PaLM (arXiv:2204.02311) Table 3: GPT-3 21.3 %, Gopher 32.5 %, MT-NLG 30.2 %, PaLM 46.2 % (HFU 57.8 %).
+# The published table against its sources. PaLM (arXiv:2204.02311) Table 3:
+# GPT-3 21.3 %, Gopher 32.5 %, MT-NLG 30.2 %, PaLM 46.2 % (HFU 57.8 %).
 # Llama 3 (arXiv:2407.21783) Table 4: 8,192 GPUs at s=8192 43 %; 16,384 at s=8192 41 %;
 # 16,384 at s=131,072 38 %; TFLOPs/GPU 430, 400, 380.
 SOURCE_ROWS = [
@@ -221,7 +226,8 @@ def test_published_table_matches_its_sources():
     "tflops_per_gpu,published", [(430, 0.43), (400, 0.41), (380, 0.38)]
 )
 def test_llama3_mfu_is_its_tflops_over_the_h100_peak(tflops_per_gpu, published):
-    # Llama 3 Table 4 prints both columns; they agree with the table's H100 peak to the
-    # paper's rounding: TFLOPs/GPU to the nearest 10 (+-5 / 989 = +-0.0051) and MFU to the
-    # whole percent (+-0.005), so 0.0101 at most (400 / 989 = 40.4 % is printed as 41 %).
+    # Llama 3 Table 4 prints both columns; they agree with the table's H100 peak
+    # to the paper's rounding: TFLOPs/GPU to the nearest 10 (+-5 / 989 = +-0.0051)
+    # and MFU to the whole percent (+-0.005), so 0.0101 at most (400 / 989 = 40.4 %
+    # is printed as 41 %).
     assert tflops_per_gpu * 1e12 / H100 == pytest.approx(published, abs=0.0101)

@@ -4,6 +4,7 @@ hand computation written out here, a physical bound, or the page's own
 asserts; each tolerance says where it comes from."""
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -47,18 +48,19 @@ def test_llama2_7b_reference_counts(v):
     assert v["l7_attn_over_6n"] == pytest.approx(
         6.442450944 / 39.642464256, rel=EXACT
     )  # 16.25 %
-    # "roughly a seventh" (BRIEF section 1): 6,442,450,944 / 46,084,915,200 = 0.1398, and
-    # "roughly" is taken as within half a point of 1/7 = 0.1429.
+    # "roughly a seventh" (BRIEF section 1): 6,442,450,944 / 46,084,915,200 = 0.1398,
+    # and "roughly" is taken as within half a point of 1/7 = 0.1429.
     assert v["l7_attn_share"] == pytest.approx(0.139795, abs=1e-6)
     assert v["l7_attn_share"] == pytest.approx(1 / 7, abs=0.005)
 
 
 def test_counter_against_formula(v):
-    # Written-out attention: FlopCounterMode and the formula agree exactly (the page asserts it).
+    # Written-out attention: FlopCounterMode and the formula agree
+    # exactly (the page asserts it).
     assert v["count_math_ratio"] == 1.0
     # The test-size model (L=2, h=128, V=512, GELU d_ff=512, s=64), by hand:
-    #   2 N_matmul = 2 (2 (4 * 128^2 + 2 * 128 * 512) + 512 * 128) = 917,504; 4Lhs = 65,536,
-    #   so the attention term is 65,536 / 983,040 = 1/15 of the FLOPs.
+    #   2 N_matmul = 2 (2 (4 * 128^2 + 2 * 128 * 512) + 512 * 128) = 917,504;
+    #   4Lhs = 65,536, so the attention term is 65,536 / 983,040 = 1/15 of the FLOPs.
     assert v["count_attn_share_tiny"] == pytest.approx(1 / 15, rel=EXACT)
     if v["device_name"].startswith("CPU:"):
         # On a CPU the fused kernel is invisible to the counter: exactly the attention
@@ -67,31 +69,35 @@ def test_counter_against_formula(v):
             v["count_attn_share_tiny"], abs=1e-9
         )
     else:
-        # On CUDA, torch.utils.flop_counter registers the fused kernels: the forward as
-        # the formula's two matmuls (QK^T, PV), the backward as five, the recomputed QK^T
-        # included, against the formula's four. So the count is the formula plus at most
-        # one more 2Lhs-per-token matmul, a sixth of the attention term.
+        # On CUDA, torch.utils.flop_counter registers the fused kernels:
+        # the forward as the formula's two matmuls (QK^T, PV), the backward
+        # as five, the recomputed QK^T included, against the formula's four.
+        # So the count is the formula plus at most one more 2Lhs-per-token matmul,
+        # a sixth of the attention term.
         extra = v["count_attn_share_tiny"] / 6
         assert 1 - 1e-9 <= v["count_sdpa_ratio"] <= 1 + extra + 1e-9
 
 
 def test_palm_worked_example_and_table(v):
-    # PaLM (arXiv:2204.02311) App. B: MT-NLG at 65.43K tokens/s on 2240 A100s (312 TFLOP/s)
-    # is 29.7 % MFU without attention; Table 3 prints 30.2 % with it, and PaLM's own
-    # 46.2 % MFU and 57.8 % HFU. The page prints them to 0.1 %, so round to three places.
+    # PaLM (arXiv:2204.02311) App. B: MT-NLG at 65.43K tokens/s on 2240 A100s
+    # (312 TFLOP/s) is 29.7 % MFU without attention; Table 3 prints 30.2 % with it,
+    # and PaLM's own 46.2 % MFU and 57.8 % HFU. The page prints them to 0.1 %,
+    # so round to three places.
     assert v["palm_mt_tokens"] == 65.43 and v["palm_a100_peak"] == 312
     assert round(v["palm_mt_6n"], 3) == 0.297
     assert round(v["palm_mt_full"], 3) == 0.302
     assert v["palm_mfu"] == 0.462 and v["palm_hfu"] == 0.578
     # Full recompute adds one forward to three passes: HFU = 4/3 MFU (PaLM App. B).
     assert v["palm_mt_hfu"] == pytest.approx(4 / 3 * v["palm_mt_full"], rel=1e-12)
-    # Smith et al. 2022 call it 530B; its matmul weights alone are 529.5B (within 0.2 %).
+    # Smith et al. 2022 call it 530B; its matmul weights alone
+    # are 529.5B (within 0.2 %).
     assert v["palm_mt_n"] == pytest.approx(530, rel=0.002)
 
 
 def test_measured_mfu_is_physical_and_consistent(v):
-    # No step runs faster than the nominal peak (mlbook.mfu.formulas.mfu would have refused it),
-    # and none faster than the best matmul of its dtype on its device (the page asserts it too).
+    # No step runs faster than the nominal peak (mlbook.mfu.formulas.mfu would
+    # have refused it), and none faster than the best matmul of its dtype on its
+    # device (the page asserts it too).
     assert 0 < v["meas_mfu_nominal"] <= 1
     assert 0 < v["mfu_step_vs_ceiling"] < 1
     assert 0 < v["meas_ceiling_frac"] < 1  # a sweep never beats the datasheet
@@ -108,11 +114,13 @@ def test_measured_mfu_is_physical_and_consistent(v):
     assert v["meas_ceiling_frac"] == pytest.approx(
         v["meas_ceiling"] / v["meas_peak"], rel=EXACT
     )
-    # the single square shape is one of the shapes a sweep may find, never above the ceiling
-    # by more than the drift between their measurements; both are multiples of 64 or the model's
+    # the single square shape is one of the shapes a sweep may find,
+    # never above the ceiling by more than the drift between their measurements;
+    # both are multiples of 64 or the model's
     assert v["meas_gemm_n"] == 256  # the test-size probe
-    # The best shape is a grid shape (multiples of 256 from 256) or one of the step's
-    # own GEMMs; at test sizes (h=128, d_ff=512, V=512, 4 x 64 tokens) all are multiples of 64.
+    # The best shape is a grid shape (multiples of 256 from 256) or one of the
+    # step's own GEMMs; at test sizes (h=128, d_ff=512, V=512, 4 x 64 tokens)
+    # all are multiples of 64.
     assert all(
         v[f"meas_ceiling_{d}"] % 64 == 0 and v[f"meas_ceiling_{d}"] >= 64 for d in "mnk"
     )
@@ -120,9 +128,10 @@ def test_measured_mfu_is_physical_and_consistent(v):
 
 def test_days_at_40_percent_mfu(v):
     # BRIEF planning cases on H100 (989 TFLOP/s), 40 % MFU, 86,400 s a day, by hand:
-    #   8B:   6 * 8e9 * 15e12 = 7.2e23 / (1024 * 989e12 * 0.4 * 86400 = 3.50002e22) = 20.5713
-    #   70B:  6 * 70e9 * 15e12 = 6.3e24 / (4096 * ... = 1.40004e23)               = 44.9998
-    #   405B: 6 * 405e9 * 15.6e12 = 3.7908e25 / (16384 * ... = 5.60011e23)       = 67.6926
+    #   8B:   6 * 8e9 * 15e12 = 7.2e23
+    #         / (1024 * 989e12 * 0.4 * 86400 = 3.50002e22) = 20.5713
+    #   70B:  6 * 70e9 * 15e12 = 6.3e24 / (4096 * ... = 1.40004e23) = 44.9998
+    #   405B: 6 * 405e9 * 15.6e12 = 3.7908e25 / (16384 * ... = 5.60011e23) = 67.6926
     assert v["plan_mfu"] == 0.4 and v["plan_peak"] == 989 and v["plan_s"] == 8192
     assert v["plan_8B"] == pytest.approx(20.5713, abs=1e-4)
     assert v["plan_70B"] == pytest.approx(44.9998, abs=1e-4)

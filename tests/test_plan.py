@@ -68,9 +68,10 @@ def test_llama3_failure_rate_is_the_logs():
 
 def test_single_gpu_memory_equals_the_chapters_numbers():
     """One GPU, no sharding: model state is mixed-precision Adam's 16 bytes per
-    parameter (precision chapter; ZeRO Sec. 3.1), and Llama-2-7B's activations at
-    s=4096, b=1 are the recompute chapter's 97.0 / 17.0 / 18.4 / 4.0 GiB for
-    none / selective / sqrt(L) / full (BRIEF section 4, from Korthikanti et al.'s formula)."""
+    parameter (precision chapter; ZeRO Sec. 3.1), and Llama-2-7B's activations
+    at s=4096, b=1 are the recompute chapter's 97.0 / 17.0 / 18.4 / 4.0 GiB
+    for none / selective / sqrt(L) / full (BRIEF section 4, from Korthikanti
+    et al.'s formula)."""
     briefs = {"none": 97.0, "selective": 17.0, "sqrt": 18.4, "full": 4.0}
     for strategy, gib in briefs.items():
         spec = RunSpec(
@@ -173,7 +174,7 @@ def test_a_model_that_does_not_fit_says_by_how_much():
     assert not m.fits and m.short_bytes == pytest.approx(m.total_bytes - 80e9)
 
 
-# --- validation -------------------------------------------------------------------------
+# --- validation -----------------------------------------------------------------------
 
 BASE = dict(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096)
 
@@ -229,7 +230,7 @@ def test_a_run_that_cannot_progress_is_refused():
         plan(RunSpec(**BASE, failures_per_gpu_hour=1.0))
 
 
-# --- the command --------------------------------------------------------------------------
+# --- the command ----------------------------------------------------------------------
 
 
 def run_cli(*args):
@@ -318,7 +319,7 @@ def test_no_subcommand_is_an_error():
     assert out.returncode == 2
 
 
-# --- properties -------------------------------------------------------------------------------
+# --- properties -----------------------------------------------------------------------
 
 specs = st.builds(
     RunSpec,

@@ -4,6 +4,7 @@ pytest.approx's default (relative 1e-6) is float rounding: every such line
 compares two ways of writing the same arithmetic on the page's numbers."""
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -78,7 +79,8 @@ def test_the_rest_of_the_70b_and_llama3_numbers(v):
     )
     # one failure per GPU every 54 x 24 x 16,384 / 419 hours (Llama 3's log), in years
     assert v["rate_gpu_years"] == pytest.approx(54 * 24 * 16384 / 419 / (24 * 365))
-    # the Llama 3 setting is the brief's 405B case at 41 % instead of 40 % MFU: days scale as 1/MFU
+    # the Llama 3 setting is the brief's 405B case at 41 % instead of 40 % MFU:
+    # days scale as 1/MFU
     assert v["l3_ideal_days"] == pytest.approx(v["case_405B_full"] * 0.40 / 0.41)
     assert v["l3_ideal_days"] < v["l3_days"] and 0 < v["l3_act_gib"] < v["l3_mem_gib"]
     # Young for a 5.68 TB write at 200 GB/s (28.4 s) and Llama 3's 3.09 h: 13.3 min

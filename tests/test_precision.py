@@ -151,7 +151,7 @@ def test_bf16_absorbs_matches_torch_bf16_addition():
     assert F.bf16_absorbs(1.0, 2.0**-7) and F.bf16_absorbs(1e-2, 1e-4)
 
 
-# --- underflow and overflow fractions (real casts) -------------------------------------
+# --- underflow and overflow fractions (real casts) ------------------------------------
 
 
 def test_underflow_fraction_known_values():
@@ -228,7 +228,7 @@ def assert_parity(grad_max, **kw):
     ours = P.loss_scaling_run(grad_max, "mlbook", **kw)
     theirs = P.loss_scaling_run(grad_max, "torch", **kw)
     for step, (a, b, sa, sb) in enumerate(
-        zip(ours.scales, theirs.scales, ours.skipped, theirs.skipped)
+        zip(ours.scales, theirs.scales, ours.skipped, theirs.skipped, strict=True)
     ):
         assert a == b, f"scale differs after step {step}: {a} vs {b}"
         assert sa == sb, f"skip decision differs at step {step}: {sa} vs {sb}"
@@ -363,9 +363,10 @@ def test_master_weight_experiment_pure_bf16_stalls():
     lr = 3e-4
     r = P.master_weight_experiment(steps=150, lr=lr, n_features=16, batch_size=64)
     fp32, master, pure = (r.runs[m] for m in P.MASTER_MODES)
-    # Adam's step is at most lr (1 - beta1) / sqrt(1 - beta2) = 3.2 lr ~ 1e-3 (Kingma and Ba
-    # 2015, Sec. 2.1), below half the bf16 gap at weights in [1, 2), 2^-8 = 3.9e-3: every
-    # update of a pure-bf16 weight rounds away, and its weights end where they began.
+    # Adam's step is at most lr (1 - beta1) / sqrt(1 - beta2) = 3.2 lr ~ 1e-3 (Kingma
+    # and Ba 2015, Sec. 2.1), below half the bf16 gap at weights in
+    # [1, 2), 2^-8 = 3.9e-3: every update of a pure-bf16 weight rounds away,
+    # and its weights end where they began.
     assert pure.unchanged_updates == 1.0
     assert len(set(pure.weight)) == 1
     assert abs(pure.final_error - r.initial_error) <= 2.0**-8  # w0 rounded to bf16 once
@@ -491,7 +492,8 @@ def test_scaling_run_policies_against_the_gaussian():
         past = max(run.amax[max(0, t - hist) : t])
         p = _gaussian_tail(past, sigma[t])
         assert run.delayed[t].saturated == pytest.approx(p, abs=tol(p)), t
-    # a scale from the tensor itself: only rounding, at most eps/2 of each value (normal ones)
+    # a scale from the tensor itself: only rounding, at most eps/2 of
+    # each value (normal ones)
     assert (
         max(e.rel_rms_error for e in run.current) <= F.float_format("fp8 E4M3").eps / 2
     )
@@ -572,7 +574,8 @@ def test_slider_figures_draw_what_they_say(hists):
         f"{F.simulate_scaler(g, growth_interval=100).n_skipped} of 2000 steps skipped"
         in fig.axes[0].get_title()
     )
-    # 70e9 parameters x 16 bytes (ZeRO, Rajbhandari et al. 2020, Sec. 3.1) = 1.12e12 bytes = 1,043 GiB
+    # 70e9 parameters x 16 bytes (ZeRO, Rajbhandari et al. 2020,
+    # Sec. 3.1) = 1.12e12 bytes = 1,043 GiB
     assert (
         "70B parameters x 16 bytes = 1,043 GiB"
         in figs.state_bytes(70.0).axes[0].get_title()

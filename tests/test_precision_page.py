@@ -8,6 +8,7 @@ tolerance says where it comes from."""
 import math
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
@@ -163,8 +164,9 @@ def test_formats_against_ieee_754_and_ocp_fp8(v):
     assert v["bf16_max"] == (2 - 2.0**-7) * 2.0**127
     assert (v["bf16_exp_bits"], v["bf16_mant_bits"], v["bf16_sig_bits"]) == (8, 7, 8)
     assert (v["bf16_eps"], v["bf16_eps_log2"]) == (2.0**-7, -7)
-    # OCP 8-bit Floating Point Specification rev. 1.0, Table 1 (and Micikevicius et al. 2022,
-    # Table 1): E4M3 max 448, E5M2 max 57344; 3 and 2 mantissa bits; 7 bits besides the sign
+    # OCP 8-bit Floating Point Specification rev. 1.0, Table 1 (and Micikevicius
+    # et al. 2022, Table 1): E4M3 max 448, E5M2 max 57344; 3 and 2 mantissa bits;
+    # 7 bits besides the sign
     assert (v["e4m3_max"], v["e4m3_mant_bits"], v["e4m3_eps"]) == (448, 3, 0.125)
     assert (v["e5m2_max"], v["e5m2_mant_bits"], v["e5m2_eps"]) == (57344, 2, 0.25)
     assert v["fp8_payload_bits"] == 7
@@ -172,18 +174,21 @@ def test_formats_against_ieee_754_and_ocp_fp8(v):
 
 def test_gradients_of_the_small_gpt(v):
     assert v["g_vocab"] == LLAMA2_VOCAB
-    # by hand: b s V = 2 x 64 x 32,000 = 4,096,000 logits; L b s h = 2 x 2 x 64 x 64 = 16,384
+    # by hand: b s V = 2 x 64 x 32,000 = 4,096,000 logits;
+    # L b s h = 2 x 2 x 64 x 64 = 16,384
     assert v["g_bsv"] == v["g_n_logits"] == 4.096
     assert v["g_n_hidden"] == 16384 / 1e6
     assert v["g_1_over_bsv"] == pytest.approx(1 / 4_096_000, rel=1e-15)
-    # fp16 flushes at or below half its smallest subnormal: 2^-25; 1 / 2^-25 = 33.554432 M
+    # fp16 flushes at or below half its smallest subnormal: 2^-25;
+    # 1 / 2^-25 = 33.554432 M
     assert (v["g_flush"], v["g_flush_log2"], v["g_inv_flush"]) == (
         2.0**-25,
         -25,
         33.554432,
     )
-    # "close to 1/(bsV)": near-uniform softmax at initialisation gives p ~ 1/V, so each
-    # non-target logit's gradient is p / (b s); the page asserts a factor of 2 either way
+    # "close to 1/(bsV)": near-uniform softmax at initialisation gives p ~ 1/V,
+    # so each non-target logit's gradient is p / (b s); the page asserts
+    # a factor of 2 either way
     assert 0.5 < v["g_logits_median"] * 4_096_000 < 2
     assert v["g_weights_ratio"] > 0 and v["g_weights_median"] > 0
     # the safe scale is a power of two, and scaling up never flushes more
@@ -193,7 +198,8 @@ def test_gradients_of_the_small_gpt(v):
     for k in ("logits", "activations", "weights"):
         assert v[f"g_{k}_zero_scaled"] <= v[f"g_{k}_zero"]
         assert v[f"g_{k}_zero"] + v[f"g_{k}_sub"] <= 1 + 1e-12  # disjoint zones
-    # "the same values in bf16 lose": bf16's smallest subnormal is 2^-133, far below any of them
+    # "the same values in bf16 lose": bf16's smallest subnormal is 2^-133, far
+    # below any of them
     assert v["g_bf16_zero"] == 0
     # scaling up only lifts values out of the low zones: what is subnormal at the safe
     # scale was subnormal or flushed unscaled
@@ -203,8 +209,8 @@ def test_gradients_of_the_small_gpt(v):
 
 
 def test_the_loss_scaler_matches_gradscaler(v):
-    # torch.amp.GradScaler's documented defaults (the brief: init 65536, growth factor 2,
-    # backoff 0.5, growth interval 2000)
+    # torch.amp.GradScaler's documented defaults (the brief: init 65536, growth
+    # factor 2, backoff 0.5, growth interval 2000)
     assert (v["gs_init"], v["gs_growth"], v["gs_backoff"], v["gs_interval"]) == (
         65536,
         2,
@@ -232,8 +238,8 @@ def test_bf16_master_weights(v):
     # bf16 has 8 significant bits: at 1 the gap is 2^-7, half of it 2^-8
     assert (v["bf16_half_gap"], v["bf16_half_gap_log2"]) == (2.0**-8, -8)
     assert (v["mw_lr"], v["mw_offset"], v["mw_steps"]) == (1e-4, 0.02, MASTER_STEPS)
-    # Adam's step is at most lr (1 - beta1) / sqrt(1 - beta2) = 3.2e-4 (Kingma and Ba 2015,
-    # Sec. 2.1), below 2^-8 = 3.9e-3: every pure-bf16 update near 1 rounds away
+    # Adam's step is at most lr (1 - beta1) / sqrt(1 - beta2) = 3.2e-4 (Kingma and
+    # Ba 2015, Sec. 2.1), below 2^-8 = 3.9e-3: every pure-bf16 update near 1 rounds away
     assert v["mw_pure_lost"] == 1
     # unchanged weights: the error is the start's, up to rounding w0 to bf16 once (2^-8)
     assert abs(v["mw_pure_error"] - v["mw_initial_error"]) <= 2.0**-8
@@ -244,32 +250,35 @@ def test_bf16_master_weights(v):
         min(v["mw_loss0"], v["mw_fp32_loss"], v["mw_master_loss"], v["mw_pure_loss"])
         > 0
     )
-    # ZeRO (Rajbhandari et al. 2020), Sec. 3.1: the fp32 master copy is 4 bytes a parameter
+    # ZeRO (Rajbhandari et al. 2020), Sec. 3.1: the fp32 master copy
+    # is 4 bytes a parameter
     assert v["master_bytes"] == 4
 
 
 def test_fp8_scaling(v):
     assert v["f8_grad_std"] == 1e-6
-    # E5M2 flushes at or below 2^-17 = 7.6e-6, 7.6 sigmas: P(|Z| > 7.6) ~ 3e-14 per value,
-    # so all 4096 values flush and the error is the whole tensor
+    # E5M2 flushes at or below 2^-17 = 7.6e-6, 7.6 sigmas: P(|Z| > 7.6) ~ 3e-14 per
+    # value, so all 4096 values flush and the error is the whole tensor
     assert v["f8_E5M2_flushed"] == 1 and v["f8_E5M2_plain"] == 1
     # scaled: round to nearest moves each (normal) value by at most eps / 2
     assert 0 < v["f8_E4M3_scaled"] <= 0.125 / 2 and 0 < v["f8_E5M2_scaled"] <= 0.25 / 2
     assert v["f8_E4M3_scaled"] < v["f8_E5M2_scaled"]  # one more mantissa bit
     assert v["f8_jump_step"] == FP8_STEPS * 3 // 4 + 1
     assert v["f8_current_median"] <= 0.125 / 2
-    # delayed: at a typical step the history's amax is within a few percent of the tensor's,
-    # so at most a few values saturate, by a few percent; rounding's eps / 2 bounds the rest
+    # delayed: at a typical step the history's amax is within a few percent
+    # of the tensor's, so at most a few values saturate, by a few percent;
+    # rounding's eps / 2 bounds the rest
     assert v["f8_delayed_median"] <= 0.125 / 2
-    # no scale: sigma 1e-3 to 2.4e-3 puts most values among E4M3's subnormals (below 2^-6),
-    # where the relative error exceeds the scaled cast's
+    # no scale: sigma 1e-3 to 2.4e-3 puts most values among E4M3's subnormals
+    # (below 2^-6), where the relative error exceeds the scaled cast's
     assert v["f8_none_median"] > v["f8_current_median"]
     assert v["f8_after_err"] < v["f8_jump_err"]  # the page asserts it
-    # At the jump the tensor's sigma grows 8 x 1.02. The history's amax is the largest of
-    # 16 x 1024 draws whose sigmas run from 1.02^-15 to 1 times the old sigma: between 3.11
-    # and 5.56 old sigmas (the 1e-4 and 1 - 1e-4 quantiles of a 20,000-run Monte Carlo of that
-    # maximum), so the threshold is 0.38 to 0.68 new sigmas and P(|Z| > t) is 0.50 to 0.70;
-    # 0.05 either way is three binomial standard deviations of 1024 values (0.016).
+    # At the jump the tensor's sigma grows 8 x 1.02. The history's amax is the largest
+    # of 16 x 1024 draws whose sigmas run from 1.02^-15 to 1 times the old sigma:
+    # between 3.11 and 5.56 old sigmas (the 1e-4 and 1 - 1e-4 quantiles of a 20,000-run
+    # Monte Carlo of that maximum), so the threshold is 0.38 to 0.68 new sigmas
+    # and P(|Z| > t) is 0.50 to 0.70; 0.05 either way is three binomial standard
+    # deviations of 1024 values (0.016).
     assert 0.45 < v["f8_jump_sat"] < 0.75
 
 
@@ -278,16 +287,18 @@ def test_matmul_and_the_h100_datasheet(v):
     assert v["mm_fp16_n"] in (128, v["mm_n"])  # the probe size, or full
     assert min(v["mm_fp32"], v["mm_bf16"], v["mm_fp16"]) > 0
     assert v["mm_bf16_over_fp32"] > 0 and v["mm_fp16_over_fp32"] > 0
-    # NVIDIA H100 Tensor Core GPU datasheet, SXM5, dense: fp32 67 TFLOPS, bf16 989.4, fp8 1,978.9;
-    # the table keeps three or four digits (989, 1979), so 1e-3 relative
+    # NVIDIA H100 Tensor Core GPU datasheet, SXM5, dense: fp32 67 TFLOPS, bf16 989.4,
+    # fp8 1,978.9; the table keeps three or four digits (989, 1979), so 1e-3 relative
     assert v["h100_bf16_over_fp32"] == pytest.approx(989.4 / 67, rel=1e-3)
     assert v["h100_fp8_over_bf16"] == pytest.approx(1978.9 / 989.4, rel=1e-3)
 
 
 def test_model_state_bytes(v):
-    # ZeRO, Sec. 3.1: mixed-precision Adam keeps 2 + 2 + 4 + 4 + 4 = 16 bytes a parameter
+    # ZeRO, Sec. 3.1: mixed-precision Adam keeps 2 + 2 + 4 + 4 + 4 = 16 bytes
+    # a parameter
     assert v["state_per_param"] == 16
-    # by hand: 7e9 x 16 = 1.12e11 bytes / 2^30 = 104.31 GiB; 70B: 1,043.08 GiB; 405B: 6,034.97 GiB
+    # by hand: 7e9 x 16 = 1.12e11 bytes / 2^30 = 104.31 GiB; 70B:
+    # 1,043.08 GiB; 405B: 6,034.97 GiB
     for n, gib in ((7, 104.31), (70, 1043.08), (405, 6034.97)):
         assert v[f"state_{n}b"] == pytest.approx(
             gib, abs=0.005

@@ -5,6 +5,7 @@ that names it."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -139,7 +140,7 @@ def test_fp16_overflows_is_monotone(scale, g):
     assert F.fp16_overflows(scale, math.inf) and F.fp16_overflows(scale, math.nan)
 
 
-# --- the scaler ------------------------------------------------------------------------
+# --- the scaler -----------------------------------------------------------------------
 
 
 @FEW
@@ -158,7 +159,7 @@ def test_simulate_scaler_keeps_a_finite_scale_and_halves_on_overflow(
     assert len(trace.scales) == len(trace.skipped) == len(grad_max)
     assert all(math.isfinite(s) and s > 0 for s in trace.scales)
     previous = 65536.0
-    for s, skipped in zip(trace.scales, trace.skipped):
+    for s, skipped in zip(trace.scales, trace.skipped, strict=True):
         if skipped:
             assert s < previous  # every skip backs off
         else:
@@ -216,7 +217,7 @@ def test_fp8_scale_maps_amax_below_the_max(amax, name, margin):
     )
 
 
-# --- histograms and zones ----------------------------------------------------------------
+# --- histograms and zones -------------------------------------------------------------
 
 
 @FEW
@@ -256,13 +257,13 @@ def test_zone_fractions_sum_to_one_and_slide_with_the_scale(values, name, log2_s
     )  # scaling up slides right
 
 
-# --- bad input -----------------------------------------------------------------------------
+# --- bad input ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", NOT_A_NAME)
 def test_bad_format_names_are_named(bad):
     for call in (F.float_format, F.flush_threshold, F.overflow_threshold):
-        _assert_named(lambda: call(bad), "name must be one of")
+        _assert_named(functools.partial(call, bad), "name must be one of")
     _assert_named(lambda: F.round_to_format([1.0], bad), "name must be one of")
     _assert_named(lambda: F.max_safe_scale(1.0, bad), "name must be one of")
     _assert_named(lambda: F.fp8_scale(1.0, bad), "name must be one of")
@@ -301,7 +302,7 @@ def test_positive_arguments_are_named(bad):
     _assert_named(lambda: F.zone_fractions(h, "fp16", bad), "scale")
     _assert_named(lambda: F.scripted_grad_max(3, base=bad), "base")
     for arg in ("start", "end", "spike"):
-        _assert_named(lambda: F.drifting_grad_max(10, **{arg: bad}), arg)
+        _assert_named(functools.partial(F.drifting_grad_max, 10, **{arg: bad}), arg)
     _assert_named(lambda: F.simulate_scaler([1.0], init_scale=bad), "init_scale")
 
 

@@ -29,8 +29,8 @@ SHAPES = [  # (s, b, h, a, L)
 def test_full_plan_is_L_inputs_plus_one_layer(s, b, h, a, L):
     plans = recompute.checkpoint_plans(s, b, h, a, L)
     A = recompute.activation_bytes_per_layer(s, b, h, a, "none")
-    I = 2 * s * b * h
-    assert plans["full"].memory_bytes == L * I + A
+    input_bytes = 2 * s * b * h
+    assert plans["full"].memory_bytes == L * input_bytes + A
     assert plans["full"].segments == L
 
 
@@ -112,17 +112,19 @@ def test_seq_len_for_selective_overhead():
 
 
 def test_optimal_segments():
-    L, A, I = 64, 8.0, 2.0
-    c_star = recompute.optimal_segments(L, A, I)
+    L, A, input_bytes = 64, 8.0, 2.0
+    c_star = recompute.optimal_segments(L, A, input_bytes)
     assert c_star == pytest.approx(16)
 
     def cont(c):
-        return c * I + L / c * A
+        return c * input_bytes + L / c * A
 
     assert cont(c_star) <= min(cont(c_star * 0.9), cont(c_star * 1.1))
-    best = recompute.best_segments(L, A, I)
-    mem = [recompute.segments_memory_bytes(c, L, A, I) for c in range(1, L + 1)]
-    assert recompute.segments_memory_bytes(best, L, A, I) == min(mem)
+    best = recompute.best_segments(L, A, input_bytes)
+    mem = [
+        recompute.segments_memory_bytes(c, L, A, input_bytes) for c in range(1, L + 1)
+    ]
+    assert recompute.segments_memory_bytes(best, L, A, input_bytes) == min(mem)
     # Llama-2-7B at 4k: a layer keeps 97x its input, c* > L, so checkpoint every layer
     A7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32)
     I7 = recompute.activation_bytes_per_layer(4096, 1, 4096, 32, "full")
@@ -173,25 +175,28 @@ def test_activation_formula_known_values():
 
 
 def test_llama2_7b_at_4k_reproduces_the_brief():
-    # BRIEF section 4 / Korthikanti's formula: 97 GiB none, 17 GiB selective, 18.4 GiB sqrt(L),
-    # 4.0 GiB full. By hand, sbh = 2^24, a s^2 b = 2^29: A = 34 * 2^24 + 5 * 2^29 = 3.03125 GiB.
+    # BRIEF section 4 / Korthikanti's formula: 97 GiB none, 17 GiB selective,
+    # 18.4 GiB sqrt(L), 4.0 GiB full. By hand, sbh = 2^24, a s^2 b = 2^29:
+    # A = 34 * 2^24 + 5 * 2^29 = 3.03125 GiB.
     gib = 2**30
     plans = recompute.checkpoint_plans(4096, 1, 4096, 32, 32)
     assert plans["none"].memory_bytes / gib == 97.0  # 32 * 3.03125
     assert plans["selective"].memory_bytes / gib == 17.0  # 32 * 34 * 2^24
     assert plans["sqrt"].memory_bytes / gib == 18.375  # 6 * 2^25 + 6 * A
     assert plans["full"].memory_bytes / gib == 4.03125  # 32 * 2^25 + A
-    # and it is about as much as the model state (16 bytes a parameter, 6,738,415,616 parameters)
+    # and it is about as much as the model state (16 bytes a parameter,
+    # 6,738,415,616 parameters)
     state = memory.model_state_bytes(n_params(config.LLAMA2_7B))
     assert state / gib == pytest.approx(16 * 6_738_415_616 / gib)
     assert 0.9 < plans["none"].memory_bytes / state < 1.1
 
 
 def test_llama2_own_block_count_by_hand():
-    # Llama 2's block: 16-bit, no dropout, SwiGLU of width 11008, fused norms, scores materialised.
-    # By hand, in units of sbh: norms 2 + 2, QKV input 2, Q and K 4, V 2, output projection
-    # input 2, MLP input 2, and four 11008-wide tensors 4 * 2 * 11008/4096 = 21.5: 37.5 sbh;
-    # the softmax output 2 a s^2 b (P V reads it; no dropped-out copy, no masks).
+    # Llama 2's block: 16-bit, no dropout, SwiGLU of width 11008, fused norms,
+    # scores materialised. By hand, in units of sbh: norms 2 + 2, QKV input 2,
+    # Q and K 4, V 2, output projection input 2, MLP input 2, and four 11008-wide
+    # tensors 4 * 2 * 11008/4096 = 21.5: 37.5 sbh; the softmax output 2 a s^2 b
+    # (P V reads it; no dropped-out copy, no masks).
     m = 11008 / 4096
     c = recompute.saved_coefficients(dropout=False, mlp="swiglu", d_ff_mult=m)
     assert (c.linear, c.square) == (37.5, 2)
@@ -223,8 +228,8 @@ def test_saved_coefficients_default_is_the_paper():
 
 
 def test_swiglu_flops():
-    # three h x d_ff matmuls: 6 h d_ff per token, so a SwiGLU MLP of width d equals a GELU
-    # MLP of width 1.5 d in FLOPs
+    # three h x d_ff matmuls: 6 h d_ff per token, so a SwiGLU MLP of width d equals
+    # a GELU MLP of width 1.5 d in FLOPs
     assert recompute.layer_forward_flops(
         8, 1, 64, 2.0, "swiglu"
     ) == recompute.layer_forward_flops(8, 1, 64, 3.0)
@@ -380,7 +385,7 @@ def test_figures_have_labelled_axes():
         matplotlib.pyplot.close(fig)
 
 
-# --- measured counterparts (torch, CPU) ----------------------------------------------------
+# --- measured counterparts (torch, CPU) -----------------------------------------------
 
 torch = pytest.importorskip("torch")
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config  # noqa: E402
@@ -458,7 +463,7 @@ def test_recompute_gives_the_same_gradients():
             model(idx, tgt)[1].backward()
         grads[strategy] = [p.grad.clone() for p in model.parameters()]
     for strategy in ("selective", "full"):
-        for g, ref in zip(grads[strategy], grads["none"]):
+        for g, ref in zip(grads[strategy], grads["none"], strict=True):
             torch.testing.assert_close(g, ref, rtol=1e-5, atol=1e-6)
 
 
@@ -520,7 +525,7 @@ def test_measure_strategies_rejects_bad_settings_and_restores_threads():
     assert torch.get_num_threads() == threads
 
 
-# --- a Llama-shaped block -----------------------------------------------------------------
+# --- a Llama-shaped block -------------------------------------------------------------
 
 LLAMA_BLK = config.TransformerConfig(
     n_layers=1,
@@ -541,8 +546,9 @@ def test_llama_block_saved_bytes_match_its_count(dtype):
     assert r.residual_bytes == 0
     # two RMSNorms, one fp32 inverse RMS per token each; the bool causal mask
     assert r.extras == {"norm statistics": 2 * b * s * 4, "causal mask": s * s}
-    # by hand, in values: norms' inputs 2 sbh, QKV input 1, Q and K 2, V 1, output projection
-    # input 1, MLP input 1 (8 sbh); four s b d_ff tensors; the softmax output a s^2 b
+    # by hand, in values: norms' inputs 2 sbh, QKV input 1, Q and K 2, V 1,
+    # output projection input 1, MLP input 1 (8 sbh); four s b d_ff tensors;
+    # the softmax output a s^2 b
     act = 2 if dtype == "bf16" else 4
     assert r.formula_bytes == act * (8 * s * b * 64 + 4 * s * b * 172 + 4 * s * s * b)
 
@@ -572,6 +578,7 @@ def test_flop_check_is_exact(measured):
     assert fc.exact
     assert fc.blocks_ratio == pytest.approx(4 / 3, rel=1e-12)  # one more forward of 3
     assert 1 < fc.whole_ratio < 4 / 3 and fc.default_ratio < fc.whole_ratio
-    # at s = 32, h = 64 (GELU, d_ff = 4h) the core is 4sh / (24h^2 + 4sh) = 8192 / 106496 of
-    # a forward; a third of that is selective's share of the blocks' training FLOPs
+    # at s = 32, h = 64 (GELU, d_ff = 4h) the core is
+    # 4sh / (24h^2 + 4sh) = 8192 / 106496 of a forward; a third of that is selective's
+    # share of the blocks' training FLOPs
     assert fc.selective_share == pytest.approx(8192 / 106496 / 3, rel=1e-12)

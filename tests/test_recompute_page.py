@@ -7,8 +7,8 @@ from. The first test checks the paper's table the page quotes without a build.""
 import math
 
 import pytest
-from conftest import page_values
 
+from conftest import page_values
 from mlbook.recompute import formulas as recompute
 
 GIB = 2**30
@@ -32,7 +32,8 @@ TABLE_5_THROUGHPUT_INCREASE = (0.290, 0.318, 0.297, 0.321)
 def test_reported_overheads_are_the_papers_tables():
     base = TABLE_4_COMBINED_MS["baseline no recompute"]
     for k, overhead in recompute.REPORTED_TIME_OVERHEAD.items():
-        # the paper prints whole percent: 27.2 / 19.6 = 1.388, 20.9 / 19.6 = 1.066, 20.3 / 19.6 = 1.036
+        # the paper prints whole percent: 27.2 / 19.6 = 1.388, 20.9 / 19.6 = 1.066,
+        # 20.3 / 19.6 = 1.036
         assert overhead == round(TABLE_4_COMBINED_MS[k] / base - 1, 2), k
     lo, hi = recompute.REPORTED_THROUGHPUT_GAIN
     assert (lo, hi) == (
@@ -62,8 +63,9 @@ def test_korthikanti_coefficients(v):
 
 @pytest.mark.book
 def test_llama2_7b_with_the_papers_formula(v):
-    # BRIEF section 4: 97 / 17 / 18.4 / 4.0 GiB. By hand at s = h = 4096, a = L = 32, b = 1:
-    # sbh = 2^24 bytes-units, a s^2 b = 2^29; A = 34 * 2^24 + 5 * 2^29 = 3.03125 GiB, I = 2^25.
+    # BRIEF section 4: 97 / 17 / 18.4 / 4.0 GiB. By hand at s = h = 4096,
+    # a = L = 32, b = 1: sbh = 2^24 bytes-units, a s^2 b = 2^29;
+    # A = 34 * 2^24 + 5 * 2^29 = 3.03125 GiB, I = 2^25.
     assert v["l7_layer_gib"] == 3.03125
     assert v["l7_none_gib"] == 97.0  # 32 A
     assert v["l7_selective_gib"] == 17.0  # 32 * 34 * 2^24
@@ -93,9 +95,9 @@ def test_selective_flops_and_segments(v):
 
 @pytest.mark.book
 def test_llama2_own_block(v):
-    # Issue 11, item 2. By hand, in bytes per sbh: norms' inputs 4, QKV input 2, Q and K 4, V 2,
-    # output projection input 2, MLP input 2 (16), four 11008-wide tensors 4 * 2 * 2.6875 = 21.5;
-    # softmax output 2 a s^2 b (no masks, no dropped-out copy).
+    # Issue 11, item 2. By hand, in bytes per sbh: norms' inputs 4, QKV input 2, Q and
+    # K 4, V 2, output projection input 2, MLP input 2 (16), four 11008-wide tensors
+    # 4 * 2 * 2.6875 = 21.5; softmax output 2 a s^2 b (no masks, no dropped-out copy).
     assert (v["ll_linear"], v["ll_square"]) == (37.5, 2)
     assert v["ll_layer_gib"] == 1.5859375  # (37.5 * 2^24 + 2 * 2^29) / 2^30
     assert v["ll_none_gib"] == 50.75  # 32 layers
@@ -116,11 +118,13 @@ def test_selective_against_sqrt_crossover(v):
         v["cmp_2048_sqrt"] < v["cmp_2048_selective"]
         and v["cmp_4096_selective"] < v["cmp_4096_sqrt"]
     )
-    # s = 2048: selective 32 * 34 * 2^23 B = 8.5 GiB; sqrt 6 * 2^24 + 6 (34 * 2^23 + 5 * 2^27) B
+    # s = 2048: selective 32 * 34 * 2^23 B = 8.5 GiB; sqrt 6 * 2^24 + 6
+    # (34 * 2^23 + 5 * 2^27) B
     assert v["cmp_2048_selective"] == 8.5
     assert v["cmp_2048_sqrt"] == (6 * 2**24 + 6 * (34 * 2**23 + 5 * 2**27)) / GIB
     assert (v["cmp_4096_selective"], v["cmp_4096_sqrt"]) == (17.0, 18.375)
-    # s = 32768: selective 32 * 34 * 2^27 B = 136 GiB; full 32 * 2^28 + 34 * 2^27 + 5 * 2^35 B
+    # s = 32768: selective 32 * 34 * 2^27 B = 136 GiB;
+    # full 32 * 2^28 + 34 * 2^27 + 5 * 2^35 B
     assert v["cmp_32768_selective"] == 136.0
     assert v["cmp_32768_full"] == (32 * 2**28 + 34 * 2**27 + 5 * 2**35) / GIB
     assert v["cmp_32768_full"] > v["cmp_32768_selective"]
@@ -132,25 +136,28 @@ def test_selective_against_sqrt_crossover(v):
 
 @pytest.mark.book
 def test_measured_gpt_block(v):
-    # The chapter's tolerance (SAVED_BYTES_TOLERANCE); the page asserts every case within it.
+    # The chapter's tolerance (SAVED_BYTES_TOLERANCE); the page asserts
+    # every case within it.
     assert v["tol"] == 0.02 and 0 <= v["worst"] <= v["tol"]
     # The test-size block (s=32, b=2, h=64, a=2), by hand, fp32 without dropout:
-    #   items 64 sbh + 4 a s^2 b = 64 * 4096 + 4 * 4096 = 278,528 bytes; LayerNorm statistics
-    #   2 norms x 2 values x 64 tokens x 4 bytes = 1,024; causal mask 32 x 32 bools = 1,024;
-    #   measured 280,576. The paper's count for the shape: 34 * 4096 + 5 * 4096 = 159,744.
+    #   items 64 sbh + 4 a s^2 b = 64 * 4096 + 4 * 4096 = 278,528 bytes;
+    #   LayerNorm statistics 2 norms x 2 values x 64 tokens x 4 bytes = 1,024;
+    #   causal mask 32 x 32 bools = 1,024; measured 280,576.
+    #   The paper's count for the shape: 34 * 4096 + 5 * 4096 = 159,744.
     assert v["fp32_vs_paper"] == pytest.approx(280_576 / 159_744, rel=EXACT)
     assert v["fp32_vs_paper"] < 2  # "less than twice" (the page asserts it)
     assert v["extras_share"] == pytest.approx(2048 / 280_576, rel=EXACT)
     gpu = v["device_name"].startswith("GPU:")
     # CPU: F.dropout keeps a noise tensor in fp32 (4 bytes); CUDA: a bool mask (1 byte)
     assert v["mask_bytes"] == (1 if gpu else 4)
-    # dropout adds the probabilities' mask and dropped-out copy (a s^2 b = 4,096 values each)
-    # and two s b h masks (4,096 values each): 4 * (4096 + 4096 + 8192) on a CPU
+    # dropout adds the probabilities' mask and dropped-out copy (a s^2 b = 4,096 values
+    # each) and two s b h masks (4,096 values each): 4 * (4096 + 4096 + 8192) on a CPU
     assert v["dropout_extra"] == (
         1 * (4096 + 8192) + 4 * 4096 if gpu else 4 * (4096 + 4096 + 8192)
     )
-    # Fused SDPA: no s x s items (16,384 of the formula's 278,528 bytes); it keeps a log-sum-exp
-    # per row (2 * 2 * 32 values, 512 bytes) and no causal mask: 263,680 measured on a CPU.
+    # Fused SDPA: no s x s items (16,384 of the formula's 278,528 bytes);
+    # it keeps a log-sum-exp per row (2 * 2 * 32 values, 512 bytes) and no causal mask:
+    # 263,680 measured on a CPU.
     assert v["square_share"] == pytest.approx(16_384 / 278_528, rel=EXACT)
     if not gpu:
         assert v["fused_saving"] == pytest.approx(1 - 263_680 / 280_576, rel=EXACT)
@@ -158,9 +165,10 @@ def test_measured_gpt_block(v):
 
 @pytest.mark.book
 def test_measured_llama_block(v):
-    # Test size (s=32, b=2, h=64, a=2, d_ff=172, bf16), by hand: 2 bytes x (8 sbh = 32,768 +
-    # four s b d_ff = 44,032 + a s^2 b = 4,096) = 161,792; plus two fp32 inverse RMS per
-    # token (2 * 64 * 4 = 512) and the 32 x 32 causal mask (1,024): 163,328.
+    # Test size (s=32, b=2, h=64, a=2, d_ff=172, bf16), by hand:
+    # 2 bytes x (8 sbh = 32,768 + four s b d_ff = 44,032 + a s^2 b = 4,096) = 161,792;
+    # plus two fp32 inverse RMS per token (2 * 64 * 4 = 512) and the 32 x 32 causal
+    # mask (1,024): 163,328.
     assert v["llb_formula"] == 161_792 and v["llb_measured"] == 163_328
     assert v["llb_ratio"] == pytest.approx(163_328 / 161_792, rel=EXACT)
     assert abs(v["llb_ratio"] - 1) <= v["tol"]  # within the chapter's tolerance
@@ -170,7 +178,8 @@ def test_measured_llama_block(v):
 def test_counted_flops(v):
     # Test-size run: L=2, h=64, V=256, s=64, b=2, GELU d_ff = 256. By hand:
     #   F = b s (24 h^2 + 4 s h) = 128 * 114,688 = 14,680,064 per layer forward;
-    #   head 3 * 2 b s h V = 12,582,912; a step without recompute 3 L F + head = 100,663,296;
+    #   head 3 * 2 b s h V = 12,582,912;
+    #   a step without recompute 3 L F + head = 100,663,296;
     #   full (whole forward) + L F = 130,023,424; PyTorch default + L (F - 2 b s d_ff h)
     #   = + 20,971,520; selective + L * 4 b s^2 h = + 4,194,304.
     assert v["blocks_ratio"] == pytest.approx(4 / 3, rel=EXACT)
@@ -204,6 +213,7 @@ def test_reported_and_exercise(v):
     # Table 4 and 5 as checked above; the page quotes them unchanged
     assert (v["rep_full"], v["rep_sel"], v["rep_sel_sp"]) == (0.39, 0.07, 0.04)
     assert (v["rep_gain_lo"], v["rep_gain_hi"]) == (0.29, 0.32)
-    # the exercise: s = 72 t h / (4 - 12 t) at t = 0.1, h = 4096: 7.2 * 4096 / 2.8 = 10,532.6
+    # the exercise: s = 72 t h / (4 - 12 t) at t = 0.1, h = 4096:
+    # 7.2 * 4096 / 2.8 = 10,532.6
     assert v["ex_s_star"] == pytest.approx(0.1 * 72 * 4096 / 2.8, rel=1e-12)
     assert v["ex_ratio"] == pytest.approx(7.2 / 2.8, rel=1e-12)

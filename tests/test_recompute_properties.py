@@ -127,17 +127,17 @@ def test_items_coefficients_and_layer_bytes_agree(s, b, ah, act, mask, dropout, 
 
 @FEW
 @given(layers, sizes, sizes, st.data())
-def test_segments(L, A, I, data):
+def test_segments(L, A, input_bytes, data):
     c = data.draw(st.integers(1, L))
-    mem = rc.segments_memory_bytes(c, L, A, I)
-    assert _finite(mem) and mem >= c * I
+    mem = rc.segments_memory_bytes(c, L, A, input_bytes)
+    assert _finite(mem) and mem >= c * input_bytes
     assert (
-        rc.segments_memory_bytes(c, L, 2 * A, I) >= mem
+        rc.segments_memory_bytes(c, L, 2 * A, input_bytes) >= mem
     )  # (>=: A may vanish beside c I in floats)
-    c_star = rc.optimal_segments(L, A, I)
-    assert c_star > 0 and rc.optimal_segments(L, 2 * A, I) > c_star
-    best = rc.best_segments(L, A, I)
-    assert 1 <= best <= L and rc.segments_memory_bytes(best, L, A, I) <= mem
+    c_star = rc.optimal_segments(L, A, input_bytes)
+    assert c_star > 0 and rc.optimal_segments(L, 2 * A, input_bytes) > c_star
+    best = rc.best_segments(L, A, input_bytes)
+    assert 1 <= best <= L and rc.segments_memory_bytes(best, L, A, input_bytes) <= mem
     sq = rc.sqrt_segments(L)
     assert sq * sq >= L > (sq - 1) ** 2 and rc.sqrt_segments(L + 1) >= sq
 
@@ -175,7 +175,7 @@ def test_crossover(ah, L):
     assert above["selective"].memory_bytes < above["sqrt"].memory_bytes
 
 
-# --- bad inputs: a ValueError that names the argument -----------------------------------
+# --- bad inputs: a ValueError that names the argument ---------------------------------
 
 GOOD = dict(
     s=64,

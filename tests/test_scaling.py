@@ -19,13 +19,14 @@ from mlbook.common.units import GIB
 from mlbook.scaling import formulas as sc
 from mlbook.scaling import pipeline
 
-# --- importable without torch ------------------------------------------------------------
+# --- importable without torch ---------------------------------------------------------
 
 
 def test_the_calculators_import_without_torch():
     code = (
         "import sys\n"
-        "from mlbook.scaling import ring_allreduce_s, zero_state_bytes, zero_comm_bytes, bubble_fraction, "
+        "from mlbook.scaling import ring_allreduce_s, zero_state_bytes, "
+        "zero_comm_bytes, bubble_fraction, "
         "simulate, fit_alpha_beta, tp_bytes_per_layer\n"
         "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n"
     )
@@ -35,12 +36,13 @@ def test_the_calculators_import_without_torch():
     assert out.stdout.strip() == "[]"
 
 
-# --- the ring ------------------------------------------------------------------------------
+# --- the ring -------------------------------------------------------------------------
 
 
 def test_ring_allreduce_by_hand():
     # S = 1 GB over N = 8 ranks at B = 50 GB/s with alpha = 5 us:
-    #   2 (N - 1) alpha = 14 * 5e-6 = 7.0e-5 s; 2 (N - 1) / N * S / B = 1.75 * 1e9 / 50e9 = 0.035 s
+    #   2 (N - 1) alpha = 14 * 5e-6 = 7.0e-5 s;
+    #   2 (N - 1) / N * S / B = 1.75 * 1e9 / 50e9 = 0.035 s
     assert sc.ring_allreduce_s(1e9, 8, 50e9, 5e-6) == pytest.approx(0.03507, rel=1e-12)
     # each half: 7 * 5e-6 + 0.875 * 0.02 = 0.017535 s
     assert sc.reduce_scatter_s(1e9, 8, 50e9, 5e-6) == pytest.approx(0.017535, rel=1e-12)
@@ -60,19 +62,20 @@ def test_ring_refuses_zero_ranks_and_zero_bandwidth():
         sc.ring_allreduce_s(1e9, 8, 0)
 
 
-# --- ZeRO -----------------------------------------------------------------------------------
+# --- ZeRO -----------------------------------------------------------------------------
 
 
 def test_zero_figure_1():
-    # Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, N_d = 64, K = 12:
-    # baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB (decimal GB, one decimal)
+    # Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, N_d = 64, K = 12: baseline 120 GB,
+    # P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB (decimal GB, one decimal)
     got = [round(sc.zero_state_bytes(7.5e9, 64, stage) / 1e9, 1) for stage in range(4)]
     assert got == [120.0, 31.4, 16.6, 1.9]
 
 
 def test_ultrascale_playbook_memory_table():
-    # Tazi et al. 2025 (Ultra-Scale Playbook), bf16 weights with fp32 Adam on one GPU:
-    # 1B -> 16 GB (20 GB with an fp32 gradient-accumulation buffer), 7B -> 112 GB (140 GB)
+    # Tazi et al. 2025 (Ultra-Scale Playbook), bf16 weights with fp32 Adam on
+    # one GPU: 1B -> 16 GB (20 GB with an fp32 gradient-accumulation buffer),
+    # 7B -> 112 GB (140 GB)
     assert sc.zero_state_bytes(1e9, 1, 0) == 16e9
     assert sc.zero_state_bytes(7e9, 1, 0) == 112e9
     assert sc.zero_state_bytes(1e9, 1, 0, grad_bytes=2 + 4) == 20e9
@@ -100,8 +103,8 @@ def test_zero_stages_by_hand_in_fp32():
 
 
 def test_zero_communication_volume():
-    # ZeRO Sec. 7: stages 1-2 move 2 Psi values per step like data parallelism, stage 3 moves
-    # 3 Psi: 1.5 times. With 16-bit values that is 4 and 6 bytes per parameter.
+    # ZeRO Sec. 7: stages 1-2 move 2 Psi values per step like data parallelism, stage 3
+    # moves 3 Psi: 1.5 times. With 16-bit values that is 4 and 6 bytes per parameter.
     assert [sc.zero_comm_bytes(1e9, s) for s in range(4)] == [4e9, 4e9, 4e9, 6e9]
     # with the ring's (N - 1) / N: 4 ranks send 3/4 of that
     assert sc.zero_comm_bytes(1e9, 3, n_dp=4) == pytest.approx(4.5e9)
@@ -117,7 +120,7 @@ def test_zero_bad_inputs_name_value_and_rule():
         sc.zero_state_bytes(1e9, 0, 1)
 
 
-# --- the bubble -----------------------------------------------------------------------------
+# --- the bubble -----------------------------------------------------------------------
 
 
 def test_bubble_by_hand():
@@ -147,7 +150,8 @@ def test_gpipe_timeline_by_hand():
 
 
 def test_1f1b_order_and_memory():
-    # Device 0 of p = 4, m = 8: three warm-up forwards, then F B pairs, then the last backwards.
+    # Device 0 of p = 4, m = 8: three warm-up forwards, then F B pairs,
+    # then the last backwards.
     order = pipeline.device_order("1f1b", 4, 8)[0]
     assert [k + str(i) for k, i, _ in order[:7]] == [
         "F0",
@@ -191,12 +195,13 @@ def test_simulated_bubble_equals_the_formula_exactly(schedule):
                 assert float(t.bubble) == sc.bubble_fraction(p, m, v)
 
 
-# --- tensor parallelism --------------------------------------------------------------------
+# --- tensor parallelism ---------------------------------------------------------------
 
 
 def test_tp_bytes_by_hand():
-    # Llama-3-70B layer, b = 1, s = 8192, h = 8192, t = 8, bf16: four all-reduces of
-    # 8192 * 8192 * 2 = 134,217,728 bytes, each sending 2 * 7/8 of it: 4 * 1.75 * 134,217,728
+    # Llama-3-70B layer, b = 1, s = 8192, h = 8192, t = 8, bf16: four all-reduces
+    # of 8192 * 8192 * 2 = 134,217,728 bytes, each sending 2 * 7/8 of it:
+    # 4 * 1.75 * 134,217,728
     assert sc.tp_bytes_per_layer(1, 8192, 8192, 8) == 939_524_096
     # over NVLink at 450 GB/s each way: 939,524,096 / 450e9 = 2.08783 ms
     assert sc.tp_comm_s_per_layer(1, 8192, 8192, 8, 450e9) == pytest.approx(
@@ -205,7 +210,7 @@ def test_tp_bytes_by_hand():
     assert sc.tp_bytes_per_layer(1, 8192, 8192, 1) == 0
 
 
-# --- the link table ------------------------------------------------------------------------
+# --- the link table -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", sorted(accelerators.INTERCONNECTS))
@@ -234,7 +239,7 @@ def test_h100_links_are_the_briefs_order_of_magnitude():
         accelerators.interconnect("H100 PCIe")
 
 
-# --- the gloo experiments (a few seconds each) -----------------------------------------------
+# --- the gloo experiments (a few seconds each) ----------------------------------------
 
 torch = pytest.importorskip("torch")
 
@@ -254,9 +259,11 @@ def sharded(small_cfg):
 
 
 def test_sharded_state_shards_add_up_to_the_model(sharded):
-    # L=2, h=64, V=256, 32 positions, GELU MLP d_ff=256, untied, bias-free LayerNorms, by hand:
+    # L=2, h=64, V=256, 32 positions, GELU MLP d_ff=256, untied, bias-free LayerNorms,
+    # by hand:
     #   embeddings 256*64 + 32*64 = 18,432; per block 2*64 + 4*64^2 + 2*64*256 = 49,280;
-    #   final norm 64; head 256*64 = 16,384 -> N = 18,432 + 98,560 + 64 + 16,384 = 133,440
+    #   final norm 64; head 256*64 = 16,384
+    #   -> N = 18,432 + 98,560 + 64 + 16,384 = 133,440
     n, world = sharded.n_params, sharded.n_ranks
     assert (n, world, len(sharded.shapes)) == (133_440, 3, 20)
     z, f = sharded.zero1.ranks, sharded.fsdp2.ranks
@@ -273,15 +280,17 @@ def test_sharded_state_shards_add_up_to_the_model(sharded):
 
 def test_sharded_state_imbalance_and_padding_by_hand(sharded):
     z, f = sharded.zero1.ranks, sharded.fsdp2.ranks
-    # ZeroRedundancyOptimizer, largest tensor first to the emptiest rank: six 16,384-element
-    # tensors go 2-2-2, eight 4,096 ones 3-3-2, then the 2,048 position table and five
-    # 64-element norms land on rank 2: 45,056 / 45,056 / 43,328 elements in 5 / 5 / 10 tensors.
+    # ZeroRedundancyOptimizer, largest tensor first to the emptiest rank:
+    # six 16,384-element tensors go 2-2-2, eight 4,096 ones 3-3-2,
+    # then the 2,048 position table and five 64-element norms land on rank 2:
+    # 45,056 / 45,056 / 43,328 elements in 5 / 5 / 10 tensors.
     assert [r.owned_params for r in z] == [45_056, 45_056, 43_328]
     assert [r.owned_tensors for r in z] == [5, 5, 10]
     assert [r.steps.bytes for r in z] == [20, 20, 40]  # one fp32 step per tensor
-    # FSDP2 chunks dim 0 like torch.chunk: chunks of ceil(d/3), the last short. Rank 0 holds
-    # 86*64 + 11*64 + 5*22 + 8*22*64 + 2*86*64 + 2*22*256 + 86*64 = 45,358 elements; rank 2
-    # holds 133,440 - 2 * 45,358 = 42,724, short by 2,634, which its storage pads.
+    # FSDP2 chunks dim 0 like torch.chunk: chunks of ceil(d/3), the last short.
+    # Rank 0 holds 86*64 + 11*64 + 5*22 + 8*22*64 + 2*86*64 + 2*22*256 + 86*64 = 45,358
+    # elements; rank 2 holds 133,440 - 2 * 45,358 = 42,724, short by 2,634,
+    # which its storage pads.
     assert [r.owned_params for r in f] == [45_358, 45_358, 42_724]
     pads = [
         (
@@ -309,15 +318,17 @@ def test_sharded_state_imbalance_and_padding_by_hand(sharded):
 
 
 def test_sharded_training_matches_one_process(sharded):
-    # fp32 gradients summed in another order agree to a few ulps: losses near ln 256 = 5.5
-    # agree to 1e-5 relative (measured: ~1e-7). Rounding changes Adam's move only for the
-    # rare weight whose gradient is near eps = 1e-8, so over all weights the difference is a
-    # small share of how far training moved them: under 1 % (measured: 1e-5 to 3e-4).
+    # fp32 gradients summed in another order agree to a few ulps: losses near
+    # ln 256 = 5.5 agree to 1e-5 relative (measured: ~1e-7). Rounding changes Adam's
+    # move only for the rare weight whose gradient is near eps = 1e-8, so over
+    # all weights the difference is a small share of how far training moved them:
+    # under 1 % (measured: 1e-5 to 3e-4).
     assert sharded.max_loss_gap < 1e-5 * max(sharded.ref_losses)
     assert abs(sharded.ref_losses[0] - math.log(256)) < 0.1
     assert max(sharded.zero1.weight_gap_rel, sharded.fsdp2.weight_gap_rel) < 0.01
-    # no single weight can differ by more than two opposite Adam moves a step; Kingma & Ba
-    # (2015, Sec. 2.1) bound one move by lr (1 - beta1) / sqrt(1 - beta2) = 3.16 lr
+    # no single weight can differ by more than two opposite Adam moves a step;
+    # Kingma & Ba (2015, Sec. 2.1) bound one move by
+    # lr (1 - beta1) / sqrt(1 - beta2) = 3.16 lr
     assert max(sharded.zero1.weight_gap, sharded.fsdp2.weight_gap) <= 2 * 2 * 3.17e-3
 
 
@@ -328,7 +339,9 @@ def test_allreduce_sweep_measures_every_size():
     sw = experiments.allreduce_sweep(sizes, budget_s=0.01, rounds=0, flush_bytes=0)
     assert sw.n_ranks == 2 and sw.sizes_bytes == sizes and sw.rounds == 0
     assert all(len(b) >= 3 for b in sw.blocks_s)
-    assert all(0 < best == min(b) for best, b in zip(sw.best_s, sw.blocks_s))
+    assert all(
+        0 < best == min(b) for best, b in zip(sw.best_s, sw.blocks_s, strict=True)
+    )
     fit = sc.fit_alpha_beta(sw.sizes_bytes, sw.best_s, sw.n_ranks)
     assert fit.alpha_s >= 0 and fit.link_bytes_per_s > 0
 
@@ -342,8 +355,8 @@ def test_ddp_overlap_counts_buckets(small_cfg):
     assert run.n_params == 133_440 - 16 * 64  # max_seq_len 16: 16 fewer position rows
     assert run.grad_bytes == 4 * run.n_params
     many, one = run.rows
-    # DDP closes a bucket once it passes the cap: at most ceil(total / cap) buckets, and a
-    # cap above all the gradients leaves one
+    # DDP closes a bucket once it passes the cap: at most ceil(total / cap) buckets,
+    # and a cap above all the gradients leaves one
     assert 1 < many.buckets <= math.ceil(run.grad_bytes / (0.05 * 2**20))
     assert one.buckets == 1
     assert (
@@ -368,7 +381,7 @@ def test_experiments_refuse_bad_inputs(small_cfg):
         experiments.ddp_overlap(small_cfg, 16, 1, bucket_caps_mb=(0,))
 
 
-# --- figures --------------------------------------------------------------------------------
+# --- figures --------------------------------------------------------------------------
 
 
 def test_figures_draw_with_labelled_axes():

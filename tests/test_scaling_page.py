@@ -6,12 +6,13 @@ asserts; each tolerance says where it comes from."""
 import math
 
 import pytest
+
 from conftest import page_values
 
 pytestmark = pytest.mark.book
 
-# Stored glue values are the page's floats; where a value is an exact product of integers
-# by hand, 1e-9 relative allows for the float divisions that made it.
+# Stored glue values are the page's floats; where a value is an exact product of
+# integers by hand, 1e-9 relative allows for the float divisions that made it.
 EXACT = 1e-9
 
 
@@ -33,14 +34,17 @@ def test_ring_allreduce_of_llama3_70b_gradients(v):
     # Llama-3-70B (Grattafiori et al. 2024, Table 3: L=80, h=8192, 64 heads, 8 KV heads,
     # d_ff=28672, V=128256, untied), by hand:
     #   per layer: Q, O 2 * 8192^2 = 134,217,728; K, V 2 * 8192 * 1024 = 16,777,216;
-    #   MLP 3 * 8192 * 28672 = 704,643,072; two norms 16,384 -> 855,654,400; x 80 = 68,452,352,000
+    #   MLP 3 * 8192 * 28672 = 704,643,072; two norms 16,384 -> 855,654,400;
+    #   x 80 = 68,452,352,000
     #   embedding + head 2 * 128,256 * 8192 = 2,101,346,304; final norm 8,192
     #   N = 70,553,706,496; bf16 gradients 141,107,412,992 bytes
     assert v["ring_n70"] == pytest.approx(70.553706496, rel=EXACT)
     assert v["ring_grad_gb"] == pytest.approx(141.107412992, rel=EXACT)
-    # links per GPU per direction (NVIDIA H100 / DGX H100 datasheets): 900/2 and 400/8 GB/s
+    # links per GPU per direction (NVIDIA H100 / DGX H100 datasheets):
+    # 900/2 and 400/8 GB/s
     assert v["ring_ib_gbs"] == 50 and v["ring_nvl_gbs"] == 450
-    # 2 * 1023/1024 * 141.107412992e9 / 50e9 = 5.638784511 s; 2 * 7/8 * ... / 450e9 = 0.548751051 s
+    # 2 * 1023/1024 * 141.107412992e9 / 50e9 = 5.638784511 s;
+    # 2 * 7/8 * ... / 450e9 = 0.548751051 s
     assert v["ring_ib_s"] == pytest.approx(5.638784511, rel=1e-9)
     assert v["ring_nvl_s"] == pytest.approx(0.548751051, rel=1e-9)
 
@@ -69,8 +73,10 @@ def test_alpha_beta_fit(v):
 
 def test_ddp_overlap_run(v):
     # The test-size GPT (L=2, h=128, V=512, 32 positions, GELU d_ff=512), by hand:
-    #   embeddings 512*128 + 32*128 = 69,632; per block 2*128 + 4*128^2 + 2*128*512 = 196,864;
-    #   final norm 128; head 512*128 = 65,536 -> N = 69,632 + 393,728 + 128 + 65,536 = 529,024
+    #   embeddings 512*128 + 32*128 = 69,632;
+    #   per block 2*128 + 4*128^2 + 2*128*512 = 196,864;
+    #   final norm 128; head 512*128 = 65,536
+    #   -> N = 69,632 + 393,728 + 128 + 65,536 = 529,024
     assert v["ov_params_m"] == pytest.approx(0.529024, rel=EXACT)
     assert v["ov_grad_mb"] == pytest.approx(4 * 529_024 / 2**20, rel=EXACT)
     # DDP closes a bucket once it passes the cap: 1 MB buckets over 2.02 MB make at most
@@ -88,9 +94,9 @@ def test_ddp_overlap_run(v):
 
 
 def test_zero_figure_1_and_the_playbook(v):
-    # Rajbhandari et al. 2020, Figure 1 (Psi = 7.5B, N_d = 64, K = 12): 120, 31.4, 16.6, 1.9 GB;
-    # by hand 16 * 7.5 = 120; 4 * 7.5 + 12 * 7.5 / 64 = 31.40625; 2 * 7.5 + 14 * 7.5 / 64 =
-    # 16.640625; 16 * 7.5 / 64 = 1.875
+    # Rajbhandari et al. 2020, Figure 1 (Psi = 7.5B, N_d = 64, K = 12): 120, 31.4,
+    # 16.6, 1.9 GB; by hand 16 * 7.5 = 120; 4 * 7.5 + 12 * 7.5 / 64 = 31.40625;
+    # 2 * 7.5 + 14 * 7.5 / 64 = 16.640625; 16 * 7.5 / 64 = 1.875
     assert v["zero_fig1_0"] == 120
     assert (
         v["zero_fig1_1"] == pytest.approx(31.40625, rel=EXACT)
@@ -104,22 +110,23 @@ def test_zero_figure_1_and_the_playbook(v):
         v["zero_fig1_3"] == pytest.approx(1.875, rel=EXACT)
         and round(v["zero_fig1_3"], 1) == 1.9
     )
-    # Ultra-Scale Playbook (Tazi et al. 2025): 1B -> 16 GB (20 GB with fp32 grad accumulation),
-    # 7B -> 112 GB (140 GB)
+    # Ultra-Scale Playbook (Tazi et al. 2025): 1B -> 16 GB (20 GB with fp32 grad
+    # accumulation), 7B -> 112 GB (140 GB)
     assert (v["pb_1b"], v["pb_1b_acc"], v["pb_7b"], v["pb_7b_acc"]) == (
         16,
         20,
         112,
         140,
     )
-    # ZeRO Sec. 7: 2 Psi values per step for stages 0-2, 3 Psi for stage 3; 16-bit values:
-    # 4 * 7.5 = 30 GB and 6 * 7.5 = 45 GB
+    # ZeRO Sec. 7: 2 Psi values per step for stages 0-2, 3 Psi for stage 3; 16-bit
+    # values: 4 * 7.5 = 30 GB and 6 * 7.5 = 45 GB
     assert (v["zero_comm_dp"], v["zero_comm_3"], v["zero_comm_ratio"]) == (30, 45, 1.5)
 
 
 def test_measured_rank_state_against_zero_state_bytes(v):
     # The test-size GPT of the sharded runs (L=2, h=64, V=256, 32 positions), by hand:
-    #   16,384 + 2,048 + 2 * (128 + 4 * 4,096 + 2 * 64 * 256) + 64 + 16,384 = 133,440 in 20 tensors
+    #   16,384 + 2,048 + 2 * (128 + 4 * 4,096 + 2 * 64 * 256) + 64 + 16,384
+    #   = 133,440 in 20 tensors
     n = 133_440
     assert (v["sh_n"], v["sh_ranks"], v["sh_tensors"], v["sh_steps"]) == (n, 3, 20, 3)
     # fp32 weights 4, gradients 4, Adam moments 8 bytes per parameter:
@@ -127,15 +134,16 @@ def test_measured_rank_state_against_zero_state_bytes(v):
     assert v["z1_formula"] == pytest.approx(1_423_360, rel=EXACT)
     assert v["f_formula"] == pytest.approx(711_680, rel=EXACT)
     # ZeroRedundancyOptimizer's greedy split (largest tensor to the emptiest rank) gives
-    # 45,056 / 45,056 / 43,328 elements in 5 / 5 / 10 tensors (tests/test_scaling.py works
-    # it out); held = formula + 8 * (share - n/3): +4,608, +4,608, -9,216
+    # 45,056 / 45,056 / 43,328 elements in 5 / 5 / 10 tensors (tests/test_scaling.py
+    # works it out); held = formula + 8 * (share - n/3): +4,608, +4,608, -9,216
     assert (v["z1_tensors_min"], v["z1_tensors_max"]) == (5, 10)
     assert v["z1_imb_max"] == pytest.approx(9_216, abs=1e-6)
     assert v["z1_held_max"] == 1_427_968 and v["z1_held_min"] == 1_414_144
     assert v["z1_steps_bytes"] == 4 * 10  # one fp32 step per owned tensor
-    # FSDP2 chunks dim 0 by ceil(d/3): 45,358 / 45,358 / 42,724 elements; held = formula +
-    # 16 * (share - n/3): +14,048, +14,048, -28,096; the short rank's weights and gradients
-    # are padded by 2,634 elements each: 2 * 4 * 2,634 = 21,072 bytes
+    # FSDP2 chunks dim 0 by ceil(d/3): 45,358 / 45,358 / 42,724 elements;
+    # held = formula + 16 * (share - n/3): +14,048, +14,048, -28,096;
+    # the short rank's weights and gradients are padded by 2,634 elements each:
+    # 2 * 4 * 2,634 = 21,072 bytes
     assert v["f_imb_max"] == pytest.approx(28_096, abs=1e-6)
     assert v["f_held_max"] == 725_728 and v["f_held_min"] == 683_584
     assert v["f_pad_max"] == 21_072
@@ -143,16 +151,18 @@ def test_measured_rank_state_against_zero_state_bytes(v):
 
 
 def test_sharded_training_matches_one_process(v):
-    # The page asserts both: fp32 sums in another order agree to 1e-5 relative on the loss
-    # (measured ~1e-7), and over all weights to 1 % of how far training moved them (rounding
-    # changes Adam's move only for the rare weight whose gradient is near eps = 1e-8).
+    # The page asserts both: fp32 sums in another order agree to 1e-5 relative on
+    # the loss (measured ~1e-7), and over all weights to 1 % of how far training
+    # moved them (rounding changes Adam's move only for the rare weight whose
+    # gradient is near eps = 1e-8).
     assert v["sh_lr"] == 1e-3
     assert v["sh_loss_gap"] < 1e-5 * v["sh_ref_loss"]
     assert max(v["z1_weight_rel"], v["f_weight_rel"]) < 0.01
     # a single weight: at most two opposite Adam moves a step, each at most
     # lr (1 - beta1) / sqrt(1 - beta2) = 3.16 lr (Kingma & Ba 2015, Sec. 2.1), 3 steps
     assert max(v["z1_weight_gap"], v["f_weight_gap"]) <= 2 * 3 * 3.17e-3
-    # random next tokens: a near-uniform predictor's cross-entropy is ln V = ln 256 = 5.545
+    # random next tokens: a near-uniform predictor's cross-entropy is
+    # ln V = ln 256 = 5.545
     assert v["sh_ref_loss"] == pytest.approx(math.log(256), abs=0.1)
 
 
@@ -162,8 +172,9 @@ def test_fsdp_prefetch_break_even(v):
     # 63/64 * 1.711276032e9 / 50e9 = 33.690747 ms
     assert v["pf_layer_gb"] == pytest.approx(1.711276032, rel=EXACT)
     assert v["pf_gather_ms"] == pytest.approx(33.69074688, rel=1e-9)
-    # forward FLOPs per token of that layer at s = 8192: 2 * 855,638,016 + 4 * 8192 * 8192 =
-    # 1,979,711,488; tokens = 0.03369074688 s * 989e12 * 0.4 / 1,979,711,488 = 6,732.32
+    # forward FLOPs per token of that layer at s = 8192:
+    # 2 * 855,638,016 + 4 * 8192 * 8192 = 1,979,711,488;
+    # tokens = 0.03369074688 s * 989e12 * 0.4 / 1,979,711,488 = 6,732.32
     assert v["pf_tokens_even"] == pytest.approx(6732.32, abs=0.01)
 
 
@@ -178,7 +189,8 @@ def test_tensor_parallel_traffic(v):
     assert v["tp_nvl_frac"] == pytest.approx(
         v["tp_nvl_ms"] / v["tp_compute_ms"], rel=EXACT
     )
-    # the prose: over NVLink a small share of the compute, over InfiniBand more than all of it
+    # the prose: over NVLink a small share of the compute, over InfiniBand
+    # more than all of it
     assert v["tp_nvl_frac"] < 0.25 < 1 < v["tp_ib_frac"]
 
 
@@ -191,7 +203,8 @@ def test_pipeline_bubble(v):
     assert v["pp_inter"] == pytest.approx(3 / 19, rel=EXACT)
     # device 0 holds every micro-batch under GPipe, p of them under 1F1B
     assert (v["pp_gpipe_held"], v["pp_1f1b_held"]) == (8, 4)
-    # the page asserts the simulation equals the formula on every case of its grid:
-    # schedules x p in (1, 2, 3, 4, 8) x m in 1..16 (m a multiple of p when interleaved),
-    # v in (1, 2, 4) when interleaved: 80 + 80 + 3 * (16 + 8 + 5 + 4 + 2) = 265
+    # the page asserts the simulation equals the formula on every case
+    # of its grid: schedules x p in (1, 2, 3, 4, 8) x m in 1..16 (m a
+    # multiple of p when interleaved), v in (1, 2, 4) when interleaved:
+    # 80 + 80 + 3 * (16 + 8 + 5 + 4 + 2) = 265
     assert v["pp_grid"] == 265 and v["pp_agree"] == v["pp_grid"]

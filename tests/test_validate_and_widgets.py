@@ -93,15 +93,17 @@ def test_planner_marks_the_chosen_cluster_with_the_attention_term():
     ax = fig.axes[0]
     with_attention, six_nd, point = ax.lines
     n = flops.n_params(config.LLAMA3_70B)
-    # the marked point is the chapter's calculator at the chosen cluster, attention included
+    # the marked point is the chapter's calculator at the chosen cluster,
+    # attention included
     attn = 3 * flops.attention_flops_per_token(config.LLAMA3_70B, 8192)
     assert point.get_xdata()[0] == 4096
     assert point.get_ydata()[0] == pytest.approx(
         mfu.training_days(n, 15e12, H100, 4096, 0.4, attn)
     )
     # the attention term at s = 8192 adds about 15 % for 70B (issue 11, item 1):
-    # 12 * 80 * 8192 * 8192 / (6 * 70,553,706,496) = 64,424,509,440 / 423,322,238,976 = 0.15219
-    # (the planner takes N from the preset, 70.55B, where the page types 70e9)
+    # 12 * 80 * 8192 * 8192 / (6 * 70,553,706,496)
+    # = 64,424,509,440 / 423,322,238,976 = 0.15219 (the planner takes N from the
+    # preset, 70.55B, where the page types 70e9)
     ratio = with_attention.get_ydata() / six_nd.get_ydata()
     assert ratio == pytest.approx(1.15219, abs=1e-5)
     assert "s=8,192" in with_attention.get_label()
@@ -113,7 +115,10 @@ def test_planner_days_halve_when_the_gpus_double():
         "Llama-3-8B", 15, 4096, "H100 SXM", 1024, 0.4
     ).axes[0]
     gpus, days = ax.lines[0].get_xdata(), ax.lines[0].get_ydata()
-    assert all(d * g == pytest.approx(days[0] * gpus[0]) for g, d in zip(gpus, days))
+    assert all(
+        d * g == pytest.approx(days[0] * gpus[0])
+        for g, d in zip(gpus, days, strict=True)
+    )
 
 
 # --- live_figure ------------------------------------------------------------------

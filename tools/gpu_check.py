@@ -1,10 +1,14 @@
 """Execute every chapter on a CUDA GPU at reader sizes and record what it measured.
 
-    python tools/gpu_check.py                      # this interpreter (make gpu-check uses the venv's)
-    python3 tools/gpu_check.py --wheels .whl       # a machine without papermill & co.: carried wheels
+    # this interpreter (make gpu-check uses the venv's)
+    python tools/gpu_check.py
+    # a machine without papermill & co.: carried wheels
+    python3 tools/gpu_check.py --wheels .whl
     python tools/gpu_check.py --python /opt/torch/.venv/bin/python3 --wheels .whl
-    python tools/gpu_check.py --only capstone mfu  # some chapters (and the pages they read values from)
-    python tools/gpu_check.py --device cpu --dry-run   # the output layout, nothing executed (tests)
+    # some chapters (and the pages they read values from)
+    python tools/gpu_check.py --only capstone mfu
+    # the output layout, nothing executed (tests)
+    python tools/gpu_check.py --device cpu --dry-run
 
 Each executable page (tools/build.py's list) is executed by papermill with
 DEVICE="cuda" (the parameters cell) at reader sizes, in dependency order, and
@@ -21,7 +25,8 @@ interpreter's torch is the CPU wheel (a "+cpu" version), a GPU is present
 (/dev/nvidia*) and the PyTorch wheel index answers, it first installs the CUDA
 wheel of the version requirements.txt pins:
 
-    <python> -m pip install torch==<pinned> --index-url https://download.pytorch.org/whl/cu126
+    <python> -m pip install torch==<pinned> \\
+        --index-url https://download.pytorch.org/whl/cu126
 
 (--no-install forbids that). With no usable GPU it refuses: exit status 2 and
 one line saying what it found.
@@ -57,9 +62,10 @@ from bookbuild import values as glued  # noqa: E402
 
 CUDA_INDEX = "https://download.pytorch.org/whl/cu126"
 NO_CUDA = 2  # exit status: no usable CUDA GPU
-# What papermill needs to execute a page and myst-nb's glue to record values, beyond what a
-# machine with torch, numpy, matplotlib and tokenizers already has: the distributions whose
-# wheels a registry-less machine must carry (--wheel-list prints them pinned to this venv).
+# What papermill needs to execute a page and myst-nb's glue to record values,
+# beyond what a machine with torch, numpy, matplotlib and tokenizers already has:
+# the distributions whose wheels a registry-less machine must carry (--wheel-list
+# prints them pinned to this venv).
 CARRIED = (
     "papermill",
     "nbclient",
@@ -117,8 +123,10 @@ PROBE = (
     "except ImportError as e:\n"
     "    print(json.dumps({'torch': None, 'error': str(e)})); sys.exit()\n"
     "ok = torch.cuda.is_available()\n"
-    "print(json.dumps({'torch': torch.__version__, 'cuda_build': torch.version.cuda, 'cuda': ok,\n"
-    "                  'gpu': torch.cuda.get_device_name() if ok else None, 'python': sys.version.split()[0],\n"
+    "print(json.dumps({'torch': torch.__version__, 'cuda_build': torch.version.cuda, "
+    "'cuda': ok,\n"
+    "                  'gpu': torch.cuda.get_device_name() if ok else None, "
+    "'python': sys.version.split()[0],\n"
     "                  'executable': sys.executable}))\n"
 )
 
@@ -196,13 +204,13 @@ def require_cuda(
     )
     gpu = "a GPU is present" if gpu_present() else "no GPU on this machine"
     raise NoCuda(
-        f"gpu_check needs a CUDA GPU: {python} has {what} ({build_kind}), which sees no CUDA device; "
-        f"{gpu}. On a CUDA machine install the CUDA wheel: {python} -m pip install "
-        f"torch=={pinned_torch()} --index-url {CUDA_INDEX}"
+        f"gpu_check needs a CUDA GPU: {python} has {what} ({build_kind}), "
+        f"which sees no CUDA device; {gpu}. On a CUDA machine install the CUDA wheel: "
+        f"{python} -m pip install torch=={pinned_torch()} --index-url {CUDA_INDEX}"
     )
 
 
-# --- carried wheels ---------------------------------------------------------------------
+# --- carried wheels -------------------------------------------------------------------
 
 
 def install_wheels(python: str, wheels: Path, target: Path) -> Path:
@@ -255,7 +263,7 @@ def wheel_list() -> list[str]:
     return pins
 
 
-# --- running the pages --------------------------------------------------------------------
+# --- running the pages ----------------------------------------------------------------
 
 
 def execute_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tuple:
@@ -265,7 +273,8 @@ def execute_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tupl
 
 
 def dry_run_page(page: Path, out_dir: Path, parameters: dict, env: dict) -> tuple:
-    """Nothing executed: the page's source as an unexecuted notebook (for the layout)."""
+    """Nothing executed: the page's source as an unexecuted notebook (for
+    the layout)."""
     import jupytext
     import nbformat
 
@@ -283,7 +292,8 @@ def run_check(
     env: dict | None = None,
 ) -> dict:
     """Execute the pages with DEVICE=``device`` and write summary.json,
-    values/<page>.json and notebooks/<page>.ipynb under ``dest``. Returns the summary."""
+    values/<page>.json and notebooks/<page>.ipynb under ``dest``.
+    Returns the summary."""
     dest = Path(dest)
     for sub in ("values", "notebooks", "inputs"):
         shutil.rmtree(dest / sub, ignore_errors=True)
@@ -313,7 +323,8 @@ def run_check(
         for d in deps:
             shutil.copyfile(dest / "values" / f"{d}.json", view / f"{d}.json")
         print(
-            f"executing {page.name} with DEVICE={device!r} ({'test' if small else 'reader'} sizes) ...",
+            f"executing {page.name} with DEVICE={device!r} "
+            f"({'test' if small else 'reader'} sizes) ...",
             flush=True,
         )
         seconds, error = runner(
@@ -404,7 +415,8 @@ def main(argv=None) -> int:
     else:
         env = with_paths(env, ROOT)
     if Path(args.python).resolve() != Path(sys.executable).resolve():
-        # Run the rest in that interpreter: papermill's kernel is the interpreter that runs papermill.
+        # Run the rest in that interpreter: papermill's kernel is the
+        # interpreter that runs papermill.
         rest = [a for a in (argv if argv is not None else sys.argv[1:])]
         rest = _drop_option(_drop_option(rest, "--python"), "--wheels")
         os.execve(args.python, [args.python, str(Path(__file__).resolve()), *rest], env)
@@ -426,9 +438,9 @@ def main(argv=None) -> int:
     summary = run_check(dest, args.only, args.device, args.small, runner, info, env)
     failed = [p for p, r in summary["pages"].items() if r["error"]]
     print(
-        f"done in {time.perf_counter() - started:.0f} s on {info.get('gpu') or args.device} "
-        f"(torch {info.get('torch')}); {dest / 'summary.json'}"
-        + (f"; failed: {failed}" if failed else "")
+        f"done in {time.perf_counter() - started:.0f} s on "
+        f"{info.get('gpu') or args.device} (torch {info.get('torch')}); "
+        f"{dest / 'summary.json'}" + (f"; failed: {failed}" if failed else "")
     )
     return 1 if failed else 0
 

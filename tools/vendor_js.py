@@ -41,7 +41,8 @@ def main() -> int:
         return 0
     if shutil.which("npm") is None:
         print(
-            "vendor_js: npm is needed to fetch the widget scripts (apt-get install npm)",
+            "vendor_js: npm is needed to fetch the widget scripts "
+            "(apt-get install npm)",
             file=sys.stderr,
         )
         return 1
@@ -63,9 +64,10 @@ def main() -> int:
             Path(tmp) / f"requirejs-{PACKAGES['requirejs']}" / "package" / "require.js"
         )
         shutil.copy(req, DEST / "require.js")
+        manager_version = PACKAGES["@jupyter-widgets/html-manager"]
         dist = (
             Path(tmp)
-            / f"jupyter-widgets-html-manager-{PACKAGES['@jupyter-widgets/html-manager']}"
+            / f"jupyter-widgets-html-manager-{manager_version}"
             / "package"
             / "dist"
         )

@@ -116,7 +116,7 @@ def accumulated_grads(model: nn.Module, loss_fn, X, y, k: int) -> list[torch.Ten
     _check_batch(X, y, k)
     m = copy.deepcopy(model)
     m.zero_grad(set_to_none=True)
-    for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
+    for X_j, y_j in zip(X.chunk(k), y.chunk(k), strict=True):
         (loss_fn(m(X_j), y_j) / k).backward()  # .grad accumulates across calls
     return _grads(m)
 
@@ -128,7 +128,7 @@ def max_abs_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     if not a:
         raise ValueError("the gradient lists are empty")
     worst = 0.0
-    for i, (x, z) in enumerate(zip(a, b)):
+    for i, (x, z) in enumerate(zip(a, b, strict=True)):
         if x.shape != z.shape:
             raise ValueError(
                 f"gradient {i} has shape {tuple(x.shape)} in one list and "
@@ -173,7 +173,7 @@ def clipped_accumulated_grads(
     validate.one_of("where", where, CLIP_WHERE)
     m = copy.deepcopy(model)
     m.zero_grad(set_to_none=True)
-    for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
+    for X_j, y_j in zip(X.chunk(k), y.chunk(k), strict=True):
         (loss_fn(m(X_j), y_j) / k).backward()
         if where == "every_micro_batch":
             torch.nn.utils.clip_grad_norm_(m.parameters(), max_norm)
@@ -256,7 +256,7 @@ def token_normalised_grads(
         raise ValueError("the batch has no real tokens (every target is padding)")
     m = copy.deepcopy(model)
     m.zero_grad(set_to_none=True)
-    for idx_j, t_j in zip(idx.chunk(k), targets.chunk(k)):
+    for idx_j, t_j in zip(idx.chunk(k), targets.chunk(k), strict=True):
         (token_sum_loss(m(idx_j), t_j) / n_tokens).backward()
     return _grads(m)
 
@@ -292,7 +292,7 @@ def fp16_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, scale: float
     validate.positive("scale", scale)
     m = copy.deepcopy(model).half()
     m.zero_grad(set_to_none=True)
-    for X_j, y_j in zip(X.chunk(k), y.chunk(k)):
+    for X_j, y_j in zip(X.chunk(k), y.chunk(k), strict=True):
         loss = loss_fn(m(X_j.half()).float(), y_j.float())
         (loss * (scale / k)).backward()
     grads = [g.float() / scale for g in _grads(m)]  # unscale once
@@ -386,7 +386,7 @@ def measure_k_sweep(
     model = copy.deepcopy(model).to(device)
     X, y = X.to(device), y.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    micro = {k: list(zip(X.chunk(k), y.chunk(k))) for k in ks}
+    micro = {k: list(zip(X.chunk(k), y.chunk(k), strict=True)) for k in ks}
     steps_of = {
         k: (lambda mb=micro[k]: accumulation_step(model, opt, loss_fn, mb)) for k in ks
     }

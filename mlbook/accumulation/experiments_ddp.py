@@ -106,7 +106,7 @@ def _worker(
             X_all[rank * per_rank : (rank + 1) * per_rank],
             y_all[rank * per_rank : (rank + 1) * per_rank],
         )
-        micro = list(zip(X.chunk(k), y.chunk(k)))
+        micro = list(zip(X.chunk(k), y.chunk(k), strict=True))
         result = {
             "rank": rank,
             "k": k,

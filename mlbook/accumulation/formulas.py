@@ -47,7 +47,7 @@ def fit_line(xs, ys) -> tuple[float, float]:
     if len(set(xs)) < 2:
         raise ValueError(f"a line needs at least two distinct x values, got {xs!r}")
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum(
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
         (x - mx) ** 2 for x in xs
     )
     return my - slope * mx, slope

@@ -66,7 +66,8 @@ class RunSpec:
         validate.fraction("dropout", self.dropout, allow_zero=True, allow_one=False)
         if self.batch_size > self.n_samples:
             raise ValueError(
-                f"batch_size={self.batch_size} must not exceed n_samples={self.n_samples}"
+                f"batch_size={self.batch_size} must not exceed "
+                f"n_samples={self.n_samples}"
             )
 
     @property
@@ -109,7 +110,8 @@ class Run:
     _it: object = None
 
     def next_batch(self):
-        """The next batch of the sampler's stream, moving to the next epoch when one ends."""
+        """The next batch of the sampler's stream, moving to the next
+        epoch when one ends."""
         for _ in range(2):
             if self._it is None:
                 # A DataLoader draws a base seed from the global torch RNG each
@@ -131,7 +133,8 @@ class Run:
 
 
 def build_run(spec: RunSpec, device: str = "cpu") -> Run:
-    """A fresh run: every RNG seeded from ``spec.seed``, model, AdamW, schedule, sampler."""
+    """A fresh run: every RNG seeded from ``spec.seed``, model, AdamW,
+    schedule, sampler."""
     from mlbook.common_torch.gpt import GPT
 
     random.seed(spec.seed)
@@ -303,7 +306,8 @@ def _compare_save_modes(spec, root, save_every, device, log) -> SaveModes:
     for mode in SAVE_MODES:
         if log is not None:
             log(
-                f"{mode}: {spec.steps} steps, saving every {save_every if mode != 'none' else '-'}",
+                f"{mode}: {spec.steps} steps, saving every "
+                f"{save_every if mode != 'none' else '-'}",
                 flush=True,
             )
         run = build_run(spec, device)
@@ -323,7 +327,7 @@ def _compare_save_modes(spec, root, save_every, device, log) -> SaveModes:
     return SaveModes(device_description(device), modes)
 
 
-# --- exact against naive resume ---------------------------------------------------------
+# --- exact against naive resume -------------------------------------------------------
 
 
 def _multiset_gap(history: list[int], reference: list[int]) -> tuple[int, int]:
@@ -373,7 +377,9 @@ class ResumeResult:
     def naive_max_loss_diff(self) -> float:
         return max(
             abs(a - b)
-            for a, b in zip(self.naive_losses, self.ref_losses[self.resumed_from :])
+            for a, b in zip(
+                self.naive_losses, self.ref_losses[self.resumed_from :], strict=True
+            )
         )
 
 
@@ -399,7 +405,8 @@ def resume_experiment(
         validate.positive_int(name, value)
     if not save_every <= crash_at < spec.steps:
         raise ValueError(
-            f"need 0 < save_every={save_every} <= crash_at={crash_at} < steps={spec.steps}"
+            f"need 0 < save_every={save_every} <= crash_at={crash_at} "
+            f"< steps={spec.steps}"
         )
     with cpu_threads(threads, name="threads"):
         return _resume_experiment(
@@ -446,7 +453,11 @@ def _resume_experiment(spec, root, save_every, crash_at, say) -> ResumeResult:
     naive_weights = weights(naive_run)
 
     resumed_from = loaded.step
-    committed = [ids for s, ids in zip(before.steps, before.seen) if s <= resumed_from]
+    committed = [
+        ids
+        for s, ids in zip(before.steps, before.seen, strict=True)
+        if s <= resumed_from
+    ]
     flat = lambda batches: [i for b in batches for i in b]  # noqa: E731
     ref_seen = flat(ref.seen)
     naive_extra, naive_missing = _multiset_gap(

@@ -118,8 +118,9 @@ def waste_explorer(
         fontsize=7,
     )
     ax.set_title(
-        f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, C = {checkpoint_s:g} s, "
-        f"R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, {w_daly:.1%} lost",
+        f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, "
+        f"C = {checkpoint_s:g} s, R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, "
+        f"{w_daly:.1%} lost",
         fontsize=9,
     )
     return fig
@@ -139,7 +140,8 @@ def interval_vs_cluster(
         t = [cadence.cluster_mtbf(node_mtbf_s, int(n)) for n in n_nodes]
         opt = [cadence.daly_interval(c_s, ti) for ti in t]
         waste = [
-            cadence.waste_fraction(i, c_s, ti, exact=True) for i, ti in zip(opt, t)
+            cadence.waste_fraction(i, c_s, ti, exact=True)
+            for i, ti in zip(opt, t, strict=True)
         ]
         gpus = np.asarray(n_nodes) * gpus_per_node
         left.loglog(gpus, np.asarray(opt) / MIN, color=f"C{j}", label=f"C = {c_s:g} s")
@@ -198,7 +200,7 @@ def save_stall(results, device: str):
     step_ms = [results[m].median_step_s * 1e3 for m in modes]
     wall = [results[m].wall_s for m in modes]
     bars = right.bar(["no saves", "sync", "async_save"], wall, color=["C2", "C0", "C1"])
-    for b, s in zip(bars, step_ms):
+    for b, s in zip(bars, step_ms, strict=True):
         right.annotate(
             f"step {s:.0f} ms",
             (b.get_x() + b.get_width() / 2, b.get_height()),
@@ -240,7 +242,8 @@ def checkpoint_storage(
     storage_bytes_per_s: float,
     writers=None,
 ):
-    """What a checkpoint holds (bars) and its write time against the number of writers."""
+    """What a checkpoint holds (bars) and its write time against the
+    number of writers."""
     parts = cadence.checkpoint_bytes(n_params, breakdown=True)
     total = sum(parts.values())
     n_sat = storage_bytes_per_s / writer_bytes_per_s  # writers that saturate storage
@@ -289,7 +292,8 @@ def checkpoint_storage(
         f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.2g}"
     )  # a slow disk shows 0.85, not 1
     right.set_title(
-        f"{rate} MB/s per writer,\n{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling",
+        f"{rate} MB/s per writer,\n"
+        f"{storage_bytes_per_s / 1e9:.0f} GB/s storage ceiling",
         fontsize=9,
     )
     return fig

@@ -160,9 +160,9 @@ class TextData:
         self.gen = torch.Generator().manual_seed(seed)
         if len(self.stream) <= self.seq_len + 1 or len(self.raw) <= raw_chars:
             raise ValueError(
-                f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens and "
-                f"{len(self.raw)} characters: too few for seq_len={self.seq_len} and "
-                f"raw_chars={raw_chars}"
+                f"corpus_bytes={sizes.corpus_bytes} gives {len(self.stream)} tokens "
+                f"and {len(self.raw)} characters: too few for seq_len={self.seq_len} "
+                f"and raw_chars={raw_chars}"
             )
 
     @property
@@ -182,7 +182,8 @@ class TextData:
                 ids = self.tok.encode(self.raw[start : start + self.raw_chars]).ids
                 if len(ids) < s + 1:
                     raise ValueError(
-                        f"raw_chars={self.raw_chars} gave {len(ids)} tokens, fewer than s+1 = {s + 1}"
+                        f"raw_chars={self.raw_chars} gave {len(ids)} tokens, "
+                        f"fewer than s+1 = {s + 1}"
                     )
                 rows.append(ids[: s + 1])
             rows = torch.tensor(rows, dtype=torch.long)  # (b, s+1)
@@ -277,7 +278,7 @@ class Loop:
             sync(self.device)
 
 
-# --- reading one profiled step back ----------------------------------------------------
+# --- reading one profiled step back ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,8 @@ def trace_events(prof) -> list:
         if device == "cuda" and (
             k.is_user_annotation() or k.name().startswith((P, "ProfilerStep"))
         ):
-            continue  # on CUDA each record_function range is mirrored as a GPU annotation
+            # on CUDA each record_function range is mirrored as a GPU annotation
+            continue
         out.append(
             Ev(
                 k.name(),
@@ -380,7 +382,8 @@ def _is_marker(e: Ev) -> bool:
 
 
 def _lineage(e: Ev):
-    """(innermost ladder scope, whether an operator encloses e, topmost operator above it)."""
+    """(innermost ladder scope, whether an operator encloses e, topmost
+    operator above it)."""
     scope, top, enclosed = None, None, False
     p = e.parent
     while p is not None:
@@ -434,7 +437,8 @@ def account_step(events: list, device: str = "cpu") -> StepAccount:
         if device == "cpu" and not enclosed:
             items.append((e.start_us, e.end_us, cf.bucket_of(e.name, inner), 1))
     if device == "cuda":
-        # a kernel links to the operator that launched it (not to the runtime call), as torch's own parser has it
+        # a kernel links to the operator that launched it (not to the runtime call),
+        # as torch's own parser has it
         host = {
             e.id: e for e in events if e.device == "cpu" and e.id and not e.linked_id
         }
@@ -483,7 +487,8 @@ class StepTimes:
 
     @property
     def account(self) -> StepAccount:
-        """The median profiled step (by its window; the lower middle of an even count)."""
+        """The median profiled step (by its window; the lower middle of
+        an even count)."""
         ranked = sorted(self.profiled, key=lambda a: a.window_s)
         return ranked[(len(ranked) - 1) // 2]
 
@@ -527,16 +532,17 @@ def time_and_profile(
     for _ in range(warmup):
         step()
     sync(device)
-    # Kineto prints start/stop notices to stderr, which would land in the page; the level is read
-    # when the profiler first starts, and 6 is above all of its levels (as the input-pipeline chapter does).
+    # Kineto prints start/stop notices to stderr, which would land in the page;
+    # the level is read when the profiler first starts, and 6 is above all of its
+    # levels (as the input-pipeline chapter does).
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     unprofiled, walls, accounts, scaled = [], [], [], []
     on_gpu = device == "cuda"
-    # Each cycle: one untimed step that settles the machine after the last profiled step's trace
-    # was read (its Python work leaves caches cold and memory freed, which the step after it
-    # would pay for), one timed unprofiled step, (on a GPU, where CUPTI wants it, one warm-up
-    # step whose trace is dropped,) one profiled step; after the cycles, one more settling step
-    # and the remaining unprofiled steps.
+    # Each cycle: one untimed step that settles the machine after the last profiled
+    # step's trace was read (its Python work leaves caches cold and memory freed,
+    # which the step after it would pay for), one timed unprofiled step, (on a GPU,
+    # where CUPTI wants it, one warm-up step whose trace is dropped,) one profiled step;
+    # after the cycles, one more settling step and the remaining unprofiled steps.
     cycle = 4 if on_gpu else 3
     rest = max(0, steps - profiled_steps)
     total = cycle * profiled_steps + (1 + rest if rest else 0)
@@ -670,7 +676,8 @@ class Rung:
     config: LoopConfig
     dtype: str
     times: StepTimes
-    attempts: int  # measurements pooled (more were taken while the residual was above tolerance)
+    # measurements pooled (more were taken while the residual was above tolerance)
+    attempts: int
     tokens_per_step: int
     flops_per_token: float  # the model's 6N + 12Lhs, the unpadded vocabulary
     rates: (
@@ -715,14 +722,13 @@ def run_ladder(
     residual_tol: float = 0.05,
     max_attempts: int = 4,
 ) -> Ladder:
-    """Measure the slow loop, then each fix in ``fixes`` (formulas.Fix) applied
-    on top of the ones before. Between rungs the ceiling of the next rung's
-    dtype is re-timed (mamf.refine), so the ceiling is probed while the
-    machine runs as it runs for the step. A rung whose residual is above
-    ``residual_tol`` is measured again, up to ``max_attempts`` times in all,
-    and the samples pooled (the median of more steps is a better estimate; a
-    residual the profiler itself causes does not go away, and stays). A ceiling that a rung still beats is swept
-    again, longer (widen_ceiling)."""
+    """Measure the slow loop, then each fix in ``fixes`` (formulas.Fix) applied on
+    top of the ones before. Between rungs the ceiling of the next rung's dtype is
+    re-timed (mamf.refine), so the ceiling is probed while the machine runs as it runs
+    for the step. A rung whose residual is above ``residual_tol`` is measured again, up
+    to ``max_attempts`` times in all, and the samples pooled (the median of more steps
+    is a better estimate; a residual the profiler itself causes does not go away, and
+    stays). A ceiling that a rung still beats is swept again, longer (widen_ceiling)."""
     validate.positive("residual_tol", residual_tol)
     validate.positive_int("max_attempts", max_attempts)
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
@@ -775,7 +781,8 @@ def _run_ladder(
         attempts = 1
         while abs(times.residual) > residual_tol and attempts < max_attempts:
             log(
-                f"rung {i}: residual {times.residual:+.1%}, above {residual_tol:.0%}: measuring more steps ..."
+                f"rung {i}: residual {times.residual:+.1%}, above {residual_tol:.0%}: "
+                "measuring more steps ..."
             )
             times = times.pooled(
                 time_and_profile(
@@ -784,8 +791,8 @@ def _run_ladder(
             )
             attempts += 1
         log(
-            f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual {times.residual:+.1%} "
-            f"({time.perf_counter() - start:.1f} s)"
+            f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
+            f"{times.residual:+.1%} ({time.perf_counter() - start:.1f} s)"
         )
         measured.append((name, label, config, times, attempts))
         del loop
@@ -833,7 +840,8 @@ def measure_config(
     device: str,
     seed: int = 0,
 ) -> StepTimes:
-    """Time and profile one loop set up as ``config`` says (the exercise's mystery step)."""
+    """Time and profile one loop set up as ``config`` says (the exercise's
+    mystery step)."""
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
         loop = Loop(config, sizes, data, device, seed)
         return time_and_profile(
@@ -873,7 +881,8 @@ class CommRun:
     device: str
 
     def median(self, mode: str, what: str = "step_s") -> float:
-        """The median over steps of the slowest rank's time: a step ends when the last rank ends."""
+        """The median over steps of the slowest rank's time: a step ends when
+        the last rank ends."""
         rows = getattr(self, what)[mode]
         return statistics.median(max(r) for r in rows)
 
@@ -934,8 +943,9 @@ def _ddp_worker(argv):
         end = time.perf_counter()
         return end - start, computed - start
 
-    # The local step first (it sets the straggler's delay), then every mode in turn, round after
-    # round, so that a machine whose speed drifts drifts under all four alike.
+    # The local step first (it sets the straggler's delay), then every
+    # mode in turn, round after round, so that a machine whose speed drifts
+    # drifts under all four alike.
     local = [run("local", 0.0)[0] for _ in range(opts["warmup"] + 2)][opts["warmup"] :]
     t = torch.tensor([min(local)])
     dist.broadcast(t, 0)
@@ -993,14 +1003,19 @@ def comm_run(
         )
         if launch.returncode != 0:
             raise RuntimeError(
-                f"the gloo run failed (exit {launch.returncode}):\n{launch.output[-3000:]}"
+                f"the gloo run failed (exit {launch.returncode}):\n"
+                f"{launch.output[-3000:]}"
             )
         per_rank = [
             json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(2)
         ]
-    step_s = {m: tuple(zip(*(r["step_s"][m] for r in per_rank))) for m in COMM_MODES}
+    step_s = {
+        m: tuple(zip(*(r["step_s"][m] for r in per_rank), strict=True))
+        for m in COMM_MODES
+    }
     compute_s = {
-        m: tuple(zip(*(r["compute_s"][m] for r in per_rank))) for m in COMM_MODES
+        m: tuple(zip(*(r["compute_s"][m] for r in per_rank), strict=True))
+        for m in COMM_MODES
     }
     with cpu_threads(1):
         who = device_description("cpu") + " per process"

@@ -56,7 +56,7 @@ def ladder_buckets(labels, buckets, step_s, vs_ceiling, device_name: str):
         linewidth=0.5,
     )
     for i, (top, frac) in enumerate(
-        zip(np.maximum(bottom, bottom + residual), vs_ceiling)
+        zip(np.maximum(bottom, bottom + residual), vs_ceiling, strict=True)
     ):
         ax.text(i, top, f"{frac:.0%}", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(
@@ -68,7 +68,8 @@ def ladder_buckets(labels, buckets, step_s, vs_ceiling, device_name: str):
     )
     ax.set_ylabel("step time (ms)")
     ax.set_title(
-        f"Where each rung's step goes (labels: share of the MAMF ceiling)\n{device_name}",
+        "Where each rung's step goes (labels: share of the MAMF ceiling)\n"
+        f"{device_name}",
         fontsize=9,
     )
     fig.legend(fontsize=7, ncol=4, loc="outside lower center")
@@ -89,7 +90,7 @@ def step_timeline(rows, device_name: str):
         squeeze=False,
     )
     seen = set()
-    for ax, (label, window_s, timeline) in zip(axes[:, 0], rows):
+    for ax, (label, window_s, timeline) in zip(axes[:, 0], rows, strict=True):
         for b in cf.BUCKETS:
             spans = [
                 (a * 1e3, (e - a) * 1e3) for a, e, bucket in timeline if bucket == b
@@ -155,7 +156,8 @@ def mfu_waterfall(
     percent_axis(ax)
     ax.set_ylim(0, 1.08)
     ax.set_title(
-        f"{len(chosen)} of {len(savings_s)} fixes applied: MFU {final:.1%}\n{device_name}",
+        f"{len(chosen)} of {len(savings_s)} fixes applied: MFU {final:.1%}\n"
+        f"{device_name}",
         fontsize=9,
     )
     return fig
@@ -185,7 +187,8 @@ def rank_times(comm, device_name: str):
     ax.set_xticks(range(len(modes)), [m.replace("_", " ") for m in modes])
     ax.set_ylabel("median time per step (ms)")
     ax.set_title(
-        f"Two processes, DDP over gloo: rank {comm.slow_rank} slowed in 'straggler'\n{device_name}",
+        f"Two processes, DDP over gloo: rank {comm.slow_rank} slowed in 'straggler'\n"
+        f"{device_name}",
         fontsize=9,
     )
     ax.legend(fontsize=7, ncol=2)

@@ -22,6 +22,7 @@ Buckets (BRIEF section 8's checklist, as a step's timeline shows it):
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -144,7 +145,8 @@ def bucket_of(name: str, scope: str | None = None) -> str:
     """
     if not isinstance(name, str) or not name:
         raise ValueError(
-            f"name must be a non-empty string (an operator or kernel name), got {name!r}"
+            "name must be a non-empty string (an operator or kernel name), "
+            f"got {name!r}"
         )
     if scope is not None:
         validate.one_of("scope", scope, SCOPES)
@@ -206,7 +208,7 @@ def account(window_s: float, items) -> dict:
     # a sweep over the elementary segments between consecutive cut points
     by_start = sorted(clean, key=lambda c: c[0])
     active, nxt = [], 0
-    for lo, hi in zip(points, points[1:]):
+    for lo, hi in itertools.pairwise(points):
         while nxt < len(by_start) and by_start[nxt][0] <= lo:
             active.append(by_start[nxt])
             nxt += 1
@@ -294,8 +296,9 @@ def rung_rates(
     mfu = achieved / peak_flops_per_s
     if mfu > 1 + 1e-9:
         raise ValueError(
-            f"an MFU of {mfu:.1%} is above 100 %: peak_flops_per_s={peak_flops_per_s!r} "
-            f"or flops_per_token={flops_per_token!r} must be wrong"
+            f"an MFU of {mfu:.1%} is above 100 %: "
+            f"peak_flops_per_s={peak_flops_per_s!r} or "
+            f"flops_per_token={flops_per_token!r} must be wrong"
         )
     return RungRates(tokens_per_s, achieved, mfu, achieved / ceiling_flops_per_s)
 
@@ -312,7 +315,7 @@ def fix_savings(step_times_s) -> tuple:
         raise ValueError(f"step_times_s must hold at least two rungs, got {len(times)}")
     for i, t in enumerate(times):
         validate.positive(f"step_times_s[{i}]", t)
-    return tuple(float(a) - float(b) for a, b in zip(times, times[1:]))
+    return tuple(float(a) - float(b) for a, b in itertools.pairwise(times))
 
 
 def exposed_fraction(step_s: float, compute_s: float) -> float:
@@ -471,8 +474,8 @@ def waterfall(
         t += saved
         if t <= 0:
             raise ValueError(
-                f"without {name!r} the additive model gives a step of {t!r} s: savings_s is not "
-                "a set of measured rungs"
+                f"without {name!r} the additive model gives a step of {t!r} s: "
+                "savings_s is not a set of measured rungs"
             )
         new = flops_per_step / (t * peak_flops_per_s)
         bars.append(Bar(name, level, new))
@@ -492,8 +495,9 @@ class PublishedMamf:
     torch: str
 
 
-# Bekman, ML Engineering open book, compute/accelerator/README.md, "Maximum Achievable
-# Matmul FLOPS comparison table", BF16 (benchmark v2: mean of 100 iterations after 50 warm-up).
+# Bekman, ML Engineering open book, compute/accelerator/README.md,
+# "Maximum Achievable Matmul FLOPS comparison table", BF16 (benchmark v2:
+# mean of 100 iterations after 50 warm-up).
 PUBLISHED_MAMF = (
     PublishedMamf("NVIDIA A100 SXM", 271.2, 312, "1024x10240x5120", "2.6.0+cu126"),
     PublishedMamf("NVIDIA H100 SXM", 794.5, 989, "2048x2048x13312", "2.7.0+cu126"),

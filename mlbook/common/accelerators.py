@@ -77,7 +77,8 @@ ACCELERATORS = {
             },
             80 * GIGA,
             3350 * GIGA,
-            "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense = half the sparse figure)",
+            "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense = half "
+            "the sparse figure)",
             "2026-11",
         ),
         Accelerator(
@@ -105,7 +106,8 @@ ACCELERATORS = {
             },
             141 * GIGA,
             4800 * GIGA,
-            "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense): H100 compute, more and faster HBM3e",
+            "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense): H100 compute, "
+            "more and faster HBM3e",
             "2026-11",
         ),
     )
@@ -141,7 +143,8 @@ def match_cuda_name(cuda_name: str) -> Accelerator | None:
     or None when the table has no row for it."""
     if not isinstance(cuda_name, str):
         raise ValueError(
-            f"cuda_name must be a string such as 'NVIDIA H100 80GB HBM3', got {cuda_name!r}"
+            "cuda_name must be a string such as 'NVIDIA H100 80GB HBM3', "
+            f"got {cuda_name!r}"
         )
     upper = cuda_name.upper()
     for chip in ("H200", "H100", "A100", "V100"):
@@ -178,33 +181,41 @@ INTERCONNECTS = {
         Interconnect(
             "V100 SXM2",
             150 * GIGA,
-            "NVIDIA Tesla V100 datasheet: NVLink 300 GB/s (6 NVLink 2.0 links, both directions)",
+            "NVIDIA Tesla V100 datasheet: NVLink 300 GB/s (6 NVLink 2.0 links, "
+            "both directions)",
             4 * 100e9 / 8 / 8,
-            "NVIDIA DGX-1 datasheet: 4x InfiniBand EDR 100 Gb/s for 8 V100 (400 Gb/s / 8 bits / 8 GPUs)",
+            "NVIDIA DGX-1 datasheet: 4x InfiniBand EDR 100 Gb/s for 8 V100 "
+            "(400 Gb/s / 8 bits / 8 GPUs)",
             "2026-11",
         ),
         Interconnect(
             "A100 SXM",
             300 * GIGA,
-            "NVIDIA A100 datasheet: NVLink 600 GB/s (12 NVLink 3.0 links, both directions)",
+            "NVIDIA A100 datasheet: NVLink 600 GB/s (12 NVLink 3.0 links, "
+            "both directions)",
             200e9 / 8,
-            "NVIDIA DGX A100 datasheet: 8x single-port ConnectX-6 200 Gb/s HDR InfiniBand, one per GPU",
+            "NVIDIA DGX A100 datasheet: 8x single-port ConnectX-6 200 Gb/s "
+            "HDR InfiniBand, one per GPU",
             "2026-11",
         ),
         Interconnect(
             "H100 SXM",
             450 * GIGA,
-            "NVIDIA H100 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, both directions)",
+            "NVIDIA H100 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, "
+            "both directions)",
             400e9 / 8,
-            "NVIDIA DGX H100 datasheet: 8x single-port ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
+            "NVIDIA DGX H100 datasheet: 8x single-port ConnectX-7 400 Gb/s "
+            "NDR InfiniBand, one per GPU",
             "2026-11",
         ),
         Interconnect(
             "H200 SXM",
             450 * GIGA,
-            "NVIDIA H200 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, both directions)",
+            "NVIDIA H200 datasheet: NVLink 900 GB/s (18 NVLink 4.0 links, "
+            "both directions)",
             400e9 / 8,
-            "NVIDIA DGX H200 datasheet: 8x single-port ConnectX-7 400 Gb/s NDR InfiniBand, one per GPU",
+            "NVIDIA DGX H200 datasheet: 8x single-port ConnectX-7 400 Gb/s "
+            "NDR InfiniBand, one per GPU",
             "2026-11",
         ),
     )
@@ -218,7 +229,8 @@ def interconnect(name: str) -> Interconnect:
     key = accelerator(name).name
     if key not in INTERCONNECTS:
         raise ValueError(
-            f"the link table has no row for {key!r}; it knows {', '.join(INTERCONNECTS)}"
+            f"the link table has no row for {key!r}; it knows "
+            f"{', '.join(INTERCONNECTS)}"
         )
     return INTERCONNECTS[key]
 
@@ -268,7 +280,10 @@ def cpu_nominal_peak_flops_per_s(dtype: str = "fp32") -> tuple[float, str]:
     for flag, per_cycle in _CPU_FLOPS_PER_CYCLE[dtype]:
         if flag in flags:
             peak = cores * mhz * 1e6 * per_cycle
-            how = f"{cores} cores x {mhz / 1000:.2f} GHz x {per_cycle} FLOP/cycle ({flag})"
+            how = (
+                f"{cores} cores x {mhz / 1000:.2f} GHz x {per_cycle} "
+                f"FLOP/cycle ({flag})"
+            )
             return peak, how
     if dtype == "bf16":  # no bf16 units: bf16 runs at best at the fp32 rate
         return cpu_nominal_peak_flops_per_s("fp32")

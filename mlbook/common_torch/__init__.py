@@ -1,2 +1,3 @@
-"""Torch pieces several chapters share: the small GPT, toy models, the dtype map, timing and device
-helpers, the matmul ceiling probe (MAMF), process launch, the checkpointer and sampler."""
+"""Torch pieces several chapters share: the small GPT, toy models, the dtype map,
+timing and device helpers, the matmul ceiling probe (MAMF), process launch,
+the checkpointer and sampler."""

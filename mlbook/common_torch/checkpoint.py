@@ -92,7 +92,8 @@ MARKER = "COMPLETE"
 LATEST = "latest"
 _PREFIX = "step-"
 _TMP_PREFIX = ".tmp-step-"
-_REPLACED_PREFIX = ".replaced-step-"  # a published step moved aside while the same step is re-published
+# a published step moved aside while the same step is re-published
+_REPLACED_PREFIX = ".replaced-step-"
 
 # Outside a process group DCP warns on every call (also from async_save's
 # background thread) that it assumes a single process: that is the intent.
@@ -122,7 +123,8 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never half."""
+    """Write ``text`` to ``path`` so that readers see the old or the
+    new file, never half."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as f:
         f.write(text)
@@ -216,7 +218,8 @@ class ShardedSampler(torch.utils.data.Sampler):
         self.base = self.offset = 0
 
     def global_position(self) -> int:
-        """Samples of this epoch's stream consumed by all ranks together (ranks move in lockstep)."""
+        """Samples of this epoch's stream consumed by all ranks together (ranks
+        move in lockstep)."""
         return self.base + self.offset * self.world_size
 
     def state_dict(self, consumed: int | None = None) -> dict:
@@ -568,7 +571,8 @@ class Checkpointer:
         step: int | None = None,
         restore_rng: bool = True,
     ) -> Loaded:
-        """Restore the training state from the checkpoint of ``step`` (default: the latest).
+        """Restore the training state from the checkpoint of ``step`` (default:
+        the latest).
 
         Model and optimizer are loaded in place (the optimizer's state is
         created if it has none yet). The scheduler, sampler and RNG states are

@@ -23,7 +23,8 @@ DTYPES: dict[str, torch.dtype] = {
 
 
 def torch_dtype(dtype) -> torch.dtype:
-    """The torch dtype for a name in DTYPES; a torch dtype in DTYPES is returned as is."""
+    """The torch dtype for a name in DTYPES; a torch dtype in DTYPES
+    is returned as is."""
     if isinstance(dtype, torch.dtype):
         if dtype not in DTYPES.values():
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")

@@ -268,5 +268,5 @@ def fork_group_formed(
     for redone in range(tries):
         launch = fork_group(main, argv, nproc=nproc, timeout_s=timeout_s)
         if not group_failed_to_form(launch):
-            break
+            return launch, redone
     return launch, redone

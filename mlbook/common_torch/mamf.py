@@ -37,7 +37,8 @@ from torch.utils import benchmark
 from mlbook.common import validate
 from mlbook.common_torch.dtypes import DTYPES
 
-# The dtypes a matmul ceiling is probed in (fp8 matmuls need scaled kernels, not torch.mm).
+# The dtypes a matmul ceiling is probed in (fp8 matmuls need scaled
+# kernels, not torch.mm).
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 
 

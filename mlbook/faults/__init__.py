@@ -1,1 +1,2 @@
-"""Chapter: faults (failures, stragglers, elastic training, silent corruption, loss spikes, determinism)."""
+"""Chapter: faults (failures, stragglers, elastic training, silent corruption,
+loss spikes, determinism)."""

@@ -1,4 +1,5 @@
-"""Worker of the silent-corruption demo (``mlbook.faults.experiments.run_corruption`` forks it).
+"""Worker of the silent-corruption demo (``mlbook.faults.experiments.run_corruption``
+forks it).
 
 Data-parallel replicas of the shared MLP over gloo. Every step, before the
 optimizer step, the replicas compare two fingerprints of their gradients
@@ -14,10 +15,10 @@ gathered fingerprints, so they all decide alike). The scenarios, run one after
 another in the same process group, each from the same initial weights:
 
 - ``clean``: no fault; no alarm may fire.
-- ``exponent_before``: at ``--flip-step`` rank ``--flip-rank`` flips an
-  exponent bit (bit 30) of its local gradient before the all-reduce (a
-  miscomputing GPU). The all-reduce spreads it to everyone, so checksums still agree; the
-  norm check catches it.
+- ``exponent_before``: at ``--flip-step`` rank ``--flip-rank`` flips an exponent
+  bit (bit 30) of its local gradient before the all-reduce (a miscomputing GPU).
+  The all-reduce spreads it to everyone, so checksums still agree;
+  the norm check catches it.
 - ``mantissa_after``: the same rank flips a mantissa bit (bit 21: the value
   moves by a quarter or so) in its copy of the averaged gradient (a bad
   memory cell). Norms cannot see it; the
@@ -139,7 +140,7 @@ def run_scenario(name: str, args, check: faults.CorruptionCheck) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--flip-step", type=int, default=3)

@@ -1,22 +1,21 @@
 """Worker script of the elastic-restart demo, launched by torchrun.
 
     python -m torch.distributed.run --nproc-per-node 2 --max-restarts 1 \\
-        --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT -m mlbook.faults.elastic_script \\
+        --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT \\
+        -m mlbook.faults.elastic_script \\
         --workdir DIR --steps 40 --ckpt-every 10 --fail-step 27 --fail-rank 1
 
 Each worker trains the shared toy MLP (``mlbook.common_torch.toy_models``)
 with DDP over gloo, reading its shard of a fixed data set through
-``mlbook.common_torch.checkpoint.ShardedSampler``, and saves the whole
-training state with ``mlbook.common_torch.checkpoint.Checkpointer``
-(torch.distributed.checkpoint) every ``--ckpt-every`` steps. On start it
-resumes from the latest checkpoint, if there is one. In the first
-``--fail-attempts`` attempts (torchrun's TORCHELASTIC_RESTART_COUNT counts
-them from 0; -1: every attempt), rank ``--fail-rank`` dies abruptly with
-os._exit(1) once ``--fail-step`` steps are done; torchrun then tears down the
-group and starts it again, until ``--max-restarts`` runs out. Every rank appends its events
-(start, resume, step, checkpoint, fail, done) with wall times to
-``DIR/events-rank<r>.jsonl``; rank 0 writes the final weights to
-``DIR/final.pt``.
+``mlbook.common_torch.checkpoint.ShardedSampler``, and saves the whole training state
+with ``mlbook.common_torch.checkpoint.Checkpointer`` (torch.distributed.checkpoint)
+every ``--ckpt-every`` steps. On start it resumes from the latest checkpoint,
+if there is one. In the first ``--fail-attempts`` attempts (torchrun's
+TORCHELASTIC_RESTART_COUNT counts them from 0; -1: every attempt), rank ``--fail-rank``
+dies abruptly with os._exit(1) once ``--fail-step`` steps are done; torchrun then
+tears down the group and starts it again, until ``--max-restarts`` runs out. Every rank
+appends its events (start, resume, step, checkpoint, fail, done) with wall times to
+``DIR/events-rank<r>.jsonl``; rank 0 writes the final weights to ``DIR/final.pt``.
 """
 
 from __future__ import annotations

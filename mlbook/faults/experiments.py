@@ -158,7 +158,8 @@ def run_elastic(
         )
     if launcher == "fork" and fail_step is not None:
         raise ValueError(
-            f"launcher='fork' cannot restart a failed worker; use fail_step=None, got {fail_step!r}"
+            "launcher='fork' cannot restart a failed worker; use fail_step=None, "
+            f"got {fail_step!r}"
         )
     validate.positive_int("steps", steps)
     validate.positive_int("ckpt_every", ckpt_every)
@@ -170,7 +171,8 @@ def run_elastic(
         and 0 < fail_step < steps
     ):
         raise ValueError(
-            f"fail_step must be None or an integer in (0, steps={steps}), got {fail_step!r}"
+            f"fail_step must be None or an integer in (0, steps={steps}), "
+            f"got {fail_step!r}"
         )
     if not (
         isinstance(fail_rank, int)
@@ -392,7 +394,8 @@ def run_corruption(
         )
         if launch.returncode != 0 or not out.exists():
             raise RuntimeError(
-                f"corruption run failed (exit {launch.returncode}):\n{launch.output[-4000:]}"
+                f"corruption run failed (exit {launch.returncode}):\n"
+                f"{launch.output[-4000:]}"
             )
         report = json.loads(out.read_text())
     scenarios = {
@@ -424,12 +427,16 @@ class SpikeRun:
         return sum(tail) / len(tail)
 
 
+# spike_run's default detector: a frozen dataclass, so every call can share it.
+SPIKE_DETECTOR = faults.SpikeConfig(window=30, z_threshold=6.0)
+
+
 def spike_run(
     steps: int = 150,
     bad: tuple = (60, 64),
     ckpt_every: int = 10,
     policy: faults.RewindPolicy | None = None,
-    detector: faults.SpikeConfig = faults.SpikeConfig(window=30, z_threshold=6.0),
+    detector: faults.SpikeConfig = SPIKE_DETECTOR,
     seed: int = 0,
     lr: float = 0.1,
     max_rewinds: int = 3,
@@ -471,7 +478,8 @@ def _spike_run(
         and 0 <= bad[0] <= bad[1]
     ):
         raise ValueError(
-            f"bad must be a (start, end) pair of integers with 0 <= start <= end, got {bad!r}"
+            "bad must be a (start, end) pair of integers with 0 <= start "
+            f"<= end, got {bad!r}"
         )
     w = toy_models.teacher(seed)
     model = toy_models.make_model(seed)
@@ -564,8 +572,8 @@ def deterministic_env(device: str, environ=None) -> dict:
         return {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE_CONFIGS[0]}
     if current not in CUBLAS_WORKSPACE_CONFIGS:
         raise ValueError(
-            f"CUBLAS_WORKSPACE_CONFIG is {current!r}; deterministic cuBLAS needs one of "
-            f"{CUBLAS_WORKSPACE_CONFIGS}"
+            f"CUBLAS_WORKSPACE_CONFIG is {current!r}; deterministic cuBLAS needs "
+            f"one of {CUBLAS_WORKSPACE_CONFIGS}"
         )
     return {}
 
@@ -580,7 +588,8 @@ def set_deterministic_env(device: str) -> dict:
     env = deterministic_env(device)
     if env and torch.cuda.is_initialized():
         raise RuntimeError(
-            f"set {env} before any CUDA work: CUDA is already initialised in this process"
+            f"set {env} before any CUDA work: CUDA is already initialised "
+            "in this process"
         )
     os.environ.update(env)
     return env

@@ -20,7 +20,8 @@ CATEGORY_COLORS = {
 
 
 def llama3_causes(rows=faults.LLAMA3_INTERRUPTIONS, log=faults.LLAMA3_405B_LOG):
-    """The 419 unexpected interruptions of Llama 3 405B by root cause, coloured by category."""
+    """The 419 unexpected interruptions of Llama 3 405B by root cause,
+    coloured by category."""
     rows = sorted(rows, key=lambda r: r.count)
     fig, ax = new_figure(size=(7.0, 4.6), layout="constrained")
     colors = [CATEGORY_COLORS.get(r.category, "C8") for r in rows]
@@ -210,7 +211,8 @@ def spike_runs(
     for p in rescued.rewinds:
         ax.plot([p.spike_step], [plain.losses[p.spike_step]], "v", color="C3", ms=8)
         ax.annotate(
-            f"spike: rewind to step {p.resume_step},\nskip batches {p.skip_start}-{p.skip_end - 1}",
+            f"spike: rewind to step {p.resume_step},\n"
+            f"skip batches {p.skip_start}-{p.skip_end - 1}",
             xy=(p.resume_step, rescued.losses[p.resume_step]),
             xytext=(p.spike_step + 8, plain.losses[p.spike_step]),
             fontsize=8,

@@ -118,9 +118,12 @@ OPT_175B_LOG = {
     "manual_restarts_at_least": 35,
     "hosts_cycled_over": 100,
     "months": 2,
-    "source": "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)",
+    "source": (
+        "Zhang et al. 2022, OPT, arXiv:2205.01068 (Sec. 2.5 and the metaseq logbook)"
+    ),
 }
-# Kokolis et al.'s figures live once, in mlbook.cadence.formulas, which plans around them.
+# Kokolis et al.'s figures live once, in mlbook.cadence.formulas,
+# which plans around them.
 META_RSC_MTTF = {
     "gpus_measured": 1024,
     "mttf_hours_measured": MTTF_1024_GPUS_S / HOUR_S,
@@ -185,7 +188,8 @@ def _norm_cdf(z):
 
 
 def delta_from_speed(speed: float) -> float:
-    """A rank running at ``speed`` (0.8 = 80 %) takes 1/speed as long: delta = 1/speed - 1."""
+    """A rank running at ``speed`` (0.8 = 80 %) takes 1/speed as long:
+    delta = 1/speed - 1."""
     validate.fraction("speed", speed)
     if 1.0 / speed - 1.0 > MAX_DELTA:
         raise ValueError(
@@ -256,7 +260,8 @@ def expected_step_time(
 
 
 def straggler_slowdown(n_ranks: int, delta: float, sigma: float = 0.05) -> float:
-    """How much longer a step takes with the slow rank than without it (0.25 = +25 %)."""
+    """How much longer a step takes with the slow rank than without
+    it (0.25 = +25 %)."""
     return (
         expected_step_time(n_ranks, delta, sigma)
         / expected_step_time(n_ranks, 0.0, sigma)
@@ -351,7 +356,8 @@ def simulate_step_times(
     straggler_rank: int = 0,
     median_s: float = 1.0,
 ) -> np.ndarray:
-    """Monte Carlo compute times, shape (steps, n_ranks), one rank slowed by 1 + delta."""
+    """Monte Carlo compute times, shape (steps, n_ranks), one rank
+    slowed by 1 + delta."""
     _check_straggler_args(n_ranks, delta, sigma)
     validate.positive_int("steps", steps)
     validate.positive("median_s", median_s)
@@ -362,7 +368,8 @@ def simulate_step_times(
         and 0 <= straggler_rank < n_ranks
     ):
         raise ValueError(
-            f"straggler_rank must be an integer in [0, {n_ranks}), got {straggler_rank!r}"
+            f"straggler_rank must be an integer in [0, {n_ranks}), "
+            f"got {straggler_rank!r}"
         )
     rng = np.random.default_rng(seed)
     times = median_s * np.exp(
@@ -706,7 +713,8 @@ EVENT_KINDS = ("start", "resume", "step", "checkpoint", "fail", "done")
 
 @dataclass(frozen=True)
 class TimelineSummary:
-    """Rank 0's view of an elastic run (steps are counts of completed optimizer steps)."""
+    """Rank 0's view of an elastic run (steps are counts of completed
+    optimizer steps)."""
 
     attempts: int
     steps_done: int  # optimizer steps executed, counting redone ones
@@ -729,7 +737,8 @@ def _check_events(events) -> list:
             raise ValueError(f"events[{i}] must be a dict, got {e!r}")
         if e.get("kind") not in EVENT_KINDS:
             raise ValueError(
-                f"events[{i}]['kind'] must be one of {EVENT_KINDS}, got {e.get('kind')!r}"
+                f"events[{i}]['kind'] must be one of {EVENT_KINDS}, "
+                f"got {e.get('kind')!r}"
             )
         _non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
         t = e.get("t")

@@ -1,4 +1,5 @@
-"""Chapter: the input pipeline (tokenise once, pack, shard by rank, keep the device fed).
+"""Chapter: the input pipeline (tokenise once, pack, shard by rank,
+keep the device fed).
 
 ``formulas``   the loader model (step time and device idle share from load
                time, compute time and workers) and the tokens/s a trainer

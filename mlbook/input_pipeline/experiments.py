@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import statistics
 import time
@@ -204,7 +205,8 @@ def step_time_ab(
                 log(
                     f"  step {i - warmup + 1}/{steps}: "
                     + ", ".join(
-                        f"{n} {times[n][0][-1] * 1e3:.1f} + {times[n][1][-1] * 1e3:.0f} ms"
+                        f"{n} {times[n][0][-1] * 1e3:.1f} "
+                        f"+ {times[n][1][-1] * 1e3:.0f} ms"
                         for n in sources
                     )
                 )
@@ -220,7 +222,7 @@ def step_time_ab(
     }
 
 
-# --- a profiler timeline ----------------------------------------------------------------
+# --- a profiler timeline --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -263,8 +265,9 @@ def profile_loop(
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    # Kineto prints its start/stop notices (log level "USDT", torch 2.13) to stderr, which lands
-    # in the page; the level is read when the profiler first starts, and 6 is above all of its levels.
+    # Kineto prints its start/stop notices (log level "USDT", torch 2.13) to stderr,
+    # which lands in the page; the level is read when the profiler first starts,
+    # and 6 is above all of its levels.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     device = _device(device)
     validate.positive_int("steps", steps)
@@ -305,7 +308,7 @@ def profile_loop(
     return Timeline(label, tuple(spans))
 
 
-# --- a DataLoader over items of a set cost ----------------------------------------------
+# --- a DataLoader over items of a set cost --------------------------------------------
 
 
 class CostlyDataset(Dataset):
@@ -420,11 +423,13 @@ def loader_sweep(
         validate.instance_of("setting", setting, LoaderSetting)
         if setting.pin_memory and device != "cuda":
             raise ValueError(
-                f"{setting.label}: pin_memory needs a CUDA device (on {device} it does nothing)"
+                f"{setting.label}: pin_memory needs a CUDA device (on "
+                f"{device} it does nothing)"
             )
         times, n_batches = [], 0
         with warnings.catch_warnings():
-            # torch warns when workers outnumber the cores; these workers sleep, they need none
+            # torch warns when workers outnumber the cores; these workers
+            # sleep, they need none
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             loader = DataLoader(ds, batch_size=batch_size, **setting.kwargs())
             for _ in range(epochs):
@@ -447,7 +452,7 @@ def loader_sweep(
     return points
 
 
-# --- pinned against pageable copies -------------------------------------------------------
+# --- pinned against pageable copies ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -504,7 +509,7 @@ def h2d_copy(
     )
 
 
-# --- what the document mask costs ------------------------------------------------------------
+# --- what the document mask costs -----------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -557,7 +562,7 @@ def attention_mask_cost(
                 F.scaled_dot_product_attention(
                     q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], is_causal=True
                 )
-                for a, b in zip(bounds[:-1], bounds[1:])
+                for a, b in itertools.pairwise(bounds)
             ],
             dim=2,
         )
@@ -588,7 +593,7 @@ def attention_mask_cost(
     )
 
 
-# --- the data position in a checkpoint --------------------------------------------------------
+# --- the data position in a checkpoint ------------------------------------------------
 
 
 class LoopPosition:
@@ -742,6 +747,8 @@ def resume_check(
         )
     equal = all(
         torch.equal(a, b)
-        for a, b in zip(ref.state_dict().values(), again.state_dict().values())
+        for a, b in zip(
+            ref.state_dict().values(), again.state_dict().values(), strict=True
+        )
     )
     return ResumeCheck(save_at, steps, straight, resumed, equal, ahead, saved)

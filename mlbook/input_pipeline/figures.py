@@ -61,7 +61,8 @@ def document_mask(row, eos_id: int):
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
     ax.set_title(
-        "blue: attended; orange: another document's\n(causal allows it, the document mask does not)",
+        "blue: attended; orange: another document's\n"
+        "(causal allows it, the document mask does not)",
         fontsize=9,
     )
     pos = packing.reset_positions(row, eos_id)
@@ -71,7 +72,8 @@ def document_mask(row, eos_id: int):
     bx.set_ylabel("position id")
     bx.legend()
     bx.set_title(
-        f"{int(packing.document_ids(row, eos_id)[-1]) + 1} documents in a row of {len(row)}",
+        f"{int(packing.document_ids(row, eos_id)[-1]) + 1} documents in "
+        f"a row of {len(row)}",
         fontsize=10,
     )
     return fig
@@ -97,7 +99,8 @@ def timelines(lines, device_name: str):
     ax.set_yticks(range(len(lines)), [line.label for line in reversed(lines)])
     ax.set_xlabel("time since the first traced range (s)")
     ax.set_title(
-        f"torch.profiler ranges on {device_name}: orange = waiting for data, blue = step",
+        f"torch.profiler ranges on {device_name}: orange = waiting for data, "
+        "blue = step",
         fontsize=10,
     )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2, fontsize=8)
@@ -134,7 +137,7 @@ def sweep(points, model_epoch_s, published, device_name: str):
     fig, (ax, bx) = new_figure(ncols=2, size=(9.5, 3.8), layout="constrained")
     plain = [
         (p, m)
-        for p, m in zip(points, model_epoch_s)
+        for p, m in zip(points, model_epoch_s, strict=True)
         if p.setting.label == f"w={p.setting.num_workers}"
     ]
     w = [p.setting.num_workers for p, _ in plain]
@@ -160,7 +163,7 @@ def sweep(points, model_epoch_s, published, device_name: str):
     ax.set_title(f"loader overhead per epoch, {device_name}", fontsize=9)
     ax.set_xticks(sorted(set(w)))
     ax.legend(fontsize=8)
-    ratios = [p.epoch_s / m for p, m in zip(points, model_epoch_s)]
+    ratios = [p.epoch_s / m for p, m in zip(points, model_epoch_s, strict=True)]
     bx.bar(range(len(points)), ratios, color="C0")
     bx.axhline(1, color="k", lw=1)
     bx.set_xticks(
@@ -249,9 +252,10 @@ def loader_model(
     bx.set_ylim(-0.02, 1)
     bx.legend(fontsize=8)
     fig.suptitle(
-        f"load {load_s * 1e3:,.0f} ms/batch ({batch_size} x {item_cost_ms:g} ms), compute "
-        f"{compute_ms:g} ms: {workers} workers -> {chosen_step * 1e3:,.0f} ms/step, idle "
-        f"{chosen_idle:.0%}; {need} keep the device busy",
+        f"load {load_s * 1e3:,.0f} ms/batch ({batch_size} x "
+        f"{item_cost_ms:g} ms), compute {compute_ms:g} ms: {workers} workers "
+        f"-> {chosen_step * 1e3:,.0f} ms/step, idle {chosen_idle:.0%}; "
+        f"{need} keep the device busy",
         fontsize=9,
     )
     return fig

@@ -153,7 +153,10 @@ BEKMAN_NUM_WORKERS = PublishedLoaderBench(
     pin_memory=True,
     persistent_workers=False,
     overhead_s={0: 5.388, 1: 3.900, 2: 1.333, 3: 0.839, 4: 0.875},
-    machine="a CUDA machine (the script copies each batch to cuda:0; the README does not name the GPU)",
+    machine=(
+        "a CUDA machine (the script copies each batch to cuda:0; "
+        "the README does not name the GPU)"
+    ),
     source="Bekman, ML Engineering open book, training/performance/README.md and "
     "benchmarks/dataloader/num-workers-bench.py",
 )

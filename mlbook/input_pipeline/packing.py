@@ -118,7 +118,8 @@ def pack_documents(docs, seq_len: int, eos_id: int) -> np.ndarray:
             arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0)
         ):
             raise ValueError(
-                f"docs[{i}] must be a flat sequence of token ids at or above 0, got {d!r:.60}"
+                f"docs[{i}] must be a flat sequence of token ids at or above 0, "
+                f"got {d!r:.60}"
             )
         parts.append(arr.astype(np.int64))
         parts.append(np.array([eos_id], dtype=np.int64))

@@ -86,7 +86,8 @@ def write_shards(
         )
     if not isinstance(tokenizer_sha256, str) or len(tokenizer_sha256) != 64:
         raise ValueError(
-            f"tokenizer_sha256 must be a 64-character hex digest, got {tokenizer_sha256!r}"
+            "tokenizer_sha256 must be a 64-character hex digest, "
+            f"got {tokenizer_sha256!r}"
         )
     if (
         isinstance(eos_id, bool)
@@ -166,8 +167,9 @@ class PackedShards:
             and tokenizer_sha256 != self.index["tokenizer_sha256"]
         ):
             raise ValueError(
-                f"{self.directory} was tokenised by tokenizer {self.index['tokenizer_sha256'][:12]}..., "
-                f"not by the one given ({str(tokenizer_sha256)[:12]}...): re-tokenise or use that tokenizer"
+                f"{self.directory} was tokenised by tokenizer "
+                f"{self.index['tokenizer_sha256'][:12]}..., not by the one given "
+                f"({str(tokenizer_sha256)[:12]}...): re-tokenise or use that tokenizer"
             )
         self.seq_len = self.index["seq_len"]
         self.dtype = np.dtype(self.index["dtype"]).newbyteorder("<")
@@ -176,14 +178,15 @@ class PackedShards:
             path = self.directory / s["file"]
             if not path.is_file() or path.stat().st_size != s["bytes"]:
                 raise ValueError(
-                    f"shard {path} is missing or has the wrong size (index says {s['bytes']} bytes)"
+                    f"shard {path} is missing or has the wrong size (index "
+                    f"says {s['bytes']} bytes)"
                 )
             if verify and _sha256_file(path) != s["sha256"]:
                 raise ValueError(
                     f"shard {path} does not match its SHA-256 in the index: corrupted"
                 )
-            # mode "c" (copy-on-write): the array is writable, so torch.from_numpy takes it without a
-            # warning, but nothing is ever written back to the file.
+            # mode "c" (copy-on-write): the array is writable, so torch.from_numpy takes
+            # it without a warning, but nothing is ever written back to the file.
             self.maps.append(
                 np.memmap(
                     path,

@@ -71,7 +71,7 @@ def python_sources(max_bytes: int, root=None) -> Corpus:
     sizes = [p.stat().st_size for p in files]
     stride = max(1, sum(sizes) // max_bytes)
     paths, texts, total = [], [], 0
-    for p, size in zip(files[::stride], sizes[::stride]):
+    for p, size in zip(files[::stride], sizes[::stride], strict=True):
         if size == 0 or total + size > max_bytes:
             continue
         text = p.read_bytes().decode("utf-8", errors="replace")

@@ -33,7 +33,8 @@ class CountRow:
 def count_vs_formula(
     cfg: TransformerConfig, seq_len: int, batch: int, device: str = "cpu"
 ) -> list[CountRow]:
-    """FlopCounterMode against equation 6N + 12Lhs, for written-out and fused attention."""
+    """FlopCounterMode against equation 6N + 12Lhs, for written-out
+    and fused attention."""
     tokens = batch * seq_len
     rows = []
     for impl in ("math", "sdpa"):
@@ -136,7 +137,8 @@ def measure_mfu(
     while True:
         sweeps += 1
         log(
-            f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's own {len(include)} first) ..."
+            f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's "
+            f"own {len(include)} first) ..."
         )
         found = mamf.find_ceiling(
             dtype,
@@ -149,7 +151,8 @@ def measure_mfu(
         ceiling = found if ceiling is None else mamf.merge(ceiling, found)
         for r in range(rounds):
             log(
-                f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x s={seq_len}, then the best shapes again ..."
+                f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x "
+                f"s={seq_len}, then the best shapes again ..."
             )
             times += measure.time_steps(
                 step, steps=steps, warmup=1 if not times else 0, device=device
@@ -174,7 +177,8 @@ def measure_mfu(
         step_s=step_s,
         tokens_per_s=tokens_per_s,
         mfu_nominal=mfu.mfu(tokens_per_s, cfg, seq_len, peak),
-        # Not mfu(): these are measurements, not peaks; the page asserts the ceiling held.
+        # Not mfu(): these are measurements, not peaks; the page asserts
+        # the ceiling held.
         step_vs_square=achieved / square,
         step_vs_ceiling=achieved / ceiling.flops_per_s,
         sweeps=sweeps,

@@ -41,8 +41,9 @@ def _utilisation(
     u = achieved_flops_per_s / (n_gpus * peak_flops_per_s)
     if u > 1 + ROUNDING:
         raise ImpossibleUtilisation(
-            f"{what} of {u:.1%} is above 100 %: the peak FLOP/s ({peak_flops_per_s:.3g} per GPU "
-            f"x {n_gpus}) or the FLOPs convention must be wrong"
+            f"{what} of {u:.1%} is above 100 %: the peak FLOP/s "
+            f"({peak_flops_per_s:.3g} per GPU x {n_gpus}) or the FLOPs "
+            "convention must be wrong"
         )
     return u
 

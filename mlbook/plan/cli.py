@@ -128,7 +128,10 @@ def parser() -> argparse.ArgumentParser:
         "--storage-gb-per-s",
         type=float,
         default=DEFAULT_STORAGE_BYTES_PER_S / GB,
-        help="aggregate checkpoint write bandwidth, GB/s (default %(default)g, an assumption)",
+        help=(
+            "aggregate checkpoint write bandwidth, GB/s (default %(default)g, "
+            "an assumption)"
+        ),
     )
     ap.add_argument(
         "--restart-min",
@@ -193,7 +196,8 @@ def budget_lines(d: dict) -> list[str]:
         (
             "run",
             f"{d['model']}, {d['tokens'] / TERA:g}T tokens, s={d['seq_len']:,}, "
-            f"{d['n_gpus']:,} x {d['gpu']} (dp {d['dp']} x tp {d['tp']} x pp {d['pp']})",
+            f"{d['n_gpus']:,} x {d['gpu']} (dp {d['dp']} x tp {d['tp']} "
+            f"x pp {d['pp']})",
         ),
         ("compute (6ND)", f"{d['compute_flops_6nd']:.3e} FLOPs"),
         ("compute (6N+12Lhs)", f"{d['compute_flops']:.3e} FLOPs  <- MFU convention"),
@@ -212,19 +216,21 @@ def budget_lines(d: dict) -> list[str]:
         ("  activations", f"{gib(mb['activations'])} (recompute: {d['recompute']})"),
         (
             "checkpoint",
-            f"{d['checkpoint_bytes'] / TB:,.2f} TB, written in {d['checkpoint_write_s']:,.1f} s",
+            f"{d['checkpoint_bytes'] / TB:,.2f} TB, written in "
+            f"{d['checkpoint_write_s']:,.1f} s",
         ),
         ("job MTBF", f"{d['job_mtbf_s'] / HOUR_S:,.2f} h"),
         (
             "checkpoint every",
-            f"{d['checkpoint_interval_s'] / MINUTE_S:,.1f} min (Young "
-            f"{d['young_interval_s'] / MINUTE_S:,.1f}, Daly {d['daly_interval_s'] / MINUTE_S:,.1f})",
+            f"{d['checkpoint_interval_s'] / MINUTE_S:,.1f} min "
+            f"(Young {d['young_interval_s'] / MINUTE_S:,.1f}, Daly "
+            f"{d['daly_interval_s'] / MINUTE_S:,.1f})",
         ),
         ("expected failures", f"{d['expected_failures']:,.0f}"),
         (
             "lost to",
-            f"checkpoints {lost['checkpoints']:,.2f} d, rework {lost['rework']:,.2f} d, "
-            f"restarts {lost['restarts']:,.2f} d",
+            f"checkpoints {lost['checkpoints']:,.2f} d, rework "
+            f"{lost['rework']:,.2f} d, restarts {lost['restarts']:,.2f} d",
         ),
         ("goodput", f"{d['goodput']:.1%} (Daly exact: {d['goodput_daly']:.1%})"),
         ("expected days", f"{d['expected_days']:,.1f} days"),

@@ -99,7 +99,8 @@ class RunSpec:
                 )
         elif not isinstance(self.model, TransformerConfig):
             raise ValueError(
-                f"model must be a preset name or a TransformerConfig, got {self.model!r}"
+                "model must be a preset name or a TransformerConfig, "
+                f"got {self.model!r}"
             )
         validate.positive("tokens", self.tokens)
         accelerator(self.gpu)
@@ -112,7 +113,8 @@ class RunSpec:
             if self.n_gpus % (self.tp * self.pp):
                 raise ValueError(
                     f"tp x pp = {self.tp * self.pp} must divide n_gpus={self.n_gpus} "
-                    "(data-parallel size dp = n_gpus / (tp x pp) must be a whole number)"
+                    "(data-parallel size dp = n_gpus / (tp x pp) must "
+                    "be a whole number)"
                 )
             object.__setattr__(self, "dp", self.n_gpus // (self.tp * self.pp))
         validate.positive_int("dp", self.dp)
@@ -140,9 +142,9 @@ class RunSpec:
             filled = self.micro_batch * self.grad_accum * self.dp
             if filled != self.global_batch:
                 raise ValueError(
-                    f"micro_batch x grad_accum x dp = {self.micro_batch} x {self.grad_accum}"
-                    f" x {self.dp} = {filled} sequences must fill global_batch="
-                    f"{self.global_batch} exactly"
+                    f"micro_batch x grad_accum x dp = {self.micro_batch} x "
+                    f"{self.grad_accum} x {self.dp} = {filled} sequences must fill "
+                    f"global_batch={self.global_batch} exactly"
                 )
         validate.one_of("recompute", self.recompute, RECOMPUTE)
         validate.positive("failures_per_gpu_hour", self.failures_per_gpu_hour)
@@ -217,12 +219,12 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     """Model state under the ZeRO stage across dp, the model split over tp x pp;
     activations of one micro-batch for the layers a GPU holds.
 
-    With 1F1B the first pipeline stage keeps pp micro-batches in flight, each
-    for L/pp layers: L layers' worth, the same as no pipeline (Korthikanti et
-    al. 2022, Sec. 4.2.3). When pp does not divide L (Llama 3 405B runs 126
-    layers on 16 stages, with lighter first and last stages) the fullest
-    stage holds ceil(L/pp) layers, which is what is counted. Tensor parallelism with sequence parallelism
-    divides the activations by tp (ibid., Sec. 4.2.2).
+    With 1F1B the first pipeline stage keeps pp micro-batches in flight, each for
+    L/pp layers: L layers' worth, the same as no pipeline (Korthikanti et al. 2022,
+    Sec. 4.2.3). When pp does not divide L (Llama 3 405B runs 126 layers on 16 stages,
+    with lighter first and last stages) the fullest stage holds ceil(L/pp) layers,
+    which is what is counted. Tensor parallelism with sequence parallelism divides the
+    activations by tp (ibid., Sec. 4.2.2).
     """
     validate.instance_of("spec", spec, RunSpec)
     cfg = spec.config

@@ -30,7 +30,7 @@ from mlbook.precision.formulas import (
     fp8_scale,
 )
 
-# --- the formats, read from torch ------------------------------------------------------
+# --- the formats, read from torch -----------------------------------------------------
 
 
 def finfo_format(dtype) -> FloatFormat:
@@ -104,7 +104,7 @@ def overflow_fraction(values, dtype, scale: float = 1.0) -> float:
     return float(torch.isinf(cast_roundtrip(t, dtype, scale)).sum()) / t.numel()
 
 
-# --- the loss scaler through real backward passes ----------------------------------------
+# --- the loss scaler through real backward passes -------------------------------------
 
 SCALERS = ("mlbook", "torch")
 
@@ -175,7 +175,7 @@ def loss_scaling_run(
     return ScalerTrace(tuple(scales), tuple(skipped))
 
 
-# --- gradients of a real network ---------------------------------------------------------
+# --- gradients of a real network ------------------------------------------------------
 
 GRADIENT_GROUPS = ("logits", "activations", "weights")
 
@@ -243,7 +243,7 @@ def capture_gradients(
     return GradientSample(**kept, **counts)
 
 
-# --- master weights --------------------------------------------------------------------
+# --- master weights -------------------------------------------------------------------
 
 MASTER_MODES = ("fp32", "bf16 + fp32 master", "pure bf16")
 
@@ -343,7 +343,7 @@ def _master_run(mode, w0, w_true, batches, steps, lr, device) -> MasterRun:
     )
 
 
-# --- fp8 per-tensor scaling ----------------------------------------------------------------
+# --- fp8 per-tensor scaling -----------------------------------------------------------
 
 
 def _fp8_name(dtype) -> str:
@@ -480,7 +480,8 @@ def drifting_tensors(
 
 @dataclass(frozen=True)
 class Fp8Sweep:
-    """Relative RMS error per standard deviation, without and with a per-tensor scale."""
+    """Relative RMS error per standard deviation, without and with a
+    per-tensor scale."""
 
     none: tuple
     scaled: tuple
@@ -508,7 +509,7 @@ def fp8_error_sweep(sigmas, size: int = 4096, seed: int = 0) -> dict:
     return out
 
 
-# --- matmul throughput by dtype --------------------------------------------------------------
+# --- matmul throughput by dtype -------------------------------------------------------
 
 
 @dataclass(frozen=True)

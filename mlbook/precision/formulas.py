@@ -150,7 +150,7 @@ def bf16_absorbs(weight: float, update: float) -> bool:
     return bool(round_to_format(w + round_to_format(update, "bf16"), "bf16") != w)
 
 
-# --- dynamic loss scaling --------------------------------------------------------------
+# --- dynamic loss scaling -------------------------------------------------------------
 
 
 def _f32(x: float) -> float:
@@ -366,7 +366,7 @@ def max_safe_scale(amax: float, name: str = "fp16") -> float:
     return 2.0**k
 
 
-# --- fp8 per-tensor scaling --------------------------------------------------------------
+# --- fp8 per-tensor scaling -----------------------------------------------------------
 
 
 def fp8_scale(amax: float, name: str = "fp8 E4M3", margin: int = 0) -> float:
@@ -378,7 +378,7 @@ def fp8_scale(amax: float, name: str = "fp8 E4M3", margin: int = 0) -> float:
     return float_format(name).max / amax / 2**margin
 
 
-# --- where magnitudes fall: a histogram of log2 |v| -----------------------------------------
+# --- where magnitudes fall: a histogram of log2 |v| -----------------------------------
 
 
 @dataclass(frozen=True, eq=False)

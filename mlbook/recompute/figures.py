@@ -44,11 +44,11 @@ def segments_memory(s: int, h: int, a: int, L: int, b: int):
     """The memory of c segments, c = 1..L, with c* = sqrt(L A / I), the best
     whole c and Chen et al.'s ceil(sqrt L) marked (slider figure)."""
     A = recompute.activation_bytes_per_layer(s, b, h, a, "none")
-    I = recompute.activation_bytes_per_layer(s, b, h, a, "full")
+    input_bytes = recompute.activation_bytes_per_layer(s, b, h, a, "full")
     cs = np.arange(1, L + 1)
-    mem = [recompute.segments_memory_bytes(int(c), L, A, I) / GIB for c in cs]
-    c_star = recompute.optimal_segments(L, A, I)
-    best = recompute.best_segments(L, A, I)
+    mem = [recompute.segments_memory_bytes(int(c), L, A, input_bytes) / GIB for c in cs]
+    c_star = recompute.optimal_segments(L, A, input_bytes)
+    best = recompute.best_segments(L, A, input_bytes)
     sq = recompute.sqrt_segments(L)
     fig, ax = new_figure()
     ax.plot(cs, mem, color="C2")
@@ -60,7 +60,7 @@ def segments_memory(s: int, h: int, a: int, L: int, b: int):
     )
     ax.plot(
         [best],
-        [recompute.segments_memory_bytes(best, L, A, I) / GIB],
+        [recompute.segments_memory_bytes(best, L, A, input_bytes) / GIB],
         "o",
         color="C3",
         ms=8,
@@ -68,7 +68,7 @@ def segments_memory(s: int, h: int, a: int, L: int, b: int):
     )
     ax.plot(
         [sq],
-        [recompute.segments_memory_bytes(sq, L, A, I) / GIB],
+        [recompute.segments_memory_bytes(sq, L, A, input_bytes) / GIB],
         "s",
         color="C2",
         ms=8,
@@ -79,7 +79,8 @@ def segments_memory(s: int, h: int, a: int, L: int, b: int):
     ax.set_ylim(0, None)
     ax.legend(fontsize=8)
     ax.set_title(
-        f"A/I = {A / I:.0f}: a layer keeps {A / I:.0f}x its input", fontsize=10
+        f"A/I = {A / input_bytes:.0f}: a layer keeps {A / input_bytes:.0f}x its input",
+        fontsize=10,
     )
     return fig
 

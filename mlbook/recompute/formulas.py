@@ -325,24 +325,26 @@ class Plan:
         validate.non_negative("extra_flops_fraction", self.extra_flops_fraction)
 
 
-def segments_memory_bytes(c: int, L: int, A: float, I: float) -> float:
+def segments_memory_bytes(c: int, L: int, A: float, input_bytes: float) -> float:
     """Memory of c segments: c kept layer inputs plus one segment of
-    ceil(L / c) layers holding all their activations, c I + ceil(L/c) A."""
+    ceil(L / c) layers holding all their activations, c I + ceil(L/c) A,
+    where I = ``input_bytes``, the bytes of one layer's input."""
     c = validate.positive_int("c", c)
     L = validate.positive_int("L", L)
     validate.positive("A", A)
-    validate.positive("I", I)
+    validate.positive("I", input_bytes)
     if c > L:
         raise ValueError(f"c={c} segments cannot exceed L={L} layers")
-    return c * I + math.ceil(L / c) * A
+    return c * input_bytes + math.ceil(L / c) * A
 
 
-def optimal_segments(L: int, A: float, I: float) -> float:
-    """c* = sqrt(L A / I): where c I + (L / c) A has zero slope."""
+def optimal_segments(L: int, A: float, input_bytes: float) -> float:
+    """c* = sqrt(L A / I): where c I + (L / c) A has zero slope (I =
+    ``input_bytes``)."""
     L = validate.positive_int("L", L)
     validate.positive("A", A)
-    validate.positive("I", I)
-    return math.sqrt(L * A / I)
+    validate.positive("I", input_bytes)
+    return math.sqrt(L * A / input_bytes)
 
 
 def sqrt_segments(L: int) -> int:
@@ -350,14 +352,16 @@ def sqrt_segments(L: int) -> int:
     return math.ceil(math.sqrt(validate.positive_int("L", L)))
 
 
-def best_segments(L: int, A: float, I: float) -> int:
+def best_segments(L: int, A: float, input_bytes: float) -> int:
     """The whole number of segments in 1..L with the least memory. When
-    c* = sqrt(L A / I) is above L (a layer keeps far more than its input),
-    that is L: checkpoint every layer."""
+    c* = sqrt(L A / I) is above L (a layer keeps far more than its input,
+    I = ``input_bytes``), that is L: checkpoint every layer."""
     L = validate.positive_int("L", L)
     validate.positive("A", A)
-    validate.positive("I", I)
-    return min(range(1, L + 1), key=lambda c: (segments_memory_bytes(c, L, A, I), c))
+    validate.positive("I", input_bytes)
+    return min(
+        range(1, L + 1), key=lambda c: (segments_memory_bytes(c, L, A, input_bytes), c)
+    )
 
 
 def checkpoint_plans(
@@ -384,7 +388,7 @@ def checkpoint_plans(
         )
     elif not isinstance(layer, LayerBytes):
         raise ValueError(f"layer must be a LayerBytes, got {layer!r}")
-    A, I = layer.none, layer.full
+    A, input_bytes = layer.none, layer.full
     c = sqrt_segments(L)
     return {
         "none": Plan("none", L * A, 0.0),
@@ -393,8 +397,10 @@ def checkpoint_plans(
             L * layer.selective,
             selective_extra_flops_fraction(s, h, d_ff_mult, mlp),
         ),
-        "sqrt": Plan("sqrt", segments_memory_bytes(c, L, A, I), 1 / 3, segments=c),
-        "full": Plan("full", L * I + A, 1 / 3, segments=L),
+        "sqrt": Plan(
+            "sqrt", segments_memory_bytes(c, L, A, input_bytes), 1 / 3, segments=c
+        ),
+        "full": Plan("full", L * input_bytes + A, 1 / 3, segments=L),
     }
 
 

@@ -2,7 +2,9 @@
 
 The calculators load without torch::
 
-    from mlbook.scaling import ring_allreduce_s, zero_state_bytes, zero_comm_bytes, bubble_fraction
+    from mlbook.scaling import (
+        ring_allreduce_s, zero_state_bytes, zero_comm_bytes, bubble_fraction
+    )
 
 ``formulas`` (ring collectives, ZeRO state and traffic, the bubble, tensor-
 parallel traffic, the alpha-beta fit) and ``pipeline`` (schedule timelines)

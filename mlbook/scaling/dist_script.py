@@ -109,13 +109,15 @@ def task_allreduce(args) -> dict:
             far = float(
                 any(
                     abs(min(b) / fit.predict_s(s) - 1) > CHECK_BAND
-                    for s, b in zip(sizes, blocks)
+                    for s, b in zip(sizes, blocks, strict=True)
                 )
             )
         if not _decide(far):
             rounds -= 1
             break
-        for b, more in zip(blocks, _rounds(buffers, args.blocks, budget, scratch)):
+        for b, more in zip(
+            blocks, _rounds(buffers, args.blocks, budget, scratch), strict=True
+        ):
             b.extend(more)
     return {"n_ranks": world, "sizes": sizes, "blocks": blocks, "rounds": rounds}
 
@@ -140,7 +142,8 @@ def _model(args) -> GPT:
 
 
 def _global_batch(args, step: int):
-    """The whole step's batch (b per rank, every rank's share): (b N, s) ids and targets."""
+    """The whole step's batch (b per rank, every rank's share): (b N, s)
+    ids and targets."""
     g = torch.Generator().manual_seed(args.seed * 1000 + step)
     return random_batch(
         _cfg(args), args.batch * dist.get_world_size(), args.seq, generator=g
@@ -242,7 +245,7 @@ def _count(tensors) -> dict:
 def _state_tensors(opt_state: dict):
     moments, steps = [], []
     for state in opt_state.values():
-        for name, t in state.items():
+        for t in state.values():
             if isinstance(t, torch.Tensor):
                 (steps if _local(t).dim() == 0 else moments).append(t)
     return moments, steps

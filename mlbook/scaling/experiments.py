@@ -36,7 +36,8 @@ def _launch(
         )
         if launch.returncode != 0 or not out.exists():
             raise RuntimeError(
-                f"the {task} ranks failed (exit {launch.returncode}):\n{launch.output[-4000:]}"
+                f"the {task} ranks failed (exit {launch.returncode}):\n"
+                f"{launch.output[-4000:]}"
             )
         return json.loads(out.read_text()), launch.wall_s, redone
 
@@ -74,7 +75,8 @@ def _check_ranks(n_ranks):
     validate.positive_int("n_ranks", n_ranks)
     if n_ranks < 2:
         raise ValueError(
-            f"n_ranks must be at least 2 (one rank has no one to talk to), got {n_ranks}"
+            "n_ranks must be at least 2 (one rank has no one to talk to), "
+            f"got {n_ranks}"
         )
 
 
@@ -255,7 +257,9 @@ def ddp_overlap(
             r["buckets"],
             statistics.median(r["sync_s"]),
             statistics.median(r["no_sync_s"]),
-            statistics.median(a - b for a, b in zip(r["sync_s"], r["no_sync_s"])),
+            statistics.median(
+                a - b for a, b in zip(r["sync_s"], r["no_sync_s"], strict=True)
+            ),
         )
         for r in rep["rows"]
     )
@@ -328,7 +332,7 @@ class ShardedRuns:
         return max(
             abs(a - b)
             for run in (self.zero1, self.fsdp2)
-            for a, b in zip(run.losses, self.ref_losses)
+            for a, b in zip(run.losses, self.ref_losses, strict=True)
         )
 
 

@@ -41,14 +41,17 @@ def allreduce_fit(
         [fit.predict_s(s) * 1e3 for s in grid],
         "-",
         color="C3",
-        label=f"fit: alpha = {fit.alpha_s * 1e6:.0f} us, B = {fit.link_bytes_per_s / 1e9:.2f} GB/s",
+        label=(
+            f"fit: alpha = {fit.alpha_s * 1e6:.0f} us, "
+            f"B = {fit.link_bytes_per_s / 1e9:.2f} GB/s"
+        ),
     )
     ax.set_xticks(sizes[::2], [_size_label(s) for s in sizes[::2]])
     ax.minorticks_off()
     ax.set_xlabel("message size")
     ax.set_ylabel("all-reduce time (ms)")
     ax.legend(fontsize=8)
-    ratio = [t / f for t, f in zip(sweep.best_s, fitted)]
+    ratio = [t / f for t, f in zip(sweep.best_s, fitted, strict=True)]
     ax2.semilogx(sizes, ratio, "o-")
     ax2.axhspan(
         1 - band,
@@ -244,7 +247,7 @@ def schedules(timelines):
     fig, axes = plt.subplots(
         n, 1, figsize=(9.0, n * (0.42 * p + 0.9)), layout="constrained", sharex=True
     )
-    for ax, t in zip(axes if n > 1 else [axes], timelines):
+    for ax, t in zip(axes if n > 1 else [axes], timelines, strict=True):
         schedule(t, ax=ax)
     end = max(float(t.makespan) for t in timelines)
     for ax in axes if n > 1 else [axes]:

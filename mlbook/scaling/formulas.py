@@ -31,7 +31,8 @@ def _stage(stage) -> int:
         or stage not in ZERO_STAGES
     ):
         raise ValueError(
-            f"stage must be one of the ZeRO stages 0, 1, 2, 3 (an integer), got {stage!r}"
+            "stage must be one of the ZeRO stages 0, 1, 2, 3 (an integer), "
+            f"got {stage!r}"
         )
     return int(stage)
 
@@ -281,7 +282,8 @@ def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
     n = validate.positive_int("n_ranks", n_ranks)
     if n < 2:
         raise ValueError(
-            f"n_ranks must be at least 2 to fit an all-reduce (one rank sends nothing), got {n}"
+            "n_ranks must be at least 2 to fit an all-reduce (one rank "
+            f"sends nothing), got {n}"
         )
     try:
         xs, ts = list(n_bytes), list(seconds)
@@ -289,21 +291,22 @@ def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
         raise ValueError("n_bytes and seconds must be sequences of numbers") from None
     if len(xs) != len(ts):
         raise ValueError(
-            f"n_bytes and seconds must have the same length, got {len(xs)} and {len(ts)}"
+            f"n_bytes and seconds must have the same length, got {len(xs)} "
+            f"and {len(ts)}"
         )
     if len({x for x in xs if isinstance(x, (int, float))}) < 2:
         raise ValueError(
             f"the fit needs at least two different message sizes, got n_bytes={xs!r}"
         )
-    for i, (x, t) in enumerate(zip(xs, ts)):
+    for i, (x, t) in enumerate(zip(xs, ts, strict=True)):
         validate.positive(f"n_bytes[{i}]", x)
         validate.positive(f"seconds[{i}]", t)
     # rows (1/t, S/t) . (a, c) ~ 1, where T = a + c S
     u = [1 / t for t in ts]
-    w = [x / t for x, t in zip(xs, ts)]
+    w = [x / t for x, t in zip(xs, ts, strict=True)]
     suu = sum(a * a for a in u)
     sww = sum(a * a for a in w)
-    suw = sum(a * b for a, b in zip(u, w))
+    suw = sum(a * b for a, b in zip(u, w, strict=True))
     su, sw = sum(u), sum(w)
     det = suu * sww - suw * suw
     a = (sww * su - suw * sw) / det if det > 0 else -1.0
@@ -312,7 +315,8 @@ def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
         a, c = 0.0, sw / sww
     elif c <= 0 or not math.isfinite(c):  # latency only: no bandwidth to report
         raise ValueError(
-            "the measured times do not grow with the message size; no bandwidth can be fitted"
+            "the measured times do not grow with the message size; "
+            "no bandwidth can be fitted"
         )
     steps = 2 * (n - 1)
     return AlphaBeta(alpha_s=a / steps, link_bytes_per_s=steps / n / c, n_ranks=n)

@@ -53,7 +53,8 @@ def chromium_or_skip() -> str:
     )
     if path is None:
         missing.append(
-            "Debian's chromium is not installed (make install installs it: apt-get install chromium)"
+            "Debian's chromium is not installed (make install installs it: "
+            "apt-get install chromium)"
         )
     try:
         import playwright.sync_api  # noqa: F401

@@ -12,7 +12,8 @@ child, so torch is imported once for all of them)
     sends ("done", events): the list of (label, seconds since the save
     began), which is how the parent learns the offsets to try.
 
-    python -m torch.distributed.run --nproc-per-node 2 -m tests.helpers.checkpoint_worker ranks ROOT
+    python -m torch.distributed.run --nproc-per-node 2 \\
+            -m tests.helpers.checkpoint_worker ranks ROOT
         Two gloo ranks: a DDP model and a ShardedSampler per rank, a
         synchronous and an async save, then a load into fresh objects on every
         rank. Each rank writes ROOT/result-rank<r>.json.
@@ -49,7 +50,7 @@ def _model(fill: float | None = None) -> torch.nn.Module:
     return model
 
 
-# --- kill anywhere ---------------------------------------------------------------------
+# --- kill anywhere --------------------------------------------------------------------
 
 
 def deterministic_state(step: int, version: int = 1):
