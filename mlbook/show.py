@@ -62,19 +62,66 @@ def glue_values(**values) -> None:
         glue(name, value, display=False)
 
 
-def table(rows, caption: str | None = None, formats: dict | None = None, index=None):
+def _number(value) -> str:
+    """A table cell's default text: integers with thousands separators,
+    reals with four significant digits (thousands separated from 1,000 up)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return f"{value:,}"
+    if value != value:  # NaN
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def _records(rows, columns) -> list[dict]:
+    """Rows as dicts. ``rows`` are dicts or objects (dataclasses: properties
+    work too); ``columns`` picks and names them: a list of keys or
+    attributes, or a dict header -> key, attribute or function of the row."""
+    rows = list(rows)
+    if columns is None:
+        if rows and not isinstance(rows[0], dict):
+            raise TypeError("table: rows that are objects need columns=[...]")
+        return rows
+    spec = columns if isinstance(columns, dict) else {c: c for c in columns}
+
+    def get(row, how):
+        if callable(how):
+            return how(row)
+        return row[how] if isinstance(row, dict) else getattr(row, how)
+
+    return [{header: get(row, how) for header, how in spec.items()} for row in rows]
+
+
+def table(
+    rows,
+    columns=None,
+    caption: str | None = None,
+    formats: dict | None = None,
+    index=None,
+):
     """Rows of results as a table that renders as HTML.
 
-    ``rows``: a DataFrame, a list of dicts (one per row, keys are the column
-    names, units in them: "step (ms)") or a dict of columns. ``formats`` maps
-    a column to a format string or callable ("{:,.0f}", "{:.1%}"); columns
-    not named get thousands separators and up to 3 decimals. ``index`` names
-    a column to use as the row labels; otherwise the index is hidden.
-    Returns a pandas Styler: make it a cell's last expression (or display it).
+    ``rows``: a DataFrame, a dict of columns, or a list of rows (dicts whose
+    keys are the column names, units in them: "step (ms)"; or objects such as
+    dataclasses, with ``columns``). ``columns`` picks and names the columns:
+    a list of keys/attributes, or a dict header -> key, attribute or function.
+    ``formats`` maps a column to a format string or callable ("{:,.0f}",
+    "{:.1%}"); other numbers get thousands separators and four significant
+    digits. ``index`` names a column to use as the row labels; otherwise the
+    index is hidden. Returns a pandas Styler: make it the cell's last
+    expression.
     """
     import pandas as pd
 
-    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    if isinstance(rows, pd.DataFrame):
+        frame = rows
+    elif isinstance(rows, dict):
+        frame = pd.DataFrame(rows)
+    else:
+        frame = pd.DataFrame(_records(rows, columns))
     if frame.empty:
         raise ValueError("table: no rows to show")
     unknown = set(formats or {}) - set(frame.columns)
@@ -85,9 +132,10 @@ def table(rows, caption: str | None = None, formats: dict | None = None, index=N
         )
     if index is not None:
         frame = frame.set_index(index)
-    styler = frame.style.format(precision=3, thousands=",", na_rep="-")
-    if formats:
-        styler = styler.format(formats, na_rep="-")
+    chosen = formats or {}
+    styler = frame.style.format(
+        {col: chosen.get(col, _number) for col in frame.columns}, na_rep="-"
+    )
     if index is None:
         styler = styler.hide(axis="index")
     if caption:

@@ -4,8 +4,8 @@
     python tools/page_metrics.py --json
 
 Per page: code cells and code lines; lines wider than the line length; the
-lines of ``print(...)`` and glue statements (every physical line of the
-statement, so a glue call split over ten lines counts ten); and the median and
+lines that call ``print``, ``glue`` or ``glue_values`` (as the issue counted
+them: a call split over several lines counts once); and the median and
 largest code cell. Cell sizes leave out the cells the page guide exempts: the
 ``parameters`` cell, the set-up cell (the first code cell after it) and
 exercise solutions (between ``solution-start`` and ``solution-end``).
@@ -15,7 +15,6 @@ tests/test_page_pattern.py holds the pages to the goals with these counts.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import re
 import statistics
@@ -44,20 +43,10 @@ class PageMetrics:
     largest_cell: int
 
 
-def _statement_lines(source: str, names: set[str]) -> int:
-    """Physical lines of the expression statements that call one of ``names``."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return sum(1 for ln in source.splitlines() if re.match(r"\s*(\w+)\(", ln))
-    total = 0
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-            if name in names:
-                total += node.end_lineno - node.lineno + 1
-    return total
+def _call_lines(source: str, names: set[str]) -> int:
+    """Lines that call one of ``names``."""
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(names)) + r")\(")
+    return sum(1 for line in source.splitlines() if pattern.search(line))
 
 
 def sized_cells(text: str) -> list[list[str]]:
@@ -93,8 +82,8 @@ def metrics(page: Path) -> PageMetrics:
         code_cells=len(cells),
         code_lines=sum(len(c.lines) for c in cells),
         long_lines=sum(len(ln) > LINE_LENGTH for c in cells for ln in c.lines),
-        glue_lines=sum(_statement_lines(s, GLUE_CALLS) for s in sources),
-        print_lines=sum(_statement_lines(s, {"print"}) for s in sources),
+        glue_lines=sum(_call_lines(s, GLUE_CALLS) for s in sources),
+        print_lines=sum(_call_lines(s, {"print"}) for s in sources),
         median_cell=statistics.median(sizes),
         largest_cell=max(sizes),
     )
