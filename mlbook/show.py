@@ -136,6 +136,18 @@ def table(
     styler = frame.style.format(
         {col: chosen.get(col, _number) for col in frame.columns}, na_rep="-"
     )
+    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
+    styler = styler.set_properties(subset=numeric, **{"text-align": "right"})
+    styler = styler.set_table_styles(
+        [
+            {
+                "selector": f"th.col{frame.columns.get_loc(c)}",
+                "props": "text-align: right",
+            }
+            for c in numeric
+        ],
+        overwrite=False,
+    )
     if index is None:
         styler = styler.hide(axis="index")
     if caption:

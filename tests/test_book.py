@@ -481,11 +481,16 @@ def in_build(url: str) -> bool:
     return url.startswith(HTML.as_uri() + "/") or url.startswith(("data:", "blob:"))
 
 
+# The window the page guide sizes code for: a code cell shows 88 columns there.
+WINDOW = {"width": 1300, "height": 900}
+
+
 def open_offline(browser, page_path: Path, on_page=None):
-    """Load a built page from file://. Every request outside the build's folder
-    is blocked; all of it is recorded in the returned Watch. ``on_page(page)``
-    runs before the page loads (to add listeners)."""
-    context = browser.new_context()
+    """Load a built page from file:// in a 1300 px window. Every request
+    outside the build's folder is blocked; all of it is recorded in the
+    returned Watch. ``on_page(page)`` runs before the page loads (to add
+    listeners)."""
+    context = browser.new_context(viewport=WINDOW)
     page = context.new_page()
     w = watch(page, in_build, ALLOWED_CONSOLE)
     if on_page is not None:
@@ -508,6 +513,15 @@ def settle(page, html: str):
     page.wait_for_load_state("networkidle")
 
 
+# Code cell inputs and outputs whose content is wider than their box (they
+# would scroll sideways): a line longer than the page guide's 88 columns, or an
+# output (a table, a printed line) too wide for the page.
+OVERFLOWING = """() => [...document.querySelectorAll(
+    'div.cell_input pre, div.cell_output pre, div.cell_output > .output')]
+  .filter(e => e.scrollWidth > e.clientWidth + 1)
+  .map(e => `${e.scrollWidth} > ${e.clientWidth} px: ${e.textContent.slice(0, 70)}`)"""
+
+
 @pytest.mark.parametrize("name", ["intro"] + [c for c in CHAPTERS if c != "intro"])
 def test_page_in_browser(browser, name):
     path = page_of(name)
@@ -523,6 +537,8 @@ def test_page_in_browser(browser, name):
             "img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : -1)"
         )
         assert all(w > 0 for w in widths), f"broken or unloaded images: {widths}"
+        wide = page.evaluate(OVERFLOWING)
+        assert not wide, f"{name}: code cells wider than the page at 1300 px: {wide}"
         if "widget-state+json" in html:
             assert (
                 page.locator(
