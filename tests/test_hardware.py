@@ -8,6 +8,7 @@ def test_table_rows_have_source_and_date():
     for a in hardware.ACCELERATORS.values():
         assert a.source and a.as_of
         assert a.hbm_bytes > 0 and a.hbm_bytes_per_s > 0
+        assert 0 < a.hbm_usable_bytes <= a.hbm_bytes
 
 
 @pytest.mark.parametrize(
@@ -27,8 +28,33 @@ def test_known_peaks(device, dtype, tflops):
 
 def test_h200_has_more_and_faster_memory_than_h100():
     h100, h200 = hardware.accelerator("H100"), hardware.accelerator("H200")
-    assert h200.hbm_bytes == 141e9 and h200.hbm_bytes_per_s == 4.8e12
+    assert h200.hbm_bytes == 141 * 2**30 and h200.hbm_bytes_per_s == 4.8e12
     assert h200.peak("bf16") == h100.peak("bf16")
+
+
+@pytest.mark.parametrize(
+    "device,gib,smi_mib",
+    [
+        # the datasheet's capacity read as GiB, and nvidia-smi's total in MiB
+        ("V100", 32, 32_510),
+        ("A100", 80, 81_920),
+        ("H100 SXM", 80, 81_559),
+        ("H100 PCIe", 80, 81_559),
+        ("H200", 141, 143_771),
+    ],
+)
+def test_hbm_is_binary_and_the_usable_part_is_what_nvidia_smi_reports(
+    device, gib, smi_mib
+):
+    """Issue 22, item 1: HBM capacities are binary. nvidia-smi reports more than
+    the decimal reading of the datasheet (81,559 MiB = 85.5e9 bytes > 80e9 for an
+    H100), so "80 GB" cannot be 10^9-byte gigabytes; it is 80 GiB, of which the
+    driver hands 81,559 MiB (79.65 GiB) to CUDA."""
+    a = hardware.accelerator(device)
+    assert a.hbm_bytes == gib * 2**30
+    assert a.hbm_usable_bytes == smi_mib * 2**20
+    assert gib * 1e9 < a.hbm_usable_bytes <= a.hbm_bytes
+    assert a.hbm_usable_source and "nvidia-smi" in a.hbm_usable_source
 
 
 def test_unknown_device_and_dtype():
@@ -212,3 +238,23 @@ def test_pick_device_choices():
 def test_device_helpers_reject_unknown_devices(fn):
     with pytest.raises(ValueError, match="device must be one of 'cpu', 'cuda'"):
         fn("cuda:0")
+
+
+def test_notation_page_states_binary_capacities_as_the_table_has_them():
+    """book/notation.md is not executed, so the one figure it types must match the
+    table, and it must not call HBM capacities decimal (issue 22, item 1)."""
+    import re
+    from pathlib import Path
+
+    text = " ".join(
+        (Path(__file__).resolve().parent.parent / "book" / "notation.md")
+        .read_text()
+        .split()
+    )
+    assert "print decimal GB" not in text
+    assert '"80 GB" of an H100 is 80 GiB' in text
+    (mib,) = re.findall(r"([\d,]+) MiB", text)
+    assert (
+        int(mib.replace(",", "")) * 2**20
+        == hardware.accelerator("H100").hbm_usable_bytes
+    )

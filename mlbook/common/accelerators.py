@@ -2,8 +2,14 @@
 
 Every hardware number the book uses lives here, once, with its source and the
 date it was read. Peaks are dense tensor-core throughput (no 2:4 sparsity).
-Memory sizes are the vendor's decimal gigabytes (10^9 bytes), as printed on
-the datasheets; the book converts to GiB where it reports memory.
+
+HBM capacities are binary, because HBM stacks come in powers of two: the "80
+GB" of an A100 or H100 is 80 GiB (2^30 bytes), the "141 GB" of an H200 141 GiB.
+Each row stores that capacity, and beside it the part the driver hands to CUDA,
+nvidia-smi's total (torch.cuda.get_device_properties(0).total_memory reports
+the same): the rest is reserved by the driver and the GPU. That usable figure
+is what a plan must fit in; a process's own CUDA context takes a few hundred
+MiB more of it. Bandwidths are decimal (a TB/s is 10^12 bytes a second).
 
 Nothing here imports torch; the throughput probes that measure a device live
 in mlbook.common_torch (device.py, mamf.py).
@@ -16,20 +22,27 @@ import re
 from dataclasses import dataclass, field
 
 from mlbook.common import validate
-from mlbook.common.units import GIGA, TERA
+from mlbook.common.units import GIB, GIGA, MIB, TERA
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 @dataclass(frozen=True)
 class Accelerator:
-    """One device's nominal numbers. peak_flops_per_s maps a dtype to FLOP/s."""
+    """One device's nominal numbers. peak_flops_per_s maps a dtype to FLOP/s.
+
+    hbm_bytes is the HBM on the card (binary: the datasheet's "80 GB" is 80
+    GiB); hbm_usable_bytes is what nvidia-smi reports as its total, the most
+    a process can have; hbm_usable_source says where that was read.
+    """
 
     name: str
     peak_flops_per_s: dict = field(hash=False)
     hbm_bytes: float
+    hbm_usable_bytes: float
     hbm_bytes_per_s: float
     source: str
+    hbm_usable_source: str
     as_of: str
 
     def peak(self, dtype: str = "bf16") -> float:
@@ -48,10 +61,13 @@ ACCELERATORS = {
         Accelerator(
             "V100 SXM2",
             {"fp32": 15.7 * TERA, "fp16": 125 * TERA},
-            32 * GIGA,
+            32 * GIB,
+            32_510 * MIB,
             900 * GIGA,
             "NVIDIA Tesla V100 datasheet (SXM2, 32 GB)",
-            "2026-11",
+            "nvidia-smi on a Tesla V100-SXM2-32GB: 32,510 MiB (some drivers print "
+            "32,768 MiB; the lower is kept)",
+            "2026-12",
         ),
         Accelerator(
             "A100 SXM",
@@ -61,10 +77,13 @@ ACCELERATORS = {
                 "bf16": 312 * TERA,
                 "fp16": 312 * TERA,
             },
-            80 * GIGA,
+            80 * GIB,
+            81_920 * MIB,
             2039 * GIGA,
             "NVIDIA A100 Tensor Core GPU datasheet (SXM 80 GB, dense)",
-            "2026-11",
+            "nvidia-smi on an A100-SXM4-80GB: 81,920 MiB (modal-labs/modal-client "
+            "#2797 lists it with the H100's)",
+            "2026-12",
         ),
         Accelerator(
             "H100 SXM",
@@ -75,11 +94,14 @@ ACCELERATORS = {
                 "fp16": 989 * TERA,
                 "fp8": 1979 * TERA,
             },
-            80 * GIGA,
+            80 * GIB,
+            81_559 * MIB,
             3350 * GIGA,
             "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense = half "
             "the sparse figure)",
-            "2026-11",
+            "nvidia-smi on an H100 80GB HBM3 (SXM): 81,559 MiB (NVIDIA/nccl#1264; "
+            "modal-labs/modal-client#2797)",
+            "2026-12",
         ),
         Accelerator(
             "H100 PCIe",
@@ -90,10 +112,12 @@ ACCELERATORS = {
                 "fp16": 756 * TERA,
                 "fp8": 1513 * TERA,
             },
-            80 * GIGA,
+            80 * GIB,
+            81_559 * MIB,
             2000 * GIGA,
             "NVIDIA H100 Tensor Core GPU datasheet (PCIe, dense)",
-            "2026-11",
+            "nvidia-smi on an H100 PCIe: 81,559 MiB, as the SXM part",
+            "2026-12",
         ),
         Accelerator(
             "H200 SXM",
@@ -104,11 +128,13 @@ ACCELERATORS = {
                 "fp16": 989 * TERA,
                 "fp8": 1979 * TERA,
             },
-            141 * GIGA,
+            141 * GIB,
+            143_771 * MIB,
             4800 * GIGA,
             "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense): H100 compute, "
             "more and faster HBM3e",
-            "2026-11",
+            "nvidia-smi on an H200 (SXM): 143,771 MiB",
+            "2026-12",
         ),
     )
 }
@@ -248,7 +274,8 @@ def interconnect(name: str) -> Interconnect:
 # an upper bound that no measurement may beat: the SKU's own cited max boost
 # where /proc/cpuinfo names a SKU the table knows, else (a hypervisor often
 # hides the SKU, as "AMD EPYC") the highest max boost of any part of that
-# design. BogoMIPS is twice the base clock, below what a busy core runs at.
+# design. (BogoMIPS is twice the base clock, which a busy core runs above, so
+# a peak at it is beaten by a real matmul.)
 
 
 @dataclass(frozen=True)
@@ -399,7 +426,6 @@ class CpuInfo:
     model: int | None
     model_name: str
     flags: frozenset
-    base_mhz: float | None  # BogoMIPS / 2 on x86
 
 
 def _parse_cpuinfo(text: str) -> CpuInfo:
@@ -415,14 +441,12 @@ def _parse_cpuinfo(text: str) -> CpuInfo:
         v = field_(name)
         return int(v) if v is not None and v.isdigit() else None
 
-    bogomips = field_("bogomips")
     return CpuInfo(
         vendor=field_("vendor_id") or "",
         family=integer("cpu family"),
         model=integer("model"),
         model_name=field_("model name") or "",
         flags=frozenset((field_("flags") or "").split()),
-        base_mhz=float(bogomips) / 2 if bogomips else None,
     )
 
 
