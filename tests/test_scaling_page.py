@@ -219,3 +219,19 @@ def test_the_plan_exercise_budget_is_a_quarter_of_the_usable_hbm(v):
     within 21.380e9 bytes from N_d = 4.37 up, so 8 is the smallest power of two."""
     assert v["ex_plan_budget_gib"] == pytest.approx(81_559 / 1024 / 4, rel=EXACT)
     assert v["ex_plan_n_dp"] == 8
+
+
+def test_the_core_count_is_the_runs(v):
+    """Issue 22, item 11: pages run with --jobs on more cores, and on a GPU
+    machine with 16, so a sentence that explains a measurement by the core
+    count quotes the run's own count (the test runs where the build ran)."""
+    import os
+    from pathlib import Path
+
+    assert v["cores"] == len(os.sched_getaffinity(0))
+    text = " ".join(
+        (Path(__file__).resolve().parent.parent / "notebooks" / "scaling.md")
+        .read_text()
+        .split()
+    )
+    assert "two CPU cores" not in text and "on two cores" not in text
