@@ -59,6 +59,9 @@ GLUED = {
     "acc_ddp_sync_step_ms",
     "acc_ddp_skip_step_ms",
     "acc_ddp_grad_diff",
+    "acc_fp16_tiny",
+    "acc_fp16_flush",
+    "acc_fp16_flush_log2",
     *(
         f"acc_ex_{what}_k{k}_S{S}"
         for what in ("zero", "rel")
@@ -155,3 +158,15 @@ def test_fp16_loss_scaling_exercise(v):
     # over a handful of fp16 operations; 1e-2 is ten of them.
     assert 0 < v["acc_ex_rel_k1_S1024"] < 1e-2 and 0 < v["acc_ex_rel_k8_S1024"] < 1e-2
     assert v["acc_ex_rel_k8_S1"] > v["acc_ex_rel_k8_S1024"]  # "the error falls to"
+
+
+def test_fp16_underflow_threshold_is_half_the_smallest_subnormal(v):
+    """Issue 22, item 3. IEEE 754 binary16's smallest subnormal is 2^-24. Round to
+    nearest, ties to even: a value above 2^-25 is nearer 2^-24 than 0 and rounds up
+    to it; exactly 2^-25 is a tie and goes to the even neighbour, 0. So a gradient
+    becomes zero at or below 2^-25, not below 2^-24."""
+    assert v["acc_fp16_tiny"] == 2.0**-24
+    assert v["acc_fp16_flush"] == 2.0**-25 and v["acc_fp16_flush_log2"] == -25
+    import numpy as np
+
+    assert np.float16(2.0**-25) == 0 and np.float16(1.5 * 2.0**-25) == 2.0**-24

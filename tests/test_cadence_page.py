@@ -155,6 +155,14 @@ def test_storage_claims(v):
     assert v["s_n_sat"] == pytest.approx(200e9 / bw, rel=EXACT)
     for n in (1, 64, 512):  # C = bytes / min(n * writer, storage)
         assert v[f"s_c_{n}"] == pytest.approx(980e9 / min(n * bw, 200e9), rel=EXACT)
+    # Issue 22, item 12: with a fixed number of writers C grows linearly with the
+    # model (the same formula, twice the bytes); it falls as writers are added,
+    # down to the storage floor.
+    assert v["s_c_64_twice"] == pytest.approx(
+        2 * 980e9 / min(64 * bw, 200e9), rel=EXACT
+    )
+    assert v["s_c_64_twice"] == pytest.approx(2 * v["s_c_64"], rel=EXACT)
+    assert v["s_c_1"] >= v["s_c_64"] >= v["s_c_512"] >= v["s_c_floor"] * (1 - EXACT)
     # 7.9 h * 128 nodes / 512 nodes = 1.975 h
     assert v["s_t_cluster"] == pytest.approx(1.975, rel=EXACT)
     assert 0 < v["s_w_512"] <= v["s_w_64"] <= v["s_w_1"] <= 1
@@ -172,3 +180,15 @@ def test_exercise(v):
     assert v["ex_gain_min"] > 0
     # "close to sqrt 2, not 2": within 2 % of sqrt 2 (1.401 / 1.414 = 0.991)
     assert v["ex_loss_ratio"] == pytest.approx(math.sqrt(2), rel=0.02)
+
+
+def test_sharded_c_is_not_called_size_independent():
+    from pathlib import Path
+
+    text = " ".join(
+        (Path(__file__).resolve().parent.parent / "notebooks" / "cadence.md")
+        .read_text()
+        .split()
+    )
+    assert "independent of the model's size" not in text
+    assert "grows linearly with the model" in text

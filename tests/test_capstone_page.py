@@ -179,3 +179,19 @@ def test_sizes_and_ceiling_shares_as_the_package_sets_them(v):
     assert v["raw_chars"] == 16_384  # TextData's default: about one source file
     # Every rung's share of its ceiling is at most 1 (the page asserts no rung beat it).
     assert 0 < v["ladder_first_vs_ceiling"] <= 1
+
+
+def test_the_core_count_is_the_runs(v):
+    """Issue 22, item 11: pages run with --jobs on more cores, and on a GPU
+    machine with 16, so a sentence that explains a measurement by the core
+    count quotes the run's own count (the test runs where the build ran)."""
+    import os
+    from pathlib import Path
+
+    assert v["cores"] == len(os.sched_getaffinity(0))
+    text = " ".join(
+        (Path(__file__).resolve().parent.parent / "notebooks" / "capstone.md")
+        .read_text()
+        .split()
+    )
+    assert "two CPU cores" not in text and "on two cores" not in text

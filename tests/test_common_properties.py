@@ -28,6 +28,7 @@ PROPERTY_COVERS = {
     "mlbook.common.accelerators.peak_flops_per_s",
     "mlbook.common.accelerators.match_cuda_name",
     "mlbook.common.accelerators.cpu_nominal_peak_flops_per_s",
+    "mlbook.common.accelerators.cpu_peak_from_cpuinfo",
     "mlbook.common.memory.model_state_bytes",
 }
 
@@ -290,6 +291,44 @@ def test_cpu_peak_is_finite_and_bf16_is_no_slower(dtype):
         accelerators.cpu_nominal_peak_flops_per_s("bf16")[0]
         >= accelerators.cpu_nominal_peak_flops_per_s("fp32")[0]
     )
+
+
+def _cpuinfo_text(vendor, family, model, name, flags):
+    return (
+        f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
+        f"model\t\t: {model}\nmodel name\t: {name}\nflags\t\t: {flags}\n"
+    )
+
+
+X86_FLAGS = ["avx", "fma", "avx2", "avx512f", "avx512_bf16", "amx_bf16"]
+
+
+@FEW
+@given(
+    st.sampled_from(["AuthenticAMD", "GenuineIntel"]),
+    st.sampled_from([6, 23, 25, 26]),
+    st.sampled_from([1, 17, 49, 85, 143, 160, 207]),
+    st.sampled_from(["AMD EPYC", "AMD EPYC 7763 64-Core Processor", "Intel Xeon"]),
+    st.lists(st.sampled_from(X86_FLAGS), min_size=1, unique=True),
+    st.integers(1, 512),
+)
+def test_cpu_peak_scales_with_cores_and_is_bounded(
+    vendor, family, model, name, flags, cores
+):
+    text = _cpuinfo_text(vendor, family, model, name, " ".join(flags))
+    try:
+        fp32, how = accelerators.cpu_peak_from_cpuinfo(text, cores, "fp32")
+    except ValueError as e:  # no fp32 vector unit the table knows
+        assert "none of the vector units" in str(e)
+        assert not {"avx2", "avx512f"} & set(flags)
+        return
+    one, _ = accelerators.cpu_peak_from_cpuinfo(text, 1, "fp32")
+    bf16, _ = accelerators.cpu_peak_from_cpuinfo(text, cores, "bf16")
+    assert fp32 == pytest.approx(cores * one, rel=1e-12)
+    assert fp32 <= bf16  # bf16 never slower than fp32 on the same units
+    # no x86 core is rated above 6.2 GHz, nor does more than AMX's 1,024 FLOP/cycle
+    assert bf16 <= cores * accelerators.X86_MAX_BOOST_GHZ * 1e9 * 1024
+    assert "GHz" in how and "upper bound" in how
 
 
 @FEW

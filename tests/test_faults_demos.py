@@ -368,3 +368,38 @@ def test_determinism_demo_reruns_bitwise():
     assert d.same_seed_equal and d.same_seed_max_diff == 0 and d.other_seed_max_diff > 0
     assert d.safe.distinct == 1
     assert d.op == experiments.accumulating_op("cpu") and d.device.startswith("CPU:")
+
+
+def test_what_the_installed_torch_says_about_the_cublas_check():
+    """Issue 22, item 16: state only what the installed torch shows. Its CPU
+    build cannot run a cuBLAS call, but its headers and docs can be read: older
+    releases declared at::Context::alertCuBLASConfigNotDeterministic in
+    ATen/Context.h (the function that raised when CUBLAS_WORKSPACE_CONFIG was
+    missing) and named the variable in use_deterministic_algorithms's docs.
+    The faults page says torch 2.13 does neither; this holds it to that."""
+    from pathlib import Path
+
+    import torch
+
+    assert torch.__version__.startswith("2.13")
+    header = Path(torch.__file__).parent / "include" / "ATen" / "Context.h"
+    text = header.read_text()
+    assert "alertNotDeterministic" in text  # the header is the right one
+    assert "alertCuBLASConfigNotDeterministic" not in text
+    assert "CUBLAS_WORKSPACE_CONFIG" not in (torch.use_deterministic_algorithms.__doc__)
+    # and on the CPU, deterministic mode runs a matmul with the variable unset
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        x = torch.ones(4, 4)
+        assert torch.equal(x @ x, torch.full((4, 4), 4.0))
+    finally:
+        torch.use_deterministic_algorithms(before)
+    page = (
+        Path(__file__).resolve().parent.parent / "notebooks" / "faults.md"
+    ).read_text()
+    page = " ".join(page.split())
+    assert (
+        "newer releases, the one this book pins among them, no longer check" not in page
+    )
+    assert "alertCuBLASConfigNotDeterministic" in page

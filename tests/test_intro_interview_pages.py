@@ -47,6 +47,18 @@ def test_tokenising_in_the_loop(intro):
     # BRIEF: "the GPU sits at ~10 % MFU"; the page prints whole percent,
     # so within 0.5 points.
     assert intro["intro_mfu"] == pytest.approx(0.10, abs=0.005)
+    # Issue 22, item 13: a GPU twice as fast makes the step faster (0.4 + 1.3333 =
+    # 1.7333 s -> 0.2 + 1.3333 = 1.5333 s) but MFU and the idle share worse:
+    # busy 0.2 / 1.5333 = 13.04 %, so idle 86.96 % and MFU 13.04 % * 45 % = 5.87 %.
+    assert intro["intro_step_s"] == pytest.approx(0.4 + 4 / 3, rel=EXACT)
+    assert intro["intro_fast_step_s"] == pytest.approx(0.2 + 4 / 3, rel=EXACT)
+    assert intro["intro_fast_step_s"] < intro["intro_step_s"]
+    assert intro["intro_fast_idle"] == pytest.approx(1 - 0.2 / (0.2 + 4 / 3), rel=EXACT)
+    assert intro["intro_fast_mfu"] == pytest.approx(
+        0.45 * 0.2 / (0.2 + 4 / 3), rel=EXACT
+    )
+    assert intro["intro_fast_mfu"] < intro["intro_mfu"]
+    assert intro["intro_fast_idle"] > 1 - intro["intro_busy"]
 
 
 def test_memory_budget(intro):
@@ -71,6 +83,10 @@ def test_summary_card(intro):
     assert intro["card_young_min"] == pytest.approx(13.4164, abs=1e-4)
     # Llama 3 Sec. 3.3.4: 419 unexpected interruptions in a 54-day snapshot.
     assert intro["card_llama3_unexpected"] == 419 and intro["card_llama3_days"] == 54
+    # PaLM Sec. 5.1, what it did report (issue 22, item 10): a restart about 100
+    # steps before each spike, skipping 200 to 500 batches.
+    assert intro["card_palm_rewind"] == 100
+    assert (intro["card_palm_skip_lo"], intro["card_palm_skip_hi"]) == (200, 500)
 
 
 # --- the interview page ---------------------------------------------------------------
@@ -94,7 +110,13 @@ def test_q2_one_all_reduce_per_step(interview):
     # all-reduce; without no_sync each of the 8 micro-batches all-reduces them.
     assert interview["q2_k"] == 8
     assert interview["q2_grad_gb"] == pytest.approx(141.107413, abs=1e-6)
-    assert interview["q2_grad_gb_without"] == pytest.approx(8 * 141.107413, abs=1e-5)
+    # Issue 22, item 7: traffic is counted as the scaling chapter and the intro
+    # card count it, what a ring all-reduce sends from each rank: 2(N-1)/N S. Over
+    # 4,096 / 8 = 512 ranks: 2 * 511/512 * 141.107413 = 281.663625 GB a step with
+    # no_sync, 8 times that (2,253.3 GB) without.
+    assert interview["q2_ranks"] == 512
+    assert interview["q2_sent_gb"] == pytest.approx(281.663625, abs=1e-6)
+    assert interview["q2_sent_gb_without"] == pytest.approx(8 * 281.663625, abs=1e-5)
 
 
 def test_q3_float_formats(interview):
@@ -107,6 +129,9 @@ def test_q3_float_formats(interview):
         and interview["q3_fp16_tiny"] == 2.0**-24
     )
     assert interview["q3_bf16_eps"] == 2.0**-7
+    # Issue 22, item 3: round to nearest (ties to even) takes a value above
+    # 2^-25 up to 2^-24; only at or below 2^-25 is a gradient zero.
+    assert interview["q3_fp16_flush"] == 2.0**-25
     # torch.amp.GradScaler's documented defaults: init_scale 2^16, growth_interval 2000.
     assert interview["q3_init"] == 65536 and interview["q3_growth_interval"] == 2000
 
@@ -226,3 +251,36 @@ def test_card_and_q1_link_the_capstone():
         text = (root / page).read_text()
         assert "{ref}`chapter-capstone`" in text, page
         assert "capstone" in text.split("depends_on:")[1].split("\n")[0], page
+
+
+def _paragraph_with(page: str, words: str) -> str:
+    text = (Path(__file__).resolve().parent.parent / "book" / page).read_text()
+    (para,) = [p for p in text.split("\n\n") if words in " ".join(p.split())]
+    return " ".join(para.split())
+
+
+def test_the_spike_replay_starts_from_an_earlier_checkpoint():
+    """Issue 22, item 6: a deterministic replay from the same checkpoint
+    reproduces a state-caused spike too; PaLM (Sec. 5.1) replayed the batches
+    from an earlier checkpoint, and the faults chapter says so."""
+    q5 = _paragraph_with("interview.md", "To tell data from state")
+    assert (
+        "earlier checkpoint" in q5
+        and "Replay the same batches from the checkpoint" not in q5
+    )
+
+
+def test_palm_is_cited_only_for_what_it_did():
+    """Issue 22, item 10: PaLM Sec. 5.1 reports rewinding and skipping batches,
+    not an order of remedies; the card cites it for those numbers."""
+    card = _paragraph_with("intro.md", "**Loss spikes**")
+    card = card[card.index("**Loss spikes**") : card.index("**Determinism")]
+    assert "in that order of cost {cite}`chowdhery2022palm`" not in card
+    assert card.index("chowdhery2022palm") > card.index("card_palm_skip_hi")
+
+
+def test_a_faster_gpu_is_said_to_speed_the_step():
+    """Issue 22, item 13: the step gets faster; MFU and the idle share get worse."""
+    para = _paragraph_with("intro.md", "A GPU twice as fast")
+    assert "would make this worse, not better" not in para
+    assert "makes MFU and the idle share worse" in para

@@ -105,3 +105,19 @@ def test_time_matmul_runs_on_torchs_thread_count(monkeypatch):
     monkeypatch.setattr(mamf.benchmark, "Timer", spy)
     mamf.time_matmul(64, 64, 64, min_run_time_s=0.01)
     assert seen["num_threads"] == torch.get_num_threads()
+
+
+def test_the_bibliography_points_to_the_mamf_finders_chapter():
+    """Issue 22, item 17: Bekman's MAMF finder is in compute/accelerator
+    (compute/accelerator/benchmarks/mamf-finder.py in stas00/ml-engineering),
+    not training/performance."""
+    import re
+    from pathlib import Path
+
+    bib = (
+        Path(__file__).resolve().parent.parent / "book" / "references.bib"
+    ).read_text()
+    entry = bib[bib.index("@misc{bekman2024mlengineering") :].split("\n}", 1)[0]
+    (note,) = re.findall(r"note = \{(.*)\}", entry)
+    assert "compute/accelerator (MAMF finder" in note
+    assert not re.search(r"training/performance \([^)]*MAMF", note)

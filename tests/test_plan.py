@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlbook.common.transformer import LLAMA2_7B, LLAMA3_405B
 from mlbook.common.units import GIB
 from mlbook.plan import RunSpec, cli, plan
 from mlbook.plan.planner import as_dict, llama3_failures_per_gpu_hour, memory_per_gpu
+from mlbook.recompute.formulas import checkpoint_plans, layer_bytes
 
 PROPERTY_COVERS = {
     "mlbook.plan.planner.llama3_failures_per_gpu_hour",
@@ -66,30 +68,85 @@ def test_llama3_failure_rate_is_the_logs():
     assert p.job_mtbf_s / 3600 == pytest.approx(54 * 24 / 419)
 
 
-def test_single_gpu_memory_equals_the_chapters_numbers():
+def _one_gpu(model, strategy):
+    return RunSpec(
+        model=model,
+        tokens=1e12,
+        gpu=H100,
+        n_gpus=1,
+        zero_stage=0,
+        seq_len=4096,
+        micro_batch=1,
+        recompute=strategy,
+    )
+
+
+def test_single_gpu_memory_counts_llamas_own_block():
     """One GPU, no sharding: model state is mixed-precision Adam's 16 bytes per
-    parameter (precision chapter; ZeRO Sec. 3.1), and Llama-2-7B's activations
-    at s=4096, b=1 are the recompute chapter's 97.0 / 17.0 / 18.4 / 4.0 GiB
-    for none / selective / sqrt(L) / full (BRIEF section 4, from Korthikanti
-    et al.'s formula)."""
-    briefs = {"none": 97.0, "selective": 17.0, "sqrt": 18.4, "full": 4.0}
-    for strategy, gib in briefs.items():
-        spec = RunSpec(
-            model="Llama-2-7B",
-            tokens=1e12,
-            gpu=H100,
-            n_gpus=1,
-            zero_stage=0,
-            seq_len=4096,
-            micro_batch=1,
-            recompute=strategy,
-        )
+    parameter (precision chapter; ZeRO Sec. 3.1). Activations are Llama 2's own
+    block (issue 22, item 2), by hand for Llama-2-7B at s = 4096, b = 1
+    (sbh = 4096^2 bytes = 16 MiB, a s^2 b = 32 x 4096^2 = 512 MiB):
+    no dropout and a SwiGLU MLP of d_ff = 2.6875 h keep 16 + 8 x 2.6875 = 37.5 sbh
+    plus the softmax output, 2 a s^2 b; so A = 600 MiB + 1 GiB = 1.5859 GiB and
+    I = 2 sbh = 32 MiB.
+      none       32 A                        = 50.75 GiB
+      selective  32 x 37.5 sbh               = 18.75 GiB
+      sqrt(L)    c = 6 inputs + 6 layers' A  = 0.1875 + 9.5156 = 9.70 GiB
+      full       32 I + A                    = 1 + 1.5859 = 2.59 GiB
+    The recompute chapter's page glues the same 50.75 and 18.75."""
+    by_hand = {"none": 50.75, "selective": 18.75, "sqrt": 9.703125, "full": 2.5859375}
+    for strategy, gib in by_hand.items():
+        spec = _one_gpu("Llama-2-7B", strategy)
         m = memory_per_gpu(spec)
         n = plan(spec).n_params
         assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == pytest.approx(
             16 * n
         )
+        assert m.activations_bytes / GIB == pytest.approx(gib, rel=1e-12)
+        assert m.activation_count.startswith("Llama block")
+
+
+def test_a_gelu_model_keeps_korthikantis_count():
+    """The same shape with a 4h GELU MLP is Korthikanti et al.'s GPT block:
+    sbh (34 + 5 a s / h) = 194 sbh a layer, so 97.0 / 17.0 / 18.4 / 4.0 GiB for
+    none / selective / sqrt(L) / full (BRIEF section 4). Under selective
+    recompute the GPT count (17.0 GiB) is 1.75 GiB below Llama's own (18.75):
+    the old planner's undercount."""
+    gpt_shaped = LLAMA2_7B.scaled(mlp="gelu", d_ff=4 * 4096, name="GELU 7B")
+    briefs = {"none": 97.0, "selective": 17.0, "sqrt": 18.4, "full": 4.0}
+    for strategy, gib in briefs.items():
+        m = memory_per_gpu(_one_gpu(gpt_shaped, strategy))
         assert round(m.activations_bytes / GIB, 1) == gib
+        assert m.activation_count.startswith("Korthikanti")
+
+
+def test_llama3_405b_activations_by_hand():
+    """Issue 22, item 2: Llama 3 405B (h = 16384, d_ff = 3.25 h, 8 of 128 heads
+    for K and V) keeps 16 + 8 x 3.25 = 42 sbh a layer under selective recompute
+    with K and V at every head, 38.25 sbh with them grouped (Q and K 2 + 2/16,
+    V 2/16: 42 - 2 x 2 x 15/16), against Korthikanti's 34. At s = 8192, b = 1,
+    tp 8, pp 16 the fullest stage counts ceil(126/16) x 16 = 128 layers:
+    128 x 42 x 8192 x 16384 / 8 bytes = 84 GiB; with 34 sbh, 68 GiB."""
+    spec = RunSpec(
+        model="Llama-3-405B", tokens=15.6e12, gpu=H100, n_gpus=16384, tp=8, pp=16
+    )
+    m = memory_per_gpu(spec)
+    assert m.activations_bytes == 128 * 42 * 8192 * 16384 / 8
+    assert m.activations_bytes / GIB == 84
+    cfg = LLAMA3_405B
+    grouped = layer_bytes(
+        8192,
+        1,
+        cfg.d_model,
+        cfg.n_heads,
+        dropout=False,
+        d_ff_mult=cfg.d_ff / cfg.d_model,
+        mlp="swiglu",
+        kv_fraction=cfg.n_kv_heads / cfg.n_heads,
+    )
+    assert grouped.selective == 38.25 * 8192 * 16384
+    gpt = checkpoint_plans(8192, 1, cfg.d_model, cfg.n_heads, 128)["selective"]
+    assert gpt.memory_bytes / 8 / GIB == 68
 
 
 def test_zero_stages_shard_what_they_say():
@@ -171,7 +228,9 @@ def test_a_model_that_does_not_fit_says_by_how_much():
         recompute="none",
     )
     m = memory_per_gpu(spec)
-    assert not m.fits and m.short_bytes == pytest.approx(m.total_bytes - 80e9)
+    # against what nvidia-smi reports usable on an H100 80GB: 81,559 MiB
+    assert not m.fits
+    assert m.short_bytes == pytest.approx(m.total_bytes - 81_559 * 2**20)
 
 
 # --- validation -----------------------------------------------------------------------

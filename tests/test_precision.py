@@ -602,3 +602,24 @@ def test_matmul_throughput_bad_input():
         P.matmul_throughput_by_dtype("cpu", 0)
     with pytest.raises(ValueError, match="max_call_s must be a finite number above 0"):
         P.matmul_throughput_by_dtype("cpu", 8, max_call_s=0)
+
+
+@pytest.mark.parametrize(
+    "name,count",
+    [
+        # by hand from the bit layouts: a NaN is the all-ones exponent with a
+        # non-zero mantissa (IEEE 754), times two signs; E4M3 (OCP FP8 spec,
+        # Table 1) keeps only S.1111.111
+        ("fp16", 2 * (2**10 - 1)),
+        ("bf16", 2 * (2**7 - 1)),
+        ("fp8 E5M2", 2 * (2**2 - 1)),
+        ("fp8 E4M3", 2),
+    ],
+)
+def test_nan_bit_patterns(name, count):
+    assert P.nan_bit_patterns(name) == count
+
+
+def test_nan_bit_patterns_rejects_wide_formats():
+    with pytest.raises(ValueError, match="8- or 16-bit float"):
+        P.nan_bit_patterns("fp32")

@@ -582,3 +582,17 @@ def test_flop_check_is_exact(measured):
     # 4sh / (24h^2 + 4sh) = 8192 / 106496 of a forward; a third of that is selective's
     # share of the blocks' training FLOPs
     assert fc.selective_share == pytest.approx(8192 / 106496 / 3, rel=1e-12)
+
+
+def test_llama3_405b_block_with_grouped_kv():
+    """Issue 22, item 2, by hand: Llama 3 405B's block (d_ff = 3.25 h, no
+    dropout) keeps 16 + 8 x 3.25 = 42 sbh with K and V at every head; with K
+    and V at 8 of 128 heads, Q and K 2 + 2/16 and V 2/16, so 42 - 2 x 2 x 15/16 =
+    38.25 sbh; the softmax output 2 a s^2 b either way."""
+    llama = dict(dropout=False, mlp="swiglu", d_ff_mult=3.25)
+    assert recompute.saved_coefficients(**llama) == recompute.Coefficients(42, 2)
+    assert recompute.saved_coefficients(
+        **llama, kv_fraction=8 / 128
+    ) == recompute.Coefficients(38.25, 2)
+    with pytest.raises(ValueError, match="kv_fraction must"):
+        recompute.saved_coefficients(kv_fraction=0)

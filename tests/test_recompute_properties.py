@@ -126,6 +126,24 @@ def test_items_coefficients_and_layer_bytes_agree(s, b, ah, act, mask, dropout, 
 
 
 @FEW
+@given(
+    byte_sizes,
+    st.booleans(),
+    mults,
+    mlps,
+    st.floats(min_value=1 / 128, max_value=1.0),
+)
+def test_grouped_kv_keeps_less_k_and_v_only(act, dropout, m, mlp, kv):
+    # K (for Q K^T) and V (for P V) are act bytes a value each at full width:
+    # keeping them at a share kv of it saves 2 act (1 - kv) sbh, nothing else
+    full = rc.saved_coefficients(act, 1, dropout, m, mlp)
+    grouped = rc.saved_coefficients(act, 1, dropout, m, mlp, kv)
+    assert grouped.square == full.square
+    assert grouped.linear == pytest.approx(full.linear - 2 * act * (1 - kv))
+    assert rc.saved_coefficients(act, 1, dropout, m, mlp, 1.0) == full
+
+
+@FEW
 @given(layers, sizes, sizes, st.data())
 def test_segments(L, A, input_bytes, data):
     c = data.draw(st.integers(1, L))

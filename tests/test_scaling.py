@@ -429,3 +429,38 @@ def test_bubble_slider_keeps_m_a_multiple_of_p_when_interleaving():
         "max": 256,
         "step": 1,
     }
+
+
+def test_ddp_bucket_cap_mb_is_mebibytes(tmp_path):
+    """Issue 22, item 15: DDP multiplies bucket_cap_mb by 1024^2, so its 25 is
+    25 MiB (26,214,400 bytes), not 25 MB; the scaling and accumulation pages
+    both say MiB and why."""
+    import os
+    from pathlib import Path
+
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(4, 4)
+        default = torch.nn.parallel.DistributedDataParallel(model)
+        one = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
+        assert default.bucket_bytes_cap == 25 * 2**20 == 26_214_400
+        assert one.bucket_bytes_cap == 2**20
+    finally:
+        dist.destroy_process_group()
+    text = " ".join(
+        (Path(__file__).resolve().parent.parent / "notebooks" / "scaling.md")
+        .read_text()
+        .split()
+    )
+    assert "`bucket_cap_mb` megabytes" not in text and "`bucket_cap_mb` MiB" in text
+    accumulation = (
+        Path(__file__).resolve().parent.parent / "notebooks" / "accumulation.md"
+    ).read_text()
+    assert "25 MiB: `bucket_cap_mb=25`, which DDP multiplies by $1024^2$" in " ".join(
+        accumulation.split()
+    )

@@ -208,3 +208,30 @@ def test_pipeline_bubble(v):
     # multiple of p when interleaved), v in (1, 2, 4) when interleaved:
     # 80 + 80 + 3 * (16 + 8 + 5 + 4 + 2) = 265
     assert v["pp_grid"] == 265 and v["pp_agree"] == v["pp_grid"]
+
+
+def test_the_plan_exercise_budget_is_a_quarter_of_the_usable_hbm(v):
+    """Issue 22, item 1: an H100's "80 GB" is 80 GiB, of which nvidia-smi reports
+    81,559 MiB usable; a quarter is 20,389.75 MiB = 19.91 GiB (not the 18.6 GiB
+    of a quarter of 80e9 bytes). Llama-3-405B's 405.85e9 parameters (test_plan)
+    over t p = 128 GPUs are 3.1707e9 each: ZeRO-1 keeps 4 bytes of weights and
+    gradients plus 12 / N_d of optimizer state, 12.683e9 + 38.048e9 / N_d bytes,
+    within 21.380e9 bytes from N_d = 4.37 up, so 8 is the smallest power of two."""
+    assert v["ex_plan_budget_gib"] == pytest.approx(81_559 / 1024 / 4, rel=EXACT)
+    assert v["ex_plan_n_dp"] == 8
+
+
+def test_the_core_count_is_the_runs(v):
+    """Issue 22, item 11: pages run with --jobs on more cores, and on a GPU
+    machine with 16, so a sentence that explains a measurement by the core
+    count quotes the run's own count (the test runs where the build ran)."""
+    import os
+    from pathlib import Path
+
+    assert v["cores"] == len(os.sched_getaffinity(0))
+    text = " ".join(
+        (Path(__file__).resolve().parent.parent / "notebooks" / "scaling.md")
+        .read_text()
+        .split()
+    )
+    assert "two CPU cores" not in text and "on two cores" not in text

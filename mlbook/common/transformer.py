@@ -86,7 +86,11 @@ LLAMA3_8B = TransformerConfig(
     d_ff=14336,
     vocab_size=128256,
     name="Llama-3-8B",
-    source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
+    source=(
+        "Grattafiori et al. 2024, arXiv:2407.21783, Table 3 (layers, width, heads, "
+        "FFN); vocab_size from the released config.json (meta-llama/Meta-Llama-3-8B): "
+        "128,000 BPE tokens and 256 reserved ones, where Table 3 prints 128,000"
+    ),
 )
 LLAMA3_70B = TransformerConfig(
     n_layers=80,
@@ -96,7 +100,11 @@ LLAMA3_70B = TransformerConfig(
     d_ff=28672,
     vocab_size=128256,
     name="Llama-3-70B",
-    source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
+    source=(
+        "Grattafiori et al. 2024, arXiv:2407.21783, Table 3 (layers, width, heads, "
+        "FFN); vocab_size from the released config.json (meta-llama/Meta-Llama-3-70B): "
+        "128,000 BPE tokens and 256 reserved ones, where Table 3 prints 128,000"
+    ),
 )
 LLAMA3_405B = TransformerConfig(
     n_layers=126,
@@ -106,7 +114,11 @@ LLAMA3_405B = TransformerConfig(
     d_ff=53248,
     vocab_size=128256,
     name="Llama-3-405B",
-    source="Grattafiori et al. 2024, arXiv:2407.21783, Table 3",
+    source=(
+        "Grattafiori et al. 2024, arXiv:2407.21783, Table 3 (layers, width, heads, "
+        "FFN); vocab_size from the released config.json (meta-llama/Llama-3.1-405B): "
+        "128,000 BPE tokens and 256 reserved ones, where Table 3 prints 128,000"
+    ),
 )
 GPT3_175B = TransformerConfig(
     n_layers=96,

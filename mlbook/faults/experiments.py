@@ -551,10 +551,12 @@ def spike_trio(
 # of its own; CUBLAS_WORKSPACE_CONFIG=:4096:8 (eight 4 MiB buffers) or :16:8
 # (eight 16 KiB ones) makes sure of it (NVIDIA, cuBLAS docs, "Results
 # reproducibility"). PyTorch reads it when its first cuBLAS handle is made.
-# Until late 2025 torch.use_deterministic_algorithms(True) raised at the first
-# cuBLAS call without it (pytorch/pytorch#41377); since #161749 it no longer
-# checks, PyTorch having kept a workspace per handle and stream since #85447
-# (torch 2.13's libtorch_cpu no longer carries the message).
+# Releases raised under torch.use_deterministic_algorithms(True) at the first
+# cuBLAS call without it (pytorch/pytorch#41377); #161749 proposed dropping the
+# check, PyTorch having kept a workspace per handle and stream since #85447.
+# torch 2.13's ATen/Context.h no longer declares alertCuBLASConfigNotDeterministic
+# (tests/test_faults_demos.py reads it); a CUDA build's behaviour is not
+# checked here, so the variable is set on a GPU either way.
 CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
 
 

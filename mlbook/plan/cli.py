@@ -208,12 +208,17 @@ def budget_lines(d: dict) -> list[str]:
         ),
         (
             "memory per GPU",
-            f"{gib(d['memory_per_gpu_bytes'])} of {gib(d['hbm_bytes'])} HBM: "
+            f"{gib(d['memory_per_gpu_bytes'])} of {gib(d['usable_hbm_bytes'])} "
+            f"usable HBM ({d['hbm_bytes'] / GIB:,.0f} GiB on the card): "
             + ("fits" if d["fits"] else f"does not fit, by {gib(d['short_bytes'])}"),
         ),
         ("  weights / grads", f"{gib(mb['weights'])} / {gib(mb['gradients'])}"),
         ("  optimizer", f"{gib(mb['optimizer'])} (ZeRO-{d['zero_stage']})"),
-        ("  activations", f"{gib(mb['activations'])} (recompute: {d['recompute']})"),
+        (
+            "  activations",
+            f"{gib(mb['activations'])} (recompute: {d['recompute']}; "
+            f"{d['activation_count']})",
+        ),
         (
             "checkpoint",
             f"{d['checkpoint_bytes'] / TB:,.2f} TB, written in "

@@ -51,9 +51,9 @@ def budget(p: Plan):
             label=f"{label} {v:,.1f} GiB",
         )
         bottom += v
-    hbm = p.memory.hbm_bytes / GIB
+    hbm = p.memory.usable_hbm_bytes / GIB
     ax_m.axhline(hbm, color="k", ls="--", lw=1)
-    ax_m.text(0.3, hbm, f" HBM {hbm:,.0f} GiB", va="bottom", fontsize=8)
+    ax_m.text(0.3, hbm, f" usable HBM {hbm:,.1f} GiB", va="bottom", fontsize=8)
     ax_m.set_xlim(-0.5, 1.2)
     ax_m.set_xticks([])
     ax_m.set_ylabel("GiB per GPU")

@@ -9,8 +9,9 @@ No new physics here. ``plan(spec)`` calls the chapters' own formulas:
 - memory per GPU: weights, gradients and optimizer state under a ZeRO stage
   (mlbook.scaling.zero_state), split over tensor and pipeline stages,
   and activations under a recompute strategy at its worst moment
-  (mlbook.recompute.checkpoint_plans), against the
-  GPU's HBM (mlbook.common.accelerators);
+  (mlbook.recompute.checkpoint_plans), counted for the model's own block
+  (Llama's for a SwiGLU model, Korthikanti et al.'s GPT block for a GELU one),
+  against the HBM the GPU's driver makes usable (mlbook.common.accelerators);
 - checkpoint bytes and write time at a storage bandwidth (mlbook.cadence);
 - the job's mean time between failures from a per-GPU failure rate (default
   calibrated on Llama 3 405B's log, mlbook.faults), and the Young and Daly
@@ -39,11 +40,16 @@ from mlbook.common.transformer import PRESETS, TransformerConfig
 from mlbook.common.units import DAY_S, HOUR_S, MINUTE_S
 from mlbook.faults import formulas as faults
 from mlbook.mfu import flops
-from mlbook.recompute.formulas import STRATEGIES, checkpoint_plans
+from mlbook.recompute.formulas import STRATEGIES, checkpoint_plans, layer_bytes
 from mlbook.scaling.formulas import zero_state
 
 RECOMPUTE = STRATEGIES  # none, selective, sqrt, full
 ZERO_STAGES = (0, 1, 2, 3)
+# Whose block the activations are counted for, by the model's MLP.
+ACTIVATION_COUNTS = {
+    "swiglu": "Llama block (no dropout, SwiGLU, K and V at every head)",
+    "gelu": "Korthikanti et al. GPT block (dropout, GELU)",
+}
 
 
 def llama3_failures_per_gpu_hour() -> float:
@@ -160,13 +166,17 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes per GPU, by item."""
+    """Bytes per GPU, by item, against the HBM the driver makes usable
+    (``usable_hbm_bytes``, the GPU's hbm_usable_bytes: nvidia-smi's total, less
+    than the card's binary capacity). ``activation_count`` names whose block
+    the activations were counted for (an ACTIVATION_COUNTS value)."""
 
     weights_bytes: float
     gradients_bytes: float
     optimizer_bytes: float
     activations_bytes: float
-    hbm_bytes: float
+    usable_hbm_bytes: float
+    activation_count: str = ACTIVATION_COUNTS["gelu"]
 
     @property
     def total_bytes(self) -> float:
@@ -179,12 +189,12 @@ class Memory:
 
     @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.hbm_bytes
+        return self.total_bytes <= self.usable_hbm_bytes
 
     @property
     def short_bytes(self) -> float:
-        """How far the total exceeds HBM (0 when it fits)."""
-        return max(0.0, self.total_bytes - self.hbm_bytes)
+        """How far the total exceeds the usable HBM (0 when it fits)."""
+        return max(0.0, self.total_bytes - self.usable_hbm_bytes)
 
 
 @dataclass(frozen=True)
@@ -225,6 +235,14 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     with lighter first and last stages) the fullest stage holds ceil(L/pp) layers,
     which is what is counted. Tensor parallelism with sequence parallelism divides the
     activations by tp (ibid., Sec. 4.2.2).
+
+    A layer's bytes are counted for the model's own block: Korthikanti's GPT
+    block (34 sbh + 5 a s^2 b) for a GELU model, and for a SwiGLU model
+    Llama's (mlbook.recompute.layer_bytes with no dropout and its d_ff), with
+    the recompute chapter's assumptions: 16-bit activations, norms that keep
+    their input, unfused attention, K and V at every head. Under selective
+    recompute that is 16 + 8 d_ff / h sbh a layer: 37.5 for Llama-2-7B, 42 for
+    Llama 3 405B, where the GPT count keeps 34.
     """
     validate.instance_of("spec", spec, RunSpec)
     cfg = spec.config
@@ -233,18 +251,22 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     layers = (
         -(-cfg.n_layers // spec.pp) * spec.pp
     )  # ceil(L/pp) layers x pp micro-batches
-    acts = (
-        checkpoint_plans(
-            spec.seq_len, spec.micro_batch, cfg.d_model, cfg.n_heads, layers
-        )[spec.recompute].memory_bytes
-        / spec.tp
+    s, b, h, a = spec.seq_len, spec.micro_batch, cfg.d_model, cfg.n_heads
+    m = cfg.d_ff / cfg.d_model
+    layer = (
+        layer_bytes(s, b, h, a, dropout=False, d_ff_mult=m, mlp="swiglu")
+        if cfg.mlp == "swiglu"
+        else None  # checkpoint_plans' default: Korthikanti's count
     )
+    plans = checkpoint_plans(s, b, h, a, layers, m, cfg.mlp, layer)
+    acts = plans[spec.recompute].memory_bytes / spec.tp
     return Memory(
         state.weights,
         state.grads,
         state.optimizer,
         float(acts),
-        accelerator(spec.gpu).hbm_bytes,
+        accelerator(spec.gpu).hbm_usable_bytes,
+        ACTIVATION_COUNTS[cfg.mlp],
     )
 
 
@@ -331,7 +353,9 @@ def as_dict(p: Plan) -> dict:
             "optimizer": m.optimizer_bytes,
             "activations": m.activations_bytes,
         },
-        "hbm_bytes": m.hbm_bytes,
+        "activation_count": m.activation_count,
+        "hbm_bytes": accelerator(p.spec.gpu).hbm_bytes,
+        "usable_hbm_bytes": m.usable_hbm_bytes,
         "fits": m.fits,
         "short_bytes": m.short_bytes,
         "checkpoint_bytes": p.checkpoint_bytes,

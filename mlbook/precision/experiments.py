@@ -60,6 +60,23 @@ def finfo_format(dtype) -> FloatFormat:
     )
 
 
+_UINT_OF_BITS = {8: torch.uint8, 16: torch.int16}
+
+
+def nan_bit_patterns(dtype) -> int:
+    """How many of the 2^bits bit patterns of an 8- or 16-bit ``dtype`` (a name
+    in DTYPES or a torch dtype) are NaN: every pattern, viewed as the format
+    and tested. E4M3 has two, S.1111.111 for either sign; E5M2 six, fp16 2,046."""
+    dt = torch_dtype(dtype)
+    bits = torch.finfo(dt).bits
+    if bits not in _UINT_OF_BITS:
+        raise ValueError(
+            f"dtype must be an 8- or 16-bit float, got {dtype!r} ({bits} bits)"
+        )
+    every = torch.arange(2**bits, dtype=torch.int32).to(_UINT_OF_BITS[bits])
+    return int(every.view(dt).float().isnan().sum())
+
+
 def _as_float_tensor(name: str, values) -> torch.Tensor:
     t = torch.as_tensor(values)
     if not t.is_floating_point():

@@ -177,6 +177,7 @@ def block_saved_items(
     dropout: bool = True,
     d_ff_mult: float = 4.0,
     mlp: str = "gelu",
+    kv_fraction: float = 1.0,
 ) -> dict:
     """What one layer keeps for backward, item by item: {item: bytes}.
 
@@ -194,6 +195,12 @@ def block_saved_items(
     product (the down matmul's input). Every norm keeps its input, as a fused
     LayerNorm or RMSNorm kernel does. With the defaults the items sum to
     activation_bytes_per_layer(s, b, h, a).
+
+    ``kv_fraction`` is the width of the K and V kept for Q K^T and P V, as a
+    share of Q's: 1 where K and V reach the matmuls at every head (multi-head
+    attention, or grouped-query attention whose K and V are repeated to all
+    heads before unfused matmuls, as Meta's reference code does), n_kv_heads /
+    a where a kernel takes the grouped K and V as they are.
     """
     s = validate.positive_int("s", s)
     b = validate.positive_int("b", b)
@@ -205,15 +212,16 @@ def block_saved_items(
     validate.boolean("dropout", dropout)
     m = _check_d_ff_mult(d_ff_mult)
     validate.one_of("mlp", mlp, MLP_KINDS)
+    kv = validate.fraction("kv_fraction", kv_fraction)
     sbh, ass = s * b * h, a * s * s * b
     items = {
         "norm 1 input": act_bytes * sbh,
         "QKV matmul input": act_bytes * sbh,
-        "Q and K (for Q K^T)": 2 * act_bytes * sbh,
+        "Q and K (for Q K^T)": (1 + kv) * act_bytes * sbh,
         "softmax output": act_bytes * ass,
         "softmax dropout mask": mask_bytes * ass if dropout else 0,
         "dropped-out probabilities (for P V)": act_bytes * ass if dropout else 0,
-        "V (for P V)": act_bytes * sbh,
+        "V (for P V)": kv * act_bytes * sbh,
         "output projection input": act_bytes * sbh,
         "attention dropout mask": mask_bytes * sbh if dropout else 0,
         "norm 2 input": act_bytes * sbh,
@@ -249,6 +257,7 @@ def saved_coefficients(
     dropout: bool = True,
     d_ff_mult: float = 4.0,
     mlp: str = "gelu",
+    kv_fraction: float = 1.0,
 ) -> Coefficients:
     """The item list of ``block_saved_items`` summed into its two terms.
 
@@ -257,7 +266,7 @@ def saved_coefficients(
     34 sbh + 5 a s^2 b.
     """
     items = block_saved_items(
-        1, 1, 1, 1, act_bytes, mask_bytes, dropout, d_ff_mult, mlp
+        1, 1, 1, 1, act_bytes, mask_bytes, dropout, d_ff_mult, mlp, kv_fraction
     )
     square = sum(v for k, v in items.items() if k in SCORE_ITEMS)
     return Coefficients(linear=sum(items.values()) - square, square=square)
@@ -292,11 +301,12 @@ def layer_bytes(
     dropout: bool = True,
     d_ff_mult: float = 4.0,
     mlp: str = "gelu",
+    kv_fraction: float = 1.0,
 ) -> LayerBytes:
     """``block_saved_items`` summed for each recompute mode. With the defaults
     this is activation_bytes_per_layer for "none", "selective" and "full"."""
     items = block_saved_items(
-        s, b, h, a, act_bytes, mask_bytes, dropout, d_ff_mult, mlp
+        s, b, h, a, act_bytes, mask_bytes, dropout, d_ff_mult, mlp, kv_fraction
     )
     total = sum(items.values())
     square = sum(v for k, v in items.items() if k in SCORE_ITEMS)

@@ -273,10 +273,10 @@ DP_SIZES = [2**i for i in range(15)]  # 1 .. 16384
 def zero_memory(model: str, gpu: str, n_dp: int, k: float = 12):
     """Model-state GiB per GPU against the data-parallel size for ZeRO
     stages 0-3 (mixed-precision Adam, 2 + 2 + K bytes per parameter), with the
-    GPU's HBM as a line and the chosen N_d marked."""
+    HBM the GPU's driver makes usable as a line and the chosen N_d marked."""
     cfg = transformer.PRESETS[model]
     n = flops.n_params(cfg)
-    hbm = accelerators.accelerator(gpu).hbm_bytes
+    hbm = accelerators.accelerator(gpu).hbm_usable_bytes
     fig, ax = new_figure()
     for stage in formulas.ZERO_STAGES:
         ys = [formulas.zero_state_bytes(n, d, stage, k) / GIB for d in DP_SIZES]
@@ -297,7 +297,12 @@ def zero_memory(model: str, gpu: str, n_dp: int, k: float = 12):
             color=STAGE_COLOURS[stage],
         )
     ax.axhline(hbm / GIB, color="k", ls="--", lw=1)
-    ax.text(DP_SIZES[0], hbm / GIB * 1.15, f"{gpu} HBM {hbm / GIB:.0f} GiB", fontsize=8)
+    ax.text(
+        DP_SIZES[0],
+        hbm / GIB * 1.15,
+        f"{gpu} usable HBM {hbm / GIB:.1f} GiB",
+        fontsize=8,
+    )
     plain_log_axis(ax, "x", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("data-parallel ranks N_d")
