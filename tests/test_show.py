@@ -8,8 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mlbook import show
+
+PROPERTY_COVERS = {"mlbook.show.table", "mlbook.show.glue_values"}
 
 
 def cells(styler) -> list[str]:
@@ -96,3 +100,50 @@ def test_glue_values_refuses_what_is_not_a_number_or_a_label(monkeypatch, value,
         show.glue_values(fine=1.0, bad=value)
     assert "'bad'" in str(info.value)
     assert got == []  # nothing is glued when one value is refused
+
+
+# --- properties -------------------------------------------------------------------
+
+
+@given(
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)
+)
+def test_a_number_shows_as_itself_to_four_figures(x):
+    (text,) = cells(show.table({"x": [x]}))[1:]
+    shown = float(text.replace(",", ""))
+    # four significant digits below 1,000; whole numbers (thousands separated) above
+    tolerance = 0.5 if abs(x) >= 1000 else 5e-4 * abs(x) + 1e-300
+    assert abs(shown - x) <= tolerance * (1 + 1e-9)
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True),
+        st.one_of(
+            st.integers(-(10**12), 10**12),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.from_regex(r"[A-Za-z0-9 ()%/-]{0,30}", fullmatch=True),
+        ),
+        max_size=6,
+    )
+)
+def test_glue_values_glues_each_value_once_unchanged(values):
+    import myst_nb
+
+    labels_ok = all(
+        not isinstance(v, str) or len(v.split()) <= show.MAX_LABEL_WORDS
+        for v in values.values()
+    )
+    got = []
+    original = myst_nb.glue
+    myst_nb.glue = lambda name, value, display: got.append((name, value, display))
+    try:
+        if labels_ok:
+            show.glue_values(**values)
+            assert got == [(k, v, False) for k, v in values.items()]
+        else:
+            with pytest.raises(ValueError, match="sentence"):
+                show.glue_values(**values)
+            assert got == []
+    finally:
+        myst_nb.glue = original
