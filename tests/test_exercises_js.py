@@ -42,7 +42,33 @@ def trial_values(answer: dict) -> list:
     return out
 
 
+# Keys no exercise has yet, so the edge cases are compared too: a negative key,
+# a zero integer key, a mistake beside a negative key.
+SYNTHETIC = [
+    {
+        "name": "r",
+        "type": "real",
+        "key": -3.5,
+        "rel_tol": 0.02,
+        "unit": "s",
+        "mistakes": [{"name": "m", "hint": "h", "value": -7.0}],
+    },
+    {
+        "name": "z",
+        "type": "integer",
+        "key": 0,
+        "unit": "count",
+        "mistakes": [{"name": "m", "hint": "h", "value": 2}],
+    },
+    {"name": "n", "type": "integer", "key": -4, "unit": "count", "mistakes": []},
+]
+
+
 def cases():
+    data = spec("mfu-1")
+    for answer in SYNTHETIC:
+        for value in trial_values(answer):
+            yield data, answer, value
     for ex_id, record in EXERCISES.items():
         if not record.checked:
             continue

@@ -523,12 +523,11 @@ def judge(answer: dict, value, messages=MESSAGES, sizes=SIZES) -> Verdict:
             return Verdict(name, value, False, hint, m["name"])
     if (key > 0 and value <= 0) or (key < 0 and value >= 0):
         return Verdict(name, value, False, messages["sign"])
+    high = value > key
     if key == 0:
         size = ""
-        high = value > 0
     else:
-        q = value / key
-        high = q > 1
+        q = value / key  # positive: the same sign as the key
         size = _size(q if q >= 1 else 1 / q, sizes)
     return Verdict(
         name, value, False, messages["high" if high else "low"].format(size=size)

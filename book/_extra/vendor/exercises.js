@@ -68,13 +68,11 @@
     if ((key > 0 && value <= 0) || (key < 0 && value >= 0)) {
       return {name: answer.name, correct: false, hint: messages.sign, mistake: null};
     }
-    var high, phrase;
+    var high = value > key, phrase;
     if (key === 0) {
       phrase = "";
-      high = value > 0;
     } else {
-      var q = value / key;
-      high = q > 1;
+      var q = value / key;  // positive: the same sign as the key
       phrase = size(q >= 1 ? q : 1 / q, sizes);
     }
     return {name: answer.name, correct: false, mistake: null,
