@@ -124,7 +124,16 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
     if kind == "predict":
         note = "Write your prediction down before you read on."
     elif spec["code"]:
-        note = f"Check your function in JupyterLab: {lab}."
+        call = f'check("{spec["id"]}", {spec["code"]})'
+        note = (
+            "Check your function in JupyterLab: <code>from mlbook.exercises import "
+            f"check</code>, then <code>{e(call)}</code>"
+            + (
+                f"; the numbers: <code>{e(spec['usage'])}</code>."
+                if spec["answers"]
+                else "."
+            )
+        )
     elif measured_key:
         note = (
             "These boxes check against what this book's own run measured. "
