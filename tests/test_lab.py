@@ -11,8 +11,11 @@ blocked, runs all cells and waits for the kernel to go idle, then checks:
   it: no fence (```{name} or :::{name}) and no directive or role name that the
   chapter's source uses ({exercise}, {solution-start}, {math}, {glue:text}...);
   the exercises render as exercise boxes and the math as typeset math;
-- nothing failed in the browser: no blocked or failed request, no JavaScript console
-  error, no uncaught page error (ALLOWED_CONSOLE names the one harmless message).
+- a reader's `check` cell added after the chapter runs and prints its
+  verdict (mlbook.exercises);
+- nothing failed in the browser: no blocked or failed request, no JavaScript
+  console error, no uncaught page error (ALLOWED_CONSOLE names the one harmless
+  message).
 
 The chapter is the MyST text notebook that JupyterLab opens through jupytext;
 the test converts it with jupytext to .ipynb in the temporary folder (the
@@ -250,6 +253,30 @@ CELLS = """() => {
 }"""
 
 
+# A reader's check cell, added below the chapter's last cell after run-all:
+# check() runs in the chapter's kernel and prints its verdict in the output.
+CHECK_SOURCE = (
+    "from mlbook.exercises import check\n"
+    'result = check("mfu-1", mfu=0.49, mfu_6n=0.4906)'
+)
+CHECK_VERDICT = (
+    "mfu-1: 1 of 2 right.",
+    "Looks like 6N instead of 6N + 12Lhs",
+    "✓ mfu_6n",
+)
+
+ADD_AND_RUN = """(source) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const n = panel.content.model.sharedModel.cells.length;
+  panel.content.model.sharedModel.insertCell(n, {cell_type: "code", source: source});
+  panel.content.activeCellIndex = n;
+  window.__mlbookRun = {done: false};
+  window.jupyterapp.commands.execute("notebook:run-cell").then(
+    ok => { window.__mlbookRun = {done: true, ok: ok}; },
+    err => { window.__mlbookRun = {done: true, ok: false, error: String(err)}; });
+}"""
+
+
 def test_chapter_runs_in_jupyterlab(lab):
     base, token, path = lab
     source = CHAPTER.read_text()
@@ -272,6 +299,8 @@ def test_chapter_runs_in_jupyterlab(lab):
             page.evaluate(RUN_ALL)
             page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
             run = page.evaluate("() => window.__mlbookRun")
+            page.evaluate(ADD_AND_RUN, CHECK_SOURCE)
+            page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
             cells = page.evaluate(CELLS)
             problems = w.problems()
         finally:
@@ -281,6 +310,10 @@ def test_chapter_runs_in_jupyterlab(lab):
     code = [c for c in cells if c["type"] == "code"]
     markdown = [c for c in cells if c["type"] == "markdown"]
     assert code and markdown, f"the notebook did not load its cells: {cells}"
+    verdict = code[-1]["text"]
+    assert all(part in verdict for part in CHECK_VERDICT), (
+        f"the check cell did not show its verdict: {verdict!r}"
+    )
     errors = [f"cell {c['i']}: {e}" for c in code for e in c["errors"]]
     assert not errors, "cells raised in JupyterLab:\n" + "\n".join(errors)
     assert run.get("ok") is True, f"run-all did not complete: {run}"

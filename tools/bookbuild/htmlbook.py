@@ -24,6 +24,11 @@ def html_fingerprint(src: Path) -> str:
         digest.update(caching.sha(path.read_bytes()).encode())
     for path in sorted((paths.ROOT / "tools" / "bookext").glob("*.py")):
         digest.update(caching.sha(path.read_bytes()).encode())  # the book's renderers
+    for path in caching.package_files():
+        # the answer boxes' keys and hints: bookext.exercises computes them with
+        # mlbook.exercises, which calls every chapter's calculators
+        if path.suffix == ".py":
+            digest.update(caching.sha(path.read_bytes()).encode())
     for package in ("jupyter-book", "sphinx", "myst-nb", "sphinx-book-theme"):
         try:
             digest.update(f"{package}=={metadata.version(package)}".encode())

@@ -7,6 +7,7 @@ partial build."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -120,9 +121,13 @@ def stage(dest: Path) -> Path:
     return src
 
 
+EXERCISE_LABEL = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}.*\n:label:\s*(\S+)", re.M)
+
+
 def stub_page(page: Path, out_dir: Path) -> None:
     """A chapter reduced to its first cell (label and title), unexecuted, so
-    that a partial build still resolves every cross-reference to it."""
+    that a partial build still resolves every cross-reference to it; its
+    exercises' labels stay too, as headings (the interview page links them)."""
     import jupytext
     import nbformat
 
@@ -130,4 +135,8 @@ def stub_page(page: Path, out_dir: Path) -> None:
     lines = nb.cells[0].source.splitlines()
     title = next(i for i, line in enumerate(lines) if line.startswith("# "))
     nb.cells = [nbformat.v4.new_markdown_cell("\n".join(lines[: title + 1]))]
+    labels = EXERCISE_LABEL.findall(page.read_text())
+    if labels:
+        targets = "\n\n".join(f"({x})=\n## Exercise {x}" for x in labels)
+        nb.cells.append(nbformat.v4.new_markdown_cell(targets))
     nbformat.write(nb, out_dir / f"{page.stem}.ipynb")

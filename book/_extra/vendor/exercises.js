@@ -1,0 +1,202 @@
+/* The book's answer boxes: checked in the page, from the data the build wrote
+ * into it (tools/bookext/exercises.py), so they work opened from file://.
+ *
+ * judge() is mlbook.exercises.judge step for step, on the same data (the
+ * key, the tolerance, each named mistake's value and hint, the sentences of
+ * a verdict): tests/test_exercises_js.py feeds both the same answers and
+ * compares the verdicts. A "predict" exercise folds the cells tagged
+ * after-prediction that follow it until a prediction is entered or the
+ * reader opens them.
+ */
+(function () {
+  "use strict";
+
+  function format(template, values) {
+    return template.replace(/\{(\w+)\}/g, function (_, k) { return String(values[k]); });
+  }
+
+  function size(ratio, sizes) {
+    for (var i = 0; i < sizes.length; i++) {
+      if (sizes[i][0] === null || ratio <= sizes[i][0]) return sizes[i][1];
+    }
+    return sizes[sizes.length - 1][1];
+  }
+
+  function judgeChoice(answer, value, messages) {
+    var order = answer.options.map(function (o) { return o.name; });
+    var picked = order.filter(function (o) { return value.indexOf(o) >= 0; });
+    var key = answer.key;
+    var same = function (a, b) { return a.length === b.length && a.every(function (x, i) { return x === b[i]; }); };
+    if (same(picked, key)) return {name: answer.name, correct: true, hint: messages.correct, mistake: null};
+    for (var i = 0; i < answer.mistakes.length; i++) {
+      var m = answer.mistakes[i];
+      if (same(picked, m.value)) {
+        return {name: answer.name, correct: false, mistake: m.name,
+                hint: format(messages.mistake, {name: m.name, hint: m.hint})};
+      }
+    }
+    var parts = [];
+    if (picked.length !== key.length) parts.push(format(messages.choice_count, {n: key.length, m: picked.length}));
+    var wrong = answer.options.filter(function (o) { return picked.indexOf(o.name) >= 0 && key.indexOf(o.name) < 0; });
+    wrong.forEach(function (o) { parts.push(o.hint || format(messages.choice_wrong, {label: o.label})); });
+    var missing = key.filter(function (k) { return picked.indexOf(k) < 0; }).length;
+    if (!wrong.length && missing) parts.push(format(messages.choice_missing, {n: missing}));
+    return {name: answer.name, correct: false, hint: parts.join(" "), mistake: null};
+  }
+
+  /* The verdict on one answer: value is a number (or, for a choice, a list
+   * of option names). Mirrors mlbook.exercises._core.judge. */
+  function judge(answer, value, messages, sizes) {
+    var key = answer.key, type = answer.type, tol, right;
+    if (type === "choice") return judgeChoice(answer, value, messages);
+    if (type === "real") {
+      tol = answer.rel_tol;
+      right = Math.abs(value - key) <= tol * Math.abs(key);
+    } else {
+      tol = 0;
+      right = value === key;
+    }
+    if (right) return {name: answer.name, correct: true, hint: messages.correct, mistake: null};
+    for (var i = 0; i < answer.mistakes.length; i++) {
+      var m = answer.mistakes[i], v = m.value;
+      var hit = type === "real" ? Math.abs(value - v) <= tol * Math.abs(v) : value === v;
+      if (hit) {
+        return {name: answer.name, correct: false, mistake: m.name,
+                hint: format(messages.mistake, {name: m.name, hint: m.hint})};
+      }
+    }
+    if ((key > 0 && value <= 0) || (key < 0 && value >= 0)) {
+      return {name: answer.name, correct: false, hint: messages.sign, mistake: null};
+    }
+    var high = value > key, phrase;
+    if (key === 0) {
+      phrase = "";
+    } else {
+      var q = value / key;  // positive: the same sign as the key
+      phrase = size(q >= 1 ? q : 1 / q, sizes);
+    }
+    return {name: answer.name, correct: false, mistake: null,
+            hint: format(high ? messages.high : messages.low, {size: phrase})};
+  }
+
+  /* A typed number: digits with an optional sign, decimals and exponent;
+   * thousands separators (commas, spaces) are dropped. NaN when it is not
+   * a number. */
+  function parseNumber(text) {
+    var t = String(text).trim().replace(/[,\s\u00a0\u202f_]/g, "");
+    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) return NaN;
+    return Number(t);
+  }
+
+  function readAnswer(form, answer) {
+    var box = form.querySelector('[data-answer="' + answer.name + '"]');
+    if (answer.type === "choice") {
+      var picked = [];
+      box.querySelectorAll("input[type=checkbox]").forEach(function (c) { if (c.checked) picked.push(c.value); });
+      return {box: box, value: picked};
+    }
+    var input = box.querySelector("input");
+    var text = input.value;
+    if (!text.trim()) return {box: box, error: "Enter a number in " + answer.unit + "."};
+    var value = parseNumber(text);
+    if (!isFinite(value)) return {box: box, error: "Enter a number (digits, a point, an optional exponent)."};
+    if (answer.type === "integer" && !Number.isInteger(value)) {
+      return {box: box, error: "Enter a whole number of " + answer.unit + "."};
+    }
+    return {box: box, value: value};
+  }
+
+  function show(box, cls, text) {
+    var out = box.querySelector(".mlbook-verdict");
+    box.classList.remove("mlbook-correct", "mlbook-wrong", "mlbook-invalid", "mlbook-recorded");
+    if (cls) box.classList.add(cls);
+    out.textContent = text;
+  }
+
+  var folds = {};  // exercise id -> the folded cells that wait for its prediction
+
+  function reveal(id) {
+    (folds[id] || []).forEach(function (f) {
+      f.cell.classList.remove("mlbook-folded");
+      if (f.note.parentNode) f.note.parentNode.removeChild(f.note);
+    });
+    folds[id] = [];
+  }
+
+  function stopsFold(el) {
+    return !el || /^(H[1-6]|SECTION)$/.test(el.tagName) || el.classList.contains("cell") ||
+      el.classList.contains("exercise") || el.classList.contains("mlbook-answers");
+  }
+
+  function fold(block, id) {
+    /* The cells tagged after-prediction between this block and the next
+     * exercise block belong to this prediction: each is folded with the
+     * prose that follows it, up to the next cell, heading or exercise (the
+     * paragraph that quotes the measured numbers). */
+    var all = document.querySelectorAll(".mlbook-answers, .tag_after-prediction");
+    var mine = false;
+    folds[id] = [];
+    all.forEach(function (el) {
+      if (el === block) { mine = true; return; }
+      if (el.classList.contains("mlbook-answers")) { mine = false; return; }
+      if (!mine) return;
+      var note = document.createElement("div");
+      note.className = "mlbook-fold-note";
+      var p = document.createElement("p");
+      p.textContent = "The measured result is folded until you have written down a prediction (exercise " + id + " above).";
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "mlbook-reveal";
+      button.textContent = "Show the result";
+      button.addEventListener("click", function () { reveal(id); });
+      note.appendChild(p);
+      note.appendChild(button);
+      el.parentNode.insertBefore(note, el);
+      var folded = [el];
+      for (var next = el.nextElementSibling; !stopsFold(next); next = next.nextElementSibling) folded.push(next);
+      folded.forEach(function (f) {
+        f.classList.add("mlbook-folded");
+        folds[id].push({cell: f, note: note});
+      });
+    });
+  }
+
+  function setUp(block) {
+    var script = block.querySelector("script.mlbook-exercise-spec");
+    if (!script) return;
+    var spec = JSON.parse(script.textContent);
+    var form = block.querySelector("form.mlbook-answer-form");
+    if (spec.kind === "predict") fold(block, spec.id);
+    if (!form) return;
+    block.querySelectorAll("button.mlbook-reveal").forEach(function (b) {
+      b.addEventListener("click", function () { reveal(spec.id); });
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var allGood = true;
+      spec.answers.forEach(function (answer) {
+        var read = readAnswer(form, answer);
+        if (read.error) { show(read.box, "mlbook-invalid", read.error); allGood = false; return; }
+        if (spec.kind === "predict" || !spec.checked) {
+          show(read.box, "mlbook-recorded", "Recorded: " + (Array.isArray(read.value) ? read.value.join(", ") : read.value) + ".");
+          return;
+        }
+        var v = judge(answer, read.value, spec.messages, spec.sizes);
+        show(read.box, v.correct ? "mlbook-correct" : "mlbook-wrong", (v.correct ? "✓ " : "✗ ") + v.hint);
+        allGood = allGood && v.correct;
+      });
+      if (spec.kind === "predict" && allGood) reveal(spec.id);
+      block.classList.toggle("mlbook-solved", spec.kind !== "predict" && allGood);
+    });
+  }
+
+  function init() {
+    document.querySelectorAll(".mlbook-answers").forEach(setUp);
+  }
+
+  window.mlbookExercises = {judge: judge, parseNumber: parseNumber};
+  if (typeof document !== "undefined") {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+    else init();
+  }
+})();

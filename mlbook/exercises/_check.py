@@ -1,0 +1,334 @@
+"""``check``: the reader's answers (or function) against an exercise's key.
+
+``check`` is the one place in the package that prints: a reader who types
+``check("mfu-1", mfu=0.5, mfu_6n=0.49)`` in JupyterLab wants the hint on the
+screen, not a value to inspect. It also returns the verdicts as a ``Result``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from dataclasses import dataclass
+from numbers import Integral
+from numbers import Real as RealNumber
+
+from mlbook.exercises._core import (
+    Choice,
+    Exercise,
+    Integer,
+    Real,
+    Verdict,
+    get,
+    judge,
+    spec,
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What ``check`` found: ``correct`` only when every answer is right.
+    ``checked`` is False for an exercise without a key (a prediction, or a
+    measurement only the reader can explain)."""
+
+    exercise_id: str
+    verdicts: tuple[Verdict, ...]
+    correct: bool
+    checked: bool = True
+
+    def __bool__(self) -> bool:
+        return self.correct
+
+    def __getitem__(self, name: str) -> Verdict:
+        for v in self.verdicts:
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.exercise_id} has no answer {name!r}")
+
+    def report(self) -> str:
+        """The lines ``check`` prints."""
+        if not self.checked:
+            return self.verdicts[0].hint if self.verdicts else ""
+        right = sum(v.correct for v in self.verdicts)
+        head = (
+            f"{self.exercise_id}: right."
+            if self.correct
+            else f"{self.exercise_id}: {right} of {len(self.verdicts)} right."
+        )
+        lines = [head]
+        for v in self.verdicts:
+            mark = "✓" if v.correct else "✗"
+            shown = "" if v.value is None else f" = {_show(v.value)}"
+            lines.append(f"  {mark} {v.name}{shown}: {v.hint}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        state = (
+            "right"
+            if self.correct
+            else ("not checked" if not self.checked else "wrong")
+        )
+        return f"<check {self.exercise_id}: {state}>"
+
+
+def _show(value) -> str:
+    if isinstance(value, list):
+        return "{" + ", ".join(value) + "}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return repr(value) if not isinstance(value, int) else f"{value}"
+
+
+def check(exercise_id, function=None, /, **answers) -> Result:
+    """Check answers to an exercise and print a hint for each wrong one.
+
+    ``check("mfu-1", mfu=0.56, mfu_6n=0.49)`` checks numbers;
+    ``check("faults-1", drop_beats_wait)`` checks a function you wrote
+    (change-the-code exercises). An exercise on your own measurement takes
+    the measured inputs too (its statement names them). ``check("mfu-1")``
+    with nothing says what it expects. Returns a ``Result``; ``.correct`` is
+    True only when every answer is right.
+    """
+    ex = get(exercise_id)
+    if function is not None:
+        result = _check_function(ex, function, answers)
+    elif not ex.checked:
+        result = _not_checked(ex)
+    else:
+        result = _check_answers(ex, answers)
+    print(result.report())
+    return result
+
+
+def _not_checked(ex: Exercise) -> Result:
+    if ex.kind == "predict":
+        why = (
+            f"{ex.id} asks for a prediction: there is no key. Write it down, run "
+            "the next cell and compare."
+        )
+    elif ex.code is not None:
+        why = f"{ex.id} checks a function: {ex.usage()}"
+    else:
+        why = (
+            f"{ex.id} is a {ex.kind} exercise on your own machine: there is no key "
+            "to check. Compare your explanation with the solution."
+        )
+    return Result(ex.id, (Verdict("", None, False, why),), False, checked=False)
+
+
+def _expected(ex: Exercise) -> str:
+    parts = [f"{n} ({f.unit}: {f.label})" for n, f in ex.fields.items()]
+    parts += [f"{n} (your measurement)" for n in ex.measured]
+    return f"{ex.id} expects {'; '.join(parts)}. Call {ex.usage()}"
+
+
+def _check_answers(ex: Exercise, answers: dict) -> Result:
+    unknown = [n for n in answers if n not in ex.fields and n not in ex.measured]
+    missing = [n for n in (*ex.measured, *ex.fields) if n not in answers]
+    if unknown or missing:
+        problem = []
+        if missing:
+            problem.append(f"missing {', '.join(missing)}")
+        if unknown:
+            problem.append(f"no answer called {', '.join(unknown)}")
+        raise TypeError(f"{'; '.join(problem)}. {_expected(ex)}")
+    measured = {n: answers[n] for n in ex.measured}
+    values = {n: _value(ex, n, answers[n]) for n in ex.fields}
+    data = spec(ex.id, **measured)
+    verdicts = tuple(
+        judge(a, values[a["name"]], data["messages"], data["sizes"])
+        for a in data["answers"]
+    )
+    return Result(ex.id, verdicts, all(v.correct for v in verdicts))
+
+
+def _value(ex: Exercise, name: str, value):
+    """The reader's answer as a float, int or list of option names, or a
+    clear error that says what was expected."""
+    f = ex.fields[name]
+    where = f"{ex.id}: {name} ({f.label})"
+    if isinstance(f, Choice):
+        options = ", ".join(repr(o) for o in f.options)
+        if isinstance(value, str):
+            value = [value]
+        try:
+            picked = list(value)
+        except TypeError:
+            raise TypeError(
+                f"{where} is a set of option names out of {options}, got {value!r}"
+            ) from None
+        bad = [p for p in picked if not isinstance(p, str) or p not in f.options]
+        if bad:
+            raise ValueError(f"{where}: {bad!r} are not among the options {options}")
+        return picked
+    if isinstance(value, bool) or not isinstance(value, RealNumber):
+        if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+            value = value.item()  # a NumPy or torch scalar
+        if isinstance(value, bool) or not isinstance(value, RealNumber):
+            raise TypeError(
+                f"{where} is a number in {f.unit}, got {type(value).__name__} {value!r}"
+            )
+    value = float(value) if not isinstance(value, Integral) else int(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number in {f.unit}, got {value!r}")
+    if isinstance(f, Integer):
+        if not float(value).is_integer():
+            raise ValueError(
+                f"{where} is a whole number of {f.unit}, got {value!r}: which whole "
+                "number does the question ask for?"
+            )
+        return int(value)
+    assert isinstance(f, Real)
+    return float(value)
+
+
+# --- change-the-code exercises -------------------------------------------------------
+
+
+def _call(function, args):
+    try:
+        return True, function(*args)
+    except Exception as exc:  # noqa: BLE001 (the reader's code may raise anything)
+        return False, f"{type(exc).__name__}: {exc}"
+
+
+def _same(code, expected, got) -> bool:
+    if code.same is None:
+        return expected == got
+    try:
+        return bool(code.same(expected, got))
+    except Exception:  # noqa: BLE001 (a result of the wrong type is a wrong result)
+        return False
+
+
+def _call_text(code, args) -> str:
+    inside = ", ".join(f"{p}={a!r}" for p, a in zip(code.params, args, strict=True))
+    return f"{code.name}({inside})"
+
+
+def _failure(code, function, args) -> Verdict | None:
+    """None when ``function`` agrees with the reference at ``args``, else the
+    verdict, naming a known wrong function that gives the same answer."""
+    expected = code.reference(*args)
+    ok, got = _call(function, args)
+    if ok and _same(code, expected, got):
+        return None
+    where = _call_text(code, args)
+    if not ok:
+        return Verdict(code.name, None, False, f"{where} raised {got}")
+    wrong = _matching_mistake(code, function, args, got)
+    if wrong is not None:
+        hint = f"{where} returned {got!r}. Looks like {wrong.name}: {wrong.hint}"
+        return Verdict(code.name, None, False, hint, wrong.name)
+    return Verdict(
+        code.name,
+        None,
+        False,
+        f"{where} returned {got!r}; the reference returns {expected!r}.",
+    )
+
+
+def _matching_mistake(code, function, args, got):
+    """The known wrong function that gives ``got`` at ``args`` too, preferring
+    one that agrees with ``function`` on every known case as well."""
+    agree = []
+    for w in code.mistakes:
+        ok, theirs = _call(w.function, args)
+        if ok and _same(code, theirs, got):
+            agree.append(w)
+
+    def everywhere(w):
+        for case in code.cases:
+            mine, theirs = _call(function, case), _call(w.function, case)
+            if not (mine[0] and theirs[0] and _same(code, theirs[1], mine[1])):
+                return False
+        return True
+
+    best = [w for w in agree if everywhere(w)]
+    return (best or agree or [None])[0]
+
+
+def _check_function(ex: Exercise, function, answers: dict) -> Result:
+    code = ex.code
+    if code is None:
+        raise TypeError(f"{ex.id} checks numbers, not a function. {_expected(ex)}")
+    if answers:
+        raise TypeError(
+            f"{ex.id}: pass either your function or your answers, not both: "
+            f'check("{ex.id}", {code.name}) or {ex.usage()}'
+        )
+    if not callable(function):
+        raise TypeError(
+            f"{ex.id} checks a function {code.name}({', '.join(code.params)}), "
+            f"got {type(function).__name__} {function!r}"
+        )
+    for args in code.cases:
+        failed = _failure(code, function, args)
+        if failed is not None:
+            return Result(ex.id, (failed,), False)
+    known = Verdict("cases", None, True, f"the {len(code.cases)} known cases pass.")
+    failed = _property_failure(code, function)
+    if failed is not None:
+        return Result(ex.id, (known, failed), False)
+    props = Verdict(
+        "properties",
+        None,
+        True,
+        f"agrees with the reference on {code.max_examples} generated cases.",
+    )
+    return Result(ex.id, (known, props), True)
+
+
+def _property_failure(code, function) -> Verdict | None:
+    """Run hypothesis over ``code.arguments`` and return the verdict at the
+    smallest failing case it finds. Derandomized, with no example database
+    and no deadline: the same function gets the same verdict every time, and
+    no .hypothesis/ folder appears where the reader works."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import strategies as st
+
+    failures: list[Verdict] = []
+
+    @settings(
+        max_examples=code.max_examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        print_blob=False,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+    )
+    @given(code.arguments(st))
+    def agrees(args):
+        failed = _failure(code, function, tuple(args))
+        if failed is not None:
+            failures.append(failed)
+            raise AssertionError(failed.hint)
+
+    with _quiet_hypothesis_home(), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            agrees()
+        except Exception:  # a failure, or hypothesis's Flaky for a random function
+            if not failures:
+                raise
+    return failures[-1] if failures else None
+
+
+@contextlib.contextmanager
+def _quiet_hypothesis_home():
+    """Hypothesis caches the constants it finds in local modules under
+    ./.hypothesis even without a database: point it at a temporary folder
+    for the check, and back where it was afterwards."""
+    import tempfile
+
+    from hypothesis import configuration
+
+    before = getattr(configuration, "__hypothesis_home_directory", None)
+    with tempfile.TemporaryDirectory(prefix="mlbook-check-") as home:
+        configuration.set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(before)

@@ -1,0 +1,546 @@
+"""mlbook.exercises: the registry's contract, check()'s verdicts, hints and
+errors, change-the-code checks, and the pages' exercises against the
+registry (an exercise without a record, a record without a page, a
+prediction without a folded result, all fail here).
+
+Every test walks the registry, so a new exercise is checked without being
+listed; its independent key goes in tests/test_keys_<chapter>.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import jupytext
+import pytest
+
+from bookbuild import pages
+from helpers.exercise_keys import independent_values, measured_for
+from mlbook.exercises import (
+    EXERCISES,
+    KINDS,
+    UNITS,
+    Choice,
+    Integer,
+    Real,
+    UnknownExercise,
+    check,
+    exercise,
+    get,
+    judge,
+    spec,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = {p.stem: p for p in pages.chapters()}
+RECORDS = list(EXERCISES.values())
+CHECKED = [r for r in RECORDS if r.checked]
+CODE = [r for r in RECORDS if r.code is not None]
+
+
+def ids(record) -> str:
+    return record.id
+
+
+def key_answers(record) -> dict:
+    return {**measured_for(record.id), **record.key_values(**measured_for(record.id))}
+
+
+def answer_specs(record, kinds=("real", "integer", "choice")):
+    data = spec(record.id, **measured_for(record.id))
+    return [a for a in data["answers"] if a["type"] in kinds]
+
+
+def numeric_answers(kind):
+    return [
+        pytest.param(r, a, id=f"{r.id}:{a['name']}")
+        for r in CHECKED
+        for a in answer_specs(r, (kind,))
+    ]
+
+
+# --- the registry's contract ----------------------------------------------------------
+
+
+def test_there_are_exercises_on_every_chapter():
+    assert {r.chapter for r in RECORDS} >= {
+        p.stem for p in (ROOT / "notebooks").glob("*.md")
+    }
+    assert {"mfu-1", "cadence-1", "recompute-1", "precision-1", "faults-1"} <= set(
+        EXERCISES
+    )
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=ids)
+def test_record_contract(record):
+    assert isinstance(EXERCISES, Mapping)
+    assert record.chapter in PAGES, f"{record.id}: no page {record.chapter!r}"
+    assert re.fullmatch(rf"{record.chapter}-[1-9][0-9]*", record.id)
+    assert record.level in (1, 2, 3) and record.stars == "★" * record.level
+    assert record.kind in KINDS == ("compute", "derive", "code", "measure", "predict")
+    assert isinstance(record.answers, Mapping)
+    for name, unit in record.answers.items():
+        assert isinstance(name, str) and isinstance(unit, str) and unit in UNITS
+        assert unit not in ("percent", "frac", "GB ", "sec"), unit
+    if record.kind in ("compute", "derive", "code") and record.fields:
+        assert record.checked, f"{record.id}: a {record.kind} exercise has a key"
+    if record.kind == "code":
+        assert record.code is not None
+    if record.kind == "predict":
+        assert record.fields and not record.checked
+    json.dumps(spec(record.id, **measured_for(record.id)))  # plain data for the page
+
+
+@pytest.mark.parametrize("record", CHECKED, ids=ids)
+def test_the_key_depends_only_on_the_statement_and_the_measurement(record):
+    params = inspect.signature(record.key).parameters
+    names = {
+        n for n, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
+    assert names == set(record.inputs) | set(record.measured), (
+        f"{record.id}: the key reads {sorted(names)}, the statement gives "
+        f"{sorted(record.inputs)} and the reader measures {sorted(record.measured)}"
+    )
+
+
+def test_every_checked_exercise_has_an_independent_key():
+    found = independent_values()
+    missing = [r.id for r in CHECKED if r.id not in found]
+    assert not missing, (
+        f"no independent key for {missing}: add it, worked out by hand or from a "
+        "cited source, to tests/test_keys_<chapter>.py's INDEPENDENT"
+    )
+
+
+# --- check() against the key ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("record", CHECKED, ids=ids)
+def test_the_key_is_right(record, capsys):
+    result = check(record.id, **key_answers(record))
+    assert result.correct is True and bool(result)
+    assert all(v.correct for v in result.verdicts)
+    assert f"{record.id}: right." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("record", "answer"), numeric_answers("real"))
+def test_five_tolerances_off_is_wrong_and_half_a_tolerance_is_right(record, answer):
+    base = key_answers(record)
+    name, key, tol = answer["name"], answer["key"], answer["rel_tol"]
+    assert tol == record.tolerances[name]
+    for factor in (1 + 5 * tol, 1 - 5 * tol):
+        result = check(record.id, **{**base, name: key * factor})
+        assert not result.correct and not result[name].correct
+    for factor in (1 + tol / 2, 1 - tol / 2):
+        assert check(record.id, **{**base, name: key * factor}).correct
+
+
+@pytest.mark.parametrize(("record", "answer"), numeric_answers("integer"))
+def test_an_integer_is_exact(record, answer):
+    base = key_answers(record)
+    name, key = answer["name"], answer["key"]
+    assert record.tolerances[name] == 0.0
+    for wrong in (key - 1, key + 1):
+        assert not check(record.id, **{**base, name: wrong}).correct
+    assert check(record.id, **{**base, name: float(key)}).correct  # 8.0 is 8
+
+
+@pytest.mark.parametrize("record", CHECKED, ids=ids)
+def test_each_mistake_gets_its_hint(record, capsys):
+    base = key_answers(record)
+    data = spec(record.id, **measured_for(record.id))
+    named = {m.name for m in record.mistakes}
+    seen = set()
+    for a in data["answers"]:
+        for m in a["mistakes"]:
+            capsys.readouterr()
+            result = check(record.id, **{**base, a["name"]: m["value"]})
+            verdict = result[a["name"]]
+            assert not result.correct and verdict.mistake == m["name"], (a, m)
+            assert m["hint"] in verdict.hint and m["hint"] in capsys.readouterr().out
+            seen.add(m["name"])
+    assert named <= seen, (
+        f"{record.id}: named mistakes that equal the key here: {named - seen}"
+    )
+
+
+@pytest.mark.parametrize("record", CHECKED, ids=ids)
+def test_the_tolerance_is_smaller_than_the_distance_to_every_mistake(record):
+    """Within an answer, the key's region and every mistake's region (the
+    same relative tolerance around it) are disjoint, so no right answer is
+    named a mistake and every hint can be reached."""
+    for a in answer_specs(record, ("real", "integer")):
+        tol = a.get("rel_tol", 0.0)
+        values = [a["key"]] + [m["value"] for m in a["mistakes"]]
+        for i, x in enumerate(values):
+            for y in values[i + 1 :]:
+                if a["type"] == "integer":
+                    assert x != y, (record.id, a["name"], x)
+                else:
+                    assert abs(x - y) > tol * (abs(x) + abs(y)), (
+                        f"{record.id} {a['name']}: {x} and {y} are within the "
+                        f"tolerance {tol}"
+                    )
+
+
+def test_the_hint_gives_the_direction_and_rough_size_not_the_answer(capsys):
+    key = EXERCISES["cadence-1"].key_values()
+    result = check("cadence-1", **{**key, "young_s": key["young_s"] * 1.2})
+    assert result["young_s"].hint == "Too high by 10 to 50 %."
+    result = check("cadence-1", **{**key, "young_s": key["young_s"] / 2})
+    assert result["young_s"].hint == "Too low by a factor of 1.5 to 3."
+    result = check("cadence-1", **{**key, "young_s": -key["young_s"]})
+    assert "sign" in result["young_s"].hint
+    hints = " ".join(v.hint for v in result.verdicts)
+    assert f"{key['young_s']:.0f}" not in hints and f"{key['young_s']:.4g}" not in hints
+
+
+@pytest.mark.parametrize(
+    ("ex_id", "answer", "mistake"),
+    [
+        ("mfu-1", "mfu", "6N instead of 6N + 12Lhs"),
+        ("mfu-1", "mfu", "a percentage where a fraction is asked"),
+        ("cadence-1", "young_s", "minutes instead of seconds"),
+        ("cadence-1", "daly_s", "Young's interval"),
+        ("scaling-1", "n_dp", "gradients (or weights) sharded too"),
+        ("recompute-1", "seq_len", "the core's share of the forward, not of the step"),
+    ],
+)
+def test_the_issues_named_mistakes_are_named(ex_id, answer, mistake):
+    """The mistakes the issue lists, where these exercises can make them."""
+    data = spec(ex_id)
+    (a,) = [a for a in data["answers"] if a["name"] == answer]
+    assert mistake in {m["name"] for m in a["mistakes"]}
+
+
+def test_a_gib_answer_names_gb():
+    record = exercise(
+        "plan-99",
+        level=1,
+        kind="compute",
+        inputs={"n_bytes": 3 * 2**30},
+        answers={"memory": Real("GiB", "memory", 0.01)},
+        key=lambda n_bytes: {"memory": n_bytes / 2**30},
+    )
+    data = {"key": 3.0, "rel_tol": 0.01, "name": "memory", "type": "real"}
+    from mlbook.exercises._core import mistake_values
+
+    data["mistakes"] = mistake_values(record, {"memory": 3.0})["memory"]
+    verdict = judge(data, 3 * 2**30 / 1e9)
+    assert verdict.mistake == "GB instead of GiB"
+
+
+def test_a_choice_names_what_is_wrong(capsys):
+    result = check("capstone-1", defects=["fused_adamw", "sdpa"])
+    assert not result.correct
+    assert "attention bucket" in result["defects"].hint
+    result = check("capstone-1", defects=["fused_adamw"])
+    assert result["defects"].hint.startswith("Pick 2, not 1.")
+    assert check("capstone-1", defects={"no_recompute", "fused_adamw"}).correct
+    assert check("capstone-1", defects=("no_recompute", "fused_adamw")).correct
+
+
+@pytest.mark.parametrize("ex_id", ["mfu-2", "accumulation-1"])
+def test_an_exercise_without_a_key_says_so(ex_id, capsys):
+    record = EXERCISES[ex_id]
+    result = check(ex_id, **{n: 0.1 for n in record.answers})
+    assert result.correct is False and result.checked is False
+    assert "no key" in capsys.readouterr().out
+
+
+# --- bad input: clear errors ----------------------------------------------------------
+
+
+def test_an_unknown_id_is_an_error_that_names_it():
+    for bad in ("mfu-99", "MFU-1", "", None, 1):
+        with pytest.raises(KeyError) as err:
+            check(bad, mfu=0.5)
+        assert repr(bad) in str(err.value)
+        assert isinstance(err.value, ValueError)
+    with pytest.raises(UnknownExercise, match=r"did you mean .*mfu-1"):
+        get("mfu-l")
+
+
+def test_missing_and_unknown_answers_name_what_is_expected():
+    with pytest.raises(TypeError, match=r"missing mfu_6n.*mfu_6n \(fraction"):
+        check("mfu-1", mfu=0.56)
+    with pytest.raises(TypeError, match=r"missing mfu, mfu_6n"):
+        check("mfu-1")
+    with pytest.raises(TypeError, match=r"no answer called mfu_6N"):
+        check("mfu-1", mfu=0.56, mfu_6n=0.49, mfu_6N=0.49)
+    with pytest.raises(TypeError, match=r"missing logit_grads, grads"):
+        check("precision-1", lowest_log2=1, highest_log2=2, width=2)
+
+
+@pytest.mark.parametrize("bad", ["0.56", True, None, [0.56], {"v": 1}, 0.56j])
+def test_a_wrong_type_is_an_error_that_says_what_is_expected(bad):
+    with pytest.raises(TypeError, match=r"mfu-1: mfu .* is a number in fraction"):
+        check("mfu-1", mfu=bad, mfu_6n=0.49)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nan_and_inf_are_errors(bad):
+    with pytest.raises(ValueError, match=r"must be a finite number in fraction"):
+        check("mfu-1", mfu=bad, mfu_6n=0.49)
+
+
+def test_numpy_scalars_are_numbers_and_a_fraction_of_a_token_is_not():
+    import numpy as np
+
+    key = EXERCISES["mfu-1"].key_values()
+    assert check("mfu-1", mfu=np.float32(key["mfu"]), mfu_6n=np.float64(key["mfu_6n"]))
+    with pytest.raises(ValueError, match=r"whole number of tokens"):
+        check("recompute-1", seq_len=10532.57)
+    with pytest.raises(ValueError, match=r"not among the options"):
+        check("capstone-1", defects=["no_recompute", "recompute"])
+    with pytest.raises(TypeError, match=r"set of option names"):
+        check("capstone-1", defects=3)
+
+
+def test_a_function_where_numbers_are_asked_and_the_reverse():
+    with pytest.raises(TypeError, match=r"mfu-1 checks numbers, not a function"):
+        check("mfu-1", lambda: 0.5)
+    with pytest.raises(TypeError, match=r"either your function or your answers"):
+        check("faults-1", lambda n, d, s: True, delta=0.07)
+    with pytest.raises(TypeError, match=r"checks a function drop_beats_wait"):
+        check("faults-1", 0.076)
+
+
+def test_bad_records_are_refused():
+    with pytest.raises(ValueError, match=r"<page stem>-<n>"):
+        exercise("mfu_1", level=1, kind="compute")
+    with pytest.raises(ValueError, match=r"level must be 1, 2 or 3"):
+        exercise("mfu-9", level=4, kind="compute")
+    with pytest.raises(ValueError, match=r"kind must be one of"):
+        exercise("mfu-9", level=1, kind="quiz")
+    with pytest.raises(ValueError, match=r"unit 'percent' is not one of"):
+        Real("percent", "x", 0.01)
+    with pytest.raises(ValueError, match=r"rel_tol must be"):
+        Real("fraction", "x", 0.5)
+    with pytest.raises(ValueError, match=r"a prediction has no key"):
+        exercise(
+            "mfu-9",
+            level=1,
+            kind="predict",
+            answers={"x": Real("fraction", "x", 0.1)},
+            key=lambda: {"x": 0.5},
+        )
+    with pytest.raises(ValueError, match=r"needs a key"):
+        exercise("mfu-9", level=1, kind="compute", answers={"x": Integer("count", "x")})
+    with pytest.raises(ValueError, match=r"unknown answer"):
+        from mlbook.exercises import Mistake
+
+        exercise(
+            "mfu-9",
+            level=1,
+            kind="compute",
+            answers={"x": Integer("count", "x")},
+            key=lambda: {"x": 1},
+            mistakes=(Mistake("y", "n", "h", lambda: 2),),
+        )
+    with pytest.raises(ValueError, match=r"registered twice"):
+        from mlbook.exercises import register
+
+        register(exercise("mfu-1", level=1, kind="measure"))
+    with pytest.raises(ValueError, match=r"at least two options"):
+        Choice("x", options={"a": "A"})
+
+
+# --- change-the-code exercises --------------------------------------------------------
+
+
+@pytest.mark.parametrize("record", CODE, ids=ids)
+def test_the_reference_passes_and_the_known_wrong_functions_fail(record, capsys):
+    code = record.code
+    assert check(record.id, code.reference).correct
+    assert len(code.mistakes) >= 2
+    for wrong in code.mistakes:
+        result = check(record.id, wrong.function)
+        assert not result.correct
+        assert result.verdicts[-1].mistake == wrong.name
+        assert wrong.hint in capsys.readouterr().out
+
+
+def test_faults_1_fails_a_function_that_hard_codes_the_printed_numbers():
+    key = EXERCISES["faults-1"].key_values()
+    hard_coded = [
+        lambda n_ranks, delta, sigma: delta > key["delta"],  # the sigma = 5 % answer
+        lambda n_ranks, delta, sigma: delta > (key["delta"] if sigma else 1 / 1023),
+        lambda n_ranks, delta, sigma: delta > 0.076 if n_ranks == 1024 else delta > 0.1,
+    ]
+    for f in hard_coded:
+        assert not check("faults-1", f).correct
+
+
+def test_a_code_check_gives_the_same_verdict_every_time_and_leaves_no_folder(
+    tmp_path, monkeypatch
+):
+    from mlbook.faults import formulas
+
+    monkeypatch.chdir(tmp_path)
+
+    def almost(n_ranks, delta, sigma):  # right except at a spread of 2 %
+        drop = formulas.drop_beats_wait(n_ranks, delta, sigma)
+        return (not drop) if sigma == 0.02 else drop
+
+    first = check("faults-1", almost)
+    second = check("faults-1", almost)
+    assert not first.correct and first == second
+    assert check("faults-1", formulas.drop_beats_wait).correct
+    assert not (tmp_path / ".hypothesis").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_function_that_raises_is_named():
+    result = check("faults-1", lambda n, d, s: 1 / 0)
+    assert not result.correct and "ZeroDivisionError" in result.verdicts[0].hint
+
+
+# --- the pages' exercises against the registry ----------------------------------------
+
+FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
+
+
+def directives(page: Path):
+    """(name, argument, options, body, line) of each directive in a MyST page."""
+    lines = page.read_text().splitlines()
+    i, out = 0, []
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        start, fence = i, m["fence"]
+        i += 1
+        options = {}
+        while (
+            i < len(lines)
+            and lines[i].startswith(":")
+            and not lines[i].startswith(fence)
+        ):
+            key, _, value = lines[i][1:].partition(":")
+            options[key.strip()] = value.strip()
+            i += 1
+        body = []
+        while i < len(lines) and lines[i].strip() != fence:
+            body.append(lines[i])
+            i += 1
+        out.append((m["name"], m["arg"].strip(), options, "\n".join(body), start + 1))
+        i += 1
+    return out
+
+
+def page_exercises() -> dict:
+    """label -> (page stem, title, statement, line) of every {exercise}."""
+    found = {}
+    for stem, page in PAGES.items():
+        for name, arg, options, body, line in directives(page):
+            if name == "exercise":
+                label = options.get("label", f"<no label, line {line}>")
+                assert label not in found, f"{label} is on two pages"
+                found[label] = (stem, arg, body, line)
+    return found
+
+
+EXERCISES_ON_PAGES = page_exercises()
+
+
+def test_every_exercise_on_a_page_has_a_record_and_every_record_a_page():
+    no_record = sorted(set(EXERCISES_ON_PAGES) - set(EXERCISES))
+    no_page = sorted(set(EXERCISES) - set(EXERCISES_ON_PAGES))
+    assert not no_record, (
+        f"exercises without a record in mlbook.exercises: {no_record} (label an "
+        "exercise with its id and add its record, docs/exercises.md)"
+    )
+    assert not no_page, f"records without an {{exercise}} on their page: {no_page}"
+    for label, (stem, *_rest) in EXERCISES_ON_PAGES.items():
+        assert EXERCISES[label].chapter == stem, f"{label} is on {stem}.md"
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=ids)
+def test_the_title_shows_the_level_and_the_id(record):
+    _, title, _, _ = EXERCISES_ON_PAGES[record.id]
+    assert title == f"{record.stars} {record.id}", (
+        f"{record.id}: write ```{{exercise}} {record.stars} {record.id}"
+    )
+
+
+WORDS = {0.25: "quarter", 0.5: "half", 2: "two", 3: "three", 4: "four"}
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=ids)
+def test_the_statement_gives_every_input_the_key_reads(record):
+    _, _, body, _ = EXERCISES_ON_PAGES[record.id]
+    text = body.replace("\\", "")
+    numbers = {float(n.replace(",", "")) for n in NUMBER.findall(text)}
+    for name, value in record.inputs.items():
+        if isinstance(value, str):
+            assert value.lower() in text.lower(), (record.id, name, value)
+            continue
+        found = (
+            any(math.isclose(value, n) or math.isclose(value * 100, n) for n in numbers)
+            or WORDS.get(value, "\0") in text
+        )
+        assert found, f"{record.id}: the statement does not give {name} = {value!r}"
+
+
+def solutions(page: Path) -> dict:
+    """label -> the code cells between its solution-start and solution-end."""
+    cells = jupytext.read(page).cells
+    out, current = {}, None
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            m = re.search(r"```\{solution-start\}\s+(\S+)", cell.source)
+            if m:
+                current = m[1]
+                out.setdefault(current, [])
+            if "{solution-end}" in cell.source:
+                current = None
+        elif current is not None:
+            out[current].append(cell)
+    return out
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=ids)
+def test_a_checked_exercise_has_an_executed_solution(record):
+    sols = solutions(PAGES[record.chapter])
+    if record.kind == "predict":
+        return
+    assert record.id in sols and sols[record.id], (
+        f"{record.id}: no solution cell between ```{{solution-start}} {record.id} "
+        "and ```{solution-end}"
+    )
+    if record.measured:
+        assert any(f'answer_key("{record.id}"' in c.source for c in sols[record.id]), (
+            f"{record.id} is checked against this run's measurement: its solution "
+            f'cell must show answer_key("{record.id}", ...) for the page\'s boxes'
+        )
+
+
+@pytest.mark.parametrize("record", [r for r in RECORDS if r.kind == "predict"], ids=ids)
+def test_a_prediction_sits_just_before_the_result_it_predicts(record):
+    cells = jupytext.read(PAGES[record.chapter]).cells
+    at = next(
+        i
+        for i, c in enumerate(cells)
+        if c.cell_type == "markdown"
+        and re.search(rf":label:\s*{re.escape(record.id)}\s*$", c.source, re.M)
+    )
+    following = next(c for c in cells[at + 1 :] if c.cell_type == "code")
+    assert "after-prediction" in following.metadata.get("tags", []), (
+        f"{record.id}: tag the measurement's cell after the prediction "
+        "`:tags: [after-prediction]` (the HTML folds it until the reader predicts)"
+    )
+
+
+def test_the_interview_questions_link_to_the_exercises_that_drill_them():
+    text = (ROOT / "book" / "interview.md").read_text()
+    linked = re.findall(r"\{ref\}`([a-z_]+-\d+)`", text)
+    assert len(set(linked)) >= 5
+    assert set(linked) <= set(EXERCISES), set(linked) - set(EXERCISES)

@@ -1,0 +1,241 @@
+"""The exercises in the built book (the test build, `book` fixture):
+
+- statically: every exercise with answers has its answer boxes, one per
+  answer, with its unit and the verdict data; each solution shows the key
+  the registry computes (the page's arithmetic and check() agree);
+- in headless Chromium, opened from file:// with every request outside the
+  build blocked: typing the key into a numeric exercise's boxes shows
+  "right", a wrong value shows the hint check() gives, and a prediction's
+  result stays folded until a prediction is entered or the reader opens it;
+  no console errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import nbformat
+import pytest
+from test_book import ALLOWED_CONSOLE, in_build, page_of
+from test_page_pattern import shown, visible_text
+
+from conftest import BOOK_DEST, ONLY
+from helpers.browser import chromium, watch
+from mlbook.exercises import EXERCISES, Choice, check, judge, spec
+
+pytestmark = pytest.mark.book
+
+BUILT = [r for r in EXERCISES.values() if ONLY is None or r.chapter in ONLY]
+
+
+class _Blocks(HTMLParser):
+    """The answer blocks of a page: id -> {inputs, checkboxes, units, spec}."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks, self._current, self._in_spec, self._in_unit = (
+            {},
+            None,
+            False,
+            False,
+        )
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "div" and "mlbook-answers" in (a.get("class") or "").split():
+            self._current = self.blocks.setdefault(
+                a["data-exercise"],
+                {"inputs": [], "checkboxes": set(), "units": [], "spec": ""},
+            )
+        elif self._current is not None:
+            if tag == "script" and "mlbook-exercise-spec" in (a.get("class") or ""):
+                self._in_spec = True
+            elif tag == "input" and a.get("type") == "text":
+                self._current["inputs"].append(a["name"])
+            elif tag == "input" and a.get("type") == "checkbox":
+                self._current["checkboxes"].add(a["name"])
+            elif tag == "span" and a.get("class") == "mlbook-unit":
+                self._in_unit = True
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._in_spec = False
+        if tag == "span":
+            self._in_unit = False
+
+    def handle_data(self, data):
+        if self._in_spec:
+            self._current["spec"] += data
+        elif self._in_unit:
+            self._current["units"].append(data)
+
+
+def answer_blocks(chapter: str) -> dict:
+    parser = _Blocks()
+    parser.feed(page_of(chapter).read_text())
+    return parser.blocks
+
+
+@pytest.mark.parametrize("record", BUILT, ids=lambda r: r.id)
+def test_every_exercise_with_answers_has_its_boxes(book, record):
+    blocks = answer_blocks(record.chapter)
+    if not record.fields and not record.code:
+        return
+    assert record.id in blocks, f"{record.id}: no answer boxes on {record.chapter}.html"
+    block = blocks[record.id]
+    boxes = [n for n, f in record.fields.items() if not isinstance(f, Choice)]
+    assert block["inputs"] == boxes
+    assert block["units"] == [record.answers[n] for n in boxes]
+    choices = {n for n, f in record.fields.items() if isinstance(f, Choice)}
+    assert block["checkboxes"] == choices
+    data = json.loads(block["spec"])
+    assert data["id"] == record.id and [a["name"] for a in data["answers"]] == list(
+        record.fields
+    )
+    if record.checked and not record.measured:
+        assert data == json.loads(json.dumps(spec(record.id)))
+
+
+def solution_outputs(record) -> str:
+    executed = BOOK_DEST / "src" / "notebooks" / f"{record.chapter}.ipynb"
+    if not executed.exists():
+        executed = BOOK_DEST / "src" / "book" / f"{record.chapter}.ipynb"
+    nb = nbformat.read(executed, as_version=4)
+    texts, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            if re.search(
+                rf"```\{{solution-start\}}\s+{re.escape(record.id)}\b", cell.source
+            ):
+                inside = True
+            elif "{solution-end}" in cell.source:
+                inside = False
+        elif inside:
+            texts.append(visible_text(cell.get("outputs", [])))
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize(
+    "record", [r for r in BUILT if r.checked and not r.measured], ids=lambda r: r.id
+)
+def test_each_solution_shows_the_registrys_key(book, record):
+    text = solution_outputs(record)
+    for name, value in record.key_values().items():
+        if isinstance(record.fields[name], Choice):
+            assert all(v in text for v in value), (record.id, name, value)
+        else:
+            assert shown(value, text), (
+                f"{record.id}: the solution does not show {name} = {value!r}"
+            )
+
+
+@pytest.fixture(scope="module")
+def browser(book):
+    with chromium() as b:
+        yield b
+
+
+def open_page(browser, chapter):
+    context = browser.new_context()
+    page = context.new_page()
+    w = watch(page, in_build, ALLOWED_CONSOLE)
+    page.goto(page_of(chapter).as_uri())
+    page.wait_for_load_state("load")
+    return context, page, w
+
+
+NUMERIC = [
+    r
+    for r in BUILT
+    if r.checked
+    and not r.measured
+    and any(not isinstance(f, Choice) for f in r.fields.values())
+]
+
+
+@pytest.mark.parametrize("record", NUMERIC, ids=lambda r: r.id)
+def test_the_key_is_right_and_a_wrong_value_gets_its_hint(browser, record):
+    key = record.key_values()
+    data = spec(record.id)
+    context, page, w = open_page(browser, record.chapter)
+    try:
+        block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
+        for name in record.fields:
+            block.locator(f'input[name="{name}"]').fill(repr(key[name]))
+        block.locator("button.mlbook-check").click()
+        verdicts = block.locator(".mlbook-verdict").all_inner_texts()
+        assert verdicts == ["✓ Right."] * len(record.fields)
+        assert "mlbook-solved" in block.get_attribute("class")
+        # a wrong value in the first box: the hint check() prints
+        first = data["answers"][0]
+        wrong = first["mistakes"][0]["value"] if first["mistakes"] else first["key"] * 3
+        block.locator(f'input[name="{first["name"]}"]').fill(repr(wrong))
+        block.locator("button.mlbook-check").click()
+        shown_hint = block.locator(".mlbook-verdict").first.inner_text()
+        expected = judge(first, wrong, data["messages"], data["sizes"])
+        assert not expected.correct and shown_hint == "✗ " + expected.hint
+        result = check(record.id, **{**key, first["name"]: wrong})
+        assert result[first["name"]].hint == expected.hint
+        # not a number: says what to type
+        block.locator(f'input[name="{first["name"]}"]').fill("twelve")
+        block.locator("button.mlbook-check").click()
+        assert "Enter a number" in block.locator(".mlbook-verdict").first.inner_text()
+        w.assert_clean()
+    finally:
+        context.close()
+
+
+def test_a_choice_is_checked_in_the_page(browser):
+    if ONLY is not None and "capstone" not in ONLY:
+        pytest.skip("the capstone page is not in this build")
+    context, page, w = open_page(browser, "capstone")
+    try:
+        block = page.locator('.mlbook-answers[data-exercise="capstone-1"]')
+        for name in ("fused_adamw", "sdpa"):
+            block.locator(f'input[value="{name}"]').check()
+        block.locator("button.mlbook-check").click()
+        assert "attention bucket" in block.locator(".mlbook-verdict").inner_text()
+        block.locator('input[value="sdpa"]').uncheck()
+        block.locator('input[value="no_recompute"]').check()
+        block.locator("button.mlbook-check").click()
+        assert block.locator(".mlbook-verdict").inner_text() == "✓ Right."
+        w.assert_clean()
+    finally:
+        context.close()
+
+
+PREDICTIONS = [r for r in BUILT if r.kind == "predict"]
+
+
+@pytest.mark.parametrize("record", PREDICTIONS, ids=lambda r: r.id)
+@pytest.mark.parametrize("how", ["predict", "open"])
+def test_the_result_stays_folded_until_a_prediction(browser, record, how):
+    context, page, w = open_page(browser, record.chapter)
+    try:
+        block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
+        folded = page.locator(".tag_after-prediction")
+        assert folded.count() >= 1
+        assert not folded.first.is_visible()
+        note = page.locator(".mlbook-fold-note")
+        assert note.count() >= 1 and record.id in note.first.inner_text()
+        button = block.locator("button.mlbook-check")
+        if how == "predict":
+            button.click()  # nothing entered: still folded, and says why
+            assert not folded.first.is_visible()
+            assert (
+                "Enter a number" in block.locator(".mlbook-verdict").first.inner_text()
+            )
+            for name in record.fields:
+                block.locator(f'input[name="{name}"]').fill("0.1")
+            button.click()
+            assert "Recorded" in block.locator(".mlbook-verdict").first.inner_text()
+        else:
+            note.first.locator("button").click()
+        assert (
+            folded.first.is_visible() and page.locator(".mlbook-fold-note").count() == 0
+        )
+        w.assert_clean()
+    finally:
+        context.close()

@@ -1,0 +1,146 @@
+"""The page's answer check (book/_extra/vendor/exercises.js) and check()
+give the same verdict on the same answer: for every exercise with a key,
+many answers (the key, just inside and just outside the tolerance, five
+tolerances off, every mistake and its edges, a percentage, the wrong sign,
+zero, far off, every subset of a choice) go through both judges, on the
+same data spec() writes into the page. Runs in headless Chromium (no book
+build needed)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.browser import chromium
+from helpers.exercise_keys import measured_for
+from mlbook.exercises import EXERCISES, judge, spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "book" / "_extra" / "vendor" / "exercises.js"
+
+
+def trial_values(answer: dict) -> list:
+    """Answers worth judging: at, inside, on and beyond every edge."""
+    if answer["type"] == "choice":
+        names = [o["name"] for o in answer["options"]]
+        return [list(c) for r in range(0, 4) for c in itertools.combinations(names, r)]
+    key = answer["key"]
+    marks = [key] + [m["value"] for m in answer["mistakes"]]
+    if answer["type"] == "integer":
+        out = {0, -key, 2 * key, 10 * key}
+        for v in marks:
+            out |= {v - 1, v, v + 1}
+        return sorted(out)
+    tol = answer["rel_tol"]
+    out = [0.0, -key, key * 100, key / 100, key * 1e6, key * 1.05, key * 0.7]
+    for v in marks:
+        for f in (0, 0.5, 0.999, 1.001, 2, 5, -0.5, -0.999, -1.001, -2, -5):
+            out.append(v * (1 + f * tol))
+    return out
+
+
+# Keys no exercise has yet, so the edge cases are compared too: a negative key,
+# a zero integer key, a mistake beside a negative key.
+SYNTHETIC = [
+    {
+        "name": "r",
+        "type": "real",
+        "key": -3.5,
+        "rel_tol": 0.02,
+        "unit": "s",
+        "mistakes": [{"name": "m", "hint": "h", "value": -7.0}],
+    },
+    {
+        "name": "z",
+        "type": "integer",
+        "key": 0,
+        "unit": "count",
+        "mistakes": [{"name": "m", "hint": "h", "value": 2}],
+    },
+    {"name": "n", "type": "integer", "key": -4, "unit": "count", "mistakes": []},
+]
+
+
+def cases():
+    data = spec("mfu-1")
+    for answer in SYNTHETIC:
+        for value in trial_values(answer):
+            yield data, answer, value
+    for ex_id, record in EXERCISES.items():
+        if not record.checked:
+            continue
+        data = spec(ex_id, **measured_for(ex_id))
+        for answer in data["answers"]:
+            for value in trial_values(answer):
+                yield data, answer, value
+
+
+def test_js_and_python_give_the_same_verdicts(js_page):
+    batch = list(cases())
+    assert len(batch) > 500
+    expected = []
+    for data, answer, value in batch:
+        v = judge(answer, value, data["messages"], data["sizes"])
+        expected.append({"correct": v.correct, "hint": v.hint, "mistake": v.mistake})
+    payload = [
+        {"answer": a, "value": v, "messages": d["messages"], "sizes": d["sizes"]}
+        for d, a, v in batch
+    ]
+    got = js_page.evaluate(
+        """(cases) => cases.map(c => {
+             const v = window.mlbookExercises.judge(
+               c.answer, c.value, c.messages, c.sizes);
+             return {correct: v.correct, hint: v.hint, mistake: v.mistake};
+           })""",
+        json.loads(json.dumps(payload)),
+    )
+    assert not js_page.errors, js_page.errors
+    differ = [
+        (b[1]["name"], b[2], e, g)
+        for b, e, g in zip(batch, expected, got, strict=True)
+        if e != g
+    ]
+    assert not differ, f"{len(differ)} verdicts differ, e.g. {differ[:3]}"
+    # the trials reach every kind of verdict
+    hints = {e["hint"].split(" ")[0] for e in expected}
+    assert {"Right.", "Looks", "Too", "The", "Pick"} <= hints
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("0.559", 0.559),
+        ("  12,000 ", 12000.0),
+        ("1e-3", 1e-3),
+        ("-4.5E2", -450.0),
+        (".5", 0.5),
+        ("10 533", 10533.0),
+        ("0.5.1", None),
+        ("12k", None),
+        ("", None),
+        ("nan", None),
+        ("Infinity", None),
+        ("0x10", None),
+    ],
+)
+def test_the_page_reads_a_typed_number_as_python_reads_it(text, value, js_page):
+    got = js_page.evaluate("(t) => window.mlbookExercises.parseNumber(t)", text)
+    if value is None:
+        assert got is None or got != got  # NaN comes back as None or NaN
+    else:
+        assert got == value == float(text.replace(",", "").replace(" ", ""))
+
+
+@pytest.fixture(scope="module")
+def js_page():
+    """A blank page with exercises.js loaded; ``.errors`` collects page errors."""
+    with chromium() as browser:
+        page = browser.new_page()
+        page.errors = []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page.set_content("<!doctype html><title>judge</title>")
+        page.add_script_tag(path=str(SCRIPT))
+        yield page

@@ -1,0 +1,208 @@
+"""Property tests of mlbook.exercises: the verdict logic against its
+definition, check() against the key for any perturbation, and the helpers
+the chapter modules use (first_s_above, scale_window)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from helpers.exercise_keys import measured_for
+from mlbook.exercises import (
+    EXERCISES,
+    Integer,
+    Real,
+    UnknownExercise,
+    answer_key,
+    check,
+    exercise,
+    get,
+    judge,
+    register,
+    spec,
+)
+from mlbook.exercises._core import MESSAGES, UNIT_MISTAKES, mistake_values
+from mlbook.exercises.precision import scale_window
+from mlbook.exercises.recompute import first_s_above
+
+PROPERTY_COVERS = {
+    "mlbook.exercises._check.check",
+    "mlbook.exercises._core.exercise",
+    "mlbook.exercises._core.get",
+    "mlbook.exercises._core.judge",
+    "mlbook.exercises._core.mistake_values",
+    "mlbook.exercises._core.register",
+    "mlbook.exercises._core.spec",
+    "mlbook.exercises._page.answer_key",
+    "mlbook.exercises.precision.scale_window",
+    "mlbook.exercises.recompute.first_s_above",
+}
+
+FAST = settings(max_examples=60, deadline=None)
+IDS = sorted(EXERCISES)
+REAL_ANSWERS = [
+    (r.id, n)
+    for r in EXERCISES.values()
+    if r.checked and not r.measured
+    for n, f in r.fields.items()
+    if isinstance(f, Real)
+]
+keys = st.floats(1e-6, 1e6) | st.floats(-1e6, -1e-6)
+tols = st.floats(1e-4, 0.1)
+
+
+@FAST
+@given(key=keys, tol=tols, factor=st.floats(-3, 3))
+def test_a_real_answer_is_right_exactly_within_its_tolerance(key, tol, factor):
+    value = key * (1 + factor)
+    answer = {"name": "x", "type": "real", "key": key, "rel_tol": tol, "mistakes": []}
+    v = judge(answer, value)
+    assert v.correct == (abs(value - key) <= tol * abs(key))
+    if not v.correct and value * key > 0:
+        assert v.hint.startswith("Too high" if value > key else "Too low")
+    if not v.correct and value * key <= 0:
+        assert v.hint == MESSAGES["sign"]
+
+
+@FAST
+@given(key=keys, tol=tols, wrong=st.floats(1.5, 20), jitter=st.floats(-0.99, 0.99))
+def test_a_mistake_is_named_within_its_own_tolerance(key, tol, wrong, jitter):
+    m = key * wrong
+    answer = {
+        "name": "x",
+        "type": "real",
+        "key": key,
+        "rel_tol": tol,
+        "mistakes": [{"name": "m", "hint": "h", "value": m}],
+    }
+    v = judge(answer, m * (1 + jitter * tol))
+    assert not v.correct and v.mistake == "m" and v.hint == "Looks like m: h"
+
+
+@FAST
+@given(key=st.integers(-(10**6), 10**6), value=st.integers(-(10**6), 10**6))
+def test_an_integer_is_right_only_when_equal(key, value):
+    answer = {"name": "n", "type": "integer", "key": key, "mistakes": []}
+    v = judge(answer, value)
+    assert v.correct == (key == value)
+    if value != key and key != 0 and value * key > 0:
+        assert v.hint.startswith("Too high" if value > key else "Too low")
+
+
+@FAST
+@given(st.sampled_from(REAL_ANSWERS), st.floats(-0.5, 0.5))
+def test_check_agrees_with_the_tolerance_for_any_perturbation(which, f):
+    ex_id, name = which
+    record = EXERCISES[ex_id]
+    key = record.key_values()
+    tol = record.tolerances[name]
+    assume(abs(abs(f) - tol) > 1e-9)  # not on the edge, where rounding decides
+    result = check(ex_id, **{**key, name: key[name] * (1 + f)})
+    assert result.correct == (abs(f) < tol)
+    assert result[name].correct == (abs(f) < tol)
+
+
+@FAST
+@given(st.text(min_size=1, max_size=12))
+def test_get_names_an_unknown_id(text):
+    assume(text not in EXERCISES)
+    with pytest.raises(UnknownExercise) as err:
+        get(text)
+    assert repr(text) in str(err.value)
+
+
+@FAST
+@given(st.sampled_from(IDS))
+def test_get_and_spec_give_the_record_as_plain_data(ex_id):
+    record = get(ex_id)
+    assert record.id == ex_id
+    data = spec(ex_id, **measured_for(ex_id))
+    assert json.loads(json.dumps(data)) == data
+    assert [a["name"] for a in data["answers"]] == list(record.fields)
+    if record.checked:
+        key = record.key_values(**measured_for(ex_id))
+        assert answer_key(ex_id, **measured_for(ex_id)).values == key
+
+
+@FAST
+@given(
+    chapter=st.sampled_from(["mfu", "input_pipeline", "plan"]),
+    n=st.integers(100, 10**6),
+    level=st.integers(-2, 5),
+    kind=st.sampled_from(["compute", "derive", "measure", "quiz"]),
+)
+def test_exercise_reads_the_chapter_from_the_id_and_refuses_bad_records(
+    chapter, n, level, kind
+):
+    def make():
+        return exercise(f"{chapter}-{n}", level=level, kind=kind)
+
+    if level in (1, 2, 3) and kind in ("measure", "compute", "derive"):
+        record = make()
+        assert record.chapter == chapter and record.stars == "★" * level
+        assert register(record) == (record,) and register(record) == (record,)
+        with pytest.raises(ValueError, match="registered twice"):
+            register(exercise(f"{chapter}-{n}", level=level, kind=kind))
+        from mlbook.exercises._core import _REGISTRY
+
+        del _REGISTRY[record.id]  # leave the book's registry as it was
+    else:
+        with pytest.raises(ValueError):
+            make()
+
+
+@FAST
+@given(unit=st.sampled_from(sorted(UNIT_MISTAKES)), key=st.floats(0.01, 1e5))
+def test_unit_mistakes_are_the_key_times_their_factor(unit, key):
+    record = exercise(
+        "plan-9999",
+        level=1,
+        kind="compute",
+        answers={"x": Real(unit, "x", 0.01)},
+        key=lambda: {"x": key},
+    )
+    found = mistake_values(record, {"x": key})["x"]
+    assert [m["value"] for m in found] == [key * f for f, _, _ in UNIT_MISTAKES[unit]]
+    whole = exercise(
+        "plan-9998",
+        level=1,
+        kind="compute",
+        answers={"n": Integer(unit, "n")},
+        key=lambda: {"n": 7},
+    )
+    for m in mistake_values(whole, {"n": 7})["n"]:
+        assert isinstance(m["value"], int)
+
+
+@FAST
+@given(slope=st.floats(1e-6, 1e-2), target=st.floats(1e-3, 0.5), hint=st.floats(1, 1e4))
+def test_first_s_above_is_the_smallest_whole_s_past_the_target(slope, target, hint):
+    def share(s):
+        return slope * s
+
+    s = first_s_above(share, target, hint)
+    assert share(s) > target and (s == 1 or share(s - 1) <= target)
+    assert abs(s - math.floor(target / slope) - 1) <= 1  # the closed form, give or take
+
+
+magnitudes = st.lists(st.floats(-40, 3), min_size=5, max_size=60).map(
+    lambda logs: 2.0 ** np.array(logs)
+)
+
+
+@FAST
+@given(logits=magnitudes, others=magnitudes, limit=st.floats(0.001, 0.5))
+def test_the_scale_window_is_every_k_that_meets_both_conditions(logits, others, limit):
+    grads = np.concatenate([logits, others])
+    window = scale_window("fp16", limit, logits, grads)
+    assert window == sorted(window)
+    if window:
+        assert window == list(range(window[0], window[-1] + 1))  # one run of k
+    looser = scale_window("fp16", min(1.0, limit * 2), logits, grads)
+    assert set(window) <= set(looser)
+    assert set(scale_window("fp16", limit, logits, grads, lost="any")) <= set(window)

@@ -1,0 +1,206 @@
+"""Answer boxes under the book's exercises (a Sphinx extension, listed in
+_config.yml's ``sphinx.extra_extensions`` as ``bookext.exercises``).
+
+Keyed on the exercise's label: for every ``{exercise}`` whose label is an id
+in ``mlbook.exercises.EXERCISES``, the answer boxes go at the end of the
+exercise box, with the exercise's verdict data (key, tolerance, mistakes and
+their hints, from ``mlbook.exercises.spec``) written into the page as JSON.
+book/_extra/vendor/exercises.js checks the boxes in the reader's browser from
+that data alone, so the page works opened from file://, with no server.
+
+- numeric answers: one box per answer, with its unit, and a Check button;
+- a choice: one checkbox per option;
+- a prediction (kind "predict"): boxes for the prediction; the cells tagged
+  ``after-prediction`` that follow stay folded until the reader enters one
+  or opens them;
+- a change-the-code exercise: how to check the function in JupyterLab.
+
+An exercise on this run's own measurement takes its key from the executed
+solution cell's ``answer_key(...)`` output (its own mime type, rendered
+here), since only the run knows its measured inputs. An exercise label with
+no record, or a measured exercise whose solution shows no key, is a build
+warning, and the book builds with warnings as errors.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+from docutils import nodes
+from sphinx.util import logging
+
+from bookext.mime import register
+
+logger = logging.getLogger(__name__)
+
+KEY_MIME = "application/vnd.mlbook.exercise-key+json"  # mlbook.exercises.MIME_TYPE
+KEY_ATTRIBUTE = "mlbook_exercise_key"
+FOLD_TAG = "after-prediction"  # a cell tag: folded until the prediction above
+
+
+@register(KEY_MIME)
+def render_key(renderer, data):
+    """The key table of a solution cell, carrying its verdict data for the
+    answer boxes (read back in ``add_answer_boxes``)."""
+    content = (
+        data.content if isinstance(data.content, dict) else json.loads(data.content)
+    )
+    node = nodes.container(classes=["mlbook-answer-key"])
+    node[KEY_ATTRIBUTE] = json.dumps(content["spec"])
+    node += nodes.raw("", content["html"], format="html")
+    return [node]
+
+
+def _is_exercise(node) -> bool:
+    from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node
+
+    return isinstance(node, exercise_node | exercise_enumerable_node)
+
+
+def _json_for_script(data: dict) -> str:
+    """JSON that cannot end the <script> element it sits in."""
+    return json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
+
+
+def _box(exercise_id: str, answer: dict) -> str:
+    e = html.escape
+    box_id = f"{exercise_id}--{answer['name']}"
+    if answer["type"] == "choice":
+        options = "".join(
+            f'<label class="mlbook-option"><input type="checkbox" '
+            f'name="{e(answer["name"])}" value="{e(o["name"])}"> {e(o["label"])}'
+            f" <code>{e(o['name'])}</code></label>"
+            for o in answer["options"]
+        )
+        return (
+            f'<fieldset class="mlbook-answer mlbook-choice" '
+            f'data-answer="{e(answer["name"])}"><legend>{e(answer["label"])} '
+            f"(<code>{e(answer['name'])}</code>)</legend>{options}"
+            f'<output class="mlbook-verdict" aria-live="polite"></output></fieldset>'
+        )
+    mode = "numeric" if answer["type"] == "integer" else "decimal"
+    return (
+        f'<div class="mlbook-answer" data-answer="{e(answer["name"])}">'
+        f'<label for="{e(box_id)}">{e(answer["label"])} '
+        f"(<code>{e(answer['name'])}</code>)</label> "
+        f'<input id="{e(box_id)}" name="{e(answer["name"])}" type="text" '
+        f'inputmode="{mode}" autocomplete="off" spellcheck="false"> '
+        f'<span class="mlbook-unit">{e(answer["unit"])}</span> '
+        f'<output class="mlbook-verdict" for="{e(box_id)}" aria-live="polite">'
+        f"</output></div>"
+    )
+
+
+def answer_block(spec: dict, measured_key: bool = False) -> str:
+    """The HTML under one exercise: its boxes, its data, how to check it in
+    JupyterLab."""
+    e = html.escape
+    ex_id, kind = spec["id"], spec["kind"]
+    parts = [
+        f'<div class="mlbook-answers" data-exercise="{e(ex_id)}" '
+        f'data-kind="{e(kind)}">',
+        f'<script type="application/json" class="mlbook-exercise-spec">'
+        f"{_json_for_script(spec)}</script>",
+    ]
+    if spec["answers"]:
+        boxes = "".join(_box(ex_id, a) for a in spec["answers"])
+        if kind == "predict":
+            buttons = (
+                '<button type="submit" class="mlbook-check">Record my prediction'
+                '</button> <button type="button" class="mlbook-reveal">Show the '
+                "result without predicting</button>"
+            )
+        else:
+            buttons = '<button type="submit" class="mlbook-check">Check</button>'
+        parts.append(
+            f'<form class="mlbook-answer-form" novalidate>{boxes}'
+            f'<div class="mlbook-buttons">{buttons}</div></form>'
+        )
+    lab = (
+        "<code>from mlbook.exercises import check</code>, then "
+        f"<code>{e(spec['usage'])}</code>"
+    )
+    if kind == "predict":
+        note = "Write your prediction down before you read on."
+    elif spec["code"]:
+        call = f'check("{spec["id"]}", {spec["code"]})'
+        note = (
+            "Check your function in JupyterLab: <code>from mlbook.exercises import "
+            f"check</code>, then <code>{e(call)}</code>"
+            + (
+                f"; the numbers: <code>{e(spec['usage'])}</code>."
+                if spec["answers"]
+                else "."
+            )
+        )
+    elif measured_key:
+        note = (
+            "These boxes check against what this book's own run measured. "
+            f"In JupyterLab, check against your run: {lab}."
+        )
+    elif spec["checked"]:
+        note = f"Or in JupyterLab: {lab}."
+    else:
+        note = ""
+    if note:
+        parts.append(f'<p class="mlbook-lab">{note}</p>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def add_answer_boxes(app, doctree) -> None:
+    """doctree-read: the answer block at the end of every registered exercise."""
+    from mlbook.exercises import EXERCISES, spec
+
+    docname = app.env.docname
+    page = docname.rsplit("/", 1)[-1]
+    keys = {}
+    for node in doctree.findall(nodes.container):
+        if KEY_ATTRIBUTE in node.attributes:
+            data = json.loads(node[KEY_ATTRIBUTE])
+            keys[data["id"]] = data
+    for node in list(doctree.findall(_is_exercise)):
+        label = node.get("label", "")
+        record = EXERCISES.get(label)
+        if record is None:
+            logger.warning(
+                f"exercise {label!r} has no record in mlbook.exercises: label it "
+                f"with its id ('{page}-<n>') and add the record to "
+                f"mlbook/exercises/{page}.py (docs/exercises.md)",
+                location=node,
+            )
+            continue
+        if record.chapter != page:
+            logger.warning(
+                f"exercise {label!r} is on page {page!r}, but its id names the "
+                f"page {record.chapter!r}",
+                location=node,
+            )
+            continue
+        if not record.fields and record.code is None:
+            continue  # explained, not checked: nothing to type in
+        if record.measured:
+            data = keys.get(label)
+            if data is None:
+                logger.warning(
+                    f"exercise {label!r} is checked against this run's measurement, "
+                    f"but no solution cell shows answer_key({label!r}, ...)",
+                    location=node,
+                )
+                continue
+        else:
+            data = spec(label)
+        node += nodes.raw("", answer_block(data, bool(record.measured)), format="html")
+
+
+def add_script(app, pagename, templatename, context, doctree) -> None:
+    """html-page-context: exercises.js on the pages that have answer blocks."""
+    if doctree is not None and "mlbook-answers" in context.get("body", ""):
+        app.add_js_file("../vendor/exercises.js", defer="defer")
+
+
+def setup(app):
+    app.connect("doctree-read", add_answer_boxes)
+    app.connect("html-page-context", add_script)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
