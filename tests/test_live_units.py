@@ -579,3 +579,30 @@ def test_vendored_vega_is_what_jupyterlab_bundles():
     }
     for name in ("vega", "vega-lite", "vega-embed"):
         assert vendor_js.PACKAGES[name] == bundled[name], name
+
+
+def test_make_serve_binds_this_machine_only_and_types_what_pyodide_needs(tmp_path):
+    import sys
+    import urllib.request
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import serve
+
+    for name in ("index.html", "a.wasm", "b.mjs", "c.zip"):
+        (tmp_path / name).write_bytes(b"x")
+    httpd, base = serve.serve(tmp_path)
+    try:
+        assert httpd.server_address[0] == "127.0.0.1"
+        types = {}
+        for name in ("a.wasm", "b.mjs", "c.zip"):
+            with urllib.request.urlopen(f"{base}/{name}", timeout=10) as r:
+                types[name] = r.headers["Content-Type"]
+        assert types == {
+            "a.wasm": "application/wasm",
+            "b.mjs": "text/javascript",
+            "c.zip": "application/zip",
+        }
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert serve.main(["--dir", str(tmp_path / "nothing")]) == 2
