@@ -124,6 +124,7 @@ READ = """(id) => {
           values: e.dataset.values ? JSON.parse(e.dataset.values) : null,
           result: e.dataset.result ? JSON.parse(e.dataset.result) : null,
           shown, attrs, disabled,
+          controls: JSON.parse(e.getAttribute("data-mlbook-live")).controls,
           drags: [...e.querySelectorAll(".mlbook-live-drag")].map(d => d.disabled),
           drawn: !!e.querySelector(".mlbook-live-chart canvas, .mlbook-live-chart svg"),
           message: message.hidden ? null : message.textContent,
@@ -242,6 +243,8 @@ def _check_draw(page, fig: dict, want: dict | None = None) -> dict:
             assert _same(control, got["values"][name], want[name]), (
                 f"{fig['id']}: {name} drew {got['values'][name]!r}, set {want[name]!r}"
             )
+    # the payload's controls say what was drawn, ranges included
+    assert {c["name"]: c["value"] for c in got["controls"]} == got["values"]
     diff = close(got["result"], _cpython(payload, got["values"]), rel=1e-9)
     assert not diff, (
         f"{fig['id']}: the browser's spec differs from CPython's: {diff[:5]}"

@@ -606,3 +606,67 @@ def test_make_serve_binds_this_machine_only_and_types_what_pyodide_needs(tmp_pat
         httpd.shutdown()
         httpd.server_close()
     assert serve.main(["--dir", str(tmp_path / "nothing")]) == 2
+
+
+# --- the JupyterLab host, without a browser ------------------------------------
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    """What the Lab host displays, kept instead of shown."""
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **k: shown.append(obj))
+    return shown
+
+
+def test_lab_host_shows_one_bundle_and_follows_the_ranges(quiet):
+    from mlbook.plotting import live as host
+
+    host.show_live(mfu_live.mfu_calculator, n_gpus=16384)
+    (bundle,) = [b for b in quiet if "application/vnd.jupyter.widget-view+json" in b]
+    assert set(bundle) == {
+        "application/vnd.jupyter.widget-view+json",
+        live.MIME_TYPE,
+        live.VEGALITE_MIME_TYPE,
+        "text/plain",
+    }
+    assert bundle[live.MIME_TYPE]["function"] == "mlbook.mfu.live:mfu_calculator"
+    assert bundle[live.VEGALITE_MIME_TYPE] == bundle[live.MIME_TYPE]["spec"]
+
+    view = host.LiveView(mfu_live.mfu_calculator)
+    tokens = view.controls["tokens_per_s"]
+    top = tokens.max
+    view.controls[
+        "n_gpus"
+    ].value = 1  # the end moves down; 2.4e6 is past it: moved to 100 %
+    assert tokens.max == pytest.approx(top / 16384) and tokens.value == tokens.max
+    assert "MFU 100.0%" in view.spec["title"]["text"] and view.draws == 2
+    view.controls["model"].value = "Llama-2-7B"  # a smaller model: the end moves up
+    assert tokens.max > top / 16384 and view.draws == 3
+    log = host.LiveView(cadence_live.waste_explorer).controls["checkpoint_s"]
+    assert (log.base, log.min, log.max) == (
+        10,
+        pytest.approx(math.log10(3)),
+        pytest.approx(math.log10(3000)),
+    )
+
+
+def test_lab_host_shows_an_exception_and_keeps_the_last_figure(quiet):
+    from mlbook.plotting import live as host
+
+    def fragile(x):
+        if x > 5:
+            raise ValueError(f"x = {x} is too big")
+        return vl.chart([], title=f"x = {x}")
+
+    fragile.live = live.LiveFigure(fragile, (live.slider("x", "x (m)", 1, 0, 10, 1),))
+    view = host.LiveView(fragile)
+    view.controls["x"].value = 3
+    assert view.spec["title"]["text"] == "x = 3" and view.error is None
+    view.controls["x"].value = 7
+    assert (
+        view.error == "ValueError: x = 7 is too big" and "too big" in view.message.value
+    )
+    assert view.spec["title"]["text"] == "x = 3"  # the last good figure stays
+    view.controls["x"].value = 4
+    assert view.error is None and view.message.value == "" and view.draws == 4

@@ -437,16 +437,23 @@ class LiveFigure:
     def values(self) -> dict:
         return {c.name: c.value for c in self.controls}
 
-    def with_values(self, **values) -> LiveFigure:
-        """The same figure with other defaults (each clamped to its control),
-        settled under ``ranges``."""
+    def _check_names(self, values: dict) -> None:
         unknown = set(values) - {c.name for c in self.controls}
         if unknown:
             raise ValueError(
                 f"{self.path} has no control named {sorted(unknown)} "
                 f"(its controls: {[c.name for c in self.controls]})"
             )
+
+    def with_values(self, **values) -> LiveFigure:
+        """The same figure with other defaults (each clamped to its control),
+        settled under ``ranges``."""
+        self._check_names(values)
         return self.settle({**self.values(), **values})
+
+    def with_controls(self, controls: list[dict]) -> LiveFigure:
+        """The same figure with the controls (JSON) a draw or payload gives."""
+        return replace(self, controls=tuple(Control.from_json(c) for c in controls))
 
     def _check_fixed(self, fixed: dict) -> dict:
         fixed = dict(fixed or {})
@@ -514,13 +521,15 @@ class LiveFigure:
             ) from None
         return Drawn(drawn, settled.controls, spec)
 
-    def payload(self, fixed: dict | None = None) -> dict:
+    def payload(self, fixed: dict | None = None, values: dict | None = None) -> dict:
         """The Contract's ``data-mlbook-live`` JSON (``function``, ``fixed``,
         ``controls``), plus ``ranges`` (a function path or null) and ``spec``
         (the default figure): what the HTML book draws at once and hands to the
-        browser's Python on the first change."""
+        browser's Python on the first change. ``values`` set some controls'
+        starting values (clamped)."""
         fixed = self._check_fixed(fixed)
-        first = self.draw(None, fixed)
+        self._check_names(values or {})
+        first = self.draw({**self.values(), **(values or {})}, fixed)
         return {
             "function": self.path,
             "ranges": self.ranges_path,

@@ -121,7 +121,16 @@ def lines(
     if stray:
         raise ValueError(f"rows name curves without a style: {sorted(stray)}")
     # colour and dash share one legend (the same field, the same legend spec)
-    key = None if legend is None else {"title": None, "orient": legend}
+    key = (
+        None
+        if legend is None
+        else {
+            "title": None,
+            "orient": legend,
+            "symbolType": "stroke",
+            "symbolSize": 400,
+        }
+    )
     color = {
         "field": series,
         "type": "nominal",

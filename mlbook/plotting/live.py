@@ -25,6 +25,7 @@ stays, as in the HTML book.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from mlbook.common import live as live_core
 
@@ -118,10 +119,9 @@ class LiveView:
                 f"{getattr(function, '__qualname__', function)!r} is not a live figure "
                 "(declare it with @mlbook.common.live.figure)"
             )
-        self.figure = declaration.with_values(**defaults)
         self.fixed = dict(fixed or {})
-        self.payload = self.figure.payload(self.fixed)
-        self.figure = live_core.LiveFigure.from_payload(self.payload)
+        self.payload = declaration.payload(self.fixed, defaults)
+        self.figure = declaration.with_controls(self.payload["controls"])
         self.controls = {c.name: _widget(c) for c in self.figure.controls}
         self.output = W.Output()
         self.message = W.HTML()
@@ -168,9 +168,7 @@ class LiveView:
             return
         finally:
             self._busy = False
-        self.figure = live_core.LiveFigure(
-            self.figure.function, drawn.controls, self.figure.ranges
-        )
+        self.figure = replace(self.figure, controls=drawn.controls)
         self.error, self.spec = None, drawn.spec
         self.message.value = ""
         with self.output:

@@ -19,7 +19,8 @@
 //    clamps and snaps them, applies "ranges", calls the function, and returns
 //    the values drawn, the controls' ranges and the spec, which is drawn.
 //
-// After each draw the element carries data-values (the values drawn, JSON),
+// After each live draw the payload's "controls" hold the values and ranges
+// drawn ("spec" stays the default). After each draw the element carries data-values (the values drawn, JSON),
 // data-result (the spec drawn, JSON), data-state ("static": the default,
 // before Python; "booting"; "busy"; "live"; "error": the function raised, its
 // message shows under the figure and the last good figure stays) and
@@ -254,10 +255,14 @@
     if (!this.running) this.run();
   };
 
-  // Apply a draw's clamped values and ranges to the inputs.
+  // Apply a draw's clamped values and ranges to the inputs, and to the
+  // payload's "controls" (so they say what the inputs hold; "spec" stays the default).
   Figure.prototype.apply = function (out) {
     var self = this;
     this.call.controls = out.controls;
+    var payload = JSON.parse(this.el.getAttribute("data-mlbook-live"));
+    payload.controls = out.controls;
+    this.el.setAttribute("data-mlbook-live", JSON.stringify(payload));
     out.controls.forEach(function (c) {
       var input = self.inputs[c.name];
       var drag = self.drags[c.name];
