@@ -49,7 +49,9 @@ def _attr(value) -> str:
 
 def _text(value) -> str:
     """A value as its input shows it: the number itself, in its shortest
-    exact form (what JSON and Python's repr write)."""
+    exact form, as live.js writes it once the figure is live (30, not 30.0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
     return value if isinstance(value, str) else json.dumps(value)
 
 
