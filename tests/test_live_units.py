@@ -192,6 +192,9 @@ def test_fixed_arguments_reach_the_function_and_the_payload():
     assert drawn.values == {"x": 3} and drawn.spec["title"]["text"] == "6"
     with pytest.raises(ValueError, match="are controls, not fixed"):
         fig.draw(None, {"x": 1, "table": {}})
+    assert fig.payload({"table": {"k": 2}})["fixed"] == {"table": {"k": 2}}
+    with pytest.raises(ValueError, match="over 200,000"):
+        fig.payload({"table": {"k": 2, "raw": [0.5] * 60_000}})
 
 
 def test_payload_is_the_contract():

@@ -64,6 +64,7 @@ MIME_TYPE = "application/vnd.mlbook.live+json"  # the HTML book's output type
 VEGALITE_MIME_TYPE = "application/vnd.vegalite.v5+json"  # JupyterLab draws this
 _GRID_TOLERANCE = 1e-6  # how far max may sit off its grid, in steps
 _SETTLE_ROUNDS = 5  # ranges that have not settled by then are a bug in ranges
+MAX_FIXED_BYTES = 200_000  # build-time data is a summary, not raw measurements
 
 
 def _is_number(value) -> bool:
@@ -528,6 +529,13 @@ class LiveFigure:
         browser's Python on the first change. ``values`` set some controls'
         starting values (clamped)."""
         fixed = self._check_fixed(fixed)
+        size = len(json.dumps(fixed, allow_nan=False))
+        if size > MAX_FIXED_BYTES:
+            raise ValueError(
+                f"{self.path}: the fixed data is {size:,} bytes of JSON, over "
+                f"{MAX_FIXED_BYTES:,}; pass a summary (fractions, a table), not the "
+                "raw measurements"
+            )
         self._check_names(values or {})
         first = self.draw({**self.values(), **(values or {})}, fixed)
         return {
