@@ -2,18 +2,29 @@
 #   make book   the virtual environment, every chapter executed, the HTML book
 #   make test   unit tests, every chapter under papermill, the book built with
 #               warnings as errors, and the checks on the built pages
+# and `make serve` serves the built book on 127.0.0.1, where its live figures
+# run (opened from disk they show their defaults).
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# serve needs no packages: the venv's Python where it exists, else the system's
+PYTHON_OR_VENV = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
-.PHONY: book test lab install clean gpu-check format
+.PHONY: book test serve lab install clean gpu-check format
 
 book: $(STAMP)
 	$(PY) tools/build.py
 
 test: $(STAMP)
 	$(PY) -m pytest tests
+
+# The built HTML book on 127.0.0.1 only (PORT=0 picks a free port); it prints the
+# address. Browsers refuse Pyodide's fetches from file://, so a live figure's
+# controls work only when the book is served; nothing here listens beyond this machine.
+PORT ?= 8000
+serve:
+	$(PYTHON_OR_VENV) tools/serve.py --port $(PORT)
 
 # JupyterLab on the repository (so mlbook/ and book/ are a click away), opened
 # at notebooks/. It refuses to run as root without --allow-root (containers
@@ -36,7 +47,8 @@ format: $(STAMP)
 gpu-check: $(STAMP)
 	$(PY) tools/gpu_check.py
 
-# The venv, the package (editable), the widget scripts the book serves itself,
+# The venv, the package (editable), the scripts the book serves itself (widgets;
+# vega and Pyodide for the live figures),
 # JupyterLab's "open text notebooks as notebooks" setting, and Chromium for the
 # browser checks (Debian's, driven by pip's playwright; skipped if present).
 # Without Chromium the browser checks skip, except under CI (CI=true), where

@@ -18,15 +18,19 @@ The tree reads as the table of contents. One package per chapter::
 and what several chapters share, once::
 
     common/          torch-free: validation, units, TransformerConfig and presets,
-                     the accelerator and interconnect tables, model-state bytes
+                     the accelerator and interconnect tables, model-state bytes,
+                     live figures' declarations and Vega-Lite specs (live, vegalite)
     common_torch/    torch: the small GPT, toy models, dtypes, timing and device
                      helpers, the matmul ceiling (MAMF), process launch, the
                      checkpointer and sampler
-    plotting/        matplotlib: figure style and live (slider) figures
+    plotting/        matplotlib: figure style and slider figures; the JupyterLab
+                     host of live figures (live.py, ipywidgets)
 
 Inside a chapter package, ``formulas.py`` (and any other plain module) holds
 pure-number calculators that import neither torch nor matplotlib;
-``experiments*.py`` run torch; ``figures.py`` draw; ``*_script.py`` are what
+``live.py`` holds the chapter's live figures (standard library only: the HTML
+book runs them in the reader's browser); ``experiments*.py`` run torch;
+``figures.py`` draw; ``*_script.py`` are what
 torchrun starts. tests/test_layering.py enforces that rule.
 
 The package returns numbers and typed results. It does not print, word

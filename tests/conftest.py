@@ -12,6 +12,10 @@ BOOK_DEST = Path(os.environ.get("MLBOOK_TEST_DEST", ROOT / "_build" / "test"))
 # For development only: MLBOOK_TEST_ONLY=mfu,faults builds just those chapters
 # (the others become title-only stubs). CI never sets it.
 ONLY = [n for n in os.environ.get("MLBOOK_TEST_ONLY", "").split(",") if n] or None
+# For development only: MLBOOK_TEST_REUSE=1 takes the build already at
+# MLBOOK_TEST_DEST as it is (its timings.json is the report) instead of
+# building again, to rerun the checks on built pages. CI never sets it.
+REUSE = os.environ.get("MLBOOK_TEST_REUSE") == "1"
 
 
 # set when this session built the book, so the summary is this run's
@@ -22,11 +26,27 @@ _BOOK_BUILT: list = []
 def book():
     """Every chapter executed by papermill at test sizes and the HTML book
     built from them (tools/build.py), once per test session."""
+    import json
+
     from bookbuild import run
 
-    shutil.rmtree(BOOK_DEST, ignore_errors=True)
     _BOOK_BUILT.append(True)
+    if REUSE and (BOOK_DEST / "timings.json").is_file():
+        return json.loads((BOOK_DEST / "timings.json").read_text())
+    shutil.rmtree(BOOK_DEST, ignore_errors=True)
     return run.build(BOOK_DEST, small=True, only=ONLY)
+
+
+@pytest.fixture(scope="session")
+def chromium_browser():
+    """One headless Chromium for the whole run (test_book, test_live and
+    test_lab share it; each test opens its own context, a fresh profile).
+    Tests that read the built book request ``book`` first, so the book is
+    built before the browser starts."""
+    from helpers.browser import chromium
+
+    with chromium() as browser:
+        yield browser
 
 
 def page_values(page: str) -> dict:
@@ -71,13 +91,37 @@ def pytest_terminal_summary(terminalreporter):
             record["redraw_ms"] = redraw
             path.write_text(json.dumps(record, indent=2))
         tr.section(
-            "slider redraw times (ms, best of 3; "
-            "the book aims at 100 on an idle laptop)"
+            "live figure functions in CPython "
+            "(ms, best of 3: the spec, not drawn)"
         )
         for name, ms in redraw.items():
-            tr.write_line(f"{name:<28} {ms:>7.1f}")
+            tr.write_line(f"{name:<42} {ms:>7.1f}")
     except Exception as exc:  # noqa: BLE001 (a benchmark must not fail the run)
         tr.write_line(f"slider redraw benchmark not recorded: {exc}")
+    test_timings = BOOK_DEST / "timings.json"
+    live = (
+        json.loads(test_timings.read_text()).get("live")
+        if test_timings.exists()
+        else None
+    )
+    if live:  # written by tests/test_live.py: benchmarks, not pass/fail
+        tr.section(
+            "live figures in the browser (goals: boot to first live draw <= 4 s, "
+            "redraw p95 <= 150 ms)"
+        )
+        for page, r in sorted(live.get("pages", {}).items()):
+            tr.write_line(
+                f"{page:<18} boot {r['boot_s']:.2f} s, first live draw "
+                f"{r['first_live_draw_s']:.2f} s; "
+                f"page {r['page_bytes'] / 1e6:.2f} MB, "
+                f"+{r['live_bytes'] / 1e6:.1f} MB when live"
+            )
+        for name, r in sorted(live.get("figures", {}).items()):
+            tr.write_line(
+                f"  {name:<42} redraw p50 {r['p50_ms']:6.1f} ms, "
+                f"p95 {r['p95_ms']:6.1f} ms "
+                f"({r['draws']} draws; Python {r['python_p50_ms']:.1f} ms)"
+            )
     tr.section("page execution times (s)")
     tr.write_line(f"{'page':<18} {'test':>7} {'reader':>7} {'budget':>7}  notes")
     for page, r in sorted(rows.items()):

@@ -25,7 +25,7 @@ import pytest
 
 from bookbuild import pages
 from conftest import BOOK_DEST as DEST
-from helpers.browser import Allowed, chromium, watch
+from helpers.browser import Allowed, watch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,6 +163,50 @@ INERT_URLS = [
         r"https://github\.com/requirejs/requirejs/.+|https://requirejs\.org/docs/errors\.html#|http://dev\.jquery\.com/ticket/\d+"
         r"|https://connect\.microsoft\.com/IE/feedback/.+|https://webkit\.org/b/\d+",
         COMMENT,
+    ),
+    # live figures (tools/vendor_js.py: vega, vega-lite and vega-embed; Pyodide's core)
+    Inert(
+        "vendor/vega/vega-embed.min.js",
+        r"https://vega\.github\.io/editor/",
+        "the default address of the 'Open in Vega Editor' action; live.js embeds with "
+        "actions: false, so the menu that holds the link is never made",
+    ),
+    Inert(
+        "vendor/vega/vega-embed.min.js",
+        r"https?://",
+        "prefixes vega-embed compares a string spec with to decide whether to fetch "
+        "it; live.js always hands it a spec object (the data inline), so it never "
+        "fetches",
+    ),
+    Inert(
+        "vendor/vega/vega-embed.min.js",
+        r"https://github\.com/Starcounter-Jack/JSON-Patch",
+        COMMENT,
+    ),
+    Inert(
+        "vendor/vega/vega-lite.min.js",
+        r"https://vega\.github\.io/schema/vega/v5\.json",
+        "the $schema identifier vega-lite writes into the Vega spec it compiles: a "
+        "name, never fetched",
+    ),
+    Inert(
+        "vendor/vega/vega-lite.min.js",
+        r"https://github\.com/vega/vega-lite/issues/\d+",
+        COMMENT,
+    ),
+    Inert(
+        "vendor/pyodide/pyodide.mjs",
+        r"https://cdn\.jsdelivr\.net/pyodide/v\$\{U\}/full/",
+        "Pyodide's default base URL for packages outside the core; live.js loads none "
+        "and passes packageBaseUrl (its own folder in the book), which replaces this "
+        "default",
+    ),
+    Inert(
+        "vendor/pyodide/pyodide.asm.mjs",
+        r"wss?://|https://\$\{t\}",
+        "emscripten's socket emulation (SOCKFS) builds WebSocket URLs from these "
+        "prefixes when Python opens a socket; the live figures' code opens none (and "
+        "the browser tests block and fail any request off 127.0.0.1)",
     ),
     # Sphinx, its extensions and the theme
     Inert("_static/clipboard.min.js", r"https://clipboardjs\.com/", COMMENT),
@@ -420,7 +464,7 @@ def test_chapters_downloadable_as_notebooks(book):
 
 
 def test_widget_scripts_are_served_locally(book):
-    page = (HTML / "notebooks" / "mfu.html").read_text()
+    page = widget_page().read_text()
     scripts = [
         "vendor/require.js",
         "vendor/widgets-setup.js",
@@ -434,6 +478,16 @@ def test_widget_scripts_are_served_locally(book):
     for s in scripts:
         assert (HTML / s).is_file(), f"{s} is not in the build"
     assert "application/vnd.jupyter.widget-state+json" in page
+
+
+def test_pages_without_widgets_load_no_widget_scripts(book):
+    """A page whose sliders all became live figures keeps no widget state, so
+    it loads neither require.js nor the widget manager."""
+    for page in pages():
+        html = page.read_text()
+        if "widget-state+json" not in html:
+            assert "vendor/require.js" not in html, page.name
+            assert "html-manager/embed-amd.js" not in html, page.name
 
 
 def test_widget_fonts_are_in_the_build(book):
@@ -469,12 +523,10 @@ ALLOWED_CONSOLE = [
 ]
 
 
-@pytest.fixture(
-    scope="module"
-)  # closed before test_lab.py starts its own (one sync Playwright at a time)
-def browser(book):
-    with chromium() as b:
-        yield b
+@pytest.fixture(scope="module")
+def browser(book, chromium_browser):
+    """The run's one Chromium (conftest), once the book is built."""
+    return chromium_browser
 
 
 def in_build(url: str) -> bool:
@@ -501,7 +553,8 @@ def open_offline(browser, page_path: Path, on_page=None):
 
 
 def settle(page, html: str):
-    """Wait for what the page draws after load: MathJax and the widgets."""
+    """Wait for what the page draws after load: MathJax, the widgets and the
+    live figures' default drawings."""
     if "math notranslate" in html:
         page.wait_for_selector("mjx-container", timeout=15_000)
         page.evaluate(
@@ -510,6 +563,8 @@ def settle(page, html: str):
         )
     if "widget-state+json" in html:
         page.wait_for_selector(".widget-subarea", timeout=15_000)
+    if "data-mlbook-live" in html:
+        page.wait_for_function(LIVE_DRAWN, timeout=30_000, polling=100)
     page.wait_for_load_state("networkidle")
 
 
@@ -520,6 +575,26 @@ OVERFLOWING = """() => [...document.querySelectorAll(
     'div.cell_input pre, div.cell_output pre, div.cell_output > .output')]
   .filter(e => e.scrollWidth > e.clientWidth + 1)
   .map(e => `${e.scrollWidth} > ${e.clientWidth} px: ${e.textContent.slice(0, 70)}`)"""
+
+
+# every live figure has drawn its default (tests/test_live.py checks the rest)
+LIVE_DRAWN = """() => [...document.querySelectorAll("[data-mlbook-live]")].every(
+  e => e.dataset.state && Number(e.dataset.draws) >= 1
+    && e.querySelector(".mlbook-live-chart canvas, .mlbook-live-chart svg"))"""
+
+
+def widget_pages() -> list[Path]:
+    """The built pages that still carry ipywidgets state (matplotlib slider
+    figures not yet converted to live figures)."""
+    return [p for p in pages() if "widget-state+json" in p.read_text()]
+
+
+def widget_page() -> Path:
+    found = widget_pages()
+    if not found:
+        pytest.skip("no page of this build has widgets")
+    mfu = HTML / "notebooks" / "mfu.html"
+    return mfu if mfu in found else found[0]
 
 
 @pytest.mark.parametrize("name", ["intro"] + [c for c in CHAPTERS if c != "intro"])
@@ -602,7 +677,7 @@ def test_widget_fonts_load(browser):
     """On a page with widgets, every @font-face the page declares (the theme's
     and the widget manager's, whichever the widgets end up using) points at a
     file of the build, and the fonts the page does request all load."""
-    path = HTML / "notebooks" / "mfu.html"
+    path = widget_page()
     fonts = []
 
     def record_fonts(page):

@@ -217,31 +217,6 @@ def test_other_bad_input():
 # --- figures --------------------------------------------------------------------------
 
 
-def test_slider_figure_is_the_cheap_one():
-    """The slider figure draws closed forms only: no Monte Carlo dots, no legend, no
-    annotation (what keeps a redraw cheap; the seconds are benchmarks, not a test)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from mlbook.cadence import figures as figs
-
-    fig = figs.waste_explorer(30.0, 1011.0, 300.0, 128)
-    ax = fig.axes[0]
-    assert (
-        ax.get_legend() is None
-        and not ax.texts[1:]
-        and not any(line.get_marker() == "o" for line in ax.lines)
-    )
-    # T = 1011 h / 128 nodes = 7.9 h; Daly's interval for C = 30 s is marked by the star
-    star = next(line for line in ax.lines if line.get_marker() == "*")
-    assert star.get_xdata()[0] == pytest.approx(
-        c.daly_interval(30.0, 1011.0 * H / 128) / 60
-    )
-    plt.close(fig)
-
-
 def test_figures_have_labelled_axes():
     import matplotlib
 
@@ -282,7 +257,6 @@ def test_figures_have_labelled_axes():
     )
     for fig in (
         figs.waste_curve(30, 3 * H),
-        figs.waste_explorer(30, 1000, 0, 64),
         figs.interval_vs_cluster(1000 * H, [30]),
         figs.save_stall(modes, "CPU"),
         figs.resume_losses(res),

@@ -15,7 +15,10 @@ blocked, runs all cells and waits for the kernel to go idle, then checks:
   verdict (mlbook.exercises);
 - nothing failed in the browser: no blocked or failed request, no JavaScript
   console error, no uncaught page error (ALLOWED_CONSOLE names the one harmless
-  message).
+  message);
+- each live figure (mlbook.plotting.live.show_live) shows one Vega-Lite chart,
+  drawn by JupyterLab's own renderer, under its controls; moving one control
+  (the MFU calculator's model) draws a different chart.
 
 The chapter is the MyST text notebook that JupyterLab opens through jupytext;
 the test converts it with jupytext to .ipynb in the temporary folder (the
@@ -38,7 +41,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from helpers.browser import Allowed, chromium, chromium_or_skip, watch
+from helpers.browser import Allowed, chromium_or_skip, watch
 from mlbook.common_torch.launch import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,34 +280,92 @@ ADD_AND_RUN = """(source) => {
 }"""
 
 
-def test_chapter_runs_in_jupyterlab(lab):
+# The live cells: how many Vega-Lite charts and images each shows, and whether
+# its controls come before its chart
+LIVE_CELLS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.widgets
+    .filter(c => c.model.type === "code"
+                 && c.model.sharedModel.getSource().includes("show_live("))
+    .map(c => {
+      const charts = c.node.querySelectorAll(
+        ".jp-OutputArea .jp-RenderedVegaCommon5");
+      const control = c.node.querySelector(
+        ".jp-OutputArea .widget-dropdown, .jp-OutputArea .widget-slider");
+      return {
+        charts: charts.length,
+        images: c.node.querySelectorAll(".jp-OutputArea img").length,
+        below: !!(control && charts.length
+                  && (control.compareDocumentPosition(charts[0]) & 4))};
+    });
+}"""
+
+# The first live cell's chart as pixels ("" until it is drawn)
+LIVE_PIXELS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cell = panel.content.widgets.find(
+    c => c.model.sharedModel.getSource().includes("show_live("));
+  const canvas = cell.node.querySelector(".jp-RenderedVegaCommon5 canvas");
+  const svg = cell.node.querySelector(".jp-RenderedVegaCommon5 svg");
+  return canvas ? canvas.toDataURL() : (svg ? svg.outerHTML : "");
+}"""
+
+# Move the first live cell's first dropdown (the model) to another option
+MOVE_DROPDOWN = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cell = panel.content.widgets.find(
+    c => c.model.sharedModel.getSource().includes("show_live("));
+  const select = cell.node.querySelector(".jp-OutputArea .widget-dropdown select");
+  select.selectedIndex = (select.selectedIndex + 1) % select.options.length;
+  select.dispatchEvent(new Event("change", {bubbles: true}));
+  return select.value;
+}"""
+
+
+def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
     base, token, path = lab
     source = CHAPTER.read_text()
     directives, roles = myst_names(source)
     started = time.monotonic()
-    with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = context.new_page()
-        origin = base.replace("http://", "ws://")
-        w = watch(
-            page,
-            lambda u: u.startswith((base + "/", origin + "/", "data:", "blob:")),
-            ALLOWED_CONSOLE,
+    browser = chromium_browser
+    # the run's one Chromium (conftest); a context of its own here
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    origin = base.replace("http://", "ws://")
+    w = watch(
+        page,
+        lambda u: u.startswith((base + "/", origin + "/", "data:", "blob:")),
+        ALLOWED_CONSOLE,
+    )
+    try:
+        page.goto(f"{base}/lab/tree/{path}?token={token}")
+        page.wait_for_function(
+            NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
         )
-        try:
-            page.goto(f"{base}/lab/tree/{path}?token={token}")
+        page.evaluate(RUN_ALL)
+        page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
+        run = page.evaluate("() => window.__mlbookRun")
+        cells = page.evaluate(CELLS)
+        live_cells = page.evaluate(LIVE_CELLS)
+        moved = None
+        if live_cells:
+            page.wait_for_function(LIVE_PIXELS, timeout=30_000, polling=250)
+            before = page.evaluate(LIVE_PIXELS)
+            moved = page.evaluate(MOVE_DROPDOWN)
             page.wait_for_function(
-                NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
+                "(old) => { const now = ("
+                + LIVE_PIXELS
+                + ")(); return now && now !== old; }",
+                arg=before,
+                timeout=60_000,
+                polling=250,
             )
-            page.evaluate(RUN_ALL)
-            page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
-            run = page.evaluate("() => window.__mlbookRun")
-            page.evaluate(ADD_AND_RUN, CHECK_SOURCE)
-            page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
-            cells = page.evaluate(CELLS)
-            problems = w.problems()
-        finally:
-            context.close()
+        page.evaluate(ADD_AND_RUN, CHECK_SOURCE)
+        page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
+        cells = page.evaluate(CELLS)  # again: the check cell is the last one now
+        problems = w.problems()
+    finally:
+        context.close()
     seconds = time.monotonic() - started
 
     code = [c for c in cells if c["type"] == "code"]
@@ -345,5 +406,14 @@ def test_chapter_runs_in_jupyterlab(lab):
             "no math was typeset in the markdown cells"
         )
 
+    assert "show_live(" not in source or live_cells, "no live cell found in JupyterLab"
+    for i, c in enumerate(live_cells):
+        assert c["charts"] == 1 and c["images"] == 0, (
+            f"live cell {i} shows {c['charts']} Vega-Lite charts and "
+            f"{c['images']} images, not one chart"
+        )
+        assert c["below"], f"live cell {i}'s chart is not under its controls"
     assert not problems, "JupyterLab misbehaved in the browser:\n" + "\n".join(problems)
+    if moved:
+        print(f"moved the MFU calculator's model to {moved}: the chart redrew")
     print(f"opened, ran and checked {CHAPTER.name} in JupyterLab in {seconds:.1f} s")

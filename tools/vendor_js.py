@@ -1,14 +1,24 @@
 """Fetch the JavaScript the built book serves itself, at install time.
 
-The HTML book must load nothing from the network, so the two scripts that
-myst-nb would take from CDNs for widgets (require.js and the Jupyter widget
-HTML manager) come from the npm registry through `npm pack`, pinned, and land
-in _vendor/vendor/, which the book serves through html_extra_path. The
-manager's Font Awesome files (webpack-named, in the package's dist/) go beside
-embed-amd.js; book/_extra/vendor/widgets-setup.js points the manager there
-(it would otherwise look beside each page, and 404).
+The HTML book must load nothing from the network, so everything a page runs
+comes from the npm registry through `npm pack`, pinned, into _vendor/vendor/,
+which the book serves through html_extra_path (as <book>/vendor/):
+
+- widgets: require.js and the Jupyter widget HTML manager, which myst-nb
+  would take from CDNs. The manager's Font Awesome files (webpack-named, in
+  the package's dist/) go beside embed-amd.js;
+  book/_extra/vendor/widgets-setup.js points the manager there (it would
+  otherwise look beside each page, and 404).
+- live figures (book/_extra/vendor/live.js): vega, vega-lite and vega-embed,
+  at the versions JupyterLab 4.6.6 bundles (tests/test_live_units.py reads
+  them from the venv's JupyterLab), so one spec draws the same in both; and
+  Pyodide's core (CPython in WebAssembly with its standard library), which
+  a page loads only when a reader first moves a control.
+
+A stamp file records the versions; a change of PACKAGES vendors again.
 """
 
+import json
 import re
 import shutil
 import subprocess
@@ -17,17 +27,64 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-PACKAGES = {"requirejs": "2.3.8", "@jupyter-widgets/html-manager": "1.0.15"}
+PACKAGES = {
+    "requirejs": "2.3.8",
+    "@jupyter-widgets/html-manager": "1.0.15",
+    "vega": "5.33.0",
+    "vega-lite": "5.6.1",
+    "vega-embed": "6.21.3",
+    "pyodide": "314.0.7",
+}
 ROOT = Path(__file__).resolve().parent.parent
 DEST = ROOT / "_vendor" / "vendor"
+STAMP = DEST / "versions.json"
 FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
+# package -> (file in the package, where it goes under DEST)
+FILES = {
+    "requirejs": [("require.js", "require.js")],
+    "@jupyter-widgets/html-manager": [
+        ("dist/embed-amd.js", "html-manager/embed-amd.js")
+    ],
+    "vega": [
+        ("build/vega.min.js", "vega/vega.min.js"),
+        ("LICENSE", "vega/LICENSE-vega.txt"),
+    ],
+    "vega-lite": [
+        ("build/vega-lite.min.js", "vega/vega-lite.min.js"),
+        ("LICENSE", "vega/LICENSE-vega-lite.txt"),
+    ],
+    "vega-embed": [
+        ("build/vega-embed.min.js", "vega/vega-embed.min.js"),
+        ("LICENSE", "vega/LICENSE-vega-embed.txt"),
+    ],
+    # The core only: the loader (an ES module, so it cannot collide with
+    # require.js's define()), the interpreter, the standard library and the lock
+    # file the loader reads. No console pages, no source maps.
+    "pyodide": [
+        ("pyodide.mjs", "pyodide/pyodide.mjs"),
+        ("pyodide.asm.mjs", "pyodide/pyodide.asm.mjs"),
+        ("pyodide.asm.wasm", "pyodide/pyodide.asm.wasm"),
+        ("python_stdlib.zip", "pyodide/python_stdlib.zip"),
+        ("pyodide-lock.json", "pyodide/pyodide-lock.json"),
+    ],
+}
+
+
+def _tarball_dir(name: str, version: str) -> str:
+    """The folder `npm pack name@version` names its tarball after."""
+    return f"{name.lstrip('@').replace('/', '-')}-{version}"
 
 
 def complete() -> bool:
-    """require.js, embed-amd.js and every font file embed-amd.js names."""
-    manager = DEST / "html-manager" / "embed-amd.js"
-    if not ((DEST / "require.js").exists() and manager.exists()):
+    """Every file at the pinned versions, and every font embed-amd.js names."""
+    try:
+        if json.loads(STAMP.read_text()) != PACKAGES:
+            return False
+    except (OSError, ValueError):
         return False
+    if not all((DEST / dest).exists() for files in FILES.values() for _, dest in files):
+        return False
+    manager = DEST / "html-manager" / "embed-amd.js"
     fonts = set(
         re.findall(r'\w\.p\+"([0-9a-f]{20}\.\w+)"', manager.read_text(errors="replace"))
     )
@@ -41,7 +98,7 @@ def main() -> int:
         return 0
     if shutil.which("npm") is None:
         print(
-            "vendor_js: npm is needed to fetch the widget scripts "
+            "vendor_js: npm is needed to fetch the book's scripts "
             "(apt-get install npm)",
             file=sys.stderr,
         )
@@ -54,34 +111,28 @@ def main() -> int:
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        tarballs = {p.name: p for p in Path(tmp).glob("*.tgz")}
         shutil.rmtree(DEST, ignore_errors=True)
-        (DEST / "html-manager").mkdir(parents=True)
-        for name, path in tarballs.items():
-            with tarfile.open(path) as tar:
-                tar.extractall(Path(tmp) / name.removesuffix(".tgz"), filter="data")
-        req = (
-            Path(tmp) / f"requirejs-{PACKAGES['requirejs']}" / "package" / "require.js"
-        )
-        shutil.copy(req, DEST / "require.js")
-        manager_version = PACKAGES["@jupyter-widgets/html-manager"]
-        dist = (
-            Path(tmp)
-            / f"jupyter-widgets-html-manager-{manager_version}"
-            / "package"
-            / "dist"
-        )
-        shutil.copy(dist / "embed-amd.js", DEST / "html-manager" / "embed-amd.js")
-        for font in dist.iterdir():
-            if font.suffix in FONT_SUFFIXES:
-                shutil.copy(font, DEST / "html-manager" / font.name)
+        DEST.mkdir(parents=True)
+        for name, version in PACKAGES.items():
+            folder = _tarball_dir(name, version)
+            with tarfile.open(Path(tmp) / f"{folder}.tgz") as tar:
+                tar.extractall(Path(tmp) / folder, filter="data")
+            package = Path(tmp) / folder / "package"
+            for source, dest in FILES[name]:
+                (DEST / dest).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(package / source, DEST / dest)
+            if name == "@jupyter-widgets/html-manager":
+                for font in (package / "dist").iterdir():
+                    if font.suffix in FONT_SUFFIXES:
+                        shutil.copy(font, DEST / "html-manager" / font.name)
+        STAMP.write_text(json.dumps(PACKAGES, indent=2))
     if not complete():
         print(
             "vendor_js: the widget manager names font files its package does not ship",
             file=sys.stderr,
         )
         return 1
-    print(f"vendor_js: widget scripts and fonts in {DEST.relative_to(ROOT)}")
+    print(f"vendor_js: the book's scripts in {DEST.relative_to(ROOT)}")
     return 0
 
 

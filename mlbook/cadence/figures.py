@@ -75,57 +75,6 @@ def waste_curve(
     return fig
 
 
-def waste_explorer(
-    checkpoint_s: float, node_mtbf_h: float, restart_s: float, n_nodes: int
-):
-    """The slider figure: a cluster of ``n_nodes`` nodes of the given MTBF.
-
-    Closed forms only and no legend or annotation, so a redraw stays cheap
-    (the static figure above it carries the Monte Carlo and the legend).
-    """
-    mtbf_s = cadence.cluster_mtbf(node_mtbf_h * 3600, int(n_nodes))
-    young = cadence.young_interval(checkpoint_s, mtbf_s)
-    daly = cadence.daly_interval(checkpoint_s, mtbf_s)
-    grid = np.geomspace(young / 8, young * 8, 80)
-    w_daly = cadence.waste_fraction(daly, checkpoint_s, mtbf_s, restart_s, exact=True)
-    fig, ax = new_figure()
-    ax.plot(
-        grid / MIN,
-        cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s),
-        color="C0",
-    )
-    ax.plot(
-        grid / MIN,
-        cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s, exact=True),
-        color="C1",
-    )
-    ax.axvline(young / MIN, color="C0", ls="--", lw=1)
-    ax.plot([daly / MIN], [w_daly], "*", color="k", ms=13)
-    ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_ylim(0, min(1.0, 2.5 * max(w_daly, 1e-3)))
-    percent_axis(ax)
-    ax.set_xlabel("checkpoint interval I (minutes)")
-    ax.set_ylabel("fraction of time lost")
-    ax.text(
-        0.02,
-        0.96,
-        "blue: first order\norange: exact\nstar: Daly optimum\ndashed: Young",
-        transform=ax.transAxes,
-        va="top",
-        fontsize=7,
-    )
-    ax.set_title(
-        f"{int(n_nodes):,} nodes x {node_mtbf_h:g} h: T = {mtbf_s / 3600:.2f} h, "
-        f"C = {checkpoint_s:g} s, R = {restart_s:g} s -> I* = {daly / MIN:.1f} min, "
-        f"{w_daly:.1%} lost",
-        fontsize=9,
-    )
-    return fig
-
-
 def interval_vs_cluster(
     node_mtbf_s: float, checkpoint_s_values, n_nodes=None, gpus_per_node: int = 8
 ):

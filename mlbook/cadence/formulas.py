@@ -16,17 +16,25 @@ waste is 1 - I / that. Daly's higher-order optimum
 sqrt(2CT) [1 + (1/3) sqrt(C/(2T)) + (1/9) C/(2T)] - C (for C < 2T, else T)
 approximates its minimum. ``simulate_waste`` checks both with a Monte Carlo
 run. No torch here: everything is numbers.
+
+The closed forms take plain numbers with the standard library alone, so the
+planner and the chapter's live figure run where there is no numpy (the
+reader's browser); numpy is imported where arrays are made (an array of
+intervals, the Monte Carlo run).
 """
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from numbers import Real
+from typing import TYPE_CHECKING
 
 from mlbook.common import validate
 from mlbook.common.memory import ADAM_MIXED_STATE_BYTES, model_state_bytes
 from mlbook.common.units import HOUR_S
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Kokolis et al. 2024 (arXiv:2410.21680), Meta's research clusters: measured
 # mean time to failure of 1,024-GPU jobs, and their projection for 16,384 GPUs
@@ -86,11 +94,23 @@ def waste_fraction(
     exact=False: Young's first-order C/I + I/(2T) (+ R/T for restarts).
     exact=True: 1 - I / (T e^{R/T} (e^{(I+C)/T} - 1)), the expectation under
     exponential failures that may also strike during a write or a restart.
-    ``interval_s`` may be a number or a NumPy array of numbers.
+    ``interval_s`` may be a number (a float back, computed with the standard
+    library) or a NumPy array of numbers (an array back).
     """
     _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
-    i = _intervals(interval_s)
     c, t, r = checkpoint_s, mtbf_s, restart_s
+    if isinstance(interval_s, Real):
+        i = float(validate.positive("interval_s", interval_s))
+        if exact:
+            try:
+                grown = math.expm1((i + c) / t)
+            except OverflowError:  # numpy's expm1 gives inf here: all time is lost
+                grown = math.inf
+            return 1 - i / (t * math.exp(r / t) * grown)
+        return c / i + i / (2 * t) + r / t
+    import numpy as np
+
+    i = _intervals(interval_s)
     if exact:
         out = 1 - i / (t * math.exp(r / t) * np.expm1((i + c) / t))
     else:
@@ -99,6 +119,8 @@ def waste_fraction(
 
 
 def _intervals(interval_s) -> np.ndarray:
+    import numpy as np
+
     if np.ndim(interval_s) == 0 and not isinstance(interval_s, np.ndarray):
         return np.asarray(float(validate.positive("interval_s", interval_s)))
     i = np.asarray(interval_s)
@@ -170,6 +192,8 @@ def simulate_waste(
     smooth. Default horizon: 2000 T. Vectorised; returns a float for a
     scalar interval, else an array.
     """
+    import numpy as np
+
     _check(checkpoint_s=checkpoint_s, mtbf_s=mtbf_s, restart_s=restart_s)
     i = np.atleast_1d(_intervals(interval_s))
     horizon_s = (

@@ -1,7 +1,7 @@
 """Faults at scale, as numbers: what breaks, what a slow rank costs, how to
 catch a corrupted gradient, and what to do about a loss spike.
 
-Pure numbers and numpy only (no torch): the interruption table of the Llama 3
+Pure numbers (no torch): the interruption table of the Llama 3
 405B run, a straggler model of a synchronous data-parallel step, the
 fingerprints that compare replicas before the optimizer step, a rolling
 z-score loss-spike detector with a rewind-and-skip policy, and the summary of
@@ -10,6 +10,14 @@ an elastic run's timeline. The torch demos that exercise these live in
 ``mlbook.faults.elastic_script`` and ``mlbook.faults.corruption_script``.
 
 Every function returns numbers or frozen dataclasses; the page words them.
+
+The module imports without numpy, so the planner (which reads the Llama 3
+log) and the straggler model run in the reader's browser too. The straggler
+integral has two paths with the same results: numpy's, vectorised, where numpy
+is installed (the book's build), and the standard library's where it is not
+(Pyodide); tests/test_live_stdlib.py holds them to agreement. The functions
+that take or make arrays (simulated step times, bit flips, checksums, norms,
+the spike detector's history) import numpy when they are called.
 """
 
 from __future__ import annotations
@@ -17,13 +25,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from numbers import Integral, Real
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mlbook.cadence.formulas import MTTF_1024_GPUS_S, MTTF_16384_GPUS_PROJECTED_S
 from mlbook.common import validate
 from mlbook.common.units import DAY_S, HOUR_S
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _non_negative_int(name: str, value) -> int:
@@ -168,8 +179,9 @@ def mean_hours_between(interruptions: int, days: float) -> float:
 # ``sigma``; one rank is slowed by a factor (1 + delta). The step ends when the
 # last rank reaches the all-reduce: T = max_i X_i.
 
-_Z = np.linspace(-12.0, 12.0, 24001)  # a table of the normal CDF
-_PHI = 0.5 * (1.0 + np.frompyfunc(math.erf, 1, 1)(_Z / math.sqrt(2)).astype(float))
+# A table of the normal CDF at z = -12, -11.999, ..., 12, read by linear
+# interpolation: exact to ~1e-8 on this grid, 0 and 1 beyond it.
+_Z_LO, _Z_HI, _Z_N = -12.0, 12.0, 24001
 _GRID = 801  # trapezoid points a window: ~2e-7 relative error
 _WINDOW = 9.0  # the max lies within 9 sigma of a rank's median
 # Below this spread the max moves by under 1e-8 relative (about sigma * sqrt(2 ln n)),
@@ -183,8 +195,47 @@ MAX_SIGMA = 1.0
 MAX_DELTA = 100.0
 
 
-def _norm_cdf(z):
-    return np.interp(z, _Z, _PHI)  # exact to ~1e-8 on this grid, 0 and 1 beyond it
+def _numpy():
+    """numpy, or None where it is not installed (the browser's Python)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+@lru_cache(maxsize=1)
+def _cdf_table() -> tuple[list[float], list[float], list[float]]:
+    """z, Phi(z) and the slope to the next entry, as numpy's linspace and
+    interp compute them (the same floating-point operations, so the same bits)."""
+    step = (_Z_HI - _Z_LO) / (_Z_N - 1)
+    z = [i * step + _Z_LO for i in range(_Z_N)]
+    z[-1] = _Z_HI
+    phi = [0.5 * (1.0 + math.erf(v / math.sqrt(2))) for v in z]
+    slope = [(phi[j + 1] - phi[j]) / (z[j + 1] - z[j]) for j in range(_Z_N - 1)]
+    return z, phi, slope
+
+
+def _norm_cdf_stdlib(x: float) -> float:
+    """np.interp(x, z, Phi) for one number: the standard library's table read."""
+    z, phi, slope = _cdf_table()
+    if x >= _Z_HI:
+        return phi[-1]
+    if x <= _Z_LO:
+        return phi[0]
+    j = min(int((x - _Z_LO) / (z[1] - z[0])), _Z_N - 2)
+    while z[j] > x:
+        j -= 1
+    while z[j + 1] <= x:
+        j += 1
+    return slope[j] * (x - z[j]) + phi[j]
+
+
+@lru_cache(maxsize=1)
+def _cdf_arrays():
+    np = _numpy()
+    z, phi, _ = _cdf_table()
+    return np.asarray(z), np.asarray(phi)
 
 
 def delta_from_speed(speed: float) -> float:
@@ -218,11 +269,38 @@ def _check_straggler_args(n_ranks, delta, sigma):
 def _tail_integral(
     lo: float, hi: float, n_ranks: int, shift: float, sigma: float
 ) -> float:
-    """Trapezoid rule for the integral of (1 - CDF of the max) e^u du over [lo, hi]."""
+    """Trapezoid rule for the integral of (1 - CDF of the max) e^u du over
+    [lo, hi], on _GRID points: with numpy where it is installed, else with the
+    standard library (the same sums; they agree to rounding)."""
+    np = _numpy()
+    if np is None:
+        return _tail_integral_stdlib(lo, hi, n_ranks, shift, sigma)
+    z, phi = _cdf_arrays()
     u = np.linspace(lo, hi, _GRID)
-    cdf = _norm_cdf(u / sigma) ** (n_ranks - 1) * _norm_cdf((u - shift) / sigma)
+    cdf = np.interp(u / sigma, z, phi) ** (n_ranks - 1) * np.interp(
+        (u - shift) / sigma, z, phi
+    )
     tail = (1.0 - cdf) * np.exp(u)
     return float(np.sum((tail[1:] + tail[:-1]) * np.diff(u)) / 2)
+
+
+def _tail_integral_stdlib(
+    lo: float, hi: float, n_ranks: int, shift: float, sigma: float
+) -> float:
+    """``_tail_integral`` with the standard library: about 20 times slower
+    than numpy's, and equal to it to within a few units in the last place."""
+    step = (hi - lo) / (_GRID - 1)
+    u = [i * step + lo for i in range(_GRID)]  # as np.linspace makes it
+    u[-1] = hi
+    cdf = _norm_cdf_stdlib
+    tail = [
+        (1.0 - cdf(v / sigma) ** (n_ranks - 1) * cdf((v - shift) / sigma)) * math.exp(v)
+        for v in u
+    ]
+    total = math.fsum(
+        (tail[i + 1] + tail[i]) * (u[i + 1] - u[i]) for i in range(_GRID - 1)
+    )
+    return total / 2
 
 
 def expected_step_time(
@@ -358,6 +436,8 @@ def simulate_step_times(
 ) -> np.ndarray:
     """Monte Carlo compute times, shape (steps, n_ranks), one rank
     slowed by 1 + delta."""
+    import numpy as np
+
     _check_straggler_args(n_ranks, delta, sigma)
     validate.positive_int("steps", steps)
     validate.positive("median_s", median_s)
@@ -380,6 +460,8 @@ def simulate_step_times(
 
 
 def _step_times_array(times) -> np.ndarray:
+    import numpy as np
+
     try:
         arr = np.asarray(times, dtype=float)
     except (TypeError, ValueError):
@@ -413,6 +495,8 @@ def find_straggler(times: np.ndarray) -> tuple[int, float]:
         raise ValueError(
             f"times must hold at least 2 ranks to compare, got shape {times.shape}"
         )
+    import numpy as np
+
     wait = allreduce_wait(times).mean(axis=0)  # (ranks,)
     rank = int(np.argmin(wait))
     others = np.delete(wait, rank)
@@ -426,6 +510,8 @@ def find_straggler(times: np.ndarray) -> tuple[int, float]:
 
 
 def _float32_values(values) -> np.ndarray:
+    import numpy as np
+
     if isinstance(values, (str, bytes)):
         raise ValueError(f"values must be an array of numbers, got {values!r}")
     try:
@@ -445,6 +531,8 @@ def _float32_values(values) -> np.ndarray:
 def flip_bit(values: np.ndarray, index: int, bit: int) -> np.ndarray:
     """A float32 copy of ``values`` with bit ``bit`` (0 = lowest mantissa bit,
     23-30 exponent, 31 sign) of element ``index`` (of the flattened array) flipped."""
+    import numpy as np
+
     arr = _float32_values(values)
     shape = arr.shape
     arr = arr.ravel()
@@ -468,6 +556,8 @@ def checksum(values: np.ndarray) -> int:
     number, and any single flipped bit changes it by 2^bit. Below 2^31
     elements the sum stays under 2^63, so it travels as an int64.
     """
+    import numpy as np
+
     arr = np.ascontiguousarray(_float32_values(values)).ravel()
     if arr.size >= 2**31:
         raise ValueError(f"checksum takes fewer than 2**31 elements, got {arr.size}")
@@ -497,9 +587,8 @@ class CorruptionCheck:
         outside the strict majority (everyone, when there is none)."""
         values = list(checksums)
         for i, c in enumerate(values):
-            if not isinstance(c, (Integral, np.integer)) or isinstance(
-                c, (bool, np.bool_)
-            ):
+            # numpy's integers are Integral; numpy's bool is not
+            if not isinstance(c, Integral) or isinstance(c, bool):
                 raise ValueError(f"checksums[{i}] must be an integer, got {c!r}")
         if len(values) < 2:
             raise ValueError(
@@ -525,6 +614,8 @@ class CorruptionCheck:
                 raise ValueError(
                     f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
                 )
+        import numpy as np
+
         values = np.asarray(norms, dtype=float)
         if values.size < 2:
             raise ValueError(f"need norms from at least 2 replicas, got {values.size}")
@@ -552,9 +643,9 @@ class Verdict:
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (Real, np.floating, np.integer)) and not isinstance(
-        value, (bool, np.bool_)
-    )
+    """A real number, not a bool (numpy's floats and ints are Real; its bool
+    is not)."""
+    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -598,6 +689,8 @@ class SpikeDetector:
         if len(self.history) < self.config.min_history:
             self.history.append(value)
             return 0.0, False
+        import numpy as np
+
         hist = np.asarray(self.history)
         mean = float(hist.mean())
         std = max(float(hist.std()), self.config.rel_floor * abs(mean), 1e-12)

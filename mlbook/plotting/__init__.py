@@ -1,1 +1,2 @@
-"""Matplotlib pieces: the book's figure style and live (slider) figures."""
+"""Figure pieces: the book's matplotlib style, matplotlib slider figures
+(widgets.py), and the JupyterLab host of live figures (live.py)."""

@@ -2,10 +2,16 @@
 rounding to a format, the dynamic loss scaler, per-tensor fp8 scales, and
 where a histogram of gradient magnitudes falls against a format's range.
 
-Imports neither torch nor matplotlib (numpy only), so a slider can redraw
-from it. ``mlbook.precision.experiments`` checks every number here against
-torch itself: the limits against ``torch.finfo``, the rounding against real
-casts, the loss scaler against ``torch.amp.GradScaler``.
+Imports neither torch nor matplotlib, nor numpy at import: the scalar paths
+(a format's limits, rounding one number, the loss scaler and its fp16 and
+fp32 roundings, fp8 scales) use the standard library alone, so a live figure
+runs them in the reader's browser; ``struct``'s formats 'e' and 'f' round to
+fp16 and fp32 exactly as numpy's casts do (round to nearest, ties to even).
+What takes or makes arrays (rounding an array, the synthetic gradient run,
+the histogram) imports numpy when it is called.
+``mlbook.precision.experiments`` checks every number here against torch
+itself: the limits against ``torch.finfo``, the rounding against real casts,
+the loss scaler against ``torch.amp.GradScaler``.
 
 A binary floating-point format with e exponent bits and m stored mantissa
 bits has bias 2^(e-1) - 1. Normal numbers are 1.f x 2^E with E from 1 - bias
@@ -21,12 +27,15 @@ arXiv:2209.05433, Table 1).
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from numbers import Real
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mlbook.common import validate
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # name -> (exponent bits, stored mantissa bits). IEEE 754-2008 binary32 and
 # binary16; bfloat16 (fp32's exponent, 7 mantissa bits); OCP FP8 E4M3 and E5M2.
@@ -106,6 +115,8 @@ def overflow_threshold(name: str) -> float:
 
 
 def _finite_array(name: str, values) -> np.ndarray:
+    import numpy as np
+
     try:
         raw = np.asarray(values)
     except (TypeError, ValueError):
@@ -120,7 +131,7 @@ def _finite_array(name: str, values) -> np.ndarray:
     return x
 
 
-def round_to_format(values, name: str) -> np.ndarray:
+def round_to_format(values, name: str) -> float | np.ndarray:
     """``values`` rounded to format ``name`` (round to nearest, ties to even),
     as float64. Past the range: inf for formats that have it, the max for
     E4M3 (saturation; the OCP spec leaves the mode to the implementation, and
@@ -129,10 +140,26 @@ def round_to_format(values, name: str) -> np.ndarray:
     Each value is |x| = r x 2^E with the quantum 2^(E - m) of its binade,
     never below the subnormal quantum 2^(1 - bias - m); dividing by a power
     of two is exact in float64, so np.rint (ties to even) does the rounding.
+    A single number comes back as a float, rounded with the standard
+    library the same way (``round`` ties to even too).
     """
-    x = _finite_array("values", values)
     fmt = float_format(name)
     bias = 2 ** (fmt.exponent_bits - 1) - 1
+    if isinstance(values, Real):
+        if isinstance(values, bool):
+            raise ValueError(f"values must be numbers, got {values!r}")
+        x = float(values)
+        if not math.isfinite(x):
+            raise ValueError("values must be finite; it holds inf or NaN")
+        _, exp = math.frexp(abs(x))  # |x| = f 2^exp, f in [0.5, 1)
+        quantum = math.ldexp(1.0, max(exp - 1, 1 - bias) - fmt.mantissa_bits)
+        r = round(abs(x) / quantum) * quantum
+        if r > fmt.max:
+            r = math.inf if fmt.has_inf else fmt.max
+        return math.copysign(r, x)
+    import numpy as np
+
+    x = _finite_array("values", values)
     a = np.abs(x)
     _, exp = np.frexp(a)  # a = f 2^exp, f in [0.5, 1)
     quantum = np.ldexp(1.0, np.maximum(exp - 1, 1 - bias) - fmt.mantissa_bits)
@@ -153,10 +180,31 @@ def bf16_absorbs(weight: float, update: float) -> bool:
 # --- dynamic loss scaling -------------------------------------------------------------
 
 
+def _round_struct(x: float, code: str) -> float:
+    """``x`` rounded to the format of struct code ``code`` ('f' fp32, 'e'
+    fp16): to nearest, ties to even, inf past the max, as numpy casts."""
+    try:
+        return struct.unpack(code, struct.pack(code, x))[0]
+    except OverflowError:  # finite, but it rounds past the format's max
+        return math.copysign(math.inf, x)
+
+
 def _f32(x: float) -> float:
     """Round to fp32 the way a float32 tensor stores a double (inf past the max)."""
-    with np.errstate(over="ignore"):
-        return float(np.float32(x))
+    return _round_struct(float(x), "f")
+
+
+def _f16(x: float) -> float:
+    """Round to fp16 (inf past the max), as np.float16 does."""
+    return _round_struct(float(x), "e")
+
+
+def _is_bool(value) -> bool:
+    """A bool, or numpy's bool (which a tensor's ``.item()`` comparisons give)."""
+    kind = type(value)
+    return isinstance(value, bool) or (
+        kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+    )
 
 
 class DynamicLossScaler:
@@ -217,7 +265,7 @@ class DynamicLossScaler:
 
     def update(self, found_inf: bool) -> bool:
         """Adjust the scale after a step; returns True if the step must be skipped."""
-        if not isinstance(found_inf, (bool, np.bool_)):
+        if not _is_bool(found_inf):
             raise ValueError(f"found_inf must be a bool, got {found_inf!r}")
         if found_inf:
             self.scale = _f32(self.scale * self.backoff_factor)
@@ -284,9 +332,10 @@ def fp16_overflows(scale: float, grad_max: float) -> bool:
     validate.positive("scale", scale)
     if not isinstance(grad_max, Real) or isinstance(grad_max, bool):
         raise ValueError(f"grad_max must be a number, got {grad_max!r}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        value = np.float16(np.float32(scale) * np.float32(grad_max))
-    return not bool(np.isfinite(value))
+    # The product of two fp32 numbers is exact in a double (24 + 24 bits), so
+    # rounding it to fp32 is fp32's multiply; then fp32 to fp16, as a cast does.
+    value = _f16(_f32(_f32(scale) * _f32(grad_max)))
+    return not math.isfinite(value)
 
 
 def simulate_scaler(
@@ -344,6 +393,8 @@ def drifting_grad_max(
     validate.non_negative("noise", noise)
     if not isinstance(n_spikes, int) or isinstance(n_spikes, bool) or n_spikes < 0:
         raise ValueError(f"n_spikes must be an integer at or above 0, got {n_spikes!r}")
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     g = np.geomspace(start, end, n_steps) * np.exp(noise * rng.standard_normal(n_steps))
     candidates = np.arange(n_steps // 10, n_steps)
@@ -404,6 +455,8 @@ def log2_histogram(values, bin_width: float = 0.25) -> Log2Histogram:
         raise ValueError(
             f"bin_width must divide 1 exactly (1, 0.5, 0.25, ...), got {bin_width!r}"
         )
+    import numpy as np
+
     mags = np.abs(_finite_array("values", values)).ravel()
     mags = np.sort(mags[mags > 0])
     if mags.size == 0:
@@ -423,6 +476,8 @@ def fraction_below(
     validate.positive("threshold", threshold)
     validate.positive("scale", scale)
     validate.boolean("inclusive", inclusive)
+    import numpy as np
+
     side = "right" if inclusive else "left"
     return (
         float(np.searchsorted(hist.sorted_abs, threshold / scale, side=side)) / hist.n

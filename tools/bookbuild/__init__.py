@@ -80,10 +80,12 @@ Modules, each owning one role:
 
     paths       the repository root, what is staged, an atomic write
     pages       the executable pages, their front matter, order, staging, stubs
+    archive     the zip of mlbook's torch-free modules the live figures import
     values      glued values: read from executed notebooks, written, read back
     machine     cores, GPUs, the CPU model, the jobs' CPUs and threads
     caching     what an execution depends on, its key, the cache of notebooks
-    execution   one page under papermill, its retry, the hidden parameters cell
+    execution   one page under papermill, its retry, the hidden parameters cell,
+                the live figures' widget state taken out
     htmlbook    jupyter-book with warnings as errors, reused when unchanged
     run         build(): the pages executed in order, then the HTML
     cli         the command line

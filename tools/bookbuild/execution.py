@@ -1,7 +1,8 @@
 """Executing one page: jupytext to .ipynb, papermill with the page's
 parameters, one retry from a fresh kernel when a cell stops answering (the
-nbclient lost-wake-up work-around lives here too), and the injected
-parameters cell hidden from the built page."""
+nbclient lost-wake-up work-around lives here too), the injected parameters
+cell hidden from the built page, and the ipywidgets of live figures taken
+out of it (the HTML book draws those with its own inputs)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,7 @@ def execute(
             else:
                 os.environ[k] = v
     hide_injected_parameters(out)
+    strip_live_widgets(out)
     return seconds, error, retry
 
 
@@ -130,4 +132,69 @@ def hide_injected_parameters(path: Path) -> None:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
+    nbformat.write(nb, path)
+
+
+LIVE_MIME = "application/vnd.mlbook.live+json"  # mlbook.common.live.MIME_TYPE
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def _referenced(state: dict, roots: set[str]) -> set[str]:
+    """The widget models ``roots`` reach through "IPY_MODEL_<id>" references
+    (children, layouts, styles, ...), ``roots`` included."""
+    seen, todo = set(), [r for r in roots if r in state]
+    while todo:
+        model = todo.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        for ref in _model_refs(state[model].get("state", {})):
+            if ref in state and ref not in seen:
+                todo.append(ref)
+    return seen
+
+
+def _model_refs(value):
+    if isinstance(value, str) and value.startswith("IPY_MODEL_"):
+        yield value[len("IPY_MODEL_") :]
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _model_refs(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _model_refs(v)
+
+
+def strip_live_widgets(path: Path) -> None:
+    """Take the ipywidgets of live figures out of an executed notebook: the
+    widget view from each live output (which keeps its own payload and the
+    default spec), and from the notebook's stored widget state every model
+    only those views reach. A page left with no widget views keeps no state
+    at all, so the HTML book does not load the widget scripts (require.js)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    live_views, other_views = set(), set()
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            view = data.get(WIDGET_VIEW)
+            if view is None:
+                continue
+            if LIVE_MIME in data:
+                live_views.add(view.get("model_id"))
+                del data[WIDGET_VIEW]
+            else:
+                other_views.add(view.get("model_id"))
+    if not live_views:
+        return
+    widgets = nb.metadata.get("widgets", {})
+    state = widgets.get(WIDGET_STATE, {}).get("state", {})
+    if not other_views:
+        nb.metadata.pop("widgets", None)
+    else:
+        keep = _referenced(state, other_views)
+        for model in _referenced(state, live_views) - keep:
+            del state[model]
     nbformat.write(nb, path)

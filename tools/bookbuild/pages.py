@@ -11,7 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
-from . import paths
+from . import archive, paths
 
 DEFAULT_BUDGET_S = 60.0
 
@@ -99,7 +99,8 @@ def budget_s(page: Path) -> float:
 
 
 def stage(dest: Path) -> Path:
-    """A fresh copy of the book's sources under dest/src, notebooks excluded."""
+    """A fresh copy of the book's sources under dest/src, notebooks excluded,
+    and the archive of mlbook's torch-free modules (bookbuild.archive)."""
     src = dest / "src"
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
@@ -118,6 +119,7 @@ def stage(dest: Path) -> Path:
     for page in chapters():  # executable pages arrive executed, as .ipynb
         (src / page.relative_to(paths.ROOT)).unlink(missing_ok=True)
     (src / "notebooks").mkdir(exist_ok=True)
+    archive.write(src)  # what the live figures import in the reader's browser
     return src
 
 

@@ -1,0 +1,352 @@
+// The HTML book's host of live figures (tools/bookext/live.py writes the
+// elements; mlbook/common/live.py holds the Python side). The book serves this
+// file as <book>/vendor/live.js, beside the vendored vega/ and pyodide/
+// (tools/vendor_js.py) and mlbook-py.zip (tools/bookbuild/archive.py).
+//
+// Each element [data-mlbook-live] holds its payload as JSON: "function"
+// ("mlbook.<module>:<name>"), "ranges" (a function path or null), "fixed"
+// (build-time keyword arguments), "controls" (name, label, kind, min, max,
+// step, scale, options, value) and "spec" (the default figure, a Vega-Lite
+// spec). This script:
+//
+// 1. draws the default spec at once with vega-embed (no Python needed, so it
+//    works opened from file:// too);
+// 2. opened from file://, disables the controls and shows the hint (browsers
+//    refuse Pyodide's fetches from file://: `make serve` serves the book);
+// 3. on the first change of a control, boots Pyodide (once a page, shared by
+//    every figure), unpacks mlbook-py.zip, and from then on calls
+//    mlbook.common.live.draw_json with the payload and the inputs' values: it
+//    clamps and snaps them, applies "ranges", calls the function, and returns
+//    the values drawn, the controls' ranges and the spec, which is drawn.
+//
+// After each live draw the payload's "controls" hold the values and ranges
+// drawn ("spec" stays the default). After each draw the element carries data-values (the values drawn, JSON),
+// data-result (the spec drawn, JSON), data-state ("static": the default,
+// before Python; "booting"; "busy"; "live"; "error": the function raised, its
+// message shows under the figure and the last good figure stays) and
+// data-draws (finished draws). Changes that come faster than draws coalesce:
+// each draw reads the inputs when it starts, draws run one at a time, so the
+// last change wins and no older result is written after a newer one.
+//
+// Timings for the book's benchmarks are kept in window.mlbookLive.
+(function () {
+  "use strict";
+  var here = document.currentScript.src.replace(/[?#].*$/, "").replace(/[^/]*$/, "");
+  var fromFile = window.location.protocol === "file:";
+  var stats = (window.mlbookLive = {
+    figures: 0,
+    boot_ms: null, // Python's start (a reader's first approach or change) to ready
+    first_live_ms: null, // first change to the first live draw finished
+    draws: [] // {id, ms, python_ms}: change to redraw finished, for each live draw
+  });
+
+  // --- vega, vega-lite and vega-embed --------------------------------------------
+
+  function loadScript(url) {
+    return new Promise(function (resolve, reject) {
+      var s = document.createElement("script");
+      s.src = url;
+      s.async = false;
+      s.onload = resolve;
+      s.onerror = function () { reject(new Error("could not load " + url)); };
+      document.head.appendChild(s);
+    });
+  }
+
+  var vegaReady = null;
+  function vega() {
+    if (vegaReady) return vegaReady;
+    var amd = typeof window.define === "function" && window.define.amd &&
+      typeof window.require === "function" && typeof window.require.config === "function";
+    if (amd) {
+      // require.js is on the page (for the widget manager). The bundles are UMD:
+      // loaded by a <script> tag they would call define() anonymously, which
+      // require.js refuses ("Mismatched anonymous define()"). Load them through
+      // require.js instead, as the named modules they depend on each other by.
+      window.require.config({
+        paths: {
+          "vega": here + "vega/vega.min",
+          "vega-lite": here + "vega/vega-lite.min",
+          "vega-embed": here + "vega/vega-embed.min"
+        }
+      });
+      vegaReady = new Promise(function (resolve, reject) {
+        window.require(["vega-embed"], resolve, reject);
+      });
+    } else {
+      vegaReady = ["vega.min.js", "vega-lite.min.js", "vega-embed.min.js"].reduce(function (p, name) {
+        return p.then(function () { return loadScript(here + "vega/" + name); });
+      }, Promise.resolve()).then(function () { return window.vegaEmbed; });
+    }
+    return vegaReady;
+  }
+
+  // --- Python ------------------------------------------------------------------------
+
+  var pythonReady = null;
+  var pythonStarted = null;
+  function python() {
+    if (pythonReady) return pythonReady;
+    pythonStarted = performance.now();
+    var indexURL = here + "pyodide/";
+    pythonReady = import(indexURL + "pyodide.mjs")
+      .then(function (mod) {
+        // packageBaseUrl: packages (none is loaded) would come from the book too,
+        // never from the CDN that pyodide.mjs names as its default
+        return mod.loadPyodide({
+          indexURL: indexURL, packageBaseUrl: indexURL,
+          stdout: function () {}, stderr: function () {}
+        });
+      })
+      .then(function (py) {
+        return fetch(here + "mlbook-py.zip").then(function (r) {
+          if (!r.ok) throw new Error("could not load mlbook-py.zip (HTTP " + r.status + ")");
+          return r.arrayBuffer();
+        }).then(function (archive) {
+          py.unpackArchive(archive, "zip", { extractDir: "/mlbook-live" });
+          py.runPython("import sys\nsys.path.insert(0, '/mlbook-live')\nimport mlbook.common.live");
+          var draw = py.pyimport("mlbook.common.live").draw_json;
+          stats.boot_ms = performance.now() - pythonStarted;
+          return draw;
+        });
+      });
+    return pythonReady;
+  }
+
+  // --- one figure ------------------------------------------------------------------
+
+  function optionKey(option) {
+    return typeof option === "string" ? option : JSON.stringify(option);
+  }
+
+  function gridIndex(c) {
+    if (c.kind === "select-slider") return c.options.map(optionKey).indexOf(optionKey(c.value));
+    if (c.scale === "log") {
+      return Math.round(Math.log(c.value / c.min) / Math.log(c.step));
+    }
+    return Math.round((c.value - c.min) / c.step);
+  }
+
+  function lastIndex(c) {
+    if (c.kind === "select-slider") return c.options.length - 1;
+    if (c.scale === "log") return Math.round(Math.log(c.max / c.min) / Math.log(c.step));
+    return Math.floor((c.max - c.min) / c.step + 1e-6);
+  }
+
+  function fromIndex(c, k) {
+    if (c.kind === "select-slider") return optionKey(c.options[k]);
+    if (k >= lastIndex(c)) return String(c.max);
+    if (c.scale === "log") return String(c.min * Math.pow(c.step, k));
+    return String(c.min + k * c.step);
+  }
+
+  function Figure(el, index) {
+    this.el = el;
+    this.id = el.id || "figure-" + index;
+    var payload = JSON.parse(el.getAttribute("data-mlbook-live"));
+    this.call = { "function": payload["function"], ranges: payload.ranges || null,
+                  fixed: payload.fixed || {}, controls: payload.controls };
+    this.spec = payload.spec;
+    this.chart = el.querySelector(".mlbook-live-chart");
+    this.message = el.querySelector(".mlbook-live-message");
+    this.status = el.querySelector(".mlbook-live-status");
+    this.hint = el.querySelector(".mlbook-live-hint");
+    this.view = null;
+    this.draws = 0;
+    this.wanted = 0; // changes seen
+    this.done = 0; // changes drawn (or failed)
+    this.running = false;
+    this.failed = false;
+    this.changedAt = null;
+    this.inputs = {};
+    this.drags = {};
+    var self = this;
+    if (!fromFile) {
+      // a reader reaching for a control: start Python now, so that it is (nearly)
+      // ready when the value changes. Still lazy: a page nobody touches loads none.
+      var warm = function () { python().catch(function () {}); };
+      el.querySelector(".mlbook-live-controls").addEventListener("pointerenter", warm, { once: true });
+      el.querySelector(".mlbook-live-controls").addEventListener("focusin", warm, { once: true });
+    }
+    payload.controls.forEach(function (c) {
+      var input = el.querySelector('[name="' + c.name + '"]');
+      var drag = input && input.parentNode.querySelector(".mlbook-live-drag");
+      self.inputs[c.name] = input;
+      if (drag) self.drags[c.name] = drag;
+      if (!input) return;
+      input.addEventListener("change", function () { self.changed(); });
+      if (drag) {
+        drag.addEventListener("input", function () {
+          input.value = fromIndex(self.control(c.name), Number(drag.value));
+          self.changed();
+        });
+      }
+    });
+  }
+
+  Figure.prototype.control = function (name) {
+    return this.call.controls.filter(function (c) { return c.name === name; })[0];
+  };
+
+  Figure.prototype.values = function () {
+    var out = {};
+    for (var name in this.inputs) {
+      var input = this.inputs[name];
+      if (input) out[name] = input.type === "checkbox" ? input.checked : input.value;
+    }
+    return out;
+  };
+
+  Figure.prototype.defaults = function () {
+    var out = {};
+    this.call.controls.forEach(function (c) { out[c.name] = c.value; });
+    return out;
+  };
+
+  Figure.prototype.setState = function (state) {
+    this.el.setAttribute("data-state", state);
+  };
+
+  Figure.prototype.say = function (text) {
+    this.status.textContent = text || "";
+  };
+
+  Figure.prototype.render = function (spec, values) {
+    var self = this;
+    return vega().then(function (embed) {
+      if (self.view) self.view.finalize();
+      return embed(self.chart, spec, { actions: false, renderer: "canvas" });
+    }).then(function (result) {
+      self.view = result.view;
+      self.el.setAttribute("data-values", JSON.stringify(values));
+      self.el.setAttribute("data-result", JSON.stringify(spec));
+      self.draws += 1;
+      self.el.setAttribute("data-draws", String(self.draws));
+    });
+  };
+
+  Figure.prototype.start = function () {
+    var self = this;
+    if (fromFile) {
+      for (var name in this.inputs) {
+        if (this.inputs[name]) this.inputs[name].disabled = true;
+        if (this.drags[name]) this.drags[name].disabled = true;
+      }
+      this.hint.hidden = false;
+    }
+    return this.render(this.spec, this.defaults()).then(function () {
+      if (!self.running) self.setState("static");
+    }, function (err) {
+      self.fail("the figure could not be drawn: " + err.message);
+      self.setState("error");
+    });
+  };
+
+  Figure.prototype.fail = function (text) {
+    this.failed = true;
+    this.message.textContent = text;
+    this.message.hidden = false;
+  };
+
+  Figure.prototype.changed = function () {
+    if (fromFile) return;
+    this.wanted += 1;
+    this.changedAt = performance.now();
+    if (!this.running) this.run();
+  };
+
+  // Apply a draw's clamped values and ranges to the inputs, and to the
+  // payload's "controls" (so they say what the inputs hold; "spec" stays the default).
+  Figure.prototype.apply = function (out) {
+    var self = this;
+    this.call.controls = out.controls;
+    var payload = JSON.parse(this.el.getAttribute("data-mlbook-live"));
+    payload.controls = out.controls;
+    this.el.setAttribute("data-mlbook-live", JSON.stringify(payload));
+    out.controls.forEach(function (c) {
+      var input = self.inputs[c.name];
+      var drag = self.drags[c.name];
+      if (!input) return;
+      if (c.kind === "checkbox") {
+        input.checked = !!out.values[c.name];
+      } else if (c.kind === "select-slider" || c.kind === "dropdown") {
+        input.value = optionKey(out.values[c.name]);
+      } else {
+        input.setAttribute("min", String(c.min));
+        input.setAttribute("max", String(c.max));
+        input.setAttribute("step", String(c.step));
+        input.value = String(out.values[c.name]);
+      }
+      if (drag) {
+        drag.max = String(lastIndex(c));
+        drag.value = String(gridIndex(c));
+      }
+    });
+  };
+
+  Figure.prototype.run = function () {
+    var self = this;
+    this.running = true;
+    var first = stats.first_live_ms === null; // the page's first live draw: from this change
+    var firstChange = this.changedAt;
+    var target, started;
+    function next() {
+      if (self.done >= self.wanted) {
+        self.running = false;
+        self.setState(self.failed ? "error" : "live");
+        return Promise.resolve();
+      }
+      var booting = !pythonReady || stats.boot_ms === null;
+      self.setState(booting ? "booting" : "busy");
+      if (booting) self.say("Starting Python in your browser (once a page, a few seconds) ...");
+      return python().then(function (draw) {
+        self.say("");
+        // the changes seen until now are all drawn by this draw: it reads the inputs now
+        target = self.wanted;
+        started = self.changedAt;
+        var t0 = performance.now();
+        var out = JSON.parse(draw(JSON.stringify(self.call), JSON.stringify(self.values())));
+        var pythonMs = performance.now() - t0;
+        if (out.error) {
+          self.fail(out.error);
+          return null;
+        }
+        self.apply(out);
+        return self.render(out.result, out.values).then(function () {
+          self.failed = false;
+          self.message.hidden = true;
+          self.message.textContent = "";
+          var ms = performance.now() - started;
+          if (first) {
+            stats.first_live_ms = performance.now() - firstChange;
+            first = false;
+          } else {
+            stats.draws.push({ id: self.id, ms: ms, python_ms: pythonMs });
+          }
+        });
+      }, function (err) {
+        self.say("");
+        self.fail("Python could not start in this browser: " + err.message);
+        target = self.wanted;
+        return null;
+      }).then(function () {
+        self.done = target;
+        return next();
+      });
+    }
+    return next();
+  };
+
+  // --- the page ------------------------------------------------------------------------
+
+  function start() {
+    var elements = document.querySelectorAll("[data-mlbook-live]");
+    stats.figures = elements.length;
+    Array.prototype.forEach.call(elements, function (el, i) {
+      new Figure(el, i).start();
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,579 @@
+"""Live figures: a trade-off curve that is a pure function of its controls.
+
+A live figure is a function that takes its controls' values (and any
+build-time data, ``fixed``, as further keyword arguments) and returns a
+Vega-Lite v5 spec: a dict with its data inline (``mlbook.common.vegalite``
+builds them). Its controls are declared once, beside it::
+
+    @live.figure(
+        live.slider("checkpoint_s", "C, checkpoint write (s)", 30, 3, 3000, 10**0.05,
+                    scale="log"),
+        live.number("n_nodes", "nodes", 128, 1, 4096),
+        ranges=None,   # or a function of the values: {name: {"min", "max", "step"}}
+    )
+    def waste_explorer(checkpoint_s, n_nodes): ...
+
+``figure`` returns the function unchanged, with its declaration as
+``waste_explorer.live`` (a LiveFigure). Two hosts run the same function:
+JupyterLab (``mlbook.plotting.live.show_live``: ipywidgets, the spec drawn by
+JupyterLab's own Vega-Lite renderer) and the HTML book (tools/bookext/live.py
+and book/_extra/vendor/live.js: plain HTML inputs, the function run by
+Pyodide in the reader's browser). So this module, ``vegalite`` and every live
+figure import only the standard library and mlbook's torch-free modules:
+no numpy, torch or matplotlib.
+
+Controls, as the HTML book's ``data-mlbook-live`` JSON carries them (every key
+always present, null where it does not apply to the kind):
+
+- ``slider``: a number between ``min`` and ``max``. ``scale`` "linear": on
+  the grid min + k * step; "log": on the grid min * step**k, ``step`` being a
+  factor above 1. Integer-valued when min, max and step are all ints
+  (linear only). ``max`` must lie on the grid.
+- ``select-slider``: a slider over ``options`` (the value is an option, not
+  its index).
+- ``dropdown``: one of ``options``.
+- ``checkbox``: True or False.
+- ``number``: a typed number in [min, max] on the grid min + k * step
+  (integers when min and step are ints), as a GPU count is.
+
+``Control.clamp`` moves a value into its range and onto its grid (the ends
+are exact); a value that is not one of the options, or not a number, keeps
+the control's current value. A range may depend on the other controls:
+``ranges(**values)`` (given the fixed arguments too, where it names them)
+returns ``{name: {"min": .., "max": .., "step": ..}}`` for the controls it
+governs, and ``LiveFigure.settle`` applies it and
+clamps again until nothing moves (a value outside its new range goes to the
+nearest end).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from numbers import Integral, Real
+from typing import Any
+
+KINDS = ("slider", "select-slider", "dropdown", "checkbox", "number")
+SCALES = ("linear", "log")
+JSON_KEYS = ("name", "label", "kind", "min", "max", "step", "scale", "options", "value")
+MIME_TYPE = "application/vnd.mlbook.live+json"  # the HTML book's output type
+VEGALITE_MIME_TYPE = "application/vnd.vegalite.v5+json"  # JupyterLab draws this
+_GRID_TOLERANCE = 1e-6  # how far max may sit off its grid, in steps
+_SETTLE_ROUNDS = 5  # ranges that have not settled by then are a bug in ranges
+MAX_FIXED_BYTES = 200_000  # build-time data is a summary, not raw measurements
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _decimals(x: float) -> int | None:
+    """Decimal places of ``x`` as written (0.05 -> 2, 30 -> 0, 1e-07 -> 7), or
+    None when it is no short decimal (a computed step such as top / 1000)."""
+    text = repr(float(x))
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        places = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        places -= int(exponent)
+    else:
+        places = len(text.split(".")[1].rstrip("0"))
+    places = max(places, 0)
+    return places if places <= 10 else None
+
+
+def _option_key(option) -> str:
+    """How an option travels through an HTML <select>: its text."""
+    return option if isinstance(option, str) else json.dumps(option)
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control of a live figure (see the module docstring for the kinds).
+    Build them with ``slider``, ``select_slider``, ``dropdown``, ``checkbox``
+    and ``number``; a bad declaration raises ValueError naming the rule."""
+
+    name: str
+    label: str  # with the unit: "C, checkpoint write (s)"
+    kind: str
+    value: Any
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    scale: str | None = None
+    options: tuple | None = None
+
+    def __post_init__(self):
+        where = f"control {self.name!r}"
+        if not (isinstance(self.name, str) and self.name.isidentifier()):
+            raise ValueError(
+                f"a control's name must be an identifier, got {self.name!r}"
+            )
+        if not (isinstance(self.label, str) and self.label.strip()):
+            raise ValueError(f"{where}: label must be a non-empty string")
+        if self.kind not in KINDS:
+            raise ValueError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
+        ranged = self.kind in ("slider", "number")
+        listed = self.kind in ("select-slider", "dropdown")
+        for key in ("min", "max", "step"):
+            value = getattr(self, key)
+            if ranged and not (_is_number(value) and math.isfinite(value)):
+                raise ValueError(
+                    f"{where}: {key} must be a finite number, got {value!r}"
+                )
+            if not ranged and value is not None:
+                raise ValueError(f"{where}: a {self.kind} has no {key}, got {value!r}")
+        if ranged:
+            self._check_range(where)
+        elif self.scale is not None:
+            raise ValueError(f"{where}: a {self.kind} has no scale, got {self.scale!r}")
+        if listed:
+            self._check_options(where)
+        elif self.options is not None:
+            raise ValueError(f"{where}: a {self.kind} has no options")
+        if self.kind == "checkbox" and not isinstance(self.value, bool):
+            raise ValueError(
+                f"{where}: a checkbox's value is True or False, got {self.value!r}"
+            )
+        if listed and self.value not in self.options:
+            raise ValueError(
+                f"{where}: value {self.value!r} is not one of its options "
+                f"{self.options}"
+            )
+        if ranged:
+            if not _is_number(self.value) or not self.min <= self.value <= self.max:
+                raise ValueError(
+                    f"{where}: value must be a number in [{self.min:g}, {self.max:g}], "
+                    f"got {self.value!r}"
+                )
+            snapped = self.clamp(self.value)
+            if not math.isclose(
+                snapped, self.value, rel_tol=1e-6, abs_tol=1e-9 * self.step
+            ):
+                raise ValueError(
+                    f"{where}: value {self.value!r} is not on its grid "
+                    f"({self._grid_text()}); the nearest is {snapped!r}"
+                )
+
+    def _grid_text(self) -> str:
+        if self.scale == "log":
+            return f"{self.min:g} x {self.step:g}^k"
+        return f"{self.min:g} + k x {self.step:g}"
+
+    def _check_range(self, where: str) -> None:
+        if self.scale not in SCALES:
+            raise ValueError(
+                f"{where}: scale must be one of {SCALES}, got {self.scale!r}"
+            )
+        if self.kind == "number" and self.scale != "linear":
+            raise ValueError(f"{where}: a number's scale is linear")
+        if not self.min < self.max:
+            raise ValueError(
+                f"{where}: min must be below max, got {self.min} and {self.max}"
+            )
+        if self.scale == "log":
+            if self.min <= 0 or self.step <= 1:
+                raise ValueError(
+                    f"{where}: a log slider needs min above 0 and a step (a factor) "
+                    f"above 1, got min={self.min} and step={self.step}"
+                )
+            span = math.log(self.max / self.min) / math.log(self.step)
+        else:
+            if self.step <= 0:
+                raise ValueError(f"{where}: step must be above 0, got {self.step}")
+            span = (self.max - self.min) / self.step
+        if abs(span - round(span)) > _GRID_TOLERANCE and self.kind == "slider":
+            raise ValueError(
+                f"{where}: max={self.max:g} is not on the grid {self._grid_text()} "
+                f"({span:.4f} steps from min)"
+            )
+
+    def _check_options(self, where: str) -> None:
+        if not isinstance(self.options, tuple) or not self.options:
+            raise ValueError(f"{where}: options must be a non-empty tuple")
+        for option in self.options:
+            if isinstance(option, bool) or not isinstance(option, (str, int, float)):
+                raise ValueError(
+                    f"{where}: options are strings or numbers, got {option!r}"
+                )
+        keys = [_option_key(o) for o in self.options]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{where}: options must differ, got {self.options}")
+
+    # --- values ---------------------------------------------------------------
+
+    @property
+    def integral(self) -> bool:
+        """Values are ints: a linear slider or number with int min, max and step."""
+        return (
+            self.kind in ("slider", "number")
+            and self.scale == "linear"
+            and all(isinstance(v, Integral) for v in (self.min, self.max, self.step))
+        )
+
+    @property
+    def last_step(self) -> int | None:
+        """The index k of max on the grid (of the last option), or None."""
+        if self.kind in ("select-slider", "dropdown"):
+            return len(self.options) - 1
+        if self.kind not in ("slider", "number"):
+            return None
+        if self.scale == "log":
+            return round(math.log(self.max / self.min) / math.log(self.step))
+        return math.floor((self.max - self.min) / self.step + _GRID_TOLERANCE)
+
+    def coerce(self, raw):
+        """A value from a host (an HTML input's text, a widget's value) as this
+        control's type; what cannot be read keeps the current value."""
+        if self.kind == "checkbox":
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.lower() in ("true", "false", "on", "off"):
+                return raw.lower() in ("true", "on")
+            return self.value
+        if self.kind in ("select-slider", "dropdown"):
+            for option in self.options:
+                if raw == option and type(raw) is not bool:
+                    return option
+            try:
+                key = raw if isinstance(raw, str) else _option_key(raw)
+            except (TypeError, ValueError):  # not a value an input can hold
+                return self.value
+            for option in self.options:
+                if _option_key(option) == key:
+                    return option
+            return self.value
+        if isinstance(raw, str):
+            try:
+                raw = float(raw.replace(",", "").strip())
+            except ValueError:
+                return self.value
+        if not _is_number(raw) or not math.isfinite(raw):
+            return self.value
+        return raw
+
+    def clamp(self, value):
+        """``value`` moved into [min, max] and onto the grid (ends exact)."""
+        value = self.coerce(value)
+        if self.kind not in ("slider", "number"):
+            return value
+        last = self.last_step
+        if self.scale == "log":
+            if value <= self.min:
+                return self._exact(self.min)
+            k = round(math.log(value / self.min) / math.log(self.step))
+        else:
+            k = round((value - self.min) / self.step)
+        k = min(max(k, 0), last)
+        if k == 0:
+            return self._exact(self.min)
+        if k == last and self.kind == "slider":
+            return self._exact(self.max)
+        if self.scale == "log":  # six digits: a step of a log slider moves the third
+            return float(f"{self.min * self.step**k:.6g}")
+        snapped = self.min + k * self.step
+        if self.integral:
+            return int(snapped)
+        places = _decimals(self.min), _decimals(self.step)
+        if None in places:  # a computed step (top / 1000): twelve digits are plenty
+            return float(f"{snapped:.12g}")
+        return float(round(snapped, max(places)))
+
+    def _exact(self, end):
+        return int(end) if self.integral else float(end)
+
+    def with_value(self, value) -> Control:
+        """This control with ``value`` (clamped) as its value."""
+        return replace(self, value=self.clamp(value))
+
+    def with_range(self, min=None, max=None, step=None) -> Control:
+        """This control with a new range (what ``ranges`` returns), its value
+        clamped into it."""
+        if self.kind not in ("slider", "number"):
+            raise ValueError(
+                f"ranges returned a range for {self.name!r}, a {self.kind}, "
+                "which has none"
+            )
+        lo = self.min if min is None else min
+        hi = self.max if max is None else max
+        step = self.step if step is None else step
+        # min is always a valid value, so the new range is checked with it first
+        moved = replace(self, min=lo, max=hi, step=step, value=lo)
+        return moved.with_value(self.value)
+
+    # --- JSON -------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        """The Contract's control object: every key, null where it does not apply."""
+        out = {key: getattr(self, key) for key in JSON_KEYS}
+        out["options"] = list(self.options) if self.options is not None else None
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> Control:
+        data = dict(data)
+        if data.get("options") is not None:
+            data["options"] = tuple(data["options"])
+        return cls(**{key: data.get(key) for key in JSON_KEYS})
+
+
+def slider(name, label, value, min, max, step, scale="linear") -> Control:
+    """A slider from ``min`` to ``max``: linear steps of ``step``, or with
+    ``scale="log"`` steps that multiply by ``step``."""
+    return Control(name, label, "slider", value, min, max, step, scale)
+
+
+def select_slider(name, label, options, value) -> Control:
+    """A slider over listed values (strings or numbers)."""
+    return Control(name, label, "select-slider", value, options=tuple(options))
+
+
+def dropdown(name, label, options, value) -> Control:
+    """A choice from a list (strings or numbers)."""
+    return Control(name, label, "dropdown", value, options=tuple(options))
+
+
+def checkbox(name, label, value) -> Control:
+    return Control(name, label, "checkbox", bool(value))
+
+
+def number(name, label, value, min, max, step=1) -> Control:
+    """A typed number in [min, max] (integers when min and step are ints)."""
+    return Control(name, label, "number", value, min, max, step, "linear")
+
+
+# --- the figure -------------------------------------------------------------------
+
+
+def _call(function, kwargs: dict):
+    """``function(**kwargs)``, leaving out the keywords it does not take (a
+    ranges function need not name the fixed arguments)."""
+    params = inspect.signature(function).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params}
+    return function(**kwargs)
+
+
+def _path(function) -> str:
+    return f"{function.__module__}:{function.__qualname__}"
+
+
+def resolve(path: str) -> Callable:
+    """The function that ``"mlbook.<module>:<name>"`` names."""
+    module, sep, name = path.partition(":")
+    if not sep or not module.startswith("mlbook.") or not name:
+        raise ValueError(
+            f"a live function is named 'mlbook.<module>:<name>', got {path!r}"
+        )
+    target = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One draw: the values drawn (clamped), the controls with their ranges
+    as drawn, and the spec the function returned."""
+
+    values: dict
+    controls: tuple[Control, ...]
+    spec: dict
+
+    def to_json(self) -> dict:
+        return {
+            "values": self.values,
+            "controls": [c.to_json() for c in self.controls],
+            "result": self.spec,
+        }
+
+
+@dataclass(frozen=True)
+class LiveFigure:
+    """A live figure's declaration: the function, its controls, and the
+    ranges function (or None). ``fixed`` names the function's other keyword
+    arguments, which a page supplies at build time."""
+
+    function: Callable[..., dict]
+    controls: tuple[Control, ...]
+    ranges: Callable[..., dict] | None = None
+    fixed: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        names = [c.name for c in self.controls]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{_path(self.function)}: control names repeat: {names}")
+        try:
+            params = inspect.signature(self.function).parameters
+        except (TypeError, ValueError):  # a builtin or a C function: nothing to check
+            return
+        keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        missing = [n for n in names if n not in params]
+        if missing and not keywords:
+            raise ValueError(
+                f"{_path(self.function)} takes no argument named {missing} "
+                f"(it takes {list(params)})"
+            )
+        named = (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+        others = tuple(
+            n for n, p in params.items() if n not in names and p.kind in named
+        )
+        object.__setattr__(self, "fixed", others)
+
+    @property
+    def path(self) -> str:
+        """``"mlbook.<module>:<name>"``, the Contract's ``function``."""
+        return _path(self.function)
+
+    @property
+    def ranges_path(self) -> str | None:
+        return _path(self.ranges) if self.ranges is not None else None
+
+    def values(self) -> dict:
+        return {c.name: c.value for c in self.controls}
+
+    def _check_names(self, values: dict) -> None:
+        unknown = set(values) - {c.name for c in self.controls}
+        if unknown:
+            raise ValueError(
+                f"{self.path} has no control named {sorted(unknown)} "
+                f"(its controls: {[c.name for c in self.controls]})"
+            )
+
+    def with_values(self, **values) -> LiveFigure:
+        """The same figure with other defaults (each clamped to its control),
+        settled under ``ranges``."""
+        self._check_names(values)
+        return self.settle({**self.values(), **values})
+
+    def with_controls(self, controls: list[dict]) -> LiveFigure:
+        """The same figure with the controls (JSON) a draw or payload gives."""
+        return replace(self, controls=tuple(Control.from_json(c) for c in controls))
+
+    def _check_fixed(self, fixed: dict) -> dict:
+        fixed = dict(fixed or {})
+        controls = {c.name for c in self.controls}
+        clash = sorted(set(fixed) & controls)
+        if clash:
+            raise ValueError(f"{self.path}: {clash} are controls, not fixed arguments")
+        missing = [n for n in self.fixed if n not in fixed and not self._has_default(n)]
+        if missing:
+            raise ValueError(f"{self.path} needs the fixed arguments {missing}")
+        return fixed
+
+    def _has_default(self, name: str) -> bool:
+        param = inspect.signature(self.function).parameters[name]
+        return param.default is not inspect.Parameter.empty or param.kind in (
+            inspect.Parameter.VAR_KEYWORD,
+            inspect.Parameter.VAR_POSITIONAL,
+        )
+
+    def settle(
+        self, values: dict | None = None, fixed: dict | None = None
+    ) -> LiveFigure:
+        """The figure with ``values`` (raw, as a host read them) clamped,
+        ``ranges`` applied, and clamped again, until nothing moves."""
+        fixed = dict(fixed or {})
+        raw = {c.name: (values or {}).get(c.name, c.value) for c in self.controls}
+        controls = {c.name: c.with_value(raw[c.name]) for c in self.controls}
+        if self.ranges is None:
+            return replace(self, controls=tuple(controls.values()))
+        for _ in range(_SETTLE_ROUNDS):
+            current = {n: c.value for n, c in controls.items()}
+            found = _call(self.ranges, {**fixed, **current})
+            stray = sorted(set(found) - set(controls))
+            if stray:
+                raise ValueError(
+                    f"ranges returned {stray[0]!r}, which is not one of the controls "
+                    f"({', '.join(controls)})"
+                )
+            moved = dict(controls)
+            for name, attrs in found.items():
+                # a governed control takes the host's value, clamped to its new range
+                ranged = controls[name].with_range(**attrs)
+                moved[name] = ranged.with_value(raw[name])
+            if moved == controls:
+                break
+            controls = moved
+        return replace(self, controls=tuple(controls.values()))
+
+    def draw(self, values: dict | None = None, fixed: dict | None = None) -> Drawn:
+        """Settle ``values`` and call the function: what both hosts show."""
+        fixed = self._check_fixed(fixed)
+        settled = self.settle(values, fixed)
+        drawn = settled.values()
+        spec = self.function(**fixed, **drawn)
+        if not isinstance(spec, dict):
+            raise TypeError(
+                f"{self.path} must return a Vega-Lite spec (a dict), "
+                f"got {type(spec).__name__}"
+            )
+        try:
+            json.dumps(spec, allow_nan=False)
+        except ValueError as exc:
+            raise ValueError(
+                f"{self.path} returned a spec with NaN or inf: {exc}"
+            ) from None
+        return Drawn(drawn, settled.controls, spec)
+
+    def payload(self, fixed: dict | None = None, values: dict | None = None) -> dict:
+        """The Contract's ``data-mlbook-live`` JSON (``function``, ``fixed``,
+        ``controls``), plus ``ranges`` (a function path or null) and ``spec``
+        (the default figure): what the HTML book draws at once and hands to the
+        browser's Python on the first change. ``values`` set some controls'
+        starting values (clamped)."""
+        fixed = self._check_fixed(fixed)
+        size = len(json.dumps(fixed, allow_nan=False))
+        if size > MAX_FIXED_BYTES:
+            raise ValueError(
+                f"{self.path}: the fixed data is {size:,} bytes of JSON, over "
+                f"{MAX_FIXED_BYTES:,}; pass a summary (fractions, a table), not the "
+                "raw measurements"
+            )
+        self._check_names(values or {})
+        first = self.draw({**self.values(), **(values or {})}, fixed)
+        return {
+            "function": self.path,
+            "ranges": self.ranges_path,
+            "fixed": fixed,
+            "controls": [c.to_json() for c in first.controls],
+            "spec": first.spec,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> LiveFigure:
+        """The declaration a payload carries (its controls as drawn last)."""
+        function = resolve(payload["function"])
+        ranges = resolve(payload["ranges"]) if payload.get("ranges") else None
+        controls = tuple(Control.from_json(c) for c in payload["controls"])
+        return cls(function, controls, ranges)
+
+
+def figure(*controls: Control, ranges: Callable[..., dict] | None = None):
+    """Declare a live figure: ``@figure(control, ..., ranges=None)`` over its
+    function; the function is returned as it is, with ``.live`` set."""
+
+    def declare(function):
+        function.live = LiveFigure(function, tuple(controls), ranges)
+        return function
+
+    return declare
+
+
+def draw_json(payload_json: str, values_json: str) -> str:
+    """The browser's entry point (book/_extra/vendor/live.js, under Pyodide):
+    the payload and the inputs' values as JSON, a Drawn as JSON back, or
+    ``{"error": "Type: message"}`` when the function raises."""
+    try:
+        payload = json.loads(payload_json)
+        figure = LiveFigure.from_payload(payload)
+        drawn = figure.draw(json.loads(values_json), payload.get("fixed") or {})
+        return json.dumps(drawn.to_json(), allow_nan=False)
+    except Exception as exc:  # noqa: BLE001 (shown under the figure, as the reader's error)
+        return json.dumps({"error": f"{type(exc).__name__}: {exc}"})

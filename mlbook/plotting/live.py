@@ -1,0 +1,207 @@
+"""The JupyterLab host of a live figure (mlbook.common.live).
+
+``show_live(function, fixed=None, **defaults)`` displays ONE output: a mime
+bundle that carries
+
+- the widget view (``application/vnd.jupyter.widget-view+json``), which
+  JupyterLab shows: the figure's controls as ipywidgets, above an Output
+  that holds the figure, redrawn on every change as
+  ``application/vnd.vegalite.v5+json`` (JupyterLab's own Vega-Lite
+  renderer draws it);
+- ``application/vnd.mlbook.live+json``: the declaration, the fixed data and
+  the default spec (``LiveFigure.payload``), which the HTML book renders
+  (tools/bookext/live.py) as plain HTML inputs and a chart that the browser
+  redraws with Pyodide;
+- the default spec as ``application/vnd.vegalite.v5+json``, and a line of
+  text, for a front end without widgets (the book's build strips the widget
+  view and its state from the page, so a downloaded notebook opens on it).
+
+Every change runs ``LiveFigure.draw``: the values clamped and snapped, the
+ranges applied (the widgets' min, max and step follow), the function called.
+An exception shows its message under the figure and the last good figure
+stays, as in the HTML book.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from mlbook.common import live as live_core
+
+
+def _log_exponents(control) -> dict:
+    return {
+        "min": math.log10(control.min),
+        "max": math.log10(control.max),
+        "step": math.log10(control.step),
+    }
+
+
+def _widget(control):
+    """The ipywidget for one control."""
+    import ipywidgets as W
+
+    common = dict(
+        description=control.label,
+        style={"description_width": "initial"},
+        continuous_update=False,
+    )
+    kind = control.kind
+    if kind == "slider" and control.scale == "log":
+        return W.FloatLogSlider(
+            value=control.value,
+            base=10,
+            readout_format=".3g",
+            **_log_exponents(control),
+            **common,
+        )
+    if kind == "slider":
+        cls = W.IntSlider if control.integral else W.FloatSlider
+        extra = {} if control.integral else {"readout_format": ".4g"}
+        return cls(
+            value=control.value,
+            min=control.min,
+            max=control.max,
+            step=control.step,
+            **extra,
+            **common,
+        )
+    if kind == "number":
+        cls = W.BoundedIntText if control.integral else W.BoundedFloatText
+        return cls(
+            value=control.value,
+            min=control.min,
+            max=control.max,
+            step=control.step,
+            **common,
+        )
+    if kind == "select-slider":
+        return W.SelectionSlider(
+            options=list(control.options), value=control.value, **common
+        )
+    if kind == "dropdown":
+        common.pop("continuous_update")
+        return W.Dropdown(options=list(control.options), value=control.value, **common)
+    common.pop("continuous_update")
+    return W.Checkbox(value=control.value, indent=False, **common)
+
+
+def _set(widget, control) -> None:
+    """Give ``widget`` the range and value of ``control`` (all at once, so
+    traitlets checks a range that moved wholly above or below the old one
+    only at the end)."""
+    with widget.hold_trait_notifications():
+        if control.kind == "slider" and control.scale == "log":
+            for attr, value in _log_exponents(control).items():
+                setattr(widget, attr, value)
+        elif control.kind in ("slider", "number"):
+            widget.min, widget.max, widget.step = control.min, control.max, control.step
+        widget.value = control.value
+
+
+def _spec_bundle(spec: dict) -> dict:
+    title = spec.get("title", {})
+    text = title.get("text", "") if isinstance(title, dict) else str(title)
+    return {live_core.VEGALITE_MIME_TYPE: spec, "text/plain": f"<live figure: {text}>"}
+
+
+class LiveView:
+    """The widgets of one live figure and what redraws them. ``draws``
+    counts finished draws; ``error`` holds the last exception's message."""
+
+    def __init__(self, function, fixed: dict | None = None, **defaults):
+        import ipywidgets as W
+
+        declaration = getattr(function, "live", None)
+        if not isinstance(declaration, live_core.LiveFigure):
+            raise ValueError(
+                f"{getattr(function, '__qualname__', function)!r} is not a live figure "
+                "(declare it with @mlbook.common.live.figure)"
+            )
+        self.fixed = dict(fixed or {})
+        self.payload = declaration.payload(self.fixed, defaults)
+        self.figure = declaration.with_controls(self.payload["controls"])
+        self.controls = {c.name: _widget(c) for c in self.figure.controls}
+        self.output = W.Output()
+        self.message = W.HTML()
+        self.draws, self.error, self.spec = 0, None, self.payload["spec"]
+        self._busy = False
+        for widget in self.controls.values():
+            widget.observe(self.redraw, names="value")
+        self.box = W.VBox(
+            [
+                W.HBox(list(self.controls.values()), layout={"flex_flow": "row wrap"}),
+                self.output,
+                self.message,
+            ]
+        )
+        with self.output:
+            self._display(self.spec)
+        self.draws = 1
+
+    @staticmethod
+    def _display(spec: dict) -> None:
+        from IPython.display import display
+
+        display(_spec_bundle(spec), raw=True)
+
+    def values(self) -> dict:
+        return {name: w.value for name, w in self.controls.items()}
+
+    def redraw(self, _change=None) -> None:
+        """Draw for the widgets' values; moving them to their clamped values
+        and ranges does not draw again."""
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            drawn = self.figure.draw(self.values(), self.fixed)
+            for control in drawn.controls:
+                _set(self.controls[control.name], control)
+        except Exception as exc:  # noqa: BLE001 (the reader's error, shown under the figure)
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.message.value = (
+                f'<pre class="mlbook-live-error">{_escape(self.error)}</pre>'
+            )
+            self.draws += 1
+            return
+        finally:
+            self._busy = False
+        self.figure = replace(self.figure, controls=drawn.controls)
+        self.error, self.spec = None, drawn.spec
+        self.message.value = ""
+        with self.output:
+            self.output.clear_output(wait=True)
+            self._display(drawn.spec)
+        self.draws += 1
+
+    def bundle(self) -> dict:
+        """The one output the cell displays (see the module docstring)."""
+        return {
+            "application/vnd.jupyter.widget-view+json": {
+                "version_major": 2,
+                "version_minor": 0,
+                "model_id": self.box.model_id,
+            },
+            live_core.MIME_TYPE: self.payload,
+            **_spec_bundle(self.payload["spec"]),
+        }
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def show_live(function, fixed: dict | None = None, **defaults) -> None:
+    """Display the live figure ``function`` (declared with
+    ``@mlbook.common.live.figure``) with its controls: in JupyterLab the
+    widgets, in the HTML book the book's own inputs. ``defaults`` set a
+    control's starting value (clamped to its range); ``fixed`` passes the
+    function's build-time keyword arguments."""
+    from IPython.display import display
+
+    view = LiveView(function, fixed, **defaults)
+    display(view.bundle(), raw=True)

@@ -1,0 +1,572 @@
+"""The built book's live figures in a real browser (Debian's Chromium under
+Playwright, never `playwright install`), with the Contract of issue 23:
+
+- served on 127.0.0.1 (tools/serve.py, in a thread): on every page, every
+  live figure's controls are set to seeded random valid values, the range
+  ends among them, at least three settings a figure; after each draw the
+  inputs show ``data-values``, ``data-result`` equals the function run here
+  in CPython for those values (float rounding aside), and the ranged
+  inputs' min, max and step are the ranges CPython computes. A value out of
+  range is clamped, shown clamped and drawn with the value shown. Changes
+  faster than draws: the last one wins, and no older result is written
+  after a newer one.
+- a page that has both widgets (require.js) and a live figure, with every
+  kind of control and a function that raises (tests/helpers/live_kinds.py,
+  routed into the archive for this test only): the bundles load without
+  "Mismatched anonymous define()", each kind drives the figure, and an
+  exception shows its message while the last good figure stays.
+- opened from file://: every figure draws its default, its controls are off,
+  the hint names `make serve`, and nothing else happens.
+- everywhere: no request leaves 127.0.0.1 (or the build's folder), no
+  failed request, no console error (test_book's ALLOWED_CONSOLE aside).
+
+Benchmarks, recorded in the test build's timings.json under "live" and
+printed by conftest's summary, not asserted: Pyodide's boot and the first
+live draw per page, redraw p50/p95 per figure, and page weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import math
+import random
+import statistics
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN, open_offline, widget_pages
+
+from conftest import BOOK_DEST
+from helpers.browser import watch
+from helpers.live import close
+from mlbook.common import live
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 23
+RANDOM_SETTINGS = 3  # beyond the two ends
+BOOT_TIMEOUT_MS = 90_000  # Pyodide boots in seconds; a loaded machine takes longer
+DRAW_TIMEOUT_MS = 30_000
+RESULTS: dict = {"pages": {}, "figures": {}, "redraws": {}}
+
+pytestmark = pytest.mark.book
+
+
+def live_pages() -> list[Path]:
+    return sorted(
+        p
+        for p in HTML.rglob("*.html")
+        if p.relative_to(HTML).parts[0] != "_static"
+        and "data-mlbook-live" in p.read_text()
+    )
+
+
+@pytest.fixture(scope="module")
+def browser(book, chromium_browser):
+    return chromium_browser
+
+
+@pytest.fixture(scope="module")
+def served(book):
+    sys.path.insert(0, str(ROOT / "tools"))
+    from serve import serve
+
+    httpd, base = serve(HTML)
+    yield base
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def record_benchmarks(book):
+    """After the module: the benchmarks into the test build's timings.json."""
+    yield
+    if not RESULTS["pages"]:
+        return
+    for path, draws in RESULTS.pop("redraws").items():
+        ms = sorted(d["ms"] for d in draws)
+        py = sorted(d["python_ms"] for d in draws)
+        RESULTS["figures"][path] = {
+            "draws": len(ms),
+            "p50_ms": round(statistics.median(ms), 1),
+            "p95_ms": round(_p95(ms), 1),
+            "python_p50_ms": round(statistics.median(py), 1),
+        }
+    timings = BOOK_DEST / "timings.json"
+    record = json.loads(timings.read_text()) if timings.exists() else {}
+    record["live"] = RESULTS
+    timings.write_text(json.dumps(record, indent=2))
+
+
+def _p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[18] if len(values) > 1 else values[0]
+
+
+# --- in the page ---------------------------------------------------------------
+
+FIGURES = """() => [...document.querySelectorAll("[data-mlbook-live]")].map(
+  e => ({id: e.id, payload: JSON.parse(e.getAttribute("data-mlbook-live"))}))"""
+
+READ = """(id) => {
+  const e = document.getElementById(id);
+  const shown = {}, attrs = {}, disabled = {};
+  for (const i of e.querySelectorAll("[name]")) {
+    shown[i.name] = i.type === "checkbox" ? i.checked : i.value;
+    attrs[i.name] = ["min", "max", "step"].map(a => i.getAttribute(a));
+    disabled[i.name] = i.disabled;
+  }
+  const message = e.querySelector(".mlbook-live-message");
+  const hint = e.querySelector(".mlbook-live-hint");
+  return {state: e.dataset.state, draws: Number(e.dataset.draws || 0),
+          values: e.dataset.values ? JSON.parse(e.dataset.values) : null,
+          result: e.dataset.result ? JSON.parse(e.dataset.result) : null,
+          shown, attrs, disabled,
+          controls: JSON.parse(e.getAttribute("data-mlbook-live")).controls,
+          drags: [...e.querySelectorAll(".mlbook-live-drag")].map(d => d.disabled),
+          drawn: !!e.querySelector(".mlbook-live-chart canvas, .mlbook-live-chart svg"),
+          message: message.hidden ? null : message.textContent,
+          hint: hint.hidden ? null : hint.textContent};
+}"""
+
+SET = """(a) => {
+  const e = document.getElementById(a.id);
+  for (const [name, value] of a.values) {
+    const i = e.querySelector(`[name="${name}"]`);
+    if (i.type === "checkbox") i.checked = value; else i.value = value;
+    i.dispatchEvent(new Event("change", {bubbles: true}));
+  }
+}"""
+
+SETTLED = """(a) => {
+  const e = document.getElementById(a.id);
+  return ["live", "error"].includes(e.dataset.state)
+    && Number(e.dataset.draws) >= a.draws;
+}"""
+
+# every data-values written, in order (MutationObserver on data-draws)
+OBSERVE = """(id) => {
+  const e = document.getElementById(id);
+  window.__written = [];
+  new MutationObserver(() => window.__written.push(JSON.parse(e.dataset.values)))
+    .observe(e, {attributes: true, attributeFilter: ["data-draws"]});
+}"""
+
+BYTES = """() => [performance.getEntriesByType("navigation")[0],
+  ...performance.getEntriesByType("resource")]
+  .reduce((n, r) => n + (r.encodedBodySize || 0), 0)"""
+
+PYODIDE_FETCHED = """() => performance.getEntriesByType("resource")
+  .some(r => r.name.includes("pyodide"))"""
+
+DREW_Q = """(q) => {
+  const e = document.querySelector("#mlbook-live-test");
+  return !!e.dataset.values && JSON.parse(e.dataset.values).q === q;
+}"""
+
+FAILED = """() =>
+  document.querySelector("#mlbook-live-test").dataset.state === 'error'"""
+
+DRAG_SELECT_SLIDER = """() => {
+  const d = document.querySelector(
+    '#mlbook-live-test [data-kind="select-slider"] .mlbook-live-drag');
+  d.value = "0";
+  d.dispatchEvent(new Event("input", {bubbles: true}));
+}"""
+
+
+def _text(value) -> str | bool:
+    """A value as a test types it into an input (the value itself)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _number(text: str) -> float:
+    return float(text)
+
+
+def _target(control: dict, attrs, f: float):
+    """The valid value at fraction ``f`` (0 = min, 1 = max) of a control's
+    range as its input's attributes give it now."""
+    kind = control["kind"]
+    if kind == "checkbox":
+        return f >= 0.5
+    if kind in ("dropdown", "select-slider"):
+        options = control["options"]
+        return options[round(f * (len(options) - 1))]
+    lo, hi, step = (_number(a) for a in attrs)
+    if control["scale"] == "log":
+        last = round(math.log(hi / lo) / math.log(step))
+        k = round(f * last)
+        v = hi if k == last else lo * step**k
+    else:
+        last = math.floor((hi - lo) / step + 1e-6)
+        k = round(f * last)
+        v = hi if k == last and kind == "slider" else lo + k * step
+    if all(float(x).is_integer() for x in (lo, hi, step)) and control["scale"] != "log":
+        return int(round(v))
+    return v
+
+
+def _same(control: dict, a, b) -> bool:
+    if control["kind"] in ("slider", "number"):
+        rel = 1e-5 if control["scale"] == "log" else 1e-9
+        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-12)
+    if control["kind"] == "checkbox":
+        return bool(a) == bool(b)
+    return str(a) == (b if isinstance(b, str) else json.dumps(b)) or a == b
+
+
+def _cpython(payload: dict, values: dict):
+    function = live.resolve(payload["function"])
+    return json.loads(json.dumps(function(**payload["fixed"], **values)))
+
+
+def _check_draw(page, fig: dict, want: dict | None = None) -> dict:
+    """The element after a draw: live, inputs showing data-values, data-result
+    the CPython function's for them, ranged inputs with CPython's ranges."""
+    payload = fig["payload"]
+    got = page.evaluate(READ, fig["id"])
+    assert got["state"] == "live" and got["message"] is None, got
+    controls = {c["name"]: c for c in payload["controls"]}
+    for name, control in controls.items():
+        assert _same(control, got["shown"][name], got["values"][name]), (
+            f"{fig['id']}: {name} shows {got['shown'][name]!r} but drew "
+            f"{got['values'][name]!r}"
+        )
+        if want is not None:
+            assert _same(control, got["values"][name], want[name]), (
+                f"{fig['id']}: {name} drew {got['values'][name]!r}, set {want[name]!r}"
+            )
+    # the payload's controls say what was drawn, ranges included
+    assert {c["name"]: c["value"] for c in got["controls"]} == got["values"]
+    diff = close(got["result"], _cpython(payload, got["values"]), rel=1e-9)
+    assert not diff, (
+        f"{fig['id']}: the browser's spec differs from CPython's: {diff[:5]}"
+    )
+    settled = live.LiveFigure.from_payload(payload).settle(
+        got["values"], payload["fixed"]
+    )
+    for c in settled.controls:
+        if c.kind in ("slider", "number"):
+            attrs = [float(a) for a in got["attrs"][c.name]]
+            assert not close(attrs, [c.min, c.max, c.step], rel=1e-9), (
+                f"{fig['id']}: {c.name}'s min/max/step {attrs} are not the ranges "
+                f"{[c.min, c.max, c.step]} for {got['values']}"
+            )
+    return got
+
+
+def _set_and_wait(
+    page, fig: dict, values: list[tuple[str, object]], timeout=None
+) -> dict:
+    before = page.evaluate(READ, fig["id"])
+    typed = [(name, _text(v)) for name, v in values]
+    page.evaluate(SET, {"id": fig["id"], "values": typed})
+    page.wait_for_function(
+        SETTLED,
+        arg={"id": fig["id"], "draws": before["draws"] + 1},
+        timeout=timeout or DRAW_TIMEOUT_MS,
+        polling=20,
+    )
+    return page.evaluate(READ, fig["id"])
+
+
+def _apply_setting(page, fig: dict, fractions: dict, first: bool) -> dict:
+    """Set every control to its fraction of its range; ranges that moved with
+    the others are set again in a second pass (as a reader would)."""
+    controls = fig["payload"]["controls"]
+    state = page.evaluate(READ, fig["id"])
+    want = {
+        c["name"]: _target(c, state["attrs"][c["name"]], fractions[c["name"]])
+        for c in controls
+    }
+    timeout = BOOT_TIMEOUT_MS if first else None
+    state = _set_and_wait(page, fig, list(want.items()), timeout)
+    again = {
+        c["name"]: _target(c, state["attrs"][c["name"]], fractions[c["name"]])
+        for c in controls
+    }
+    moved = [
+        (n, v)
+        for n, v in again.items()
+        if not _same(controls_by(fig)[n], state["values"][n], v)
+    ]
+    if moved:
+        _set_and_wait(page, fig, moved)
+    return again
+
+
+def controls_by(fig: dict) -> dict:
+    return {c["name"]: c for c in fig["payload"]["controls"]}
+
+
+def _out_of_range(control: dict, attrs) -> list[tuple[object, object]]:
+    """(typed value, the value it must be clamped to) for a slider or number."""
+    lo, hi, step = (_number(a) for a in attrs)
+    as_int = (
+        all(float(x).is_integer() for x in (lo, hi, step)) and control["scale"] != "log"
+    )
+
+    def typed(v):
+        return int(v) if as_int and float(v).is_integer() else v
+
+    if control["scale"] == "log":
+        cases = [(hi * 10, hi), (lo / 10, lo), (lo * step**0.3, lo)]
+    else:
+        last = math.floor((hi - lo) / step + 1e-6)
+        top = hi if control["kind"] == "slider" else lo + last * step
+        cases = [(hi + 10 * step, top), (lo - 10 * step, lo), (lo + 0.3 * step, lo)]
+    return [(typed(a), typed(b)) for a, b in cases]
+
+
+@pytest.mark.parametrize("name", [p.relative_to(HTML).as_posix() for p in live_pages()])
+def test_live_figures_follow_their_controls(browser, served, name):
+    context = browser.new_context()
+    page = context.new_page()
+    w = watch(
+        page, lambda u: u.startswith((served + "/", "data:", "blob:")), ALLOWED_CONSOLE
+    )
+    try:
+        page.goto(f"{served}/{name}")
+        page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
+        page_bytes = page.evaluate(BYTES)
+        figures = page.evaluate(FIGURES)
+        assert figures
+        rng = random.Random(f"{SEED}:{name}")
+        first = True
+        for fig in figures:
+            controls = fig["payload"]["controls"]
+            static = page.evaluate(READ, fig["id"])
+            assert (
+                static["state"] == "static"
+                and static["drawn"]
+                and static["hint"] is None
+            )
+            assert static["result"] == fig["payload"]["spec"]
+            settings = [{c["name"]: end for c in controls} for end in (0.0, 1.0)]
+            settings += [
+                {c["name"]: rng.random() for c in controls}
+                for _ in range(RANDOM_SETTINGS)
+            ]
+            for fractions in settings:
+                want = _apply_setting(page, fig, fractions, first)
+                first = False
+                _check_draw(page, fig, want)
+
+            for control in controls:  # out of range: clamped, shown clamped, drawn so
+                if control["kind"] not in ("slider", "number"):
+                    continue
+                attrs = page.evaluate(READ, fig["id"])["attrs"][control["name"]]
+                for typed, clamped in _out_of_range(control, attrs):
+                    state = _set_and_wait(page, fig, [(control["name"], typed)])
+                    assert _same(control, state["values"][control["name"]], clamped), (
+                        f"{fig['id']}: {control['name']}={typed!r} drew "
+                        f"{state['values'][control['name']]!r}, not {clamped!r}"
+                    )
+                    _check_draw(page, fig)
+
+            # faster than draws: five values at once; the last wins, in order
+            control = next(c for c in controls if c["kind"] in ("slider", "number"))
+            attrs = page.evaluate(READ, fig["id"])["attrs"][control["name"]]
+            burst = [_target(control, attrs, f) for f in (0.1, 0.3, 0.5, 0.7, 0.9)]
+            page.evaluate(OBSERVE, fig["id"])
+            final = _set_and_wait(page, fig, [(control["name"], v) for v in burst])
+            assert _same(control, final["values"][control["name"]], burst[-1])
+            written = page.evaluate("() => window.__written")
+            order = [
+                next(
+                    i
+                    for i, v in enumerate(burst)
+                    if _same(control, w_[control["name"]], v)
+                )
+                for w_ in written
+            ]
+            assert order and order == sorted(order) and order[-1] == len(burst) - 1, (
+                order
+            )
+            _check_draw(page, fig)
+
+        stats = page.evaluate("() => window.mlbookLive")
+        ids = {f["id"]: f["payload"]["function"] for f in figures}
+        for d in stats["draws"]:
+            RESULTS["redraws"].setdefault(ids[d["id"]], []).append(d)
+        RESULTS["pages"][name] = {
+            "boot_s": round(stats["boot_ms"] / 1e3, 2),
+            "first_live_draw_s": round(stats["first_live_ms"] / 1e3, 2),
+            "page_bytes": page_bytes,
+            "live_bytes": page.evaluate(BYTES) - page_bytes,
+            "figures": len(figures),
+        }
+        w.assert_clean()
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("name", [p.relative_to(HTML).as_posix() for p in live_pages()])
+def test_opened_from_a_file_every_figure_draws_its_default(browser, name):
+    context, page, w = open_offline(browser, HTML / name)
+    try:
+        page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
+        for fig in page.evaluate(FIGURES):
+            got = page.evaluate(READ, fig["id"])
+            payload = fig["payload"]
+            assert got["state"] == "static" and got["draws"] == 1 and got["drawn"]
+            assert got["values"] == {c["name"]: c["value"] for c in payload["controls"]}
+            assert got["result"] == payload["spec"]
+            assert all(got["disabled"].values()) and all(got["drags"])
+            assert got["hint"] and "make serve" in got["hint"]
+            page.evaluate(
+                SET,
+                {"id": fig["id"], "values": [(payload["controls"][0]["name"], "1")]},
+            )
+        page.wait_for_timeout(300)
+        assert all(
+            page.evaluate(READ, f["id"])["draws"] == 1 for f in page.evaluate(FIGURES)
+        )
+        assert not page.evaluate(PYODIDE_FETCHED), (
+            "opened from a file, the page tried to start Python"
+        )
+        w.assert_clean()
+    finally:
+        context.close()
+
+
+# --- every kind of control, an exception, and require.js on the same page ------
+
+KINDS = ROOT / "tests" / "helpers" / "live_kinds.py"
+TEST_MODULE = "mlbook._live_test"
+
+
+@pytest.fixture(scope="module")
+def kinds_figure():
+    """tests/helpers/live_kinds.py imported as mlbook._live_test (here, so
+    CPython can run what the browser runs)."""
+    spec = importlib.util.spec_from_file_location(TEST_MODULE, KINDS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[TEST_MODULE] = module
+    spec.loader.exec_module(module)
+    yield module.kinds
+    sys.modules.pop(TEST_MODULE, None)
+
+
+def _archive_with_test_module() -> bytes:
+    original = (HTML / "vendor" / "mlbook-py.zip").read_bytes()
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(original)) as zin,
+        zipfile.ZipFile(out, "w") as zout,
+    ):
+        for item in zin.infolist():
+            zout.writestr(item, zin.read(item))
+        zout.writestr("mlbook/_live_test.py", KINDS.read_text())
+    return out.getvalue()
+
+
+def _page_with_both(figure_html: str) -> tuple[Path, str]:
+    """A built page that loads require.js and the widget manager (one with
+    widgets, or a live page given the widget scripts), with the test figure
+    added: (where it pretends to be, its HTML)."""
+    found = widget_pages()
+    source = found[0] if found else live_pages()[0]
+    html = source.read_text()
+    depth = "../" * (len(source.relative_to(HTML).parts) - 1)
+    if "vendor/require.js" not in html:
+        scripts = "".join(
+            f'<script src="{depth}vendor/{s}"></script>'
+            for s in ("require.js", "widgets-setup.js", "html-manager/embed-amd.js")
+        )
+        html = html.replace("</head>", scripts + "</head>", 1)
+    if "vendor/live.js" not in html:
+        html = html.replace(
+            "</head>", f'<script defer src="{depth}vendor/live.js"></script></head>', 1
+        )
+    html = html.replace("</main>", figure_html + "</main>", 1)
+    assert figure_html in html
+    return source.with_name("_live_test.html"), html
+
+
+def test_every_kind_an_exception_and_require_js_on_one_page(
+    browser, served, kinds_figure
+):
+    from bookext.live import live_html
+
+    payload = kinds_figure.live.payload({"offset": 1.5})
+    where, html = _page_with_both(live_html(payload, "mlbook-live-test"))
+    url = f"{served}/{where.relative_to(HTML).as_posix()}"
+    archive = _archive_with_test_module()
+    context = browser.new_context()
+    page = context.new_page()
+    w = watch(
+        page, lambda u: u.startswith((served + "/", "data:", "blob:")), ALLOWED_CONSOLE
+    )
+    page.route(url, lambda r: r.fulfill(body=html, content_type="text/html"))
+    page.route(
+        "**/vendor/mlbook-py.zip",
+        lambda r: r.fulfill(body=archive, content_type="application/zip"),
+    )
+    try:
+        page.goto(url)
+        page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
+        assert page.evaluate(
+            "() => typeof window.define === 'function' && !!define.amd"
+        )
+        if "widget-state+json" in html:
+            page.wait_for_selector(".widget-subarea", timeout=15_000)
+        fig = next(f for f in page.evaluate(FIGURES) if f["id"] == "mlbook-live-test")
+        assert page.evaluate(READ, fig["id"])["state"] == "static"
+        steps = [
+            [("c", False)],
+            [("q", "c")],
+            [("d", "2048")],
+            [("n", 64)],
+            [("g", 100.0)],
+            [("x", 7.5)],
+        ]
+        for i, step in enumerate(steps):
+            _set_and_wait(page, fig, step, BOOT_TIMEOUT_MS if i == 0 else None)
+            got = _check_draw(page, fig, None)
+            name, value = step[0]
+            assert _same(controls_by(fig)[name], got["values"][name], value), (
+                name,
+                got,
+            )
+        assert got["values"] == {
+            "x": 7.5,
+            "g": 100.0,
+            "q": "c",
+            "d": 2048,
+            "c": False,
+            "n": 64,
+        }
+        assert "offset=1.5" in got["result"]["title"]["text"]
+
+        # the select-slider's drag moves it by index; the input keeps the value itself
+        page.evaluate(DRAG_SELECT_SLIDER)
+        page.wait_for_function(DREW_Q, arg="a", timeout=DRAW_TIMEOUT_MS)
+        page.wait_for_function(SETTLED, arg={"id": fig["id"], "draws": 0})
+        assert page.evaluate(READ, fig["id"])["shown"]["q"] == "a"
+
+        good = page.evaluate(READ, fig["id"])
+        page.evaluate(SET, {"id": fig["id"], "values": [("x", "9")]})
+        page.wait_for_function(FAILED, timeout=DRAW_TIMEOUT_MS)
+        bad = page.evaluate(READ, fig["id"])
+        assert bad["message"] == "ValueError: x = 9 m is past 8 m, on purpose"
+        assert (
+            bad["result"] == good["result"]
+            and bad["values"] == good["values"]
+            and bad["drawn"]
+        )
+        _set_and_wait(page, fig, [("x", 3)])
+        back = _check_draw(page, fig, None)
+        assert back["values"]["x"] == 3 and back["message"] is None
+        problems = w.problems()
+        assert not [p for p in problems if "anonymous define" in p.lower()], problems
+        w.assert_clean()
+    finally:
+        context.close()

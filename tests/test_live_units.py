@@ -1,0 +1,675 @@
+"""Live figures without a browser: the control declarations, clamping and
+snapping (log sliders too), ranges that follow other controls, the payload
+and its JSON, the three live figures' specs against the formulas computed
+here by hand, the HTML the book's renderer writes, the build's archive and
+the stripping of widget state, and the vendored script versions against the
+ones JupyterLab bundles. The browser runs are tests/test_live.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from helpers.live import close, live_figures, live_modules
+from mlbook.cadence import live as cadence_live
+from mlbook.common import live
+from mlbook.common import vegalite as vl
+from mlbook.mfu import live as mfu_live
+
+ROOT = Path(__file__).resolve().parent.parent
+STEP = 10 ** (1 / 20)
+H100 = 989e12  # H100 SXM dense BF16 (NVIDIA datasheet; test_hardware checks the table)
+
+
+# --- declarations -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: live.slider("1x", "a", 1, 0, 2, 1), "identifier"),
+        (lambda: live.slider("x", "", 1, 0, 2, 1), "label"),
+        (lambda: live.Control("x", "a", "knob", 1), "kind must be one of"),
+        (lambda: live.slider("x", "a", 1, 2, 2, 1), "min must be below max"),
+        (lambda: live.slider("x", "a", 1, 0, 2, 0), "step must be above 0"),
+        (lambda: live.slider("x", "a", 1, 0, 2.5, 1), "not on the grid"),
+        (lambda: live.slider("x", "a", 1.5, 0, 2, 1), "not on its grid"),
+        (
+            lambda: live.slider("x", "a", 3, 0, 2, 1),
+            r"value must be a number in \[0, 2\]",
+        ),
+        (
+            lambda: live.slider("x", "a", 1, 0, 10, 1.5, "log"),
+            "log slider needs min above 0",
+        ),
+        (lambda: live.slider("x", "a", 1, 1, 10, 0.5, "log"), "a factor"),
+        (lambda: live.slider("x", "a", 1, 1, 9, 2, "log"), "not on the grid"),
+        (lambda: live.slider("x", "a", 1, 0, 2, 1, "cubic"), "scale must be one of"),
+        (lambda: live.dropdown("x", "a", [], 1), "non-empty"),
+        (lambda: live.dropdown("x", "a", [1, "1"], 1), "options must differ"),
+        (lambda: live.dropdown("x", "a", [1, 2], 3), "not one of its options"),
+        (lambda: live.dropdown("x", "a", [True, False], True), "strings or numbers"),
+        (lambda: live.Control("x", "a", "checkbox", 1), "True or False"),
+        (lambda: live.Control("x", "a", "checkbox", True, min=0), "has no min"),
+        (lambda: live.Control("x", "a", "number", 1, 0, 2, 1, "log"), "linear"),
+    ],
+)
+def test_bad_declarations_name_the_rule(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_json_carries_every_key_null_where_it_does_not_apply():
+    controls = [
+        live.slider("s", "s (m)", 2, 0, 10, 2),
+        live.slider("g", "g (s)", 10, 1, 1000, 10, "log"),
+        live.select_slider("q", "q", ["a", "b", "c"], "b"),
+        live.dropdown("d", "d (tokens)", [2048, 4096], 4096),
+        live.checkbox("c", "c", True),
+        live.number("n", "GPUs", 8, 1, 64),
+    ]
+    keys = ["name", "label", "kind", "min", "max", "step", "scale", "options", "value"]
+    for c in controls:
+        j = c.to_json()
+        assert list(j) == keys
+        assert live.Control.from_json(json.loads(json.dumps(j))) == c
+    s, g, q, d, c, n = (c.to_json() for c in controls)
+    assert (s["kind"], s["scale"], s["options"]) == ("slider", "linear", None)
+    assert (g["min"], g["max"], g["step"], g["scale"]) == (1, 1000, 10, "log")
+    assert q["kind"] == "select-slider" and q["options"] == ["a", "b", "c"]
+    assert q["min"] is q["max"] is q["step"] is q["scale"] is None
+    assert d["options"] == [2048, 4096] and d["value"] == 4096
+    assert c["value"] is True and c["options"] is c["min"] is c["scale"] is None
+    assert n["kind"] == "number" and n["scale"] == "linear" and n["options"] is None
+
+
+# --- clamping and snapping ------------------------------------------------------------
+
+
+def test_linear_clamp_and_snap():
+    c = live.slider("restart_s", "R (s)", 0, 0, 1800, 30)
+    assert c.integral
+    assert [c.clamp(v) for v in (-5, 44, 46, 1799, 5000)] == [0, 30, 60, 1800, 1800]
+    assert all(type(c.clamp(v)) is int for v in (44.0, "46", 1e9))
+    f = live.slider("mfu", "MFU", 0.4, 0.05, 0.8, 0.01)
+    # 0.05 + 35 x 0.01 is 0.4000000000000001 in floats: snapped values are the decimals
+    assert f.clamp(0.4) == 0.4 and f.clamp(0.123) == 0.12 and f.clamp(0.0) == 0.05
+    assert f.clamp(0.81) == 0.8 and f.clamp("0.795") in (0.79, 0.8)
+    # a computed step: the end is exactly max, inner points to twelve digits
+    top = 6171868.759485582
+    t = live.slider("t", "t (tokens/s)", top / 1000 * 500, top / 1000, top, top / 1000)
+    assert t.clamp(top * 2) == top and t.clamp(0) == top / 1000
+    assert math.isclose(t.clamp(top * 0.3891), top / 1000 * 389, rel_tol=1e-11)
+
+
+def test_log_clamp_snaps_by_the_factor_from_min():
+    c = live.slider("c", "C (s)", 30, 3, 3000, STEP, "log")
+    assert c.clamp(30) == 30 and c.clamp(5000) == 3000 and c.clamp(1) == 3
+    assert c.clamp(3000) == 3000 and c.clamp(3) == 3
+    # log10(31/3) x 20 = 20.28 -> k = 20 -> 30; log10(34/3) x 20 = 21.09 -> k = 21
+    assert c.clamp(31) == 30
+    assert c.clamp(34) == pytest.approx(3 * 10 ** (21 / 20), rel=1e-5)
+    assert c.clamp(c.clamp(34)) == c.clamp(34)  # snapping again moves nothing
+    assert c.last_step == 60  # 3 x 10^(60/20) = 3000
+    for v in (3.2, 7.7, 99, 450.5, 2999):
+        k = round(math.log10(v / 3) * 20)
+        assert c.clamp(v) == pytest.approx(3 * 10 ** (k / 20), rel=1e-5)
+
+
+def test_coerce_reads_what_hosts_send():
+    n = live.number("n_gpus", "GPUs", 8, 1, 1_000_000)
+    assert n.clamp("16,384") == 16384 and n.clamp("7.6") == 8 and n.clamp("0") == 1
+    assert n.clamp("lots") == 8 and n.clamp(float("nan")) == 8  # unreadable: kept
+    d = live.dropdown("s", "s (tokens)", (2048, 4096, 8192), 8192)
+    assert d.clamp("4096") == 4096 and d.clamp(2048.0) == 2048 and d.clamp("9") == 8192
+    m = live.dropdown("m", "model", ("a", "b"), "a")
+    assert m.clamp("b") == "b" and m.clamp("zz") == "a"
+    b = live.checkbox("on", "on", False)
+    assert b.clamp("true") is True and b.clamp("on") is True and b.clamp(1) is False
+
+
+# --- a figure: ranges, settle, payload, the browser's entry point ---
+
+
+def _calculator(**values):
+    return mfu_live.mfu_calculator.live.settle(values)
+
+
+def test_ranges_end_the_throughput_at_100_percent_mfu_and_follow_the_other_controls():
+    # Llama-2-7B on one H100 at s=4096 reaches 100 % MFU at 989e12 / 46,084,915,200
+    # = 21,460.4 tokens/s (test_mfu works it out); two GPUs double it
+    r = mfu_live.calculator_ranges(
+        model="Llama-2-7B", seq_len=4096, gpu="H100 SXM", n_gpus=2
+    )
+    assert r["tokens_per_s"]["max"] == pytest.approx(2 * 21_460.4, abs=0.2)
+    assert r["tokens_per_s"]["min"] == pytest.approx(r["tokens_per_s"]["max"] / 1000)
+
+    fig = _calculator()  # Llama-3-405B, 16,384 H100s, s = 8192, 2.4e6 tokens/s
+    tokens = {c.name: c for c in fig.controls}["tokens_per_s"]
+    top = tokens.max
+    assert tokens.value == pytest.approx(2.4e6, rel=1e-3)  # onto the 0.1 % grid
+    half = _calculator(n_gpus=8192)
+    t = {c.name: c for c in half.controls}["tokens_per_s"]
+    assert t.max == pytest.approx(top / 2) and t.value == pytest.approx(2.4e6, rel=1e-3)
+    one = {c.name: c for c in _calculator(n_gpus=1).controls}["tokens_per_s"]
+    assert one.value == one.max == pytest.approx(top / 16384)  # moved to 100 % MFU
+    small = _calculator(n_gpus=1, model="Llama-2-7B", tokens_per_s=1e12)
+    s = {c.name: c for c in small.controls}["tokens_per_s"]
+    assert s.max == pytest.approx(21_460.4 * 4096 / 4096 * 989 / 989, rel=0.2)
+    drawn = mfu_live.mfu_calculator.live.draw(
+        {"n_gpus": 1, "model": "Llama-2-7B", "seq_len": 4096, "tokens_per_s": 1e12}
+    )
+    assert drawn.values["tokens_per_s"] == pytest.approx(21_460.4, abs=0.1)
+    assert "MFU 100.0%" in drawn.spec["title"]["text"]
+
+
+def test_a_stray_range_or_an_unknown_control_is_named():
+    fig = live.LiveFigure(
+        lambda x: {}, (live.slider("x", "x", 1, 0, 2, 1),), lambda x: {"y": {"max": 3}}
+    )
+    with pytest.raises(ValueError, match="'y', which is not one of the controls"):
+        fig.settle()
+    with pytest.raises(ValueError, match="has no control named"):
+        cadence_live.waste_explorer.live.with_values(C=3)
+    with pytest.raises(ValueError, match="takes no argument named"):
+        live.LiveFigure(lambda a: {}, (live.slider("x", "x", 1, 0, 2, 1),))
+
+
+def test_fixed_arguments_reach_the_function_and_the_payload():
+    def scaled(x, table):
+        return vl.chart([], title=f"{x * table['k']}")
+
+    fig = live.LiveFigure(scaled, (live.slider("x", "x", 1, 0, 4, 1),))
+    assert fig.fixed == ("table",)
+    with pytest.raises(ValueError, match="needs the fixed arguments"):
+        fig.draw()
+    drawn = fig.draw({"x": "3"}, {"table": {"k": 2}})
+    assert drawn.values == {"x": 3} and drawn.spec["title"]["text"] == "6"
+    with pytest.raises(ValueError, match="are controls, not fixed"):
+        fig.draw(None, {"x": 1, "table": {}})
+    assert fig.payload({"table": {"k": 2}})["fixed"] == {"table": {"k": 2}}
+    with pytest.raises(ValueError, match="over 200,000"):
+        fig.payload({"table": {"k": 2, "raw": [0.5] * 60_000}})
+
+
+def test_payload_is_the_contract():
+    p = mfu_live.mfu_calculator.live.payload()
+    assert p["function"] == "mlbook.mfu.live:mfu_calculator"
+    assert p["ranges"] == "mlbook.mfu.live:calculator_ranges" and p["fixed"] == {}
+    assert [c["name"] for c in p["controls"]] == [
+        "model",
+        "tokens_per_s",
+        "seq_len",
+        "gpu",
+        "n_gpus",
+    ]
+    tokens = p["controls"][1]
+    assert tokens["max"] == pytest.approx(
+        mfu_live.calculator_ranges("Llama-3-405B", 8192, "H100 SXM", 16384)[
+            "tokens_per_s"
+        ]["max"]
+    )  # the ranges as drawn, not as declared
+    assert json.loads(json.dumps(p, allow_nan=False)) == p
+    assert live.resolve(p["function"]) is mfu_live.mfu_calculator
+    with pytest.raises(ValueError, match="mlbook"):
+        live.resolve("os:system")
+
+
+def test_draw_json_is_the_function_called_in_cpython():
+    payload = cadence_live.waste_explorer.live.payload()
+    values = {"checkpoint_s": "100", "node_mtbf_h": 5000, "restart_s": 95, "n_nodes": 7}
+    out = json.loads(live.draw_json(json.dumps(payload), json.dumps(values)))
+    assert out["values"]["restart_s"] == 90 and out["values"]["n_nodes"] == 7
+    assert out["result"] == json.loads(
+        json.dumps(cadence_live.waste_explorer(**out["values"]))
+    )
+    assert [c["name"] for c in out["controls"]] == [
+        c["name"] for c in payload["controls"]
+    ]
+
+
+def test_draw_json_returns_the_exception_as_a_message(monkeypatch):
+    payload = cadence_live.waste_explorer.live.payload()
+
+    def broken(**_):
+        raise ValueError("no such cluster")
+
+    monkeypatch.setattr(cadence_live, "waste_explorer", broken)
+    out = json.loads(live.draw_json(json.dumps(payload), "{}"))
+    assert out == {"error": "ValueError: no such cluster"}
+
+    def not_a_number(**_):
+        return {"layer": [float("nan")]}
+
+    monkeypatch.setattr(cadence_live, "waste_explorer", not_a_number)
+    assert (
+        "NaN or inf" in json.loads(live.draw_json(json.dumps(payload), "{}"))["error"]
+    )
+
+
+# --- the three live figures against the formulas, computed here ---
+
+
+def _layer(spec, mark):
+    return [lay for lay in spec["layer"] if lay["mark"]["type"] == mark]
+
+
+def _all_channels(spec):
+    for lay in spec["layer"]:
+        for name, enc in lay.get("encoding", {}).items():
+            if name in ("x", "y"):
+                yield enc
+
+
+def test_every_figure_has_axes_with_units_and_tooltips():
+    figures = live_figures()
+    assert set(figures) >= {
+        "mlbook.cadence.live:waste_explorer",
+        "mlbook.mfu.live:mfu_calculator",
+        "mlbook.mfu.live:training_days_planner",
+    }
+    for path, function in figures.items():
+        spec = function.live.payload()["spec"]
+        assert spec["$schema"].endswith("/vega-lite/v5.json"), path
+        assert spec["title"]["text"], path
+        for enc in _all_channels(spec):
+            assert "(" in enc["title"] and enc["title"].endswith(")"), (
+                path,
+                enc["title"],
+            )
+        for lay in spec["layer"]:
+            if lay["mark"]["type"] != "text":
+                assert lay["encoding"].get("tooltip"), (path, lay["mark"])
+            assert lay["data"]["values"], path
+
+
+def test_waste_explorer_against_young_and_daly_by_hand():
+    spec = cadence_live.waste_explorer(30.0, 1000.0, 300.0, 128)
+    t = 1000 * 3600 / 128  # cluster MTBF: 28,125 s
+    young = math.sqrt(2 * 30 * t)  # 1,299.04 s
+    x = 30 / (2 * t)
+    daly = young * (1 + math.sqrt(x) / 3 + x / 9) - 30  # 1,279.12 s
+
+    def exact(i):
+        return 1 - i / (t * math.exp(300 / t) * math.expm1((i + 30) / t))
+
+    assert young == pytest.approx(1299.04, abs=0.01) and daly == pytest.approx(
+        1279.12, abs=0.01
+    )
+    (star,) = _layer(spec, "point")
+    assert star["data"]["values"][0]["I_min"] == pytest.approx(daly / 60, rel=1e-12)
+    assert star["data"]["values"][0]["W"] == pytest.approx(exact(daly), rel=1e-12)
+    (rule,) = _layer(spec, "rule")
+    assert rule["data"]["values"][0]["I_min"] == pytest.approx(young / 60, rel=1e-12)
+    (lines,) = _layer(spec, "line")
+    rows = lines["data"]["values"]
+    assert len(rows) == 160
+    for r in rows:
+        i = r["I_min"] * 60
+        want = (
+            exact(i)
+            if r["curve"] == cadence_live.EXACT
+            else 30 / i + i / (2 * t) + 300 / t
+        )
+        assert r["W"] == pytest.approx(want, rel=1e-12)
+    ends = sorted(r["I_min"] for r in rows if r["curve"] == cadence_live.EXACT)
+    assert ends[0] == pytest.approx(young / 8 / 60) and ends[-1] == pytest.approx(
+        8 * young / 60
+    )
+    title = spec["title"]["text"]
+    assert (
+        "128 nodes x 1,000 h" in title
+        and "T = 7.81 h" in title
+        and "R = 300 s" in title
+    )
+    assert f"I* = {daly / 60:.1f} min" in title and f"{exact(daly):.1%} lost" in title
+
+
+def test_calculator_marks_the_chosen_throughput_at_its_mfu():
+    spec = mfu_live.mfu_calculator("Llama-2-7B", 21_460.4 / 2, 4096, "H100 SXM", 1)
+    assert "MFU 50.0%" in spec["title"]["text"]
+    point = _layer(spec, "point")[0]["data"]["values"][0]
+    assert point["MFU"] == pytest.approx(0.5, abs=1e-5)
+    line = _layer(spec, "line")[0]["data"]["values"]
+    assert (
+        line[-1]["tokens_per_s"] == pytest.approx(21_460.4, abs=0.1)
+        and line[-1]["MFU"] == 1
+    )
+    band = _layer(spec, "rect")[0]["data"]["values"][0]
+    assert (band["lo"], band["hi"]) == (0.35, 0.50)
+    over = mfu_live.mfu_calculator("Llama-2-7B", 1e9, 4096, "H100 SXM", 1)
+    assert "above 100 % MFU" in over["title"]["text"] and not _layer(over, "point")
+    # The V100 has fp16 tensor cores and no bf16: its 125 TFLOP/s fp16 peak is used.
+    assert mfu_live.sixteen_bit_peak("V100 SXM2") == 125e12
+    assert (
+        "MFU"
+        in mfu_live.mfu_calculator("GPT-3 175B", 1e3, 2048, "V100 SXM2", 1024)["title"][
+            "text"
+        ]
+    )
+
+
+def test_planner_marks_the_chosen_cluster_with_the_attention_term():
+    spec = mfu_live.training_days_planner(
+        "Llama-3-70B", 15, 8192, "H100 SXM", 4096, 0.4
+    )
+    rows = _layer(spec, "line")[0]["data"]["values"]
+    with_attention = {
+        r["GPUs"]: r["days"] for r in rows if r["curve"].startswith("(6N")
+    }
+    six_nd = {r["GPUs"]: r["days"] for r in rows if r["curve"].startswith("6ND")}
+    # 70,553,706,496 parameters (the preset); 6ND at 15T tokens on 4,096 H100s at 40 %
+    n = 70_553_706_496
+    days_6nd = 6 * n * 15e12 / (4096 * H100 * 0.4 * 86_400)
+    point = _layer(spec, "point")[0]["data"]["values"][0]
+    assert point["GPUs"] == 4096 and point["days_6nd"] == pytest.approx(
+        days_6nd, rel=1e-12
+    )
+    # the attention term at s = 8192 adds 15.219 % for 70B:
+    # 12 * 80 * 8192 * 8192 / (6 * 70,553,706,496) = 0.15219
+    assert point["days"] == pytest.approx(days_6nd * 1.15219, rel=1e-5)
+    for g in with_attention:
+        assert with_attention[g] / six_nd[g] == pytest.approx(1.15219, abs=1e-5)
+        assert six_nd[g] * g == pytest.approx(
+            days_6nd * 4096
+        )  # days halve as GPUs double
+    assert min(with_attention) == 64 and max(with_attention) == 32768
+    wide = mfu_live.training_days_planner(
+        "Llama-3-70B", 15, 8192, "H100 SXM", 100_000, 0.4
+    )
+    assert max(r["GPUs"] for r in _layer(wide, "line")[0]["data"]["values"]) == 100_000
+    assert "52.3 days on 4,096 (45.4 by 6ND)" in spec["title"]["text"]
+
+
+def test_specs_are_json_and_deterministic():
+    for function in live_figures().values():
+        values = function.live.values()
+        a, b = function(**values), function(**values)
+        assert json.dumps(a, allow_nan=False) == json.dumps(b)
+        assert not close(a, json.loads(json.dumps(a)))
+
+
+def test_grids_match_numpy():
+    np = pytest.importorskip("numpy")
+    assert vl.linspace(0.0, 3.0, 7) == pytest.approx(
+        list(np.linspace(0.0, 3.0, 7)), rel=1e-15
+    )
+    assert vl.geomspace(2.0, 2000.0, 9) == pytest.approx(
+        list(np.geomspace(2.0, 2000.0, 9)), rel=1e-13
+    )
+    assert (
+        vl.sig3(1000.0) == "1,000"
+        and vl.sig3(33.6606) == "33.7"
+        and vl.sig3(3.0) == "3"
+    )
+
+
+# --- the HTML the book's renderer writes ---
+
+
+class _Elements(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.found = []
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append((tag, dict(attrs)))
+
+
+def test_the_renderer_writes_one_input_per_control_holding_the_value_itself():
+    from bookext import live as ext
+
+    payload = cadence_live.waste_explorer.live.payload()
+    parser = _Elements()
+    parser.feed(ext.live_html(payload, "fig-1"))
+    (root,) = [a for t, a in parser.found if "data-mlbook-live" in a]
+    assert json.loads(root["data-mlbook-live"]) == payload
+    named = {a["name"]: (t, a) for t, a in parser.found if "name" in a}
+    assert set(named) == {c["name"] for c in payload["controls"]}
+    tag, c = named["checkpoint_s"]
+    assert (
+        tag == "input" and c["type"] == "text"
+    )  # a log slider: no linear step of the browser's
+    assert (float(c["min"]), float(c["max"]), float(c["value"])) == (3, 3000, 30)
+    assert float(c["step"]) == pytest.approx(STEP)
+    tag, r = named["restart_s"]
+    assert r["type"] == "number" and (r["min"], r["max"], r["step"]) == (
+        "0",
+        "1800",
+        "30",
+    )
+    drags = [a for t, a in parser.found if "mlbook-live-drag" in a.get("class", "")]
+    assert len(drags) == 4 and all("name" not in a for a in drags)
+    assert (
+        next(a for a in drags if a["max"] == "60")["value"] == "20"
+    )  # 30 s: k = 20 of 60
+
+    mfu_payload = mfu_live.mfu_calculator.live.payload()
+    parser = _Elements()
+    parser.feed(ext.live_html(mfu_payload, "fig-2"))
+    selects = [a for t, a in parser.found if t == "select"]
+    assert [a["name"] for a in selects] == ["model", "seq_len", "gpu"]
+    options = [a for t, a in parser.found if t == "option"]
+    assert {"value": "8192", "selected": None} in options
+
+
+def test_the_renderer_is_registered_first_for_its_type():
+    from bookext import mime
+
+    assert ("html", live.MIME_TYPE, 0) in mime._priorities()
+    assert live.MIME_TYPE in mime.HANDLERS
+
+
+# --- the build: the archive and the widget state ---
+
+
+def test_archive_holds_exactly_the_torch_free_modules():
+    from test_layering import module_name, torch_free_modules
+
+    from bookbuild import archive
+
+    names = zipfile.ZipFile(
+        __import__("io").BytesIO(archive.archive_bytes())
+    ).namelist()
+    modules = {module_name(ROOT / n) for n in names}
+    assert modules == set(torch_free_modules())
+    assert "mlbook/common/live.py" in names and "mlbook/plotting/live.py" not in names
+    assert set(live_modules()) <= modules
+    assert archive.archive_bytes() == archive.archive_bytes()  # deterministic
+
+
+def _live_notebook():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    live_view = {"model_id": "box1", "version_major": 2, "version_minor": 0}
+    other_view = {"model_id": "slider9", "version_major": 2, "version_minor": 0}
+    cell = nbformat.v4.new_code_cell("show_live(...)")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "application/vnd.jupyter.widget-view+json": live_view,
+                live.MIME_TYPE: {"function": "mlbook.x:y"},
+                "text/plain": "<live figure>",
+            },
+        )
+    ]
+    other = nbformat.v4.new_code_cell("live_figure(...)")
+    other.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"application/vnd.jupyter.widget-view+json": other_view},
+        )
+    ]
+    state = {
+        "box1": {"state": {"children": ["IPY_MODEL_hbox", "IPY_MODEL_out"]}},
+        "hbox": {"state": {"children": ["IPY_MODEL_s1"], "layout": "IPY_MODEL_lay"}},
+        "s1": {"state": {"style": "IPY_MODEL_sty", "layout": "IPY_MODEL_lay"}},
+        "out": {"state": {"outputs": [{"data": {"text/plain": "x"}}]}},
+        "sty": {"state": {}},
+        "lay": {"state": {}},
+        "slider9": {"state": {"layout": "IPY_MODEL_lay9"}},
+        "lay9": {"state": {}},
+    }
+    nb.metadata["widgets"] = {
+        "application/vnd.jupyter.widget-state+json": {
+            "state": state,
+            "version_major": 2,
+        }
+    }
+    nb.cells = [cell, other]
+    return nb
+
+
+def test_strip_live_widgets_keeps_only_the_other_widgets(tmp_path):
+    import nbformat
+
+    from bookbuild import execution
+
+    path = tmp_path / "p.ipynb"
+    nbformat.write(_live_notebook(), path)
+    execution.strip_live_widgets(path)
+    nb = nbformat.read(path, as_version=4)
+    data = nb.cells[0].outputs[0]["data"]
+    assert (
+        "application/vnd.jupyter.widget-view+json" not in data
+        and live.MIME_TYPE in data
+    )
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert set(state) == {"slider9", "lay9"}
+
+    alone = _live_notebook()
+    alone.cells = alone.cells[:1]
+    nbformat.write(alone, path)
+    execution.strip_live_widgets(path)
+    assert (
+        "widgets" not in nbformat.read(path, as_version=4).metadata
+    )  # no require.js then
+
+
+# --- vendored scripts ---
+
+
+def test_vendored_vega_is_what_jupyterlab_bundles():
+    """One spec draws the same in JupyterLab and in the book: the versions
+    tools/vendor_js.py pins are those JupyterLab's static files list."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import vendor_js
+
+    licenses = (
+        Path(sys.prefix)
+        / "share"
+        / "jupyter"
+        / "lab"
+        / "static"
+        / ("third-party-licenses.json")
+    )
+    if not licenses.is_file():
+        pytest.skip(
+            f"JupyterLab's static files are not in this environment ({licenses})"
+        )
+    bundled = {
+        p["name"]: p["versionInfo"]
+        for p in json.loads(licenses.read_text())["packages"]
+    }
+    for name in ("vega", "vega-lite", "vega-embed"):
+        assert vendor_js.PACKAGES[name] == bundled[name], name
+
+
+def test_make_serve_binds_this_machine_only_and_types_what_pyodide_needs(tmp_path):
+    import sys
+    import urllib.request
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import serve
+
+    for name in ("index.html", "a.wasm", "b.mjs", "c.zip"):
+        (tmp_path / name).write_bytes(b"x")
+    httpd, base = serve.serve(tmp_path)
+    try:
+        assert httpd.server_address[0] == "127.0.0.1"
+        types = {}
+        for name in ("a.wasm", "b.mjs", "c.zip"):
+            with urllib.request.urlopen(f"{base}/{name}", timeout=10) as r:
+                types[name] = r.headers["Content-Type"]
+        assert types == {
+            "a.wasm": "application/wasm",
+            "b.mjs": "text/javascript",
+            "c.zip": "application/zip",
+        }
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert serve.main(["--dir", str(tmp_path / "nothing")]) == 2
+
+
+# --- the JupyterLab host, without a browser ------------------------------------
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    """What the Lab host displays, kept instead of shown."""
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **k: shown.append(obj))
+    return shown
+
+
+def test_lab_host_shows_one_bundle_and_follows_the_ranges(quiet):
+    from mlbook.plotting import live as host
+
+    host.show_live(mfu_live.mfu_calculator, n_gpus=16384)
+    (bundle,) = [b for b in quiet if "application/vnd.jupyter.widget-view+json" in b]
+    assert set(bundle) == {
+        "application/vnd.jupyter.widget-view+json",
+        live.MIME_TYPE,
+        live.VEGALITE_MIME_TYPE,
+        "text/plain",
+    }
+    assert bundle[live.MIME_TYPE]["function"] == "mlbook.mfu.live:mfu_calculator"
+    assert bundle[live.VEGALITE_MIME_TYPE] == bundle[live.MIME_TYPE]["spec"]
+
+    view = host.LiveView(mfu_live.mfu_calculator)
+    tokens = view.controls["tokens_per_s"]
+    top = tokens.max
+    view.controls[
+        "n_gpus"
+    ].value = 1  # the end moves down; 2.4e6 is past it: moved to 100 %
+    assert tokens.max == pytest.approx(top / 16384) and tokens.value == tokens.max
+    assert "MFU 100.0%" in view.spec["title"]["text"] and view.draws == 2
+    view.controls["model"].value = "Llama-2-7B"  # a smaller model: the end moves up
+    assert tokens.max > top / 16384 and view.draws == 3
+    log = host.LiveView(cadence_live.waste_explorer).controls["checkpoint_s"]
+    assert (log.base, log.min, log.max) == (
+        10,
+        pytest.approx(math.log10(3)),
+        pytest.approx(math.log10(3000)),
+    )
+
+
+def test_lab_host_shows_an_exception_and_keeps_the_last_figure(quiet):
+    from mlbook.plotting import live as host
+
+    def fragile(x):
+        if x > 5:
+            raise ValueError(f"x = {x} is too big")
+        return vl.chart([], title=f"x = {x}")
+
+    fragile.live = live.LiveFigure(fragile, (live.slider("x", "x (m)", 1, 0, 10, 1),))
+    view = host.LiveView(fragile)
+    view.controls["x"].value = 3
+    assert view.spec["title"]["text"] == "x = 3" and view.error is None
+    view.controls["x"].value = 7
+    assert (
+        view.error == "ValueError: x = 7 is too big" and "too big" in view.message.value
+    )
+    assert view.spec["title"]["text"] == "x = 3"  # the last good figure stays
+    view.controls["x"].value = 4
+    assert view.error is None and view.message.value == "" and view.draws == 4

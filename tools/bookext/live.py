@@ -1,0 +1,154 @@
+"""The HTML book's live figures: ``application/vnd.mlbook.live+json``.
+
+A live cell (mlbook.plotting.live.show_live) displays a bundle whose
+``application/vnd.mlbook.live+json`` entry is the figure's payload
+(mlbook.common.live.LiveFigure.payload: ``function``, ``ranges``,
+``fixed``, ``controls``, ``spec``). Here it becomes one element
+
+    <div class="mlbook-live" data-mlbook-live="{payload as JSON}">
+      controls: one <input> or <select> per control, name = the control's name
+      <div class="mlbook-live-chart"></div>   the chart, drawn by vega-embed
+      <p class="mlbook-live-message">          an exception's message
+      <p class="mlbook-live-hint">             opened from file://: how to go live
+
+and the page gets book/_extra/vendor/live.js (served as <book>/vendor/live.js),
+which draws the default spec at once with the vendored vega-lite and, on the
+first change of a control, runs the same function in Pyodide (see live.js for
+the attributes it keeps: data-values, data-result, data-state, data-draws).
+
+Each named input holds the value itself (for a log slider not its logarithm,
+for a select-slider not its index), with min, max and step as the Contract
+gives them; sliders get a companion range input without a name, in steps
+(k = 0 .., the grid index), for dragging. The ipywidgets view beside the
+payload is not rendered here: the book's build strips it and its stored
+state (tools/bookbuild/execution.py).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+
+from docutils import nodes
+
+from bookext.mime import register
+
+MIME_TYPE = "application/vnd.mlbook.live+json"
+SCRIPT = "../vendor/live.js"  # relative to _static/, as nb_ipywidgets_js's paths are
+HINT = (
+    "Opened from a file, this figure shows its default setting and its controls "
+    "are off. To move them, run <code>make serve</code> in the repository and open "
+    "the address it prints."
+)
+
+
+def _attr(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _text(value) -> str:
+    """A value as its input shows it: the number itself, in its shortest
+    exact form, as live.js writes it once the figure is live (30, not 30.0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _option_key(option) -> str:
+    return option if isinstance(option, str) else json.dumps(option)
+
+
+def _grid_index(control: dict) -> tuple[int, int]:
+    """(k of the value, k of max) on a slider's grid."""
+    lo, hi, step, value = (
+        control["min"],
+        control["max"],
+        control["step"],
+        control["value"],
+    )
+    if control["scale"] == "log":
+        last = round(math.log(hi / lo) / math.log(step))
+        k = round(math.log(value / lo) / math.log(step))
+    else:
+        last = math.floor((hi - lo) / step + 1e-6)
+        k = round((value - lo) / step)
+    return min(max(k, 0), last), last
+
+
+def _control_html(control: dict, uid: str) -> str:
+    name, label, kind = control["name"], control["label"], control["kind"]
+    ident = f"{uid}-{name}"
+    head = f'<label for="{_attr(ident)}">{html.escape(label)}</label>'
+    if kind == "checkbox":
+        checked = " checked" if control["value"] else ""
+        return (
+            f'<div class="mlbook-live-control" data-kind="checkbox">'
+            f'<input type="checkbox" id="{_attr(ident)}" name="{_attr(name)}"{checked}>'
+            f"{head}</div>"
+        )
+    parts = [head]
+    if kind in ("select-slider", "dropdown"):
+        options = control["options"]
+        if kind == "select-slider":
+            k = options.index(control["value"])
+            parts.append(
+                f'<input type="range" class="mlbook-live-drag" min="0" '
+                f'max="{len(options) - 1}" step="1" value="{k}" '
+                f'aria-label="{_attr(label)}">'
+            )
+        chosen = control["value"]
+        items = "".join(
+            f'<option value="{_attr(_option_key(o))}"{" selected" * (o == chosen)}>'
+            f"{html.escape(str(o))}</option>"
+            for o in options
+        )
+        parts.append(
+            f'<select id="{_attr(ident)}" name="{_attr(name)}">{items}</select>'
+        )
+    else:
+        if kind == "slider":
+            k, last = _grid_index(control)
+            parts.append(
+                f'<input type="range" class="mlbook-live-drag" min="0" max="{last}" '
+                f'step="1" value="{k}" aria-label="{_attr(label)}">'
+            )
+        # a log slider's step is a factor: a text box, so the browser applies no
+        # linear step of its own to it
+        box = (
+            'type="text" inputmode="decimal"'
+            if control["scale"] == "log"
+            else 'type="number"'
+        )
+        attrs = " ".join(
+            f'{key}="{_attr(_text(control[key]))}"'
+            for key in ("min", "max", "step", "value")
+        )
+        parts.append(f'<input {box} id="{_attr(ident)}" name="{_attr(name)}" {attrs}>')
+    inner = "".join(parts)
+    return f'<div class="mlbook-live-control" data-kind="{_attr(kind)}">{inner}</div>'
+
+
+def live_html(payload: dict, uid: str) -> str:
+    """The element for one live figure (see the module docstring)."""
+    controls = "".join(_control_html(c, uid) for c in payload["controls"])
+    data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    return (
+        f'<div class="mlbook-live" id="{_attr(uid)}" data-mlbook-live="{_attr(data)}">'
+        f'<div class="mlbook-live-controls">{controls}</div>'
+        '<div class="mlbook-live-chart"></div>'
+        '<p class="mlbook-live-status" aria-live="polite"></p>'
+        '<p class="mlbook-live-message" role="alert" hidden></p>'
+        f'<p class="mlbook-live-hint" hidden>{HINT}</p>'
+        "</div>"
+    )
+
+
+@register(MIME_TYPE)
+def render_live(renderer, data) -> list[nodes.Element]:
+    payload = data.content
+    if isinstance(payload, (str, bytes)):
+        payload = json.loads(payload)
+    uid = f"mlbook-live-{data.cell_index}-{data.output_index}"
+    renderer.add_js_file("mlbook_live", SCRIPT, {"defer": "defer"})
+    return [nodes.raw("", live_html(payload, uid), format="html")]
