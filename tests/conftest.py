@@ -91,8 +91,7 @@ def pytest_terminal_summary(terminalreporter):
             record["redraw_ms"] = redraw
             path.write_text(json.dumps(record, indent=2))
         tr.section(
-            "live figure functions in CPython "
-            "(ms, best of 3: the spec, not drawn)"
+            "live figure functions in CPython (ms, best of 3: the spec, not drawn)"
         )
         for name, ms in redraw.items():
             tr.write_line(f"{name:<42} {ms:>7.1f}")
