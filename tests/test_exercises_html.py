@@ -22,7 +22,7 @@ from test_book import ALLOWED_CONSOLE, in_build, page_of
 from test_page_pattern import shown, visible_text
 
 from conftest import BOOK_DEST, ONLY
-from helpers.browser import chromium, watch
+from helpers.browser import watch
 from mlbook.exercises import EXERCISES, Choice, check, judge, spec
 
 pytestmark = pytest.mark.book
@@ -132,9 +132,10 @@ def test_each_solution_shows_the_registrys_key(book, record):
 
 
 @pytest.fixture(scope="module")
-def browser(book):
-    with chromium() as b:
-        yield b
+def browser(book, chromium_browser):
+    """The run's one Chromium (tests/conftest.py): a second sync Playwright in
+    the same process refuses to start."""
+    return chromium_browser
 
 
 def open_page(browser, chapter):

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from helpers.browser import chromium
 from helpers.exercise_keys import measured_for
 from mlbook.exercises import EXERCISES, judge, spec
 
@@ -135,12 +134,14 @@ def test_the_page_reads_a_typed_number_as_python_reads_it(text, value, js_page):
 
 
 @pytest.fixture(scope="module")
-def js_page():
-    """A blank page with exercises.js loaded; ``.errors`` collects page errors."""
-    with chromium() as browser:
-        page = browser.new_page()
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.set_content("<!doctype html><title>judge</title>")
-        page.add_script_tag(path=str(SCRIPT))
-        yield page
+def js_page(chromium_browser):
+    """A blank page with exercises.js loaded, in the run's one Chromium;
+    ``.errors`` collects page errors."""
+    context = chromium_browser.new_context()
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.set_content("<!doctype html><title>judge</title>")
+    page.add_script_tag(path=str(SCRIPT))
+    yield page
+    context.close()
