@@ -251,7 +251,12 @@ BASE = dict(model="Llama-3-70B", tokens=15e12, gpu=H100, n_gpus=4096)
         (dict(mfu=0), "mfu"),
         (dict(mfu=1.2), "mfu"),
         (dict(seq_len=0), "seq_len"),
-        (dict(tp=3), "tp x pp"),
+        (dict(tp=3), "tp=3 must divide the model's n_heads=64"),
+        (
+            dict(n_gpus=1000, tp=8, pp=16),
+            "n_gpus=1000 must be a multiple of tp x pp = 128",
+        ),
+        (dict(gpu="V100 SXM2"), "gpu='V100 SXM2': V100 SXM2 has no bf16 peak"),
         (dict(tp=0), "tp"),
         (dict(pp=0), "pp"),
         (dict(dp=3), "dp x tp x pp"),
@@ -352,6 +357,9 @@ def test_command_prints_a_budget_and_json():
         (["--storage-gb-per-s", "0"], "--storage-gb-per-s"),
         (["--seq-len", "0"], "--seq-len"),
         (["--model", "GPT-5"], "--model"),
+        (["--gpu", "V100 SXM2"], "--gpu"),
+        (["--gpus", "1000", "--pp", "16"], "--gpus"),
+        (["--failures-per-gpu-hour", "1"], "arguments"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args, flag):

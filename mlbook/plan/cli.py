@@ -175,16 +175,19 @@ def spec_from_args(args) -> RunSpec:
     )
 
 
-def _flag_for(message: str) -> str:
-    """The flag behind a RunSpec error: the field the message starts with."""
+def flag_for(message: str) -> str | None:
+    """The flag a planner's error is about: the RunSpec field its message
+    starts with ("n_gpus=1000 must be ..." is --gpus), else the longest field
+    it names, else None (a rule over several, such as a run that cannot make
+    progress)."""
     names = sorted((f.name for f in fields(RunSpec)), key=len, reverse=True)
     for name in names:
         if message.startswith(name) or message.startswith(f"{name}="):
             return FLAG[name]
-    for name in names:  # e.g. "tp x pp = ... must divide n_gpus": the first field named
+    for name in names:  # "dp x tp x pp = ... must equal": the first field named
         if name in message:
             return FLAG[name]
-    return "arguments"
+    return None
 
 
 def budget_lines(d: dict) -> list[str]:
@@ -251,7 +254,9 @@ def main(argv=None) -> int:
         d = as_dict(plan(spec_from_args(args)))
     except ValueError as exc:
         msg = str(exc).splitlines()[0]
-        print(f"{ap.prog}: error: {_flag_for(msg)}: {msg}", file=sys.stderr)
+        print(
+            f"{ap.prog}: error: {flag_for(msg) or 'arguments'}: {msg}", file=sys.stderr
+        )
         return 2
     if args.json:
         print(json.dumps(d, indent=2, sort_keys=True))

@@ -109,27 +109,16 @@ class RunSpec:
                 f"got {self.model!r}"
             )
         validate.positive("tokens", self.tokens)
-        accelerator(self.gpu)
+        try:  # the planner plans bf16 training: the GPU needs a bf16 peak
+            accelerator(self.gpu).peak("bf16")
+        except ValueError as exc:
+            raise ValueError(f"gpu={self.gpu!r}: {exc}") from None
         validate.positive_int("n_gpus", self.n_gpus)
         validate.fraction("mfu", self.mfu)
         validate.positive_int("seq_len", self.seq_len)
         validate.positive_int("tp", self.tp)
         validate.positive_int("pp", self.pp)
-        if self.dp is None:
-            if self.n_gpus % (self.tp * self.pp):
-                raise ValueError(
-                    f"tp x pp = {self.tp * self.pp} must divide n_gpus={self.n_gpus} "
-                    "(data-parallel size dp = n_gpus / (tp x pp) must "
-                    "be a whole number)"
-                )
-            object.__setattr__(self, "dp", self.n_gpus // (self.tp * self.pp))
-        validate.positive_int("dp", self.dp)
-        if self.dp * self.tp * self.pp != self.n_gpus:
-            raise ValueError(
-                f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
-                f"{self.dp * self.tp * self.pp} must equal n_gpus={self.n_gpus}"
-            )
-        cfg = self.config
+        cfg = self.config  # the model's shape first: a bad tp is named as tp
         if cfg.n_heads % self.tp:
             raise ValueError(
                 f"tp={self.tp} must divide the model's n_heads={cfg.n_heads} "
@@ -139,6 +128,20 @@ class RunSpec:
             raise ValueError(
                 f"pp={self.pp} must not exceed the model's n_layers={cfg.n_layers} "
                 "(each pipeline stage holds at least one layer)"
+            )
+        if self.dp is None:
+            if self.n_gpus % (self.tp * self.pp):
+                raise ValueError(
+                    f"n_gpus={self.n_gpus} must be a multiple of tp x pp = "
+                    f"{self.tp * self.pp} (the data-parallel size dp = n_gpus / "
+                    "(tp x pp) is a whole number)"
+                )
+            object.__setattr__(self, "dp", self.n_gpus // (self.tp * self.pp))
+        validate.positive_int("dp", self.dp)
+        if self.dp * self.tp * self.pp != self.n_gpus:
+            raise ValueError(
+                f"dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
+                f"{self.dp * self.tp * self.pp} must equal n_gpus={self.n_gpus}"
             )
         validate.one_of("zero_stage", self.zero_stage, ZERO_STAGES)
         validate.positive_int("micro_batch", self.micro_batch)
@@ -270,6 +273,57 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     )
 
 
+def wall_clock_s(
+    useful_s: float, interval_s: float, write_s: float, restart_s: float, mtbf_s: float
+) -> float:
+    """The first-order wall-clock time of ``useful_s`` of work that writes a
+    checkpoint of ``write_s`` every ``interval_s`` and fails every ``mtbf_s``
+    on average, each failure costing the restart plus half a segment:
+    wall = (W + (W/I) C) / (1 - (R + (I + C)/2) / T). A failure that costs
+    as much as the time between failures leaves no progress: an error."""
+    for name, value in (
+        ("useful_s", useful_s),
+        ("interval_s", interval_s),
+        ("write_s", write_s),
+        ("mtbf_s", mtbf_s),
+    ):
+        validate.positive(name, value)
+    validate.non_negative("restart_s", restart_s)
+    per_failure_s = restart_s + (interval_s + write_s) / 2
+    if per_failure_s >= mtbf_s:
+        raise ValueError(
+            f"the run cannot make progress: each failure costs {per_failure_s:,.0f} s "
+            f"(restart + half a segment) but failures come every {mtbf_s:,.0f} s; "
+            "shorten the interval, speed up restarts or checkpoint writes"
+        )
+    return useful_s * (1 + write_s / interval_s) / (1 - per_failure_s / mtbf_s)
+
+
+def restart_for_goodput(
+    goodput: float, interval_s: float, write_s: float, mtbf_s: float
+) -> float:
+    """The restart time R (s) at which the first-order account gives
+    ``goodput``, for a checkpoint of ``write_s`` every ``interval_s`` and a
+    job MTBF of ``mtbf_s``: W / wall = (1 - (R + (I + C)/2) / T) / (1 + C/I)
+    solved for R. An error when even an instant restart falls short."""
+    validate.fraction("goodput", goodput, allow_one=False)
+    for name, value in (
+        ("interval_s", interval_s),
+        ("write_s", write_s),
+        ("mtbf_s", mtbf_s),
+    ):
+        validate.positive(name, value)
+    i, c, t = interval_s, write_s, mtbf_s
+    restart = t * (1 - goodput * (1 + c / i)) - (i + c) / 2
+    if restart < 0:
+        best = 1 / wall_clock_s(1.0, i, c, 0.0, t) if (i + c) / 2 < t else 0.0
+        raise ValueError(
+            f"goodput={goodput} is out of reach at this interval: even an instant "
+            f"restart gives {best:.4f}"
+        )
+    return restart
+
+
 def plan(spec: RunSpec) -> Plan:
     """The budget of the run ``spec`` describes."""
     validate.instance_of("spec", spec, RunSpec)
@@ -287,15 +341,8 @@ def plan(spec: RunSpec) -> Plan:
     daly = cadence.daly_interval(write_s, mtbf_s)
     interval = spec.interval_s if spec.interval_s is not None else young
 
-    per_failure_s = spec.restart_s + (interval + write_s) / 2
-    if per_failure_s >= mtbf_s:
-        raise ValueError(
-            f"the run cannot make progress: each failure costs {per_failure_s:,.0f} s "
-            f"(restart + half a segment) but failures come every {mtbf_s:,.0f} s; "
-            "shorten the interval, speed up restarts or checkpoint writes"
-        )
+    wall_s = wall_clock_s(useful_s, interval, write_s, spec.restart_s, mtbf_s)
     writes_s = useful_s / interval * write_s
-    wall_s = (useful_s + writes_s) / (1 - per_failure_s / mtbf_s)
     failures = wall_s / mtbf_s
     waste_daly = cadence.waste_fraction(
         interval, write_s, mtbf_s, spec.restart_s, exact=True
