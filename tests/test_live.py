@@ -15,6 +15,12 @@ Playwright, never `playwright install`), with the Contract of issue 23:
   routed into the archive for this test only): the bundles load without
   "Mismatched anonymous define()", each kind drives the figure, and an
   exception shows its message while the last good figure stays.
+- a form (a payload with "view", the plan page's planner), set the same
+  way: a setting its function refuses (a FieldError) shows the function's
+  own message next to the control it names, the inputs show the values
+  tried (clamped, in ``data-error``), and CPython raises the same message for
+  them; a setting it accepts is checked as any figure's (``data-result`` is
+  the function's result, not a spec).
 - opened from file://: every figure draws its default, its controls are off,
   the hint names `make serve`, and nothing else happens.
 - everywhere: no request leaves 127.0.0.1 (or the build's folder), no
@@ -120,7 +126,14 @@ READ = """(id) => {
   }
   const message = e.querySelector(".mlbook-live-message");
   const hint = e.querySelector(".mlbook-live-hint");
+  const fieldErrors = {};
+  for (const f of e.querySelectorAll(".mlbook-live-field-error")) {
+    if (!f.hidden) fieldErrors[f.dataset.for] = f.textContent;
+  }
   return {state: e.dataset.state, draws: Number(e.dataset.draws || 0),
+          errors: Number(e.dataset.errors || 0),
+          error: e.dataset.error ? JSON.parse(e.dataset.error) : null,
+          fieldErrors,
           values: e.dataset.values ? JSON.parse(e.dataset.values) : null,
           result: e.dataset.result ? JSON.parse(e.dataset.result) : null,
           shown, attrs, disabled,
@@ -140,10 +153,11 @@ SET = """(a) => {
   }
 }"""
 
+# settled: idle, and as many draws (with a form's refused inputs) as asked
 SETTLED = """(a) => {
   const e = document.getElementById(a.id);
-  return ["live", "error"].includes(e.dataset.state)
-    && Number(e.dataset.draws) >= a.draws;
+  const done = Number(e.dataset.draws || 0) + Number(e.dataset.errors || 0);
+  return ["live", "error"].includes(e.dataset.state) && done >= a.draws;
 }"""
 
 # every data-values written, in order (MutationObserver on data-draws)
@@ -270,11 +284,61 @@ def _set_and_wait(
     page.evaluate(SET, {"id": fig["id"], "values": typed})
     page.wait_for_function(
         SETTLED,
-        arg={"id": fig["id"], "draws": before["draws"] + 1},
+        arg={"id": fig["id"], "draws": before["draws"] + before["errors"] + 1},
         timeout=timeout or DRAW_TIMEOUT_MS,
         polling=20,
     )
     return page.evaluate(READ, fig["id"])
+
+
+def is_form(fig: dict) -> bool:
+    return fig["payload"].get("view") is not None
+
+
+def tried(got: dict) -> dict:
+    """The values last drawn, or those a form refused after that."""
+    if got["state"] == "error" and got["error"] is not None:
+        return got["error"]["values"]
+    return got["values"]
+
+
+def _check_refused(page, fig: dict, want: dict | None = None) -> dict:
+    """A form's refused input: the inputs show the values tried, CPython
+    raises the same FieldError for them, and its message shows next to the
+    field it names (or, naming none, under the fields)."""
+    payload = fig["payload"]
+    got = page.evaluate(READ, fig["id"])
+    error = got["error"]
+    assert got["state"] == "error" and error is not None, got
+    controls = controls_by(fig)
+    for name, control in controls.items():
+        assert _same(control, got["shown"][name], error["values"][name]), (
+            f"{fig['id']}: {name} shows {got['shown'][name]!r}, tried "
+            f"{error['values'][name]!r}"
+        )
+        if want is not None:
+            assert _same(control, error["values"][name], want[name]), (name, want)
+    function = live.resolve(payload["function"])
+    with pytest.raises(live.FieldError) as raised:
+        function(**payload["fixed"], **error["values"])
+    assert (error["message"], error["field"]) == (
+        raised.value.message,
+        raised.value.field,
+    )
+    assert got["message"] == error["message"]
+    if error["field"] is None:
+        assert got["fieldErrors"] == {}
+    else:
+        assert got["fieldErrors"] == {error["field"]: error["message"]}
+    return got
+
+
+def _check_outcome(page, fig: dict, want: dict | None = None) -> dict:
+    """_check_draw, or for a form that refused the setting, _check_refused."""
+    got = page.evaluate(READ, fig["id"])
+    if is_form(fig) and got["state"] == "error":
+        return _check_refused(page, fig, want)
+    return _check_draw(page, fig, want)
 
 
 def _apply_setting(page, fig: dict, fractions: dict, first: bool) -> dict:
@@ -295,7 +359,7 @@ def _apply_setting(page, fig: dict, fractions: dict, first: bool) -> dict:
     moved = [
         (n, v)
         for n, v in again.items()
-        if not _same(controls_by(fig)[n], state["values"][n], v)
+        if not _same(controls_by(fig)[n], tried(state)[n], v)
     ]
     if moved:
         _set_and_wait(page, fig, moved)
@@ -357,7 +421,7 @@ def test_live_figures_follow_their_controls(browser, served, name):
             for fractions in settings:
                 want = _apply_setting(page, fig, fractions, first)
                 first = False
-                _check_draw(page, fig, want)
+                _check_outcome(page, fig, want)
 
             for control in controls:  # out of range: clamped, shown clamped, drawn so
                 if control["kind"] not in ("slider", "number"):
@@ -365,11 +429,16 @@ def test_live_figures_follow_their_controls(browser, served, name):
                 attrs = page.evaluate(READ, fig["id"])["attrs"][control["name"]]
                 for typed, clamped in _out_of_range(control, attrs):
                     state = _set_and_wait(page, fig, [(control["name"], typed)])
-                    assert _same(control, state["values"][control["name"]], clamped), (
+                    assert _same(control, tried(state)[control["name"]], clamped), (
                         f"{fig['id']}: {control['name']}={typed!r} drew "
-                        f"{state['values'][control['name']]!r}, not {clamped!r}"
+                        f"{tried(state)[control['name']]!r}, not {clamped!r}"
                     )
-                    _check_draw(page, fig)
+                    _check_outcome(page, fig)
+
+            if is_form(fig):  # back to its defaults, which it accepts
+                defaults = [(c["name"], c["value"]) for c in controls]
+                _set_and_wait(page, fig, defaults)
+                _check_draw(page, fig)
 
             # faster than draws: five values at once; the last wins, in order
             control = next(c for c in controls if c["kind"] in ("slider", "number"))

@@ -259,8 +259,15 @@ def _layer(spec, mark):
     return [lay for lay in spec["layer"] if lay["mark"]["type"] == mark]
 
 
+def _layers(spec):
+    """Every layer of a spec, those of its concatenated views included."""
+    for view in spec.get("vconcat", []) + spec.get("hconcat", []):
+        yield from _layers(view)
+    yield from spec.get("layer", [])
+
+
 def _all_channels(spec):
-    for lay in spec["layer"]:
+    for lay in _layers(spec):
         for name, enc in lay.get("encoding", {}).items():
             if name in ("x", "y"):
                 yield enc
@@ -274,15 +281,18 @@ def test_every_figure_has_axes_with_units_and_tooltips():
         "mlbook.mfu.live:training_days_planner",
     }
     for path, function in figures.items():
-        spec = function.live.payload()["spec"]
+        payload = function.live.payload()
+        # a form's result is data: what it draws is its view's spec
+        spec = payload["display"]["spec"] if payload.get("view") else payload["spec"]
         assert spec["$schema"].endswith("/vega-lite/v5.json"), path
         assert spec["title"]["text"], path
+        assert list(_all_channels(spec)), path
         for enc in _all_channels(spec):
             assert "(" in enc["title"] and enc["title"].endswith(")"), (
                 path,
                 enc["title"],
             )
-        for lay in spec["layer"]:
+        for lay in _layers(spec):
             if lay["mark"]["type"] != "text":
                 assert lay["encoding"].get("tooltip"), (path, lay["mark"])
             assert lay["data"]["values"], path

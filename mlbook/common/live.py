@@ -44,6 +44,17 @@ returns ``{name: {"min": .., "max": .., "step": ..}}`` for the controls it
 governs, and ``LiveFigure.settle`` applies it and
 clamps again until nothing moves (a value outside its new range goes to the
 nearest end).
+
+A form (the plan page's planner) is a live function whose result is not a
+spec but data (the planner's JSON): it is declared with ``view=``, a function
+``view(result, values)`` that returns what to show, ``{"spec": a Vega-Lite
+spec, "text": preformatted text, "command": a command line}`` (each key
+optional). The result is still what ``data-result`` carries; the payload
+adds ``view`` (the view function's path) and ``display`` (the default view).
+A form's function reports a bad input by raising ``FieldError(field,
+message)``: ``draw_json`` then returns the message, the control it belongs
+to (or None) and the values it tried, and the hosts show the message next to
+that control.
 """
 
 from __future__ import annotations
@@ -65,6 +76,17 @@ VEGALITE_MIME_TYPE = "application/vnd.vegalite.v5+json"  # JupyterLab draws this
 _GRID_TOLERANCE = 1e-6  # how far max may sit off its grid, in steps
 _SETTLE_ROUNDS = 5  # ranges that have not settled by then are a bug in ranges
 MAX_FIXED_BYTES = 200_000  # build-time data is a summary, not raw measurements
+
+
+class FieldError(ValueError):
+    """A bad input of a live function, and the control it belongs to
+    (``field``, a control's name, or None when no one control is to blame).
+    ``str(error)`` is the message itself, as the function's own check wrote it."""
+
+    def __init__(self, field: str | None, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
 
 
 def _is_number(value) -> bool:
@@ -377,30 +399,37 @@ def resolve(path: str) -> Callable:
 @dataclass(frozen=True)
 class Drawn:
     """One draw: the values drawn (clamped), the controls with their ranges
-    as drawn, and the spec the function returned."""
+    as drawn, the spec (or, for a form, the result) the function returned,
+    and for a form what its view shows (``display``)."""
 
     values: dict
     controls: tuple[Control, ...]
     spec: dict
+    display: dict | None = None
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "values": self.values,
             "controls": [c.to_json() for c in self.controls],
             "result": self.spec,
         }
+        if self.display is not None:
+            out["display"] = self.display
+        return out
 
 
 @dataclass(frozen=True)
 class LiveFigure:
     """A live figure's declaration: the function, its controls, and the
     ranges function (or None). ``fixed`` names the function's other keyword
-    arguments, which a page supplies at build time."""
+    arguments, which a page supplies at build time. ``view`` (a form's, or
+    None) turns a result and the values drawn into what is shown."""
 
     function: Callable[..., dict]
     controls: tuple[Control, ...]
     ranges: Callable[..., dict] | None = None
     fixed: tuple[str, ...] = field(default=())
+    view: Callable[[dict, dict], dict] | None = None
 
     def __post_init__(self):
         names = [c.name for c in self.controls]
@@ -434,6 +463,10 @@ class LiveFigure:
     @property
     def ranges_path(self) -> str | None:
         return _path(self.ranges) if self.ranges is not None else None
+
+    @property
+    def view_path(self) -> str | None:
+        return _path(self.view) if self.view is not None else None
 
     def values(self) -> dict:
         return {c.name: c.value for c in self.controls}
@@ -520,7 +553,16 @@ class LiveFigure:
             raise ValueError(
                 f"{self.path} returned a spec with NaN or inf: {exc}"
             ) from None
-        return Drawn(drawn, settled.controls, spec)
+        if self.view is None:
+            return Drawn(drawn, settled.controls, spec)
+        display = self.view(spec, dict(drawn))
+        if not isinstance(display, dict):
+            raise TypeError(
+                f"{self.view_path} must return a dict (spec, text, command), "
+                f"got {type(display).__name__}"
+            )
+        json.dumps(display, allow_nan=False)
+        return Drawn(drawn, settled.controls, spec, display)
 
     def payload(self, fixed: dict | None = None, values: dict | None = None) -> dict:
         """The Contract's ``data-mlbook-live`` JSON (``function``, ``fixed``,
@@ -538,29 +580,39 @@ class LiveFigure:
             )
         self._check_names(values or {})
         first = self.draw({**self.values(), **(values or {})}, fixed)
-        return {
+        out = {
             "function": self.path,
             "ranges": self.ranges_path,
             "fixed": fixed,
             "controls": [c.to_json() for c in first.controls],
             "spec": first.spec,
         }
+        if self.view is not None:  # a form: "spec" is its result, "display" shown
+            out["view"] = self.view_path
+            out["display"] = first.display
+        return out
 
     @classmethod
     def from_payload(cls, payload: dict) -> LiveFigure:
         """The declaration a payload carries (its controls as drawn last)."""
         function = resolve(payload["function"])
         ranges = resolve(payload["ranges"]) if payload.get("ranges") else None
+        view = resolve(payload["view"]) if payload.get("view") else None
         controls = tuple(Control.from_json(c) for c in payload["controls"])
-        return cls(function, controls, ranges)
+        return cls(function, controls, ranges, view=view)
 
 
-def figure(*controls: Control, ranges: Callable[..., dict] | None = None):
+def figure(
+    *controls: Control,
+    ranges: Callable[..., dict] | None = None,
+    view: Callable[[dict, dict], dict] | None = None,
+):
     """Declare a live figure: ``@figure(control, ..., ranges=None)`` over its
-    function; the function is returned as it is, with ``.live`` set."""
+    function; the function is returned as it is, with ``.live`` set. A form
+    also names its ``view`` (see the module docstring)."""
 
     def declare(function):
-        function.live = LiveFigure(function, tuple(controls), ranges)
+        function.live = LiveFigure(function, tuple(controls), ranges, view=view)
         return function
 
     return declare
@@ -569,11 +621,27 @@ def figure(*controls: Control, ranges: Callable[..., dict] | None = None):
 def draw_json(payload_json: str, values_json: str) -> str:
     """The browser's entry point (book/_extra/vendor/live.js, under Pyodide):
     the payload and the inputs' values as JSON, a Drawn as JSON back, or
-    ``{"error": "Type: message"}`` when the function raises."""
+    ``{"error": "Type: message"}`` when the function raises. A FieldError
+    (a form's bad input) gives its message alone as ``error`` and as
+    ``message``, its ``field``, and the values and controls it was raised
+    for (clamped), so the host shows the values tried and the message next
+    to the field."""
     try:
         payload = json.loads(payload_json)
         figure = LiveFigure.from_payload(payload)
-        drawn = figure.draw(json.loads(values_json), payload.get("fixed") or {})
+        fixed = payload.get("fixed") or {}
+        drawn = figure.draw(json.loads(values_json), fixed)
         return json.dumps(drawn.to_json(), allow_nan=False)
+    except FieldError as exc:
+        settled = figure.settle(json.loads(values_json), fixed)
+        return json.dumps(
+            {
+                "error": exc.message,  # the function's own words, no type name
+                "message": exc.message,
+                "field": exc.field,
+                "values": settled.values(),
+                "controls": [c.to_json() for c in settled.controls],
+            }
+        )
     except Exception as exc:  # noqa: BLE001 (shown under the figure, as the reader's error)
         return json.dumps({"error": f"{type(exc).__name__}: {exc}"})

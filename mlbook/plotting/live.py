@@ -16,6 +16,11 @@ bundle that carries
   text, for a front end without widgets (the book's build strips the widget
   view and its state from the page, so a downloaded notebook opens on it).
 
+A form (declared with ``view=``) shows its view instead of a bare spec: the
+command line and the text in a ``<pre>``, then the view's spec; a bad input
+(the function's FieldError) shows its message under the control it names,
+and under the form.
+
 Every change runs ``LiveFigure.draw``: the values clamped and snapped, the
 ranges applied (the widgets' min, max and step follow), the function called.
 An exception shows its message under the figure and the last good figure
@@ -106,6 +111,24 @@ def _spec_bundle(spec: dict) -> dict:
     return {live_core.VEGALITE_MIME_TYPE: spec, "text/plain": f"<live figure: {text}>"}
 
 
+def _view_text(display: dict) -> str:
+    """A form's command line and text, as the book prints them."""
+    lines = []
+    if display.get("command"):
+        lines.append(f"$ {display['command']}")
+    if display.get("text"):
+        lines.append(display["text"])
+    return "\n".join(lines)
+
+
+def _view_bundle(display: dict) -> dict:
+    """A form's view without widgets: its spec, and its text as plain text."""
+    out = {"text/plain": _view_text(display)}
+    if display.get("spec"):
+        out[live_core.VEGALITE_MIME_TYPE] = display["spec"]
+    return out
+
+
 class LiveView:
     """The widgets of one live figure and what redraws them. ``draws``
     counts finished draws; ``error`` holds the last exception's message."""
@@ -126,25 +149,42 @@ class LiveView:
         self.output = W.Output()
         self.message = W.HTML()
         self.draws, self.error, self.spec = 0, None, self.payload["spec"]
+        self.display = self.payload.get("display")  # a form's view, else None
+        # a form: each control with the line its bad input's message goes on
+        self.field_errors = (
+            {name: W.HTML() for name in self.controls} if self.display else {}
+        )
         self._busy = False
         for widget in self.controls.values():
             widget.observe(self.redraw, names="value")
+        cells = [
+            W.VBox([w, self.field_errors[n]]) if self.field_errors else w
+            for n, w in self.controls.items()
+        ]
         self.box = W.VBox(
             [
-                W.HBox(list(self.controls.values()), layout={"flex_flow": "row wrap"}),
+                W.HBox(cells, layout={"flex_flow": "row wrap"}),
                 self.output,
                 self.message,
             ]
         )
         with self.output:
-            self._display(self.spec)
+            self._display(self.spec, self.display)
         self.draws = 1
 
     @staticmethod
-    def _display(spec: dict) -> None:
-        from IPython.display import display
+    def _display(spec: dict, display: dict | None = None) -> None:
+        from IPython.display import HTML
+        from IPython.display import display as show
 
-        display(_spec_bundle(spec), raw=True)
+        if display is None:
+            show(_spec_bundle(spec), raw=True)
+            return
+        show(
+            HTML(f'<pre class="mlbook-live-text">{_escape(_view_text(display))}</pre>')
+        )
+        if display.get("spec"):
+            show(_spec_bundle(display["spec"]), raw=True)
 
     def values(self) -> dict:
         return {name: w.value for name, w in self.controls.items()}
@@ -160,20 +200,33 @@ class LiveView:
             for control in drawn.controls:
                 _set(self.controls[control.name], control)
         except Exception as exc:  # noqa: BLE001 (the reader's error, shown under the figure)
-            self.error = f"{type(exc).__name__}: {exc}"
+            field = getattr(exc, "field", None)
+            self.error = (
+                str(exc)
+                if isinstance(exc, live_core.FieldError)
+                else f"{type(exc).__name__}: {exc}"
+            )
             self.message.value = (
                 f'<pre class="mlbook-live-error">{_escape(self.error)}</pre>'
             )
+            for name, line in self.field_errors.items():
+                line.value = (
+                    f'<span class="mlbook-live-error">{_escape(str(exc))}</span>'
+                    if name == field
+                    else ""
+                )
             self.draws += 1
             return
         finally:
             self._busy = False
         self.figure = replace(self.figure, controls=drawn.controls)
-        self.error, self.spec = None, drawn.spec
+        self.error, self.spec, self.display = None, drawn.spec, drawn.display
         self.message.value = ""
+        for line in self.field_errors.values():
+            line.value = ""
         with self.output:
             self.output.clear_output(wait=True)
-            self._display(drawn.spec)
+            self._display(drawn.spec, drawn.display)
         self.draws += 1
 
     def bundle(self) -> dict:
@@ -185,7 +238,11 @@ class LiveView:
                 "model_id": self.box.model_id,
             },
             live_core.MIME_TYPE: self.payload,
-            **_spec_bundle(self.payload["spec"]),
+            **(
+                _view_bundle(self.payload["display"])
+                if self.payload.get("display")
+                else _spec_bundle(self.payload["spec"])
+            ),
         }
 
 

@@ -16,6 +16,16 @@ which draws the default spec at once with the vendored vega-lite and, on the
 first change of a control, runs the same function in Pyodide (see live.js for
 the attributes it keeps: data-values, data-result, data-state, data-draws).
 
+A form (a payload with ``view``, such as the plan page's planner) gets
+``mlbook-live-form`` on its element, an error line after each control
+
+      <p class="mlbook-live-field-error" data-for="{name}" hidden>
+
+where live.js writes the function's message for a bad input of that
+control, and, above the chart, the default view's command line and text
+(``<pre class="mlbook-live-command">``, ``<pre class="mlbook-live-text">``),
+written here so that the page shows them without JavaScript too.
+
 Each named input holds the value itself (for a log slider not its logarithm,
 for a select-slider not its index), with min, max and step as the Contract
 gives them; sliders get a companion range input without a name, in steps
@@ -76,8 +86,16 @@ def _grid_index(control: dict) -> tuple[int, int]:
     return min(max(k, 0), last), last
 
 
-def _control_html(control: dict, uid: str) -> str:
+def _field_error(name: str) -> str:
+    return (
+        f'<p class="mlbook-live-field-error" data-for="{_attr(name)}" '
+        'role="alert" hidden></p>'
+    )
+
+
+def _control_html(control: dict, uid: str, form: bool = False) -> str:
     name, label, kind = control["name"], control["label"], control["kind"]
+    error = _field_error(name) if form else ""
     ident = f"{uid}-{name}"
     head = f'<label for="{_attr(ident)}">{html.escape(label)}</label>'
     if kind == "checkbox":
@@ -85,7 +103,7 @@ def _control_html(control: dict, uid: str) -> str:
         return (
             f'<div class="mlbook-live-control" data-kind="checkbox">'
             f'<input type="checkbox" id="{_attr(ident)}" name="{_attr(name)}"{checked}>'
-            f"{head}</div>"
+            f"{head}{error}</div>"
         )
     parts = [head]
     if kind in ("select-slider", "dropdown"):
@@ -125,20 +143,43 @@ def _control_html(control: dict, uid: str) -> str:
             for key in ("min", "max", "step", "value")
         )
         parts.append(f'<input {box} id="{_attr(ident)}" name="{_attr(name)}" {attrs}>')
-    inner = "".join(parts)
+    inner = "".join(parts) + error
     return f'<div class="mlbook-live-control" data-kind="{_attr(kind)}">{inner}</div>'
 
 
+def _view_html(display: dict) -> str:
+    """A form's command line and text, as its default view gives them."""
+    command = display.get("command")
+    text = display.get("text")
+    out = ""
+    if command is not None:
+        out += f'<pre class="mlbook-live-command">$ {html.escape(command)}</pre>'
+    if text is not None:
+        out += f'<pre class="mlbook-live-text">{html.escape(text)}</pre>'
+    return out
+
+
 def live_html(payload: dict, uid: str) -> str:
-    """The element for one live figure (see the module docstring)."""
-    controls = "".join(_control_html(c, uid) for c in payload["controls"])
+    """The element for one live figure or form (see the module docstring)."""
+    form = payload.get("view") is not None
+    controls = "".join(_control_html(c, uid, form) for c in payload["controls"])
     data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    return (
-        f'<div class="mlbook-live" id="{_attr(uid)}" data-mlbook-live="{_attr(data)}">'
-        f'<div class="mlbook-live-controls">{controls}</div>'
-        '<div class="mlbook-live-chart"></div>'
+    kind = "mlbook-live mlbook-live-form" if form else "mlbook-live"
+    chart = '<div class="mlbook-live-chart"></div>'
+    said = (
         '<p class="mlbook-live-status" aria-live="polite"></p>'
         '<p class="mlbook-live-message" role="alert" hidden></p>'
+    )
+    # a form: its messages under the fields, then what the command prints
+    body = (
+        said + _view_html(payload.get("display") or {}) + chart
+        if form
+        else chart + said
+    )
+    return (
+        f'<div class="{kind}" id="{_attr(uid)}" data-mlbook-live="{_attr(data)}">'
+        f'<div class="mlbook-live-controls">{controls}</div>'
+        f"{body}"
         f'<p class="mlbook-live-hint" hidden>{HINT}</p>'
         "</div>"
     )

@@ -28,6 +28,17 @@
 // each draw reads the inputs when it starts, draws run one at a time, so the
 // last change wins and no older result is written after a newer one.
 //
+// A form (a payload with "view": the plan page's planner) draws the same way,
+// but its function's result is data, not a spec: data-result holds the
+// result, and what is shown comes from the payload's "display" (the default)
+// or each draw's "display": "spec" drawn by vega-embed, "command" and "text"
+// written into .mlbook-live-command and .mlbook-live-text. A bad input comes
+// back as the function's FieldError: its message shows next to its control
+// (.mlbook-live-field-error[data-for=name]) and under the fields, the inputs
+// show the values tried (clamped), the last good result stays, and the element
+// carries data-error (JSON: values, field, message) and data-errors (failed
+// draws), until a good draw clears them.
+//
 // Timings for the book's benchmarks are kept in window.mlbookLive.
 (function () {
   "use strict";
@@ -145,8 +156,13 @@
     this.id = el.id || "figure-" + index;
     var payload = JSON.parse(el.getAttribute("data-mlbook-live"));
     this.call = { "function": payload["function"], ranges: payload.ranges || null,
-                  fixed: payload.fixed || {}, controls: payload.controls };
+                  fixed: payload.fixed || {}, controls: payload.controls,
+                  view: payload.view || null };
     this.spec = payload.spec;
+    this.display = payload.display || null; // a form's default view
+    this.command = el.querySelector(".mlbook-live-command");
+    this.text = el.querySelector(".mlbook-live-text");
+    this.errors = 0;
     this.chart = el.querySelector(".mlbook-live-chart");
     this.message = el.querySelector(".mlbook-live-message");
     this.status = el.querySelector(".mlbook-live-status");
@@ -211,15 +227,20 @@
     this.status.textContent = text || "";
   };
 
-  Figure.prototype.render = function (spec, values) {
+  // Draw a result: the spec itself, or for a form its display (spec, command, text).
+  Figure.prototype.render = function (result, values, display) {
     var self = this;
+    var spec = display ? display.spec : result;
     return vega().then(function (embed) {
+      if (!spec) return { view: self.view };
       if (self.view) self.view.finalize();
       return embed(self.chart, spec, { actions: false, renderer: "canvas" });
-    }).then(function (result) {
-      self.view = result.view;
+    }).then(function (drawn) {
+      self.view = drawn.view;
+      if (display && self.command) self.command.textContent = display.command ? "$ " + display.command : "";
+      if (display && self.text) self.text.textContent = display.text || "";
       self.el.setAttribute("data-values", JSON.stringify(values));
-      self.el.setAttribute("data-result", JSON.stringify(spec));
+      self.el.setAttribute("data-result", JSON.stringify(result));
       self.draws += 1;
       self.el.setAttribute("data-draws", String(self.draws));
     });
@@ -234,7 +255,7 @@
       }
       this.hint.hidden = false;
     }
-    return this.render(this.spec, this.defaults()).then(function () {
+    return this.render(this.spec, this.defaults(), this.display).then(function () {
       if (!self.running) self.setState("static");
     }, function (err) {
       self.fail("the figure could not be drawn: " + err.message);
@@ -246,6 +267,34 @@
     this.failed = true;
     this.message.textContent = text;
     this.message.hidden = false;
+  };
+
+  // A form's bad input (a FieldError): its message next to its control.
+  Figure.prototype.fieldError = function (out) {
+    this.clearFieldErrors();
+    var line = out.field && this.el.querySelector(
+      '.mlbook-live-field-error[data-for="' + out.field + '"]');
+    if (line) {
+      line.textContent = out.message;
+      line.hidden = false;
+    }
+    var input = out.field && this.inputs[out.field];
+    if (input) input.setAttribute("aria-invalid", "true");
+    this.errors += 1;
+    this.el.setAttribute("data-errors", String(this.errors));
+    this.el.setAttribute("data-error", JSON.stringify(
+      { values: out.values, field: out.field, message: out.message }));
+  };
+
+  Figure.prototype.clearFieldErrors = function () {
+    Array.prototype.forEach.call(this.el.querySelectorAll(".mlbook-live-field-error"), function (line) {
+      line.hidden = true;
+      line.textContent = "";
+    });
+    for (var name in this.inputs) {
+      if (this.inputs[name]) this.inputs[name].removeAttribute("aria-invalid");
+    }
+    this.el.removeAttribute("data-error");
   };
 
   Figure.prototype.changed = function () {
@@ -308,14 +357,19 @@
         var out = JSON.parse(draw(JSON.stringify(self.call), JSON.stringify(self.values())));
         var pythonMs = performance.now() - t0;
         if (out.error) {
+          if ("field" in out) { // a form's bad input: show the values tried, and where
+            self.apply(out);
+            self.fieldError(out);
+          }
           self.fail(out.error);
           return null;
         }
         self.apply(out);
-        return self.render(out.result, out.values).then(function () {
+        return self.render(out.result, out.values, out.display || null).then(function () {
           self.failed = false;
           self.message.hidden = true;
           self.message.textContent = "";
+          self.clearFieldErrors();
           var ms = performance.now() - started;
           if (first) {
             stats.first_live_ms = performance.now() - firstChange;
