@@ -67,6 +67,8 @@ VALID = [
 # bad values: (change, the field the planner's message names, or None)
 BAD = [
     ({"tp": 3}, "tp"),
+    ({"mfu": 1.5}, "mfu"),
+    ({"gpus": 0}, "gpus"),
     ({"gpus": 1000, "pp": 16}, "gpus"),
     ({"pp": 100}, "pp"),
     ({"failures_per_gpu_hour": 1e-3, "gpus": 16384}, None),

@@ -202,6 +202,9 @@ def test_the_default_form_is_the_commands_json_run_as_a_process():
     "change, field, starts",
     [
         ({"tp": 3}, "tp", "tp=3 must divide the model's n_heads=64"),
+        ({"mfu": 1.5}, "mfu", "mfu must lie in (0, 1], got 1.5"),
+        ({"gpus": 0}, "gpus", "n_gpus must be an integer above 0, got 0"),
+        ({"storage_gb_per_s": 0}, "storage_gb_per_s", "storage_bytes_per_s must be"),
         ({"pp": 100}, "pp", "pp=100 must not exceed the model's n_layers=80"),
         (
             {"gpus": 1000, "pp": 16},

@@ -206,24 +206,26 @@ def plan_argv(**values) -> list[str]:
     return argv
 
 
-# the controls of the form: the command's flags, in its units and defaults
+# The controls of the form: the command's flags, in its units and defaults.
+# Their ranges are what a box takes, 0 included: what is valid the planner
+# says (zero GPUs, an MFU above 1), as the command does, next to the field.
 FORM = (
     live.dropdown("model", "model (--model)", MODELS, "Llama-3-70B"),
-    live.number("tokens", "tokens D (--tokens)", 15e12, 1e9, 1e15, 1e9),
+    live.number("tokens", "tokens D (--tokens)", 15e12, 0.0, 1e15, 1e9),
     live.dropdown("gpu", "GPU (--gpu)", GPUS, "H100 SXM"),
-    live.number("gpus", "GPUs G (--gpus)", 4096, 1, 1_048_576),
-    live.number("mfu", "MFU, fraction of peak (--mfu)", 0.4, 0.001, 1.0, 0.001),
+    live.number("gpus", "GPUs G (--gpus)", 4096, 0, 1_048_576),
+    live.number("mfu", "MFU, fraction of peak (--mfu)", 0.4, 0.0, 2.0, 0.001),
     live.dropdown("seq_len", "sequence length s (--seq-len)", SEQ_LENS, 8192),
-    live.number("tp", "TP, tensor-parallel size (--tp)", 8, 1, 128),
-    live.number("pp", "PP, pipeline stages (--pp)", 1, 1, 128),
+    live.number("tp", "TP, tensor-parallel size (--tp)", 8, 0, 128),
+    live.number("pp", "PP, pipeline stages (--pp)", 1, 0, 128),
     live.dropdown("zero", "ZeRO stage (--zero)", ZERO_STAGES, 1),
     live.dropdown("recompute", "recompute (--recompute)", RECOMPUTE, "selective"),
-    live.number("micro_batch", "micro-batch, sequences (--micro-batch)", 1, 1, 64),
+    live.number("micro_batch", "micro-batch, sequences (--micro-batch)", 1, 0, 64),
     live.number(
         "failures_per_gpu_hour",
         "failures per GPU-hour (--failures-per-gpu-hour)",
         1.973e-5,  # Llama 3 405B's log: 419 / (54 x 24 h x 16,384 GPUs)
-        1e-8,
+        0.0,
         1e-3,
         1e-8,
     ),
@@ -231,7 +233,7 @@ FORM = (
         "storage_gb_per_s",
         "checkpoint write bandwidth, GB/s (--storage-gb-per-s)",
         200.0,
-        0.1,
+        0.0,
         100_000.0,
         0.1,
     ),
