@@ -169,3 +169,13 @@ def test_without_the_pages_fit_it_draws_the_example_and_says_so():
     assert chosen["data"]["values"][0]["step_ms"] == pytest.approx(
         m.step_s(64, 4) * 1e3
     )
+
+
+def test_k_is_ticked_at_the_powers_of_two_and_the_y_axes_read_plainly():
+    spec = live.cost_explorer(256, 4, **FIXED)
+    x = spec["layer"][0]["encoding"]["x"]
+    assert x["axis"]["values"] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert x["axis"]["format"] == "d"
+    for lay in spec["layer"]:  # 900 reads "900", not "9e+2"
+        y = lay["encoding"]["y"]
+        assert y["axis"] is None or y["axis"]["format"] == ",.4~g"

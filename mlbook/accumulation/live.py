@@ -84,7 +84,9 @@ def _points(rows, x, y, tooltip) -> dict:
 def _y(field, title, top, color, orient) -> tuple[dict, dict]:
     """A y channel with its axis (left or right, titled in the curve's colour)
     and the same channel without an axis, for the other layers on that scale."""
-    shown = vl.channel(field, title, domain=[0, top], nice=False, zero=True)
+    shown = vl.channel(
+        field, title, domain=[0, top], nice=False, zero=True, format=",.4~g"
+    )
     shown["axis"].update(orient=orient, titleColor=color)
     return shown, {**shown, "axis": None}
 
@@ -117,14 +119,17 @@ def cost_explorer(
         for k in cost.divisors(B)
     ]
     seen = measured["rows"] if measured else []
+    k_top = max([B] + [r["k"] for r in seen])
     x = vl.channel(
         "k",
         vl.title_of("accumulation steps k = B / b", "micro-batches"),
         scale="log",
         base=2,
-        domain=[1, max([B] + [r["k"] for r in seen])],
+        domain=[1, k_top],
         nice=False,
+        format="d",
     )
+    x["axis"]["values"] = [2**e for e in range(k_top.bit_length())]  # 1, 2, 4, ...
     top_t = 1.08 * max(r["step_ms"] for r in mine + seen)
     top_m = 1.08 * max(r["act_mib"] for r in mine + seen)
     t_axis, t_same = _y(

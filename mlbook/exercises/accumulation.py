@@ -25,16 +25,15 @@ from mlbook.scaling import formulas as scaling
 # of gradients that underflow depends on the run, so there is no key.
 ACCUMULATION_1 = exercise("accumulation-1", level=2, kind="measure")
 
-# Just before the k sweep: the reader writes down the slowdown first.
+# Just before the two-rank DDP run: the reader writes down what no_sync saves.
 ACCUMULATION_2 = exercise(
     "accumulation-2",
     level=1,
     kind="predict",
     answers={
-        "step_extra": Real(
+        "step_saved": Real(
             "%",
-            "your prediction: how much longer the step at the sweep's largest k "
-            "takes than at k = 1",
+            "your prediction: how much shorter the step with no_sync is",
             0.1,
         ),
     },
