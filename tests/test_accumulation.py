@@ -314,28 +314,6 @@ def test_fit_recovers_a_synthetic_model():
         )
 
 
-def test_cost_explorer_marks_the_choice_and_flags_bad_ones():
-    m = cost.StepCostModel(0.005, 0.003, 0.0002, 2048, 100)
-    sweep = cost.KSweep(
-        16,
-        tuple(
-            cost.SweepRow(k, 16 // k, m.step_s(16, k), m.activation_bytes(16 // k))
-            for k in (1, 4, 16)
-        ),
-        optimizer_s=0.005,
-    )
-    fig = figs.cost_explorer(16, 3, m, sweep)
-    assert "does not divide" in fig._suptitle.get_text()
-    fig = figs.cost_explorer(16, 4, m, sweep)
-    # by hand: k = 4, step 5 + 4 x 3 + 16 x 0.2 = 20.2 ms; one batch of 16:
-    # 5 + 3 + 3.2 = 11.2 ms
-    assert "k=4: 20.2 ms per step (1.80x one batch of 16)" in fig._suptitle.get_text()
-    choice = [
-        line for line in fig.axes[0].lines if line.get_label() == "your choice, k=4"
-    ][0]
-    assert choice.get_xdata()[0] == 2 and choice.get_ydata()[0] == pytest.approx(20.2)
-
-
 def test_other_figures_have_labelled_axes():
     for fig in (
         figs.identity_vs_k([2, 4], {"a": [1e-8, 2e-8], "b": [1e-3, 1e-2]}),

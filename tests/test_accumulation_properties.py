@@ -1,23 +1,34 @@
-"""Property tests for the accumulation chapter's cost model
-(mlbook.accumulation.formulas): for any valid input the functions return finite
-numbers that move the way the model says, and any bad argument raises a
-ValueError that names it."""
+"""Property tests for the accumulation chapter's torch-free code: the cost model,
+the token normalisation and the loss-scale bounds (mlbook.accumulation.formulas),
+and the live figure (mlbook.accumulation.live). For any valid input the
+functions return finite numbers that move the way the model says, and any bad
+argument raises a ValueError that names it."""
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from itertools import pairwise
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mlbook.accumulation import formulas as cost
+from mlbook.accumulation import live
 
 PROPERTY_COVERS = {
     "mlbook.accumulation.formulas.check_k",
     "mlbook.accumulation.formulas.divisors",
     "mlbook.accumulation.formulas.fit_line",
     "mlbook.accumulation.formulas.fit_cost_model",
+    "mlbook.accumulation.formulas.token_normalised_losses",
+    "mlbook.accumulation.formulas.naive_token_losses",
+    "mlbook.accumulation.formulas.loss_scale_log2",
+    "mlbook.accumulation.formulas.largest_unscaled_k",
+    "mlbook.accumulation.live.cost_data",
+    "mlbook.accumulation.live.micro_batch_range",
+    "mlbook.accumulation.live.cost_explorer",
 }
 
 FEW = settings(max_examples=50, deadline=None)
@@ -164,6 +175,111 @@ def test_a_faster_overhead_fits_a_smaller_overhead(model):
     )
 
 
+@FEW
+@given(cost_models(), st.sampled_from([8, 12, 64, 360, 1024]), st.floats(0.0, 1.0))
+def test_the_largest_micro_batch_fits_and_the_next_divisor_does_not(model, B, share):
+    budget = model.activation_bytes(1) + share * B * model.per_example_bytes
+    b = model.largest_micro_batch(B, budget)
+    ds = cost.divisors(B)
+    assert B % b == 0 and model.activation_bytes(b) <= budget
+    bigger = [d for d in ds if d > b]
+    assert not bigger or model.activation_bytes(bigger[0]) > budget
+
+
+# --- token normalisation over micro-batches -------------------------------------------
+
+token_lists = st.lists(
+    st.lists(st.floats(0.0, 20.0), min_size=0, max_size=12), min_size=1, max_size=8
+).filter(lambda t: any(t))
+
+
+@FEW
+@given(token_lists, st.integers(0, 7))
+def test_the_normalised_losses_add_up_to_the_whole_batchs_token_mean(t, cut):
+    flat = [v for losses in t for v in losses]
+    losses = cost.token_normalised_losses(t)
+    assert len(losses) == len(t) and all(math.isfinite(v) and v >= 0 for v in losses)
+    assert math.fsum(losses) == pytest.approx(math.fsum(flat) / len(flat), abs=1e-12)
+    # splitting a micro-batch in two moves no token's weight: the total is the same
+    j = cut % len(t)
+    half = len(t[j]) // 2
+    split = t[:j] + [t[j][:half], t[j][half:]] + t[j + 1 :]
+    assert math.fsum(cost.token_normalised_losses(split)) == pytest.approx(
+        math.fsum(losses), abs=1e-12
+    )
+
+
+@FEW
+@given(
+    st.integers(1, 8),
+    st.integers(1, 12),
+    st.lists(st.floats(0.0, 20.0), min_size=96, max_size=96),
+)
+def test_the_naive_mean_is_right_exactly_when_the_micro_batches_are_equal(k, n, pool):
+    equal = [pool[j * n : (j + 1) * n] for j in range(k)]
+    naive, fixed = cost.naive_token_losses(equal), cost.token_normalised_losses(equal)
+    assert naive == pytest.approx(fixed, rel=1e-12, abs=1e-12)
+    # one micro-batch one token longer, holding the only non-zero losses: the naive
+    # mean gives it 1 / (k + 1) of the loss, the token mean (n + 1) / (k n + n + 1)
+    uneven = [[0.0] * n for _ in range(k)] + [[1.0] * (n + 1)]
+    assert math.fsum(cost.naive_token_losses(uneven)) == pytest.approx(1 / (k + 1))
+    assert math.fsum(cost.token_normalised_losses(uneven)) == pytest.approx(
+        (n + 1) / (k * n + n + 1)
+    )
+
+
+# --- the loss scale accumulation needs ------------------------------------------------
+
+
+@FEW
+@given(
+    st.floats(1e-12, 1.0),
+    st.integers(1, 4096),
+    st.sampled_from([2.0**-25, 2.0**-24, 2.0**-14, 2.0**-133]),  # fp16, fp16, bf16
+)
+def test_the_loss_scale_is_the_smallest_power_of_two_that_keeps_the_gradient(g, k, f):
+    g_, f_ = Fraction(g), Fraction(f)  # compared exactly, as the functions do
+    e = cost.loss_scale_log2(g, k, f)
+    assert e >= 0 and 2**e * g_ / k > f_
+    if e > 0:
+        assert 2 ** (e - 1) * g_ / k <= f_
+    assert cost.loss_scale_log2(g, 2 * k, f) in (e, e + 1)  # twice k: one more at most
+    k_max = cost.largest_unscaled_k(g, f)
+    assert k_max >= 0 and (k_max == 0 or g_ / k_max > f_) and g_ / (k_max + 1) <= f_
+    assert (cost.loss_scale_log2(g, k, f) == 0) == (k <= k_max)
+
+
+# --- the live figure ------------------------------------------------------------------
+
+
+@FEW
+@given(cost_models(), st.integers(3, 10), st.data())
+def test_the_live_figure_marks_the_choice_on_the_models_curves(model, e, data):
+    B = 2**e
+    b = data.draw(st.sampled_from(cost.divisors(B)))
+    fixed = live.cost_data(model, synthetic_sweep(model, 16))
+    assert live.micro_batch_range(global_batch=B) == {"micro_batch": {"max": B}}
+    spec = live.cost_explorer(B, b, **fixed)
+    lines = [lay for lay in spec["layer"] if lay["mark"]["type"] == "line"]
+    steps = [r["step_ms"] for r in lines[0]["data"]["values"]]
+    acts = [r["act_mib"] for r in lines[0]["data"]["values"]]
+    assert len(steps) == e + 1  # the divisors of 2^e: 1, 2, ..., 2^e
+    assert all(x <= y for x, y in pairwise(steps)), "more micro-batches, more time"
+    assert all(x >= y for x, y in pairwise(acts)), "smaller micro-batches, less memory"
+    chosen = [
+        lay["data"]["values"][0]
+        for lay in spec["layer"]
+        if lay["mark"].get("color") == live.CHOICE_COLOR
+    ]
+    assert len(chosen) == 2 and all(c["k"] == B // b for c in chosen)
+    assert chosen[0]["step_ms"] == pytest.approx(model.step_s(B, B // b) * 1e3)
+    assert f"B={B}, b={b} -> k={B // b}:" in spec["title"]["text"]
+    for lay in spec["layer"]:  # every mark sits inside its axis
+        y = lay["encoding"]["y"]
+        top = y["scale"]["domain"][1]
+        assert all(0 <= r[y["field"]] <= top for r in lay["data"]["values"])
+
+
 # --- bad input ------------------------------------------------------------------------
 
 
@@ -234,3 +350,34 @@ def test_fit_cost_model_names_a_bad_row(field, bad, match):
     rows = (cost.SweepRow(**{**row.__dict__, field: bad}),) + sweep.rows[1:]
     with pytest.raises(ValueError, match=match):
         cost.fit_cost_model(_sweep(rows=rows))
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: cost.token_normalised_losses([]), "at least one micro-batch"),
+        (lambda: cost.token_normalised_losses([[], []]), "holds no token"),
+        (lambda: cost.token_normalised_losses("abc"), "list of lists"),
+        (lambda: cost.token_normalised_losses(["ab"]), r"token_losses\[0\] must be"),
+        (
+            lambda: cost.token_normalised_losses([[1.0], [math.nan]]),
+            r"token_losses\[1\]\[0\] must be a finite number",
+        ),
+        (lambda: cost.naive_token_losses([[1.0], []]), r"token_losses\[1\] is empty"),
+        (lambda: cost.loss_scale_log2(0.0, 4, 2.0**-25), "grad must be"),
+        (lambda: cost.loss_scale_log2(1e-7, 0, 2.0**-25), "k must be an integer"),
+        (lambda: cost.loss_scale_log2(1e-7, 4, -1.0), "flush must be"),
+        (lambda: cost.largest_unscaled_k(math.inf, 2.0**-25), "grad must be"),
+        (
+            lambda: cost.StepCostModel(0, 0, 0, 10, 5).largest_micro_batch(8, 4),
+            "no micro-batch fits",
+        ),
+        (
+            lambda: cost.StepCostModel(0, 0, 0, 10, 5).largest_micro_batch(0, 100),
+            "global_batch must be an integer",
+        ),
+    ],
+)
+def test_bad_token_losses_scales_and_budgets_are_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

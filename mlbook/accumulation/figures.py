@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FuncFormatter
 
 from mlbook.accumulation.formulas import KSweep, StepCostModel, divisors
 from mlbook.common import validate
@@ -142,68 +142,4 @@ def k_sweep(sweep: KSweep, model: StepCostModel, device_label: str):
     ax_m.legend(fontsize=8, loc="upper right")
     ax_m.set_title("Activation memory")
     fig.suptitle(device_label, fontsize=9)
-    return fig
-
-
-def cost_explorer(
-    global_batch: int, micro_batch: int, model: StepCostModel, measured: KSweep
-):
-    """The slider figure: the fitted cost model at global batch B against k,
-    the choice k = B / b marked, the measured points drawn on it.
-
-    Drawn against log2 k on linear axes with fixed tick labels (a log-scale
-    axis costs a redraw tens of milliseconds), so that it redraws fast."""
-    B, b = int(global_batch), int(micro_batch)
-    fig, (ax_t, ax_m) = new_figure(ncols=2)
-    fig.set_layout_engine("none")  # fixed margins: no layout solve per redraw
-    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.14, top=0.88, wspace=0.3)
-    ks = np.array(divisors(B))
-    x = np.log2(ks)
-    ax_t.plot(
-        x, [model.step_s(B, int(k)) * 1e3 for k in ks], "-", color="C0", label="model"
-    )
-    ax_m.plot(
-        x, [model.activation_bytes(B // int(k)) / MIB for k in ks], "-", color="C1"
-    )
-    mrows = measured.rows
-    mx = np.log2([r.k for r in mrows])
-    ax_t.plot(
-        mx,
-        [r.step_s * 1e3 for r in mrows],
-        "o",
-        color="0.4",
-        ms=4,
-        label=f"measured at B={measured.global_batch}",
-    )
-    ax_m.plot(mx, [r.saved_bytes / MIB for r in mrows], "o", color="0.4", ms=4)
-    if b <= B and B % b == 0:
-        k = B // b
-        t, m = model.step_s(B, k), model.activation_bytes(b)
-        ax_t.plot(
-            [np.log2(k)], [t * 1e3], "o", color="C3", ms=9, label=f"your choice, k={k}"
-        )
-        ax_m.plot([np.log2(k)], [m / MIB], "o", color="C3", ms=9)
-        fig.suptitle(
-            f"B={B}, b={b} -> k={k}: {t * 1e3:,.1f} ms per step "
-            f"({model.slowdown(B, k):.2f}x one batch of {B}), "
-            f"{m / MIB:,.2f} MiB of activations",
-            fontsize=9,
-        )
-    else:
-        fig.suptitle(
-            f"b={b} does not divide B={B}: no whole number of micro-batches",
-            color="C3",
-            fontsize=9,
-        )
-    top = int(max(x.max(), mx.max()))
-    ticks = np.arange(0, top + 1, max(1, -(-(top + 1) // 6)))  # at most 6 ticks
-    for ax in (ax_t, ax_m):
-        ax.set_xticks(ticks, [f"{2 ** int(i)}" for i in ticks])
-        ax.yaxis.set_major_locator(MaxNLocator(5))
-        ax.set_xlabel("accumulation steps k = B / b")
-    ax_t.legend(fontsize=8, loc="upper left")
-    ax_t.set_ylabel("step time (ms)")
-    ax_t.set_ylim(bottom=0)
-    ax_m.set_ylabel("activation memory per micro-batch (MiB)")
-    ax_m.set_ylim(bottom=0)
     return fig

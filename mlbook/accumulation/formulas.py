@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from mlbook.common import validate
 
@@ -94,6 +95,23 @@ class StepCostModel:
         step = self.step_s(global_batch, k)
         return k * self.per_micro_batch_s / step if step > 0 else 0.0
 
+    def largest_micro_batch(self, global_batch: int, budget_bytes: float) -> int:
+        """The largest b that divides the global batch and whose activations
+        fit in ``budget_bytes``: the micro-batch to run, k = B / b."""
+        validate.positive_int("global_batch", global_batch)
+        validate.non_negative("budget_bytes", budget_bytes)
+        fits = [
+            b
+            for b in divisors(global_batch)
+            if self.activation_bytes(b) <= budget_bytes
+        ]
+        if not fits:
+            raise ValueError(
+                f"budget_bytes={budget_bytes!r} is below the activations of one "
+                f"example ({self.activation_bytes(1)!r} bytes): no micro-batch fits"
+            )
+        return fits[-1]
+
 
 @dataclass(frozen=True)
 class SweepRow:
@@ -150,3 +168,86 @@ def fit_cost_model(sweep: KSweep) -> StepCostModel:
         per_example_bytes=max(per_example_bytes, 0.0),
         fixed_bytes=max(fixed, 0.0),
     )
+
+
+# --- token-level losses over micro-batches of different lengths --------------------
+
+
+def _token_losses(token_losses) -> list[list[float]]:
+    """The per-token losses of each micro-batch, as lists of finite floats."""
+    if isinstance(token_losses, (str, bytes)):
+        raise ValueError(f"token_losses must be a list of lists, got {token_losses!r}")
+    out = []
+    for j, losses in enumerate(token_losses):
+        if isinstance(losses, (str, bytes)):
+            raise ValueError(f"token_losses[{j}] must be a list, got {losses!r}")
+        row = list(losses)
+        for t, v in enumerate(row):
+            validate.at_least(f"token_losses[{j}][{t}]", v, -math.inf)
+        out.append([float(v) for v in row])
+    if not out:
+        raise ValueError("token_losses is empty; it needs at least one micro-batch")
+    return out
+
+
+def token_normalised_losses(token_losses) -> list[float]:
+    """The loss each of k micro-batches calls backward on so that the sum of
+    their gradients is the gradient of the whole batch's token mean:
+
+        loss_j = (sum of micro-batch j's token losses) / N
+
+    with N the real tokens of the whole batch, counted before the first
+    micro-batch. ``token_losses[j]`` lists micro-batch j's per-token losses
+    (its real tokens only; an all-padding micro-batch is an empty list, whose
+    loss is 0). The losses add up to the full batch's token mean."""
+    rows = _token_losses(token_losses)
+    n_tokens = sum(len(r) for r in rows)
+    if n_tokens == 0:
+        raise ValueError("token_losses holds no token: every micro-batch is empty")
+    return [math.fsum(r) / n_tokens for r in rows]
+
+
+def naive_token_losses(token_losses) -> list[float]:
+    """The bug: each micro-batch's own token mean, divided by k. A token of
+    micro-batch j weighs 1 / (k N_j) instead of 1 / N."""
+    rows = _token_losses(token_losses)
+    for j, r in enumerate(rows):
+        if not r:
+            raise ValueError(
+                f"token_losses[{j}] is empty: its own token mean is undefined"
+            )
+    k = len(rows)
+    return [math.fsum(r) / len(r) / k for r in rows]
+
+
+# --- fp16 loss scaling inside accumulation -------------------------------------------
+
+
+def loss_scale_log2(grad: float, k: int, flush: float) -> int:
+    """The exponent e of the smallest power-of-two loss scale S = 2^e (e >= 0)
+    at which one micro-batch's share of a gradient survives: scaling each
+    micro-batch's loss by S / k makes its backward produce S grad / k, which a
+    format that rounds magnitudes at or below ``flush`` to zero keeps when
+
+        S grad / k > flush,   so   S > k flush / grad.
+
+    ``grad`` is the gradient's magnitude for the mean loss (each micro-batch
+    sees about the same); compared exactly, in rationals."""
+    validate.positive("grad", grad)
+    validate.positive_int("k", k)
+    validate.positive("flush", flush)
+    bound = Fraction(k) * Fraction(flush) / Fraction(grad)
+    e = 0
+    while Fraction(2) ** e <= bound:
+        e += 1
+    return e
+
+
+def largest_unscaled_k(grad: float, flush: float) -> int:
+    """The most micro-batches k for which grad / k stays above ``flush`` with
+    no loss scale (S = 1): the largest k below grad / flush, compared exactly.
+    0 when the gradient flushes even at k = 1."""
+    validate.positive("grad", grad)
+    validate.positive("flush", flush)
+    ratio = Fraction(grad) / Fraction(flush)
+    return math.ceil(ratio) - 1
