@@ -41,6 +41,7 @@ class _Blocks(HTMLParser):
             False,
             False,
         )
+        self._depth = 0  # open <div>s inside the current block: 0 closes it
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -49,7 +50,9 @@ class _Blocks(HTMLParser):
                 a["data-exercise"],
                 {"inputs": [], "checkboxes": set(), "units": [], "spec": ""},
             )
+            self._depth = 1
         elif self._current is not None:
+            self._depth += tag == "div"
             if tag == "script" and "mlbook-exercise-spec" in (a.get("class") or ""):
                 self._in_spec = True
             elif tag == "input" and a.get("type") == "text":
@@ -60,6 +63,10 @@ class _Blocks(HTMLParser):
                 self._in_unit = True
 
     def handle_endtag(self, tag):
+        if tag == "div" and self._current is not None:
+            self._depth -= 1
+            if self._depth == 0:  # the block ends: later inputs are not its own
+                self._current = None
         if tag == "script":
             self._in_spec = False
         if tag == "span":
