@@ -20,6 +20,7 @@ LABELS = {
 }
 COLORS = {"none": vl.C[0], "selective": vl.C[1], "sqrt": vl.C[2], "full": vl.C[3]}
 COUNT = "Korthikanti's count, 16-bit activations"
+GIB_TICKS = ",.3~r"  # d3: three digits, plainly written (0.5, 90, 1,000)
 
 # The model's shape, the same for both figures (the page's default is
 # Llama-2-7B's at s = 4096). Every a divides every h: both are powers of two.
@@ -65,12 +66,15 @@ def strategy_tradeoff(s: int, h: int, a: int, L: int, b: int) -> dict:
     x = vl.channel(
         "extra",
         vl.title_of("extra FLOPs", "% of a training step"),
-        domain=[-0.03, 0.4],
+        domain=[-0.05, 0.4],
         percent=True,
         nice=False,
     )
     y = vl.channel(
-        "gib", vl.title_of("activation memory", "GiB"), domain=[0, 1.1 * top]
+        "gib",
+        vl.title_of("activation memory", "GiB"),
+        domain=[0, 1.1 * top],
+        format=GIB_TICKS,
     )
     points = {
         "data": {"values": rows},
@@ -116,7 +120,9 @@ def segments_memory(s: int, h: int, a: int, L: int, b: int) -> dict:
     chen = recompute.sqrt_segments(L)
     beyond = " > L" if c_star > L else ""
     x = vl.channel("c", vl.title_of("segments c", "layer inputs kept"))
-    y = vl.channel("gib", vl.title_of("activation memory", "GiB"), zero=True)
+    y = vl.channel(
+        "gib", vl.title_of("activation memory", "GiB"), zero=True, format=GIB_TICKS
+    )
     c_tip, gib_tip = vl.tip("c", "segments c"), vl.tip("gib", "memory (GiB)")
     return vl.chart(
         [
