@@ -444,6 +444,7 @@ RECOMPUTE_6 = exercise(
                 _printed_cases,
             ),
         ),
+        max_examples=30,
     ),
 )
 
