@@ -375,8 +375,6 @@ def test_figures_have_labelled_axes():
     from mlbook.recompute import figures as figs
 
     for fig in (
-        figs.strategy_tradeoff(4096, 4096, 32, 32, 1),
-        figs.segments_memory(4096, 4096, 32, 32, 1),
         figs.memory_vs_seq_len(4096, 32, 32),
         figs.selective_overhead_vs_seq_len(),
     ):

@@ -146,6 +146,16 @@ class BlockCount:
         """measured / formula."""
         return self.measured_bytes / self.formula_bytes
 
+    @property
+    def norm_stats_bytes(self) -> int:
+        """The norms' per-token statistics among the extras."""
+        return self.extras.get("norm statistics", 0)
+
+    @property
+    def other_extra_bytes(self) -> int:
+        """The other extras: the causal mask, or a fused kernel's log-sum-exp."""
+        return sum(self.extras.values()) - self.norm_stats_bytes
+
 
 def _count(
     block: nn.Module,
@@ -374,7 +384,10 @@ def full_block(block, x):
 def selective_block(block, x):
     """Keep the weight matmuls' outputs; recompute the attention core and the
     elementwise ops during backward."""
-    context = functools.partial(create_selective_checkpoint_contexts, selective_policy)
+    context = functools.partial(
+        create_selective_checkpoint_contexts,
+        selective_policy,
+    )
     return checkpoint(block, x, use_reentrant=False, context_fn=context)
 
 

@@ -369,9 +369,11 @@ def best_segments(L: int, A: float, input_bytes: float) -> int:
     L = validate.positive_int("L", L)
     validate.positive("A", A)
     validate.positive("I", input_bytes)
-    return min(
-        range(1, L + 1), key=lambda c: (segments_memory_bytes(c, L, A, input_bytes), c)
-    )
+
+    def memory(c: int) -> float:
+        return segments_memory_bytes(c, L, A, input_bytes)
+
+    return min(range(1, L + 1), key=memory)  # the first of equals: the smaller c
 
 
 def checkpoint_plans(
