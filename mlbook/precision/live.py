@@ -161,7 +161,19 @@ def gradient_histogram(log2_scale: int, summary: dict | None = None) -> dict:
         ],
     )
     line["mark"]["interpolate"] = "step-after"
+    line["mark"]["point"]["size"] = 6
     layers.append(line)
+    labels = [
+        {"label": zone, "at": (a + b) / 2}
+        for (zone, _, _), (a, b) in zip(ZONE_BANDS, spans, strict=True)
+    ]
+    layers.append(
+        {
+            "data": {"values": labels},
+            "mark": {"type": "text", "y": 10, "fontSize": 10, "color": "#555555"},
+            "encoding": {"x": {**x, "field": "at"}, "text": {"field": "label"}},
+        }
+    )
     first = groups[0]
     flushed, sub, _, over = first["zones"][at]
     title = (
@@ -216,7 +228,9 @@ def scaler_run(
     ]
     lo = math.floor(min(min(scales), min(ceiling))) - 1
     hi = math.ceil(max(max(scales), max(ceiling))) + 1
-    x = vl.channel("step", vl.title_of("training step", "steps"), domain=[1, n])
+    x = vl.channel(
+        "step", vl.title_of("training step", "steps"), domain=[1, n], format=",.4~g"
+    )
     y = _pow2_channel("log2", "loss scale (log2 scale, powers of two)", [lo, hi])
     scale_line = vl.lines(
         rows,
@@ -300,7 +314,7 @@ def state_bytes(n_params_billions: float) -> dict:
         gib = nbytes / GIB
         rows.append(
             {
-                "item": name,
+                "item": f"{name}: {gib:,.0f} GiB",
                 "bytes": memory.ADAM_MIXED_STATE_BYTES[name],
                 "GiB": gib,
                 "from": left,
@@ -309,9 +323,13 @@ def state_bytes(n_params_billions: float) -> dict:
             }
         )
         left += gib
-    styles = list(items)
+    styles = [r["item"] for r in rows]
     x = vl.channel(
-        "from", vl.title_of("model state", "GiB"), domain=[0, left * 1.02], nice=False
+        "from",
+        vl.title_of("model state", "GiB"),
+        domain=[0, left * 1.02],
+        nice=False,
+        format=",.4~g",
     )
     bars = {
         "data": {"values": rows},
