@@ -49,7 +49,9 @@ class _Blocks(HTMLParser):
                 a["data-exercise"],
                 {"inputs": [], "checkboxes": set(), "units": [], "spec": ""},
             )
+            self._depth = 1  # the block ends where its div closes
         elif self._current is not None:
+            self._depth += tag == "div"
             if tag == "script" and "mlbook-exercise-spec" in (a.get("class") or ""):
                 self._in_spec = True
             elif tag == "input" and a.get("type") == "text":
@@ -60,6 +62,10 @@ class _Blocks(HTMLParser):
                 self._in_unit = True
 
     def handle_endtag(self, tag):
+        if tag == "div" and self._current is not None:
+            self._depth -= 1
+            if self._depth == 0:  # later inputs (a live figure's) are not its boxes
+                self._current = None
         if tag == "script":
             self._in_spec = False
         if tag == "span":
