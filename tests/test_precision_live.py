@@ -192,3 +192,19 @@ def test_the_page_defaults_are_on_the_grids():
     drawn = live.scaler_run.live.draw({"growth_interval": 20}, {"grad_max": [1.0] * 5})
     assert drawn.values == {"growth_interval": 20, "backoff_factor": 0.5}
     assert isinstance(live_core.LiveFigure.payload, object)
+
+
+def test_the_scaler_figure_draws_a_long_ceiling_as_its_lower_envelope():
+    """2000 steps are drawn as 500 points, each the lowest ceiling of 4 steps (a
+    redraw costs its rows); the spikes, the ceiling's dips, stay."""
+    g = F.drifting_grad_max(2000, n_spikes=4)
+    spec = live.scaler_run(100, 0.5, grad_max=[float(v) for v in g])
+    ceiling = _layers(spec, "line")[0]["data"]["values"]
+    assert len(ceiling) == 500 and [r["step"] for r in ceiling[:3]] == [1, 5, 9]
+    full = [math.log2(65_504 / v) for v in g]
+    for r in ceiling:
+        window = full[r["step"] - 1 : r["step"] + 3]
+        assert r["log2"] == pytest.approx(min(window), abs=5e-5)  # 4 decimals
+    spikes = np.argsort(g)[-4:]
+    lowest = sorted(ceiling, key=lambda r: r["log2"])[:4]
+    assert sorted((r["step"] - 1) // 4 for r in lowest) == sorted(spikes // 4)

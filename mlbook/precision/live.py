@@ -28,6 +28,7 @@ ZONE_BANDS = (  # (zone, fill, opacity): matplotlib's C3 and C1, as the static f
     ("subnormal", vl.C[1], 0.12),
     ("overflows to inf", vl.C[3], 0.25),
 )
+CEILING_POINTS = 500
 SCALER_CURVES = {
     "loss scale": {"color": vl.C[0]},
     "fp16 max / largest gradient": {"color": "#999999"},
@@ -211,7 +212,7 @@ def scaler_run(
     None: an example script), simulated without tensors
     (``formulas.simulate_scaler``, GradScaler's rules): the loss scale per
     step, the skipped steps, and the largest scale fp16 could hold at each
-    step, all in log2."""
+    step (over long runs the lowest of every few steps), all in log2."""
     grad_max = grad_max or _example_grad_max()
     trace = formulas.simulate_scaler(
         grad_max, backoff_factor=backoff_factor, growth_interval=int(growth_interval)
@@ -219,6 +220,11 @@ def scaler_run(
     fmax = formulas.float_format(FORMAT).max
     n = len(trace.scales)
     ceiling = [round(math.log2(fmax / g), 4) for g in grad_max]
+    # drawn as the lowest ceiling of each run of `every` steps (at most
+    # CEILING_POINTS points: a redraw's cost is its rows), which keeps the dips
+    # the scale must stay under
+    every = max(1, math.ceil(n / CEILING_POINTS))
+    envelope = [(t, min(ceiling[t : t + every])) for t in range(0, n, every)]
     scales = [math.log2(s) for s in trace.scales]
     # the scale is a step function: a row where it changes, and the last step
     changes = [t for t in range(n) if t == 0 or scales[t] != scales[t - 1]]
@@ -244,7 +250,7 @@ def scaler_run(
         "data": {
             "values": [
                 {"curve": "fp16 max / largest gradient", "step": t + 1, "log2": c}
-                for t, c in enumerate(ceiling)
+                for t, c in envelope
             ]
         },
         "mark": {"type": "line", "clip": True, "strokeWidth": 0.8},
