@@ -1,7 +1,12 @@
-"""The precision chapter's exercise key, on made-up gradients whose window
-is worked out by hand (precision-1 is checked against the reader's own)."""
+"""The precision chapter's exercise keys, worked out by hand here: on
+made-up gradients whose window is worked out by hand (precision-1 is checked
+against the reader's own), and from IEEE 754 / OCP FP8 limits and the normal
+distribution for the others (math.erf and math.erfc, not the package)."""
+
+import math
 
 import numpy as np
+import pytest
 
 from helpers.exercise_keys import assert_matches, measured_for
 from mlbook.exercises import check
@@ -26,8 +31,54 @@ def made_up_gradients():
     return {"logit_grads": logits, "grads": np.concatenate([logits, [0.5] * 10])}
 
 
+# precision-3: a 4096 x 4096 Gaussian gradient, sigma = 1e-7. fp16 rounds to zero
+# exactly the |x| <= 2^-25 (half its smallest subnormal 2^-24, IEEE 754 binary16):
+# P(|x| <= t) = erf(t / (sigma sqrt 2)). At S = 1024 the threshold is 2^-25 / 2^10.
+N_VALUES = 4096 * 4096  # 16,777,216
+
+
+def _flushed(scale):
+    return N_VALUES * math.erf(2.0**-25 / scale / (1e-7 * math.sqrt(2)))
+
+
+# erf(0.2107) = 0.2343: 3.93 M of them; at S = 1024, erf(2.06e-4) = 2.32e-4: 3,896.
+# Fewer than one expected: for small x erf(x) ~ 2x / sqrt(pi), so
+# N 2^-25 sqrt(2 / pi) / (S sigma) < 1 -> S > 3.99e6: 2^21 = 2.10e6 is too small,
+# 2^22 = 4.19e6 enough -> k = 22 (the loop below checks the exact erf)
+FEWEST = next(k for k in range(64) if _flushed(2.0**k) < 1)
+assert FEWEST == 22 and _flushed(2.0**21) > 1
+
+# precision-4: E4M3's max is 448 (OCP FP8 spec, Table 1). Delayed scaling with a
+# margin of 1: scale = 448 / 6 / 2^1 = 37.33, log2 = log2(112 / 3) = 5.2224. The
+# largest value the cast holds is 448 / scale = 12 = 4 sigma of N(0, 3^2):
+# P(|Z| > 4) = erfc(4 / sqrt 2) = 6.334e-5 (a standard normal table: 6.334e-5)
+SCALE_LOG2 = math.log2(448 / 6 / 2)
+SATURATED = math.erfc(4 / math.sqrt(2))
+
+# precision-5: bf16 keeps 7 mantissa bits. 6 = 1.1000000b x 2^2: gap 2^(2-7) = 2^-5,
+# half a gap 2^-6; 6's last mantissa bit is 0, so the tie 6 + 2^-6 goes back to 6:
+# the largest update it absorbs is 2^-6. A learning rate of 0.0003 = 1.2288 x 2^-12
+# (stored in bf16 as 1.0011101b x 2^-12, still in [2^-12, 2^-11)); every weight of
+# binade E ignores it when it is below half the gap 2^(E-8): E - 8 >= -11 -> E = -3
+# (at E = -4 the half gap 2^-12 is below the update, which moves the weight)
+INDEPENDENT = {
+    "precision-1": {"lowest_log2": 6, "highest_log2": 16, "width": 11},
+    "precision-3": {
+        "flushed": _flushed(1.0),
+        "flushed_scaled": _flushed(1024.0),
+        "fewest_log2": FEWEST,
+    },
+    "precision-4": {"scale_log2": SCALE_LOG2, "saturated": SATURATED},
+    "precision-5": {"absorbed_log2": -6, "stall_log2": -3},
+}
 MEASURED = {"precision-1": made_up_gradients}
-INDEPENDENT = {"precision-1": {"lowest_log2": 6, "highest_log2": 16, "width": 11}}
+
+
+def test_the_hand_values_are_the_ones_the_comments_give():
+    assert _flushed(1.0) == pytest.approx(3.931e6, rel=1e-3)
+    assert _flushed(1024.0) == pytest.approx(3896, rel=1e-3)
+    assert SCALE_LOG2 == pytest.approx(5.2224, abs=1e-4)
+    assert SATURATED == pytest.approx(6.334e-5, rel=1e-3)
 
 
 def test_keys_match_the_hand_computation():
@@ -55,3 +106,22 @@ def test_torch_tensors_are_measured_inputs_too():
     m = made_up_gradients()
     tensors = {k: torch.tensor(v, dtype=torch.float32) for k, v in m.items()}
     assert check("precision-1", **tensors, **INDEPENDENT["precision-1"]).correct
+
+
+def test_the_hysteresis_example_by_hand():
+    """precision-6's example, step by step (Megatron-LM's DynamicGradScaler
+    rules, megatron/core/optimizer/grad_scaler.py): growth interval 2,
+    hysteresis 2, from 65,536.
+      1 ok    good 1                          65,536
+      2 inf   good 0, 1 overflow left         65,536 (skipped, no back-off)
+      3 inf   0 left: back off                32,768
+      4 ok    good 1                          32,768
+      5 ok    good 2: grow, refill to 2       65,536
+      6 inf   1 left                          65,536"""
+    from mlbook.exercises import precision as ex
+
+    steps = [False, True, True, False, False, True]
+    want = [65536.0, 65536.0, 32768.0, 32768.0, 65536.0, 65536.0]
+    assert list(ex.EXAMPLE_STEPS) == steps and list(ex.EXAMPLE_SCALES) == want
+    assert ex.formulas.scales_with_hysteresis(steps, 2, 2) == want
+    assert check("precision-6", lambda f, g, h: want).correct is False

@@ -57,6 +57,7 @@ GLUED = LABELS | {
     "g_bf16_zero",
     "g_weights_ratio",
     "g_sub_scaled_max",
+    "g_summary_kb",
     *(
         f"g_{k}_{what}"
         for k in ("logits", "activations", "weights")
@@ -205,6 +206,9 @@ def test_gradients_of_the_small_gpt(v):
     # "the same values in bf16 lose": bf16's smallest subnormal is 2^-133, far
     # below any of them
     assert v["g_bf16_zero"] == 0
+    # the live figure's fixed data: 3 groups of at most a few hundred bins and
+    # 31 x 4 zone fractions, kilobytes (docs/live-figures.md caps it at 200 KB)
+    assert 0 < v["g_summary_kb"] < 200
     # scaling up only lifts values out of the low zones: what is subnormal at the safe
     # scale was subnormal or flushed unscaled
     assert v["g_sub_scaled_max"] <= max(

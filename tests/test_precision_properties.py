@@ -5,7 +5,9 @@ that names it."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
 
 import numpy as np
@@ -14,6 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mlbook.precision import formulas as F
+from mlbook.precision import live
 
 PROPERTY_COVERS = {
     "mlbook.precision.formulas.float_format",
@@ -31,6 +34,15 @@ PROPERTY_COVERS = {
     "mlbook.precision.formulas.log2_histogram",
     "mlbook.precision.formulas.fraction_below",
     "mlbook.precision.formulas.zone_fractions",
+    "mlbook.precision.formulas.absorb_limit",
+    "mlbook.precision.formulas.stall_log2",
+    "mlbook.precision.formulas.gaussian_share_within",
+    "mlbook.precision.formulas.gaussian_share_beyond",
+    "mlbook.precision.formulas.scales_with_hysteresis",
+    "mlbook.precision.formulas.histogram_summary",
+    "mlbook.precision.live.gradient_histogram",
+    "mlbook.precision.live.scaler_run",
+    "mlbook.precision.live.state_bytes",
 }
 
 FEW = settings(max_examples=50, deadline=None)
@@ -349,3 +361,172 @@ def test_format_table_lists_each_format_once_with_ordered_limits(name):
     assert f == F.float_format(name)
     assert 0 < f.smallest_subnormal < f.smallest_normal < 1 < f.max and 0 < f.eps < 1
     assert f.bits == 1 + f.exponent_bits + f.mantissa_bits
+
+
+# --- the bf16 stagnation bound --------------------------------------------------------
+
+bf16_weights = st.builds(  # every positive bf16 normal in 2^-100 .. 2^100
+    lambda i, e: (1 + i / 128) * 2.0**e, st.integers(0, 127), st.integers(-100, 100)
+)
+
+
+@FEW
+@given(bf16_weights, st.booleans())
+def test_an_update_below_the_absorb_limit_rounds_away_and_twice_it_does_not(w, neg):
+    w = -w if neg else w
+    limit = F.absorb_limit(w)
+    assert limit == 2.0 ** (math.frexp(abs(w))[1] - 1) * 2.0**-8  # half of 2^(E-7)
+    below = math.copysign(limit * (1 - 2.0**-8), w)  # bf16: 0.11111111b x limit
+    assert not F.bf16_absorbs(w, below)  # away from zero: the gap is the binade's
+    assert F.bf16_absorbs(w, math.copysign(2 * limit, w))
+    # at exactly the limit the tie goes to the even neighbour
+    even = (abs(w) / 2.0 ** (math.frexp(abs(w))[1] - 1) * 128) % 2 == 0
+    assert F.bf16_absorbs(w, math.copysign(limit, w)) is (not even)
+
+
+@FEW
+@given(st.floats(1e-30, 1e3), st.integers(0, 127))
+def test_every_weight_from_the_stall_binade_on_ignores_the_update(u, i):
+    e = F.stall_log2(u)
+    assert isinstance(e, int)
+    assert not F.bf16_absorbs((1 + i / 128) * 2.0**e, u)  # any weight of the binade
+    assert not F.bf16_absorbs((1 + i / 128) * 2.0 ** (e + 3), u)  # and above it
+    # one binade down, the weight with an odd last bit takes it
+    assert F.bf16_absorbs((2 - 2.0**-7) * 2.0 ** (e - 1), u)
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, math.nan, math.inf, True, "1", None])
+def test_the_stagnation_functions_name_their_arguments(bad):
+    _assert_named(lambda: F.absorb_limit(bad), "weight")
+    _assert_named(lambda: F.stall_log2(bad), "update")
+    _assert_named(lambda: F.stall_log2(1e-50), "rounds to zero")
+
+
+# --- Gaussian shares ------------------------------------------------------------------
+
+
+@FEW
+@given(st.floats(1e-12, 1e12), st.floats(1e-12, 1e12), st.floats(0.5, 2.0))
+def test_gaussian_shares_are_complementary_monotone_and_scale_free(t, sigma, c):
+    within, beyond = (
+        F.gaussian_share_within(t, sigma),
+        F.gaussian_share_beyond(t, sigma),
+    )
+    assert 0 <= within <= 1 and 0 <= beyond <= 1
+    assert within + beyond == pytest.approx(1.0, abs=1e-15)
+    assert F.gaussian_share_within(t * c, sigma) >= within if c > 1 else True
+    assert F.gaussian_share_within(t * c, sigma * c) == pytest.approx(
+        within, rel=1e-12, abs=1e-300
+    )
+
+
+@pytest.mark.parametrize("bad", NOT_POSITIVE)
+def test_gaussian_shares_name_their_arguments(bad):
+    for share in (F.gaussian_share_within, F.gaussian_share_beyond):
+        _assert_named(lambda f=share: f(bad, 1.0), "threshold")
+        _assert_named(lambda f=share: f(1.0, bad), "sigma")
+
+
+# --- the loss scaler with a hysteresis ------------------------------------------------
+
+overflow_runs = st.lists(st.booleans(), min_size=1, max_size=80)
+
+
+@FEW
+@given(overflow_runs, st.integers(1, 8), st.integers(1, 5))
+def test_a_longer_hysteresis_backs_off_less_and_grows_at_the_same_steps(
+    found_inf, interval, h
+):
+    one = F.scales_with_hysteresis(found_inf, interval, 1)
+    mine = F.scales_with_hysteresis(found_inf, interval, h)
+    more = F.scales_with_hysteresis(found_inf, interval, h + 1)
+    assert all(a <= b <= c for a, b, c in zip(one, mine, more, strict=True))
+    # hysteresis 1 is GradScaler's rule, as the plain scaler makes it
+    plain = F.DynamicLossScaler(growth_interval=interval)
+    assert one == [(plain.update(f), plain.scale)[1] for f in found_inf]
+    for a, b in zip([65536.0, *mine], mine, strict=False):
+        assert b / a in (0.5, 1.0, 2.0)  # one factor a step at most
+    assert all(math.log2(s) == int(math.log2(s)) for s in mine)
+
+
+@pytest.mark.parametrize("bad", [[1, 0], "yes", 3, [None]])
+def test_scales_with_hysteresis_names_bad_steps(bad):
+    _assert_named(lambda: F.scales_with_hysteresis(bad, 2, 2), "found_inf")
+    _assert_named(lambda: F.scales_with_hysteresis([True], 2, 0), "hysteresis")
+
+
+# --- the histogram summary and the live figures ---------------------------------------
+
+log_normal = st.tuples(st.floats(-40, 0), st.floats(0.1, 4), st.integers(0, 2**16))
+
+
+def _histogram(centre, spread, seed):
+    rng = np.random.default_rng(seed)
+    return F.log2_histogram(np.exp2(rng.normal(centre, spread, 2000)))
+
+
+def _summary(centre, spread, seed):
+    return F.histogram_summary({"g": _histogram(centre, spread, seed)}, "fp16")
+
+
+@FEW
+@given(log_normal)
+def test_the_summary_s_zones_sum_to_one_and_slide_with_the_scale(params):
+    hist = _histogram(*params)
+    summary = F.histogram_summary({"g": hist}, "fp16", range(0, 31))
+    assert summary["groups"][0]["zones"][7] == list(
+        dataclasses.astuple(F.zone_fractions(hist, "fp16", 2.0**7))
+    )
+    (g,) = summary["groups"]
+    assert sum(g["shares"]) == pytest.approx(1.0)
+    zones = g["zones"]
+    assert all(sum(z) == pytest.approx(1.0) for z in zones)
+    flushed = [z[0] for z in zones]
+    overflow = [z[3] for z in zones]
+    assert flushed == sorted(flushed, reverse=True) and overflow == sorted(overflow)
+    json.dumps(summary, allow_nan=False)
+
+
+@FEW
+@given(log_normal, st.integers(0, 30))
+def test_the_histogram_figure_slides_by_the_scale_and_titles_its_zones(params, k):
+    summary = _summary(*params)
+    spec = live.gradient_histogram(k, summary)
+    json.dumps(spec, allow_nan=False)
+    flushed, sub, _, over = summary["groups"][0]["zones"][k]
+    assert (
+        f"scale 2^{k}: g {flushed:.1%} flushed to zero, {sub:.1%}"
+        in (spec["title"]["text"])
+    )
+    (line,) = [lay for lay in spec["layer"] if lay["mark"]["type"] == "line"]
+    first = line["data"]["values"][0]["log2"]
+    assert first == summary["groups"][0]["first_edge_log2"] + k
+
+
+@FEW
+@given(
+    st.lists(st.floats(1e-3, 1e3), min_size=2, max_size=300),
+    st.sampled_from(range(10, 510, 10)),
+    st.sampled_from([0.1 + 0.05 * i for i in range(17)]),
+)
+def test_the_scaler_figure_marks_every_skipped_step(grad_max, interval, backoff):
+    spec = live.scaler_run(interval, backoff, grad_max=grad_max)
+    trace = F.simulate_scaler(
+        grad_max, backoff_factor=backoff, growth_interval=interval
+    )
+    points = [lay for lay in spec["layer"] if lay["mark"]["type"] == "point"]
+    marked = [r["step"] for lay in points for r in lay["data"]["values"]]
+    assert marked == [t + 1 for t, s in enumerate(trace.skipped) if s]
+    assert (
+        f"{trace.n_skipped} of {len(grad_max)} steps skipped" in (spec["title"]["text"])
+    )
+    json.dumps(spec, allow_nan=False)
+
+
+@FEW
+@given(st.floats(0.07, 700))
+def test_the_state_figure_stacks_sixteen_bytes_a_parameter(n_billions):
+    spec = live.state_bytes(n_billions)
+    rows = spec["layer"][0]["data"]["values"]
+    assert sum(r["bytes"] for r in rows) == 16
+    assert rows[-1]["to"] == pytest.approx(16 * n_billions * 1e9 / 2**30, rel=1e-12)

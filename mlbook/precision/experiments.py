@@ -272,9 +272,15 @@ class MasterRun:
     loss: tuple  # mean squared error per step
     weight: tuple  # the first weight per step
     final_error: float  # largest |w - w_true| at the end
-    unchanged_updates: (
-        float  # share of (step, weight) updates that left the weight as it was
-    )
+    unchanged_updates: float  # share of (step, weight) updates that changed nothing
+
+    @property
+    def first_loss(self) -> float:
+        return self.loss[0]
+
+    @property
+    def last_loss(self) -> float:
+        return self.loss[-1]
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,13 @@
-"""Figures of the mixed-precision chapter.
-
-The slider figures (gradient_histogram, scaler_run, state_bytes) draw from
-precomputed data or pure-Python simulations, so a redraw stays well under
-100 ms.
-"""
+"""The mixed-precision chapter's static figures (matplotlib): the formats'
+ranges, a loss scaler's run, master weights, fp8 errors, delayed scaling and
+matmul throughput. The figures a reader moves are live figures, in
+mlbook.precision.live."""
 
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.patches import Rectangle
 
-from mlbook.common import memory
-from mlbook.common.units import GIB
-from mlbook.plotting.style import new_figure, percent_axis
+from mlbook.plotting.style import new_figure
 from mlbook.precision import formulas as P
 
 
@@ -75,65 +70,6 @@ def format_ranges(formats=None):
     return fig
 
 
-def gradient_histogram(hists: dict, log2_scale: int = 0):
-    """Histogram of |gradient| x 2^log2_scale against fp16's zones.
-
-    ``hists`` maps a label to a formulas.Log2Histogram; the title gives,
-    for the first label, the fractions flushed to zero, subnormal and
-    overflowed in fp16 at this scale.
-    """
-    scale = 2.0**log2_scale
-    fmt = P.float_format("fp16")
-    flush, inf = P.flush_threshold("fp16"), P.overflow_threshold("fp16")
-    fig, ax = new_figure()
-    for i, (label, h) in enumerate(hists.items()):
-        edges = 2.0 ** (h.edges_log2 + log2_scale)
-        share = h.counts / h.n
-        ax.plot(
-            edges,
-            np.append(share, share[-1]),
-            drawstyle="steps-post",
-            color=f"C{i}",
-            lw=1.5,
-            label=label,
-        )
-    for x0, x1, colour, alpha, label in (
-        (2.0**-80, flush, "C3", 0.12, "flushes to 0"),
-        (flush, fmt.smallest_normal, "C1", 0.12, "subnormal"),
-        (inf, 2.0**80, "C3", 0.25, "overflows to inf"),
-    ):
-        # a patch in axes-height units, added without autoscaling (axvspan's cost)
-        ax.add_artist(
-            Rectangle(
-                (x0, 0),
-                x1 - x0,
-                1,
-                transform=ax.get_xaxis_transform(),
-                color=colour,
-                alpha=alpha,
-                label=label,
-                lw=0,
-            )
-        )
-    lo = min(h.edges_log2[0] for h in hists.values()) + log2_scale - 2
-    hi = max(h.edges_log2[-1] for h in hists.values()) + log2_scale + 2
-    _pow2_axis(ax, "x", min(lo, -27), max(hi, 18))
-    ax.set_xlabel(f"|gradient| x {scale:,.0f} (log scale)")
-    ax.set_ylabel("share of values per bin")
-    percent_axis(ax)
-    first = next(iter(hists))
-    fr = P.zone_fractions(hists[first], "fp16", scale)
-    ax.set_title(
-        f"scale 2^{log2_scale}: {first} {fr.flushed:.1%} flushed to zero, "
-        f"{fr.subnormal:.1%} subnormal, {fr.overflow:.2%} overflow",
-        fontsize=9,
-        y=1.01,
-    )
-    ax.legend(handles=ax.lines + ax.patches + ax.artists, fontsize=7, loc="upper right")
-    fig.subplots_adjust(left=0.12)
-    return fig
-
-
 def _draw_scaler(ax, grad_max, trace, title):
     steps = np.arange(1, len(trace.scales) + 1)
     ceiling = P.float_format("fp16").max / np.asarray(grad_max, dtype=float)
@@ -165,25 +101,6 @@ def scaler_trace(grad_max, trace, title="dynamic loss scale"):
     fig, ax = new_figure()
     _draw_scaler(ax, grad_max, trace, title)
     return fig
-
-
-def scaler_run(
-    grad_max,
-    growth_interval: int = 100,
-    backoff_factor: float = 0.5,
-    init_scale: float = 65536.0,
-    growth_factor: float = 2.0,
-):
-    """Slider figure: simulate the scaler on ``grad_max`` and draw it."""
-    trace = P.simulate_scaler(
-        grad_max, init_scale, growth_factor, backoff_factor, growth_interval
-    )
-    return scaler_trace(
-        grad_max,
-        trace,
-        f"growth interval {growth_interval}, backoff {backoff_factor}: "
-        f"{trace.n_skipped} of {len(trace.scales)} steps skipped",
-    )
 
 
 def master_weights(result):
@@ -301,27 +218,4 @@ def matmul_throughput(results: dict, device_name: str):
     ax.invert_yaxis()
     ax.set_xlabel("measured n x n x n matmul throughput (GFLOP/s, log scale)")
     ax.set_title(device_name, fontsize=9)
-    return fig
-
-
-def state_bytes(n_params_billions: float = 7.0):
-    """Slider figure: the 16 bytes per parameter of mixed-precision Adam, in GiB."""
-    items = memory.model_state_bytes(n_params_billions * 1e9, breakdown=True)
-    fig, ax = new_figure(size=(7.0, 2.8))
-    left = 0.0
-    for i, (name, nbytes) in enumerate(items.items()):
-        gib = nbytes / GIB
-        ax.barh(0, gib, left=left, color=f"C{i}", label=f"{name}: {gib:,.0f} GiB")
-        left += gib
-    ax.set_yticks([])
-    ax.set_xlabel("GiB of model state (activations come on top)")
-    per_param = sum(memory.ADAM_MIXED_STATE_BYTES.values())
-    ax.set_title(
-        f"{n_params_billions:g}B parameters x {per_param} bytes = {left:,.0f} GiB",
-        fontsize=9,
-        y=1.01,
-    )
-    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.45))
-    ax.set_xlim(0, left * 1.02)
-    fig.subplots_adjust(bottom=0.45, top=0.85)
     return fig

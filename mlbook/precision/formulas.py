@@ -177,6 +177,72 @@ def bf16_absorbs(weight: float, update: float) -> bool:
     return bool(round_to_format(w + round_to_format(update, "bf16"), "bf16") != w)
 
 
+def absorb_limit(weight: float, name: str = "bf16") -> float:
+    """Half the gap between the numbers of format ``name`` around ``weight``:
+    2^(E - m - 1) for 2^E <= |weight| < 2^(E+1) and m mantissa bits (the
+    subnormal quantum's half below the normals). An update smaller than this,
+    added to the weight and the sum stored in the format, rounds away; one of
+    exactly this size rounds away too when the weight's last mantissa bit is
+    even (the tie goes to the even neighbour, the weight itself)."""
+    fmt = float_format(name)
+    if not isinstance(weight, Real) or isinstance(weight, bool):
+        raise ValueError(f"weight must be a number, got {weight!r}")
+    if not math.isfinite(weight) or weight == 0:
+        raise ValueError(f"weight must be finite and non-zero, got {weight!r}")
+    bias = 2 ** (fmt.exponent_bits - 1) - 1
+    binade = math.frexp(abs(float(weight)))[1] - 1  # E: 2^E <= |w| < 2^(E+1)
+    return math.ldexp(1.0, max(binade, 1 - bias) - fmt.mantissa_bits - 1)
+
+
+def stall_log2(update: float, name: str = "bf16") -> int:
+    """The stagnation bound: the smallest E from which on every weight with
+    |w| >= 2^E, stored in format ``name``, ignores an update of ``update``.
+
+    The update, rounded to the format, must lie below half the gap of every
+    weight of the binade, 2^(E - m - 1) (a weight whose last mantissa bit is
+    odd takes an update of exactly half a gap upwards), so E is the smallest
+    integer above log2|u| + m + 1: floor(log2|u|) + m + 2. Gaps grow with E,
+    so every larger weight ignores the update too."""
+    fmt = float_format(name)
+    if not isinstance(update, Real) or isinstance(update, bool):
+        raise ValueError(f"update must be a number, got {update!r}")
+    if not math.isfinite(update) or update == 0:
+        raise ValueError(f"update must be finite and non-zero, got {update!r}")
+    stored = abs(round_to_format(float(update), name))
+    if stored == 0:
+        raise ValueError(f"update={update!r} rounds to zero in {name}")
+    if not math.isfinite(stored):
+        raise ValueError(f"update={update!r} overflows {name}")
+    floor_log2 = math.frexp(stored)[1] - 1  # exact, where math.log2 may round
+    return floor_log2 + fmt.mantissa_bits + 2
+
+
+# --- Gaussian tensors: the share a threshold cuts off ------------------------------
+
+
+def _check_threshold_sigma(threshold, sigma):
+    for label, value in (("threshold", threshold), ("sigma", sigma)):
+        validate.positive(label, value)
+        if not math.isfinite(value):
+            raise ValueError(f"{label} must be finite, got {value!r}")
+
+
+def gaussian_share_within(threshold: float, sigma: float) -> float:
+    """The share of a Gaussian tensor's values (mean 0, standard deviation
+    ``sigma``) with |x| <= ``threshold``: erf(t / (sigma sqrt 2)). With the
+    format's flush threshold divided by the scale, what a cast flushes."""
+    _check_threshold_sigma(threshold, sigma)
+    return math.erf(threshold / (sigma * math.sqrt(2)))
+
+
+def gaussian_share_beyond(threshold: float, sigma: float) -> float:
+    """The share with |x| > ``threshold``: erfc(t / (sigma sqrt 2)), exact far
+    into the tail where 1 - erf loses every digit. With the format's max
+    divided by the scale, what a cast saturates (or overflows)."""
+    _check_threshold_sigma(threshold, sigma)
+    return math.erfc(threshold / (sigma * math.sqrt(2)))
+
+
 # --- dynamic loss scaling -------------------------------------------------------------
 
 
@@ -287,6 +353,82 @@ class DynamicLossScaler:
         if not skipped:
             optimizer.step()
         return not skipped
+
+
+class HysteresisLossScaler(DynamicLossScaler):
+    """DynamicLossScaler with a hysteresis, as Megatron-LM's DynamicGradScaler
+    has one: an overflow always skips its step, but the scale backs off only
+    at the ``hysteresis``-th overflow since the last growth (or the start),
+    and at every overflow after it until the next growth refills the count.
+    A good step does not refill it. With ``hysteresis=1`` every overflow
+    backs off: GradScaler's rule, step for step."""
+
+    def __init__(
+        self,
+        init_scale: float = 65536.0,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        hysteresis: int = 2,
+    ):
+        super().__init__(init_scale, growth_factor, backoff_factor, growth_interval)
+        self.hysteresis = validate.positive_int("hysteresis", hysteresis)
+        self.overflows_left = self.hysteresis  # before the next back-off
+
+    def update(self, found_inf: bool) -> bool:
+        if not _is_bool(found_inf):
+            raise ValueError(f"found_inf must be a bool, got {found_inf!r}")
+        if found_inf:
+            self.good_steps = 0
+            self.overflows_left -= 1
+            if self.overflows_left <= 0:
+                self.scale = _f32(self.scale * self.backoff_factor)
+            return True
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            grown = _f32(self.scale * self.growth_factor)
+            if math.isfinite(grown):
+                self.scale = grown
+            self.good_steps = 0
+            self.overflows_left = self.hysteresis
+        return False
+
+
+def _flags(found_inf) -> list:
+    if isinstance(found_inf, (str, bytes)):
+        raise ValueError(f"found_inf must be a sequence of bools, got {found_inf!r}")
+    try:
+        flags = list(found_inf)
+    except TypeError:
+        raise ValueError(
+            f"found_inf must be a sequence of bools, got {found_inf!r}"
+        ) from None
+    for f in flags:
+        if not _is_bool(f):
+            raise ValueError(f"found_inf entries must be bools, got {f!r}")
+    return flags
+
+
+def scales_with_hysteresis(
+    found_inf,
+    growth_interval: int,
+    hysteresis: int,
+    init_scale: float = 65536.0,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+) -> list[float]:
+    """The loss scale after each step of a run whose steps overflow where
+    ``found_inf`` is True, under HysteresisLossScaler (GradScaler's factors
+    by default)."""
+    flags = _flags(found_inf)
+    scaler = HysteresisLossScaler(
+        init_scale, growth_factor, backoff_factor, growth_interval, hysteresis
+    )
+    out = []
+    for f in flags:
+        scaler.update(bool(f))
+        out.append(scaler.scale)
+    return out
 
 
 @dataclass(frozen=True)
@@ -510,3 +652,50 @@ def zone_fractions(
         normal=kept - below_normal,
         overflow=1 - kept,
     )
+
+
+ZONES = ("flushed", "subnormal", "normal", "overflow")  # Zones' fields, in order
+
+
+def histogram_summary(
+    hists: dict, name: str = "fp16", log2_scales=range(0, 31)
+) -> dict:
+    """What a live figure of gradient histograms needs, as plain JSON data: per
+    group (``hists`` maps a label to a Log2Histogram) the share of values in
+    each bin and the zone fractions (ZONES, read exactly from the sorted
+    magnitudes by ``zone_fractions``) at every scale 2^k, k in
+    ``log2_scales``. Kilobytes, where the magnitudes are megabytes.
+
+    Returns {"format", "bin_width", "log2_scales", "groups": [{"label",
+    "first_edge_log2", "shares", "zones"}]}, ``zones[i]`` being the four
+    fractions at ``log2_scales[i]``."""
+    validate.one_of("name", name, FORMATS)
+    if not isinstance(hists, dict) or not hists:
+        raise ValueError(f"hists must map labels to Log2Histograms, got {hists!r}")
+    ks = list(log2_scales)
+    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) for k in ks):
+        raise ValueError(f"log2_scales must be integers, got {log2_scales!r}")
+    widths = set()
+    groups = []
+    for label, h in hists.items():
+        if not isinstance(h, Log2Histogram):
+            raise ValueError(f"hists[{label!r}] must be a Log2Histogram, got {h!r}")
+        edges = [float(e) for e in h.edges_log2]
+        widths.add(edges[1] - edges[0])
+        zones = [zone_fractions(h, name, 2.0**k) for k in ks]
+        groups.append(
+            {
+                "label": str(label),
+                "first_edge_log2": edges[0],
+                "shares": [float(c) / h.n for c in h.counts],
+                "zones": [[float(getattr(z, f)) for f in ZONES] for z in zones],
+            }
+        )
+    if len(widths) != 1:
+        raise ValueError(f"the histograms' bin widths differ: {sorted(widths)}")
+    return {
+        "format": name,
+        "bin_width": widths.pop(),
+        "log2_scales": ks,
+        "groups": groups,
+    }
