@@ -19,6 +19,8 @@
     sends ("done", events): the list of (label, seconds since the save
     began), which is how the parent learns the offsets to try.
 
+``ranks_main`` (``fork_group(ranks_main, [ROOT], nproc=2)``, as
+tests/test_checkpointing.py runs it), or by hand under torchrun:
     python -m torch.distributed.run --nproc-per-node 2 \\
             -m tests.helpers.checkpoint_worker ranks ROOT
         Two gloo ranks: a DDP model and a ShardedSampler per rank, a
@@ -305,6 +307,13 @@ def ranks(root: str) -> None:
     finally:
         Path(root, f"result-rank{rank}.json").write_text(json.dumps(result))
         dist.destroy_process_group()
+
+
+def ranks_main(argv: list[str]) -> None:
+    """``ranks`` as a fork_group body: one thread per rank, as OMP_NUM_THREADS=1
+    gives a torchrun worker."""
+    torch.set_num_threads(1)
+    ranks(argv[0])
 
 
 if __name__ == "__main__":
