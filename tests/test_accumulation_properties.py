@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.accumulation import formulas as cost
 
 PROPERTY_COVERS = {
@@ -20,7 +21,7 @@ PROPERTY_COVERS = {
     "mlbook.accumulation.formulas.fit_cost_model",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 NOT_NUMBERS = [math.nan, math.inf, -math.inf, True, "7", None]
 NOT_POSITIVE_INT = [0, -1, 2.0, 1.5, math.nan, math.inf, True, "4", None]
