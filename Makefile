@@ -16,8 +16,18 @@ PYTHON_OR_VENV = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 book: $(STAMP)
 	$(PY) tools/build.py
 
+# Timed from make's start (MAKE_START is read when make parses this file), so
+# the venv set-up a fresh clone does first is included; pytest's own summary
+# gives the page times, the ten slowest tests and the shared fixtures' times,
+# and fails any test over 60 s of its own (tests/helpers/timecap.py).
+MAKE_START := $(shell date +%s)
+
 test: $(STAMP)
-	$(PY) -m pytest tests
+	@ready=$$(date +%s); \
+	$(PY) -m pytest tests; rc=$$?; \
+	end=$$(date +%s); \
+	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((end - ready)) s pytest), exit status $$rc"; \
+	exit $$rc
 
 # The built HTML book on 127.0.0.1 only (PORT=0 picks a free port); it prints the
 # address. Browsers refuse Pyodide's fetches from file://, so a live figure's

@@ -4,9 +4,41 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+
+# The time cap (every test at most 60 s of its own; session fixtures reported
+# apart) and pytester, which tests/test_timecap.py runs it with.
+pytest_plugins = ["helpers.timecap", "pytester"]
+
+# hypothesis profiles. "ci", the default, runs each property test the examples
+# its module asks for with `examples(n)` (n is what CI runs: enough to find
+# the off-by-ones, sign slips and unit errors the property tests exist for);
+# `pytest --hypothesis-profile long` runs ten times as many, for a longer run
+# before a change to a calculator lands. No deadline: a shared 2-core machine
+# makes per-example times meaningless.
+CI_EXAMPLES = 50
+settings.register_profile(
+    "ci", max_examples=CI_EXAMPLES, deadline=None, print_blob=True
+)
+settings.register_profile(
+    "long", max_examples=10 * CI_EXAMPLES, deadline=None, print_blob=True
+)
+settings.load_profile("ci")
+
+
+def examples(n: int) -> settings:
+    """hypothesis settings for a property test that runs ``n`` examples under
+    the ci profile, scaled with the loaded profile (ten times ``n`` under
+    --hypothesis-profile long). Test modules are imported after the profile
+    given on the command line is loaded, so module-level use sees it."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"examples needs a positive integer, got {n!r}")
+    scale = settings.default.max_examples / CI_EXAMPLES
+    return settings(max_examples=max(1, round(n * scale)), deadline=None)
+
 
 BOOK_DEST = Path(os.environ.get("MLBOOK_TEST_DEST", ROOT / "_build" / "test"))
 # For development only: MLBOOK_TEST_ONLY=mfu,faults builds just those chapters

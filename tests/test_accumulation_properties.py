@@ -11,9 +11,10 @@ from fractions import Fraction
 from itertools import pairwise
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.accumulation import formulas as cost
 from mlbook.accumulation import live
 
@@ -31,7 +32,7 @@ PROPERTY_COVERS = {
     "mlbook.accumulation.live.cost_explorer",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 NOT_NUMBERS = [math.nan, math.inf, -math.inf, True, "7", None]
 NOT_POSITIVE_INT = [0, -1, 2.0, 1.5, math.nan, math.inf, True, "4", None]

@@ -3,9 +3,10 @@
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common import book_values
 
 PROPERTY_COVERS = {"mlbook.common.book_values.page_values"}
@@ -26,7 +27,7 @@ def test_falls_back_to_the_last_make_book(tmp_path, monkeypatch):
         book_values.page_values("mfu")
 
 
-@settings(max_examples=30, deadline=None)
+@examples(30)
 @given(
     st.one_of(
         st.just(""),

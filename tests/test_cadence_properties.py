@@ -10,9 +10,10 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.cadence import formulas as cad
 
 PROPERTY_COVERS = {
@@ -27,7 +28,7 @@ PROPERTY_COVERS = {
     "mlbook.cadence.formulas.write_time_s",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 checkpoints = st.floats(0.01, 3600.0)
 mtbfs = st.floats(60.0, 1e7)

@@ -8,9 +8,10 @@ import itertools
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.capstone import formulas as cf
 from mlbook.common.transformer import TransformerConfig
 
@@ -28,7 +29,7 @@ PROPERTY_COVERS = {
     "mlbook.capstone.formulas.waterfall",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 NOT_POSITIVE = [0, -1, -2.5, math.nan, math.inf, -math.inf, True, "7", None]
 NOT_POSITIVE_INT = NOT_POSITIVE + [1.5, 2.0]
 NOT_BOOL = [0, 1, None, "yes", 1.0]

@@ -4,9 +4,6 @@ and the chapter's runs."""
 import json
 import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +11,9 @@ import torch
 
 from mlbook.cadence import experiments as cx
 from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler
-from mlbook.common_torch.launch import free_port
+from mlbook.common_torch.launch import fork_group
 from mlbook.common_torch.timing import cpu_threads
+from tests.helpers import checkpoint_worker as worker
 
 # DCP says on every call outside a process group that it assumes one
 # process: intended here.
@@ -30,7 +28,6 @@ def _one_thread():
         yield
 
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = cx.RunSpec(
     n_layers=1,
     d_model=32,
@@ -280,28 +277,10 @@ def test_checkpointer_bad_input(tmp_path):
 
 
 def test_two_gloo_ranks(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--nnodes",
-        "1",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(free_port()),
-        "-m",
-        "tests.helpers.checkpoint_worker",
-        "ranks",
-        str(tmp_path),
-    ]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run(
-        cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    """Two ranks of a gloo group (forked from fork_group's warm server with
+    torchrun's environment; the faults tests cover torchrun itself)."""
+    launch = fork_group(worker.ranks_main, [str(tmp_path)], nproc=2, timeout_s=240)
+    assert launch.returncode == 0, launch.output[-3000:]
     for rank in (0, 1):
         r = json.loads((tmp_path / f"result-rank{rank}.json").read_text())
         assert r.get("ok"), r

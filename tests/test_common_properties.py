@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common import accelerators, memory, validate
 from mlbook.common.transformer import LLAMA2_7B, TransformerConfig
 
@@ -32,7 +33,7 @@ PROPERTY_COVERS = {
     "mlbook.common.memory.model_state_bytes",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)

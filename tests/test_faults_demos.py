@@ -14,6 +14,7 @@ from mlbook.common_torch.checkpoint import Checkpointer
 from mlbook.common_torch.launch import fork_group, torchrun
 from mlbook.faults import experiments
 from mlbook.faults import formulas as faults
+from tests.helpers import stuck
 
 # A hang guard, not a speed test: a launch still running after this long is
 # killed and the test fails. On the 2-core machine these runs take 5-30 s.
@@ -119,22 +120,13 @@ def test_torchrun_timeout_kills_every_process(tmp_path):
     assert _alive_with(marker) == []
 
 
-def _stuck_forever(argv):
-    """A fork_group body that never returns (in a function the stack can name)."""
-    Path(argv[0], f"rank{os.environ['RANK']}").write_text(
-        f"{os.getpid()} {os.getppid()}"
-    )
-    while True:
-        time.sleep(0.05)
-
-
 def test_fork_group_timeout_names_where_each_rank_was_stuck(tmp_path):
     with pytest.raises(TimeoutError, match="timeout_s") as err:
-        fork_group(_stuck_forever, [str(tmp_path)], nproc=2, timeout_s=5)
+        fork_group(stuck.stuck_forever, [str(tmp_path)], nproc=2, timeout_s=5)
     text = str(err.value)
     # each rank's stack, written by SIGUSR1 before the kill, names
     # the function it was in
-    assert text.count("_stuck_forever") >= 2 and "--- rank 1 ---" in text
+    assert text.count("stuck_forever") >= 2 and "--- rank 1 ---" in text
     # the workers were children of the fork server, not forks of this (threaded) process
     pids, parents = zip(
         *(map(int, Path(tmp_path, f"rank{r}").read_text().split()) for r in range(2)),

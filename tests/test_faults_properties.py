@@ -11,9 +11,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.faults import formulas as faults
 
 PROPERTY_COVERS = {
@@ -37,7 +38,7 @@ PROPERTY_COVERS = {
     "mlbook.faults.formulas.summarize_timeline",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 # The integral's trapezoid rule is good to about 2e-7 relative (formulas._GRID);
 # monotonicity and bounds are checked up to 1e-6 relative so that rounding in the

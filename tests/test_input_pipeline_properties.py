@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common.transformer import TransformerConfig
 from mlbook.input_pipeline import formulas, packing, shards, tokenizer
 
@@ -42,10 +43,8 @@ PROPERTY_COVERS = {
     "mlbook.input_pipeline.shards.read_index",
 }
 
-FEW = settings(max_examples=50, deadline=None)
-SLOW = settings(
-    max_examples=10, deadline=None
-)  # each example trains a tokenizer or writes files
+FEW = examples(50)
+SLOW = examples(10)  # each example trains a tokenizer or writes files
 
 seconds = st.floats(1e-4, 1e3)
 workers = st.integers(0, 64)

@@ -25,7 +25,6 @@ contents, as after a rewind).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import signal
@@ -34,6 +33,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mlbook.common_torch import launch
 from mlbook.common_torch.checkpoint import Checkpointer
 from tests.helpers import checkpoint_worker as worker
 
@@ -56,15 +56,61 @@ SCENARIOS = [
 REPORT: dict = {}
 
 
+class ForkServer:
+    """The test's own fork server (checkpoint_worker.serve), started once."""
+
+    def __init__(self):
+        # a fork of the package's fork server (torch, torch._dynamo and DCP
+        # imported); serve imports whatever that server's preload lacked
+        context = launch._fork_context()
+        self.conn, child = context.Pipe()
+        self.proc = context.Process(target=worker.serve, args=(child,))
+        self.proc.start()
+        child.close()
+        if not self.conn.poll(120):
+            self.close()
+            raise AssertionError("the kill-anywhere fork server did not start")
+        ready, imported, now = self.conn.recv()
+        # safe to fork: one Python thread, and the warm-up started no other
+        assert ready == "ready" and now[0] == 1 and now[1] <= imported[1], (
+            imported,
+            now,
+        )
+
+    def run(self, root: Path, step, version, async_, stall_at):
+        """Fork a child; return (message, pid) once it stalls or finishes."""
+        self.conn.send(("save", str(root), step, version, KEEP_LAST, async_, stall_at))
+        pid, message = self.conn.recv()
+        if message[0] == "timeout":
+            raise AssertionError(
+                f"the child neither stalled nor finished (exit code {self.reap()})"
+            )
+        return message, pid
+
+    def reap(self) -> int | None:
+        """The exit code of the last child, once it has ended."""
+        self.conn.send(("reap",))
+        return self.conn.recv()
+
+    def close(self):
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
 @pytest.fixture(scope="module")
-def ctx():
-    """A forkserver that has imported torch and the worker once: each kill
-    then costs a fork, not an interpreter start. torch._dynamo is what the
-    first optimizer step imports (0.4 s); importing it up front keeps it out
-    of every child."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch._dynamo", "tests.helpers.checkpoint_worker"])
-    return context
+def server():
+    """One fork server that has imported torch, torch._dynamo (which the
+    first optimizer constructor imports) and the worker, and done one save:
+    each kill then costs a fork, not an interpreter start or DCP's set-up."""
+    srv = ForkServer()
+    yield srv
+    srv.close()
 
 
 @pytest.fixture(scope="module")
@@ -76,24 +122,6 @@ def base(tmp_path_factory):
         worker.save_state(root, step, 1, KEEP_LAST)
     assert Checkpointer(root, keep_last=KEEP_LAST).steps() == [1, 2]
     return root
-
-
-def _run(ctx, root: Path, step, version, async_, stall_at):
-    """Start the child; return (message, process) once it stalls or finishes."""
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=worker.save_with_stall,
-        args=(str(root), step, version, KEEP_LAST, async_, stall_at, child),
-    )
-    proc.start()
-    child.close()
-    if not parent.poll(60):
-        proc.kill()
-        proc.join(10)
-        raise AssertionError(
-            f"the child neither stalled nor finished (exit code {proc.exitcode})"
-        )
-    return parent.recv(), proc
 
 
 def _expect_loaded(root: Path, step: int, version: int) -> None:
@@ -119,13 +147,12 @@ def _expect_loaded(root: Path, step: int, version: int) -> None:
 
 @pytest.mark.parametrize("name, step, version, async_, previous, commit", SCENARIOS)
 def test_sigkill_at_every_step_of_a_save(
-    ctx, base, tmp_path, name, step, version, async_, previous, commit
+    server, base, tmp_path, name, step, version, async_, previous, commit
 ):
     dry = tmp_path / "dry"
     shutil.copytree(base, dry)
-    (kind, events), proc = _run(ctx, dry, step, version, async_, None)
-    proc.join(30)
-    assert kind == "done" and proc.exitcode == 0
+    (kind, events), _ = server.run(dry, step, version, async_, None)
+    assert kind == "done" and server.reap() == 0
     labels = [label for label, _ in events]
     assert commit in labels, labels
     commit_at = labels.index(commit) + 1  # stalling at k stops just before event k
@@ -136,11 +163,11 @@ def test_sigkill_at_every_step_of_a_save(
     for k in range(1, len(events) + 1):
         root = tmp_path / f"kill-{k:03d}"
         shutil.copytree(base, root)
-        (kind, at, label), proc = _run(ctx, root, step, version, async_, k)
+        (kind, at, label), pid = server.run(root, step, version, async_, k)
         assert kind == "stall" and at == k and label == labels[k - 1], (kind, at, label)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(30)
-        assert proc.exitcode == -signal.SIGKILL, proc.exitcode
+        os.kill(pid, signal.SIGKILL)
+        exitcode = server.reap()
+        assert exitcode == -signal.SIGKILL, exitcode
         expected = (step, version) if k > commit_at else previous
         _expect_loaded(root, *expected)
         recovered.append((k, label, round(events[k - 1][1] * 1e3, 2), expected))

@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common.transformer import TransformerConfig
 from mlbook.mfu import flops
 from mlbook.mfu import formulas as mfu
@@ -32,7 +33,7 @@ PROPERTY_COVERS = {
     "mlbook.mfu.formulas.nanogpt_estimate_mfu",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 
 @st.composite

@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common.transformer import LLAMA2_7B, LLAMA3_405B
 from mlbook.common.units import GIB
 from mlbook.plan import RunSpec, cli, plan
@@ -402,7 +403,7 @@ specs = st.builds(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(specs, st.floats(1.1, 3.0))
 def test_more_tokens_more_days_more_failures(spec, factor):
     from dataclasses import replace
@@ -419,7 +420,7 @@ def test_more_tokens_more_days_more_failures(spec, factor):
     assert b.ideal_days == pytest.approx(a.ideal_days * factor)
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(specs)
 def test_higher_failure_rate_lowers_goodput_and_more_sharding_less_memory(spec):
     from dataclasses import replace
@@ -431,7 +432,7 @@ def test_higher_failure_rate_lowers_goodput_and_more_sharding_less_memory(spec):
     assert totals == sorted(totals, reverse=True)
 
 
-@settings(max_examples=20, deadline=None)
+@examples(20)
 @given(specs)
 def test_budget_lines_and_main(spec):
     lines = cli.budget_lines(as_dict(plan(spec)))
@@ -478,7 +479,7 @@ def test_budget_lines_and_main(spec):
     )
 
 
-@settings(max_examples=30, deadline=None)
+@examples(30)
 @given(
     st.one_of(
         st.just(0),
@@ -495,7 +496,7 @@ def test_bad_numbers_are_refused_by_name(bad):
             RunSpec(**{**BASE, field: bad})
 
 
-@settings(max_examples=25, deadline=None)
+@examples(25)
 @given(
     st.text(min_size=1, max_size=12).filter(lambda w: w not in ("plan", "-h", "--help"))
 )
@@ -507,7 +508,7 @@ def test_the_top_level_command_knows_only_plan(word):
     assert top(["--help"]) == 0
 
 
-@settings(max_examples=30, deadline=None)
+@examples(30)
 @given(st.integers(1, 10**6))
 def test_the_default_failure_rate_gives_a_job_mtbf_that_falls_with_size(gpus):
     """Failures of independent GPUs add: the job's MTBF is 1 / (G x rate), so one

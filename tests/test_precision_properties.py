@@ -12,9 +12,10 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.precision import formulas as F
 from mlbook.precision import live
 
@@ -45,7 +46,7 @@ PROPERTY_COVERS = {
     "mlbook.precision.live.state_bytes",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 NOT_POSITIVE = [0, -1, -2.5, math.nan, math.inf, -math.inf, True, "7", None]
 NOT_FINITE = [math.nan, math.inf, -math.inf, True, "7", None]

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.recompute import formulas as rc
 
 PROPERTY_COVERS = {
@@ -29,7 +30,7 @@ PROPERTY_COVERS = {
     "mlbook.recompute.formulas.selective_sqrt_crossover_seq_len",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 seq_lens = st.integers(1, 1 << 17)
 batches = st.integers(1, 64)

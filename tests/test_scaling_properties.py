@@ -9,9 +9,10 @@ import math
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common import accelerators
 from mlbook.scaling import formulas as sc
 from mlbook.scaling import pipeline
@@ -34,7 +35,7 @@ PROPERTY_COVERS = {
     "mlbook.common.accelerators.interconnect",
 }
 
-FEW = settings(max_examples=50, deadline=None)
+FEW = examples(50)
 
 sizes = st.floats(1.0, 1e13)
 ranks = st.integers(1, 100_000)

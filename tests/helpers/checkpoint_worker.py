@@ -1,7 +1,14 @@
 """Child processes for the checkpointing tests.
 
-``save_with_stall`` (started by tests/test_kill_anywhere.py in a forkserver
-child, so torch is imported once for all of them)
+``serve`` (started once by tests/test_kill_anywhere.py)
+    A fork server of the test's own: it imports torch, torch._dynamo (what an
+    optimizer's constructor imports) and DCP once, runs one throw-away save
+    outside the test's directories so that DCP's first-call set-up is done,
+    then forks one ``save_with_stall`` child per request. Whatever fork
+    server the rest of the suite started first (multiprocessing keeps one per
+    process, with the preload of whoever started it), every kill costs a fork.
+
+``save_with_stall`` (a child of ``serve``, one per kill)
     Saves one checkpoint of a small model whose state is a deterministic
     function of (step, version) (``deterministic_state``), with every
     file-system step of the save counted: each open of a file under the root,
@@ -12,6 +19,8 @@ child, so torch is imported once for all of them)
     sends ("done", events): the list of (label, seconds since the save
     began), which is how the parent learns the offsets to try.
 
+``ranks_main`` (``fork_group(ranks_main, [ROOT], nproc=2)``, as
+tests/test_checkpointing.py runs it), or by hand under torchrun:
     python -m torch.distributed.run --nproc-per-node 2 \\
             -m tests.helpers.checkpoint_worker ranks ROOT
         Two gloo ranks: a DDP model and a ShardedSampler per rank, a
@@ -24,10 +33,13 @@ Every wait is bounded: a child that is not killed exits after 60 s.
 from __future__ import annotations
 
 import builtins
+import importlib
 import io
 import json
+import multiprocessing
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -184,6 +196,66 @@ def save_with_stall(
     conn.send(("done", counter.events))
 
 
+def _threads() -> tuple[int, int]:
+    """(Python threads, native threads) of this process (Linux)."""
+    return threading.active_count(), len(os.listdir("/proc/self/task"))
+
+
+def serve(conn) -> None:
+    """The kill-anywhere fork server (see the module docstring).
+
+    Requests on ``conn``: ("save", root, step, version, keep_last, async_,
+    stall_at) forks a child running ``save_with_stall`` and answers (pid,
+    message) once the child stalled or finished, or (pid, ("timeout",)) if
+    it did neither within 60 s; ("reap",) answers the last child's exit code
+    once it has ended (the caller kills a stalled child first). A save
+    requested before the last child was reaped (its caller failed) kills that
+    child first. None, or the caller gone, ends the server. Every fork is
+    made while this process runs one Python thread and no more native threads
+    than importing torch left (as in multiprocessing's forkserver), so no child
+    inherits a lock that a busy thread held."""
+    imported = _threads()
+    importlib.import_module("torch._dynamo")  # so that no child imports it
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="kill-anywhere-warm-up-") as scratch:
+        save_state(Path(scratch) / "ckpt", 1, 1, keep_last=1)
+    fork = multiprocessing.get_context("fork")
+    conn.send(("ready", imported, _threads()))
+    last = None
+    try:
+        while (request := conn.recv()) is not None:
+            if request == ("reap",):
+                last.join(30)
+                conn.send(last.exitcode)
+                last = None
+                continue
+            if last is not None:
+                last.kill()
+                last.join()
+            python, native = _threads()
+            if python != 1 or native > imported[1]:
+                raise RuntimeError(
+                    f"the fork server runs {python} Python and {native} native "
+                    f"threads; importing torch left {imported}"
+                )
+            parent, child = fork.Pipe(duplex=False)
+            last = fork.Process(target=save_with_stall, args=(*request[1:], child))
+            last.start()
+            child.close()
+            if parent.poll(60):
+                conn.send((last.pid, parent.recv()))
+            else:
+                last.kill()
+                conn.send((last.pid, ("timeout",)))
+            parent.close()
+    except EOFError:  # the test process is gone
+        pass
+    finally:
+        if last is not None:
+            last.kill()
+            last.join()
+
+
 # --- two ranks ------------------------------------------------------------------------
 
 
@@ -235,6 +307,13 @@ def ranks(root: str) -> None:
     finally:
         Path(root, f"result-rank{rank}.json").write_text(json.dumps(result))
         dist.destroy_process_group()
+
+
+def ranks_main(argv: list[str]) -> None:
+    """``ranks`` as a fork_group body: one thread per rank, as OMP_NUM_THREADS=1
+    gives a torchrun worker."""
+    torch.set_num_threads(1)
+    ranks(argv[0])
 
 
 if __name__ == "__main__":
