@@ -9,9 +9,10 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from helpers.exercise_keys import measured_for
 from mlbook.exercises import (
     EXERCISES,
@@ -43,7 +44,7 @@ PROPERTY_COVERS = {
     "mlbook.exercises.recompute.first_s_above",
 }
 
-FAST = settings(max_examples=60, deadline=None)
+FAST = examples(60)
 IDS = sorted(EXERCISES)
 REAL_ANSWERS = [
     (r.id, n)

@@ -12,9 +12,10 @@ import json
 import math
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.cadence import live as cadence_live
 from mlbook.common import accelerators, live, transformer
 from mlbook.common import vegalite as vl
@@ -47,7 +48,7 @@ PROPERTY_COVERS = {
     "mlbook.mfu.live.training_days_planner",
 }
 
-FEW = settings(max_examples=60, deadline=None)
+FEW = examples(60)
 values = st.floats(-1e9, 1e9, allow_nan=False) | st.integers(-(10**9), 10**9)
 
 

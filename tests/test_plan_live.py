@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common import live
 from mlbook.common.units import GIB
 from mlbook.plan import cli
@@ -127,6 +128,7 @@ def test_the_explorer_offers_only_plannable_gpus():
     assert "V100 SXM2" not in plan_live.GPUS
 
 
+@examples(50)
 @given(st.data())
 def test_every_setting_of_the_explorer_is_a_plan(data):
     values = {
@@ -242,6 +244,7 @@ def _form_values():
     return st.fixed_dictionaries({c.name: one(c) for c in FORM.controls})
 
 
+@examples(50)
 @given(_form_values())
 def test_the_form_is_the_command_for_any_values(values):
     """Whatever the fields hold: the command's JSON, or its error line."""
@@ -261,6 +264,7 @@ def test_the_form_is_the_command_for_any_values(values):
     json.dumps(view, allow_nan=False)
 
 
+@examples(50)
 @given(_form_values())
 def test_plan_argv_reads_back_as_the_values(values):
     args = cli.parser().parse_args(plan_live.plan_argv(**values))
@@ -268,6 +272,7 @@ def test_plan_argv_reads_back_as_the_values(values):
         assert getattr(args, name) == value, (name, value)
 
 
+@examples(50)
 @given(st.text(max_size=40))
 def test_flag_for_names_a_flag_of_the_command_or_none(message):
     flags = {o for a in cli.parser()._actions for o in a.option_strings}
@@ -307,6 +312,7 @@ def test_plan_adds_up_the_same_account():
     assert wall / 86_400 == pytest.approx(p.expected_days, rel=1e-12)
 
 
+@examples(50)
 @given(
     st.floats(60, 7200),
     st.floats(1, 300),

@@ -9,9 +9,10 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.recompute import formulas as rc
 from mlbook.recompute import live
 
@@ -21,7 +22,7 @@ PROPERTY_COVERS = {
 }
 
 GIB = 2**30
-FEW = settings(max_examples=60, deadline=None)
+FEW = examples(60)
 
 
 def _layers(spec, mark):

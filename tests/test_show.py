@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook import show
 
 PROPERTY_COVERS = {"mlbook.show.table", "mlbook.show.glue_values"}
@@ -105,6 +106,7 @@ def test_glue_values_refuses_what_is_not_a_number_or_a_label(monkeypatch, value,
 # --- properties -------------------------------------------------------------------
 
 
+@examples(50)
 @given(
     st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)
 )
@@ -116,6 +118,7 @@ def test_a_number_shows_as_itself_to_four_figures(x):
     assert abs(shown - x) <= tolerance * (1 + 1e-9)
 
 
+@examples(50)
 @given(
     st.dictionaries(
         st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True),
