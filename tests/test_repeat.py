@@ -113,8 +113,14 @@ def test_holds(relation, value, bar, expected):
     assert repeat.holds(relation, value, bar) is expected
 
 
-def run_record(seconds, error=None, **glued):
-    return {"seconds": seconds, "error": error, "retry": None, "values": glued}
+def run_record(seconds, error=None, stalls=None, **glued):
+    return {
+        "seconds": seconds,
+        "error": error,
+        "retry": None,
+        "values": glued,
+        "stalls": stalls or [],
+    }
 
 
 def test_summary_counts_passes_spreads_and_misses():
@@ -180,6 +186,28 @@ def test_no_diagnosis_when_every_cell_was_answered(tmp_path):
         [],
     )
     assert repeat.diagnose(logs) is None
+
+
+def test_a_reply_seen_long_after_the_kernel_finished_is_a_stall(tmp_path):
+    logs = write_logs(
+        tmp_path / "s",
+        [
+            "10:00:00.000 notebook cell 1 sent, timeout 300 s",
+            "10:00:00.100 notebook cell 1 replied",
+            "10:00:00.200 notebook cell 3 sent, timeout 300 s",
+            "10:05:00.200 notebook cell 3 replied",  # the poll timeout found it
+        ],
+        [
+            "10:00:00.010 code cell 1 started: x = 1",
+            "10:00:00.050 code cell 1 finished ok",
+            "10:00:00.210 code cell 2 started: live_figure(...)",
+            "10:00:01.700 code cell 2 finished ok",
+        ],
+    )
+    assert repeat.stalls(logs) == [[2, 298.5]]
+    runs = [run_record(300.0, stalls=[[2, 298.5]]), run_record(2.0, stalls=[])]
+    s = repeat.summarise(runs, 60)
+    assert (s["stalled"], s["longest_stall_s"]) == (1, 298.5)
 
 
 def test_the_retry_flags_go_with_repeat_only():

@@ -37,7 +37,9 @@ mode the kernel and the client write where they are when a cell runs too
 long (execution.py's watchdogs), and a run that timed out is reported with
 what those logs say: whether the kernel had finished the cell the client was
 waiting on (the client lost its reply), or was still in it (its stacks, and
-those of its ranks, say where).
+those of its ranks, say where). A run whose client saw a reply more than
+STALL_S after the kernel had finished the cell is reported with those cells
+even when it passed (a lost wake-up that the cell timeout ended).
 """
 
 from __future__ import annotations
@@ -133,6 +135,43 @@ def diagnose(stacks_dir: Path) -> str | None:
     return f"the client waited on notebook cell {waiting}; the kernel logged nothing"
 
 
+# A reply the client sees this long after the kernel finished the cell was lost
+# for a while (with the build's polling work-around it comes within half a second).
+STALL_S = 5.0
+
+
+def stalls(stacks_dir: Path) -> list[list]:
+    """The cells whose reply the client saw more than STALL_S after the
+    kernel had finished them, as [code cell number, seconds]: the n-th cell
+    the client sent is the kernel's n-th code cell."""
+    client = stacks_dir / "client.txt"
+    if not client.exists():
+        return []
+    replied: list[float | None] = []
+    for line in client.read_text(errors="replace").splitlines():
+        parts = line.replace(",", "").split()
+        if len(parts) >= 5 and parts[1:3] == ["notebook", "cell"]:
+            if parts[4] == "sent":
+                replied.append(None)
+            elif parts[4] == "replied" and replied:
+                replied[-1] = _seconds_of_day(parts[0])
+    finished: dict[int, float] = {}
+    for log in sorted(stacks_dir.glob("kernel-*.txt")):
+        for line in log.read_text(errors="replace").splitlines():
+            parts = line.split()
+            if (
+                len(parts) >= 5
+                and parts[1:3] == ["code", "cell"]
+                and parts[4] == ("finished")
+            ):
+                finished[int(parts[3])] = _seconds_of_day(parts[0])
+    found = []
+    for n, t in enumerate(replied, start=1):
+        if t is not None and n in finished and t - finished[n] > STALL_S:
+            found.append([n, round(t - finished[n], 1)])
+    return found
+
+
 def summarise(runs: list[dict], budget_s: float) -> dict:
     """One page's runs: counts, times and every asserted quantity's spread."""
     seconds = [r["seconds"] for r in runs]
@@ -168,6 +207,10 @@ def summarise(runs: list[dict], budget_s: float) -> dict:
         "budget_s": budget_s,
         "over_budget": sum(s > budget_s for s in seconds),
         "retried": sum(r["retry"] is not None for r in runs),
+        "stalled": sum(bool(r.get("stalls")) for r in runs),
+        "longest_stall_s": max(
+            (st[1] for r in runs for st in r.get("stalls") or []), default=0.0
+        ),
         "failures": [
             {"run": i, "error": r["error"], "diagnosis": r.get("diagnosis")}
             for i, r in enumerate(runs)
@@ -205,6 +248,12 @@ def table(report: dict) -> str:
             f"{t['min']:>8.1f}s {t['median']:>8.1f}s {t['max']:>8.1f}s "
             f"{s['over_budget']:>6}"
             + (f"  retried {s['retried']}" if s["retried"] else "")
+            + (
+                f"  replies seen late in {s['stalled']} run(s), up to "
+                f"{s['longest_stall_s']:.0f} s"
+                if s["stalled"]
+                else ""
+            )
         )
         for q, e in s["quantities"].items():
             lines.append(
@@ -301,21 +350,24 @@ def repeat(
         if error is None:
             values.write_values(dest, page.stem, glued)
         diagnosis = diagnose(stacks) if error else None
+        late = stalls(stacks)
         dumped = any(
             "Thread 0x" in f.read_text(errors="replace") for f in stacks.glob("*.txt")
         )
-        if error is None and not dumped:
+        if error is None and not dumped and not late:
             shutil.rmtree(stacks, ignore_errors=True)
         log(
             f"  {page.stem} run {label}: {seconds:.1f} s"
             + (f"  FAILED: {error.splitlines()[0][:200]}" if error else "")
             + (f"  ({diagnosis})" if diagnosis else "")
+            + (f"  (replies seen late: {late})" if late else "")
         )
         return {
             "seconds": round(seconds, 1),
             "error": error,
             "retry": retried,
             "diagnosis": diagnosis,
+            "stalls": late,
             "load_before": round(load, 2),
             "load_after": round(os.getloadavg()[0], 2),
             "values": glued,
