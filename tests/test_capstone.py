@@ -412,6 +412,41 @@ def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
     assert wide.flops_per_s == max(t.flops_per_s for t in wide.timings)
 
 
+def test_a_ceiling_still_beaten_is_swept_again_a_bounded_number_of_times(
+    data, monkeypatch
+):
+    """Measure until sure, within a bound: a ceiling every rung beats (here one
+    that widening cannot raise) is swept LADDER_MAX_WIDENINGS times, each for
+    twice as long as the last, and the ladder then ends, reporting the count
+    (the page asserts what is left)."""
+    sizes = tiny_sizes()
+    low = mamf.MatmulCeiling(
+        1.0,
+        128,
+        128,
+        128,
+        "fp32",
+        "cpu",
+        (mamf.MatmulTiming(128, 128, 128, 1.0),),
+        1,
+        0.0,
+    )
+    budgets = []
+
+    def no_better(ceiling, budget_s, min_run_time_s=0.05):
+        budgets.append(budget_s)
+        return ceiling
+
+    monkeypatch.setattr(ex, "widen_ceiling", no_better)
+    monkeypatch.setattr(mamf, "refine", lambda c, **kw: c)
+    ladder = ex.run_ladder(
+        sizes, "cpu", data, {"fp32": low, "bf16": low}, (), max_attempts=1
+    )
+    assert ladder.widenings == ex.LADDER_MAX_WIDENINGS == len(budgets)
+    assert budgets == [2 * sizes.probe_budget_s * 2**i for i in range(len(budgets))]
+    assert ladder.widened == ("fp32",) and ladder.rungs[0].rates.vs_ceiling > 1
+
+
 def test_the_probe_times_on_the_steps_threads(monkeypatch):
     """benchmark.Timer runs on one thread unless told: the probe must
     pass torch's count."""
