@@ -43,6 +43,20 @@ def test_bounded_lets_a_quick_block_through():
     assert x == 2 and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+def test_bounded_puts_back_a_timer_that_was_running():
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(True))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with launch.bounded(5, "nothing"):
+            pass
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25 < left <= 30 and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_bounded_outside_the_main_thread_runs_the_block_as_it_is():
     done = []
 

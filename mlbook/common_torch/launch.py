@@ -207,12 +207,16 @@ def bounded(seconds: float, what: str):
         raise TimeoutError(f"waited {seconds:.0f} s for {what}")
 
     previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    started = time.monotonic()
+    earlier, interval = signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if earlier > 0:  # someone else's timer: put it back, less the time spent
+            left = max(earlier - (time.monotonic() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 def _fork_context():
