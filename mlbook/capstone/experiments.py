@@ -731,7 +731,7 @@ class Ladder:
 # A rung whose residual is above the bar is measured again, this many times in all
 # at most; a ceiling that a rung beats is swept again, each time twice as long, this
 # many times at most (the page glues how many it took of each).
-LADDER_MAX_ATTEMPTS = 4
+LADDER_MAX_ATTEMPTS = 8
 LADDER_MAX_WIDENINGS = 3
 
 
