@@ -625,12 +625,16 @@ def probe_ceilings(
 
     On a CPU bf16 may be emulated (fifty times slower): a 256^3 bf16 matmul
     is timed first, and where it is slower than fp32 the sweep stays at
-    small shapes (up to 512) rather than spend minutes proving it."""
+    small shapes (up to 512) rather than spend minutes proving it. Every
+    timing is on the clock the ladder times its steps by (step_clock: the
+    thread's CPU time on one CPU thread), so a busy machine lowers neither
+    alone."""
     budget_s = sizes.probe_budget_s if budget_s is None else budget_s
     shapes = cf.gemm_shapes(
         model_config(sizes, pad_vocab=True), sizes.batch * sizes.seq_len
     )
     out = {}
+    clock = step_clock(device, sizes.cpu_threads)
     with torch.inference_mode(), cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
         for dtype in ("fp32", "bf16"):
             max_dim = None
@@ -649,6 +653,7 @@ def probe_ceilings(
                 include=include,
                 max_dim=max_dim,
                 min_run_time_s=min_run_time_s,
+                clock=clock,
             )
     return out
 
@@ -664,6 +669,7 @@ def widen_ceiling(
         budget_s,
         include=tuple((t.m, t.n, t.k) for t in ceiling.timings[:8]),
         min_run_time_s=min_run_time_s,
+        clock=ceiling.clock,
     )
     return mamf.merge(ceiling, more)
 
