@@ -271,6 +271,24 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
     assert len(st.unprofiled_s) == 2 and len(st.profiled) == 2 and st.clock == "wall"
 
 
+def test_the_residual_compares_the_fastest_steps():
+    """One unprofiled and one profiled step slowed by another process do not
+    move the residual: it compares the fastest of each (hand computation)."""
+
+    def account(window_s):
+        buckets = dict.fromkeys(cf.BUCKETS, 0.0) | {"matmul": window_s}
+        return ex.StepAccount(window_s, buckets, (), {}, {})
+
+    st = ex.StepTimes(
+        (0.100, 0.300, 0.120),  # the 0.3 s step shared its core
+        (account(0.105), account(0.500), account(0.110)),
+        (0.100, 0.300, 0.120),
+        "thread",
+    )
+    assert st.residual == pytest.approx((0.100 - 0.105) / 0.100)
+    assert st.step_s == 0.120  # reported step times stay medians
+
+
 def test_time_and_profile_times_no_step_right_after_a_profiled_one():
     """CPU cycle: settle (untimed), timed, profiled; then one settling step
     and the rest. Each call sleeps 10 ms times its number, so the times say
