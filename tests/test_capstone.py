@@ -271,6 +271,24 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
     assert len(st.unprofiled_s) == 2 and len(st.profiled) == 2 and st.clock == "wall"
 
 
+def test_the_residual_compares_the_fastest_steps():
+    """One unprofiled and one profiled step slowed by another process do not
+    move the residual: it compares the fastest of each (hand computation)."""
+
+    def account(window_s):
+        buckets = dict.fromkeys(cf.BUCKETS, 0.0) | {"matmul": window_s}
+        return ex.StepAccount(window_s, buckets, (), {}, {})
+
+    st = ex.StepTimes(
+        (0.100, 0.300, 0.120),  # the 0.3 s step shared its core
+        (account(0.105), account(0.500), account(0.110)),
+        (0.100, 0.300, 0.120),
+        "thread",
+    )
+    assert st.residual == pytest.approx((0.100 - 0.105) / 0.100)
+    assert st.step_s == 0.120  # reported step times stay medians
+
+
 def test_time_and_profile_times_no_step_right_after_a_profiled_one():
     """CPU cycle: settle (untimed), timed, profiled; then one settling step
     and the rest. Each call sleeps 10 ms times its number, so the times say
@@ -410,6 +428,41 @@ def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
         (t.m, t.n, t.k) for t in wide.timings
     ]  # its shapes were timed again
     assert wide.flops_per_s == max(t.flops_per_s for t in wide.timings)
+
+
+def test_a_ceiling_still_beaten_is_swept_again_a_bounded_number_of_times(
+    data, monkeypatch
+):
+    """Measure until sure, within a bound: a ceiling every rung beats (here one
+    that widening cannot raise) is swept LADDER_MAX_WIDENINGS times, each for
+    twice as long as the last, and the ladder then ends, reporting the count
+    (the page asserts what is left)."""
+    sizes = tiny_sizes()
+    low = mamf.MatmulCeiling(
+        1.0,
+        128,
+        128,
+        128,
+        "fp32",
+        "cpu",
+        (mamf.MatmulTiming(128, 128, 128, 1.0),),
+        1,
+        0.0,
+    )
+    budgets = []
+
+    def no_better(ceiling, budget_s, min_run_time_s=0.05):
+        budgets.append(budget_s)
+        return ceiling
+
+    monkeypatch.setattr(ex, "widen_ceiling", no_better)
+    monkeypatch.setattr(mamf, "refine", lambda c, **kw: c)
+    ladder = ex.run_ladder(
+        sizes, "cpu", data, {"fp32": low, "bf16": low}, (), max_attempts=1
+    )
+    assert ladder.widenings == ex.LADDER_MAX_WIDENINGS == len(budgets)
+    assert budgets == [2 * sizes.probe_budget_s * 2**i for i in range(len(budgets))]
+    assert ladder.widened == ("fp32",) and ladder.rungs[0].rates.vs_ceiling > 1
 
 
 def test_the_probe_times_on_the_steps_threads(monkeypatch):

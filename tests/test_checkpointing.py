@@ -240,6 +240,21 @@ def test_async_then_sync_then_close(tmp_path):
     assert ckpt.steps() == [1, 2, 3] and len(ckpt.history) == 3
 
 
+def test_a_background_save_that_never_ends_is_a_bounded_wait(tmp_path, monkeypatch):
+    """wait() gives up on a writer that stopped, naming the step and the folder."""
+    from concurrent.futures import Future
+
+    from mlbook.common_torch import checkpoint
+
+    run = _trained(steps=1)
+    ckpt = Checkpointer(tmp_path)
+    monkeypatch.setattr(checkpoint.dcp, "async_save", lambda state, **kw: Future())
+    monkeypatch.setattr(checkpoint, "ASYNC_SAVE_WAIT_S", 0.2)
+    ckpt.save(1, run.model, run.optimizer, async_=True)
+    with pytest.raises(TimeoutError, match="background save of step 1 to .*step"):
+        ckpt.wait()
+
+
 def test_load_model_alone(tmp_path):
     run = _trained(steps=2)
     ckpt = Checkpointer(tmp_path)

@@ -121,3 +121,48 @@ def test_the_bibliography_points_to_the_mamf_finders_chapter():
     (note,) = re.findall(r"note = \{(.*)\}", entry)
     assert "compute/accelerator (MAMF finder" in note
     assert not re.search(r"training/performance \([^)]*MAMF", note)
+
+
+# --- the clock: a ceiling timed like the step it bounds -------------------------
+
+
+def test_the_thread_clock_needs_one_cpu_thread():
+    with pytest.raises(ValueError, match="clock='thread'.*one CPU thread"):
+        mamf.time_matmul(64, 64, 64, num_threads=2, clock="thread")
+    with pytest.raises(ValueError, match="clock"):
+        mamf.time_matmul(64, 64, 64, num_threads=1, clock="cpu")
+
+
+def test_sweeps_on_different_clocks_do_not_merge():
+    wall = mamf.find_ceiling(budget_s=0.01, max_dim=256, min_run_time_s=0.005)
+    thread = mamf.find_ceiling(
+        budget_s=0.01, max_dim=256, min_run_time_s=0.005, num_threads=1, clock="thread"
+    )
+    assert (wall.clock, thread.clock) == ("wall", "thread")
+    assert mamf.refine(thread, 1, 0.005, num_threads=1).clock == "thread"
+    with pytest.raises(ValueError, match="clock"):
+        mamf.merge(wall, thread)
+
+
+def test_a_process_sharing_the_core_lowers_the_wall_clock_ceiling_only():
+    """Physics, not the code under test: with a busy process pinned to the same
+    CPU, the wall clock charges the matmul for the time the other process
+    held the core, and the thread's CPU time does not."""
+    import os
+    import subprocess
+    import sys
+
+    cpu = min(os.sched_getaffinity(0))
+    mine = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {cpu})
+        os.sched_setaffinity(0, {cpu})
+        kw = dict(num_threads=1, min_run_time_s=0.3)
+        wall = mamf.time_matmul(256, 256, 256, clock="wall", **kw)
+        thread = mamf.time_matmul(256, 256, 256, clock="thread", **kw)
+    finally:
+        os.sched_setaffinity(0, mine)
+        hog.kill()
+        hog.wait()
+    assert thread > 1.3 * wall, (thread, wall)

@@ -63,7 +63,7 @@ def shown(monkeypatch):
     """The figures live_figure shows (their titles), instead of displaying them."""
     titles = []
     monkeypatch.setattr(
-        widgets, "_show", lambda fig: titles.append(fig.axes[0].get_title())
+        widgets, "_show", lambda fig, out=None: titles.append(fig.axes[0].get_title())
     )
     monkeypatch.setattr("IPython.display.display", lambda *a, **k: None)
     return titles

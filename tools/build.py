@@ -7,6 +7,7 @@ work; its docstring, printed by --help, says how).
     python tools/build.py --only mfu    # one chapter (the others appear as titles)
     python tools/build.py --no-cache    # execute every page, even unchanged ones
     python tools/build.py --jobs 4      # four chapters at a time, on their own cores
+    python tools/build.py --repeat 10 --only capstone  # 10 runs: passes, spreads
 """
 
 import sys

@@ -90,6 +90,9 @@ from mlbook.common import validate
 
 MARKER = "COMPLETE"
 LATEST = "latest"
+# How long wait() waits for a background save to be written: far beyond any
+# save here (milliseconds to seconds), so only a writer that stopped reaches it.
+ASYNC_SAVE_WAIT_S = 300.0
 _PREFIX = "step-"
 _TMP_PREFIX = ".tmp-step-"
 # a published step moved aside while the same step is re-published
@@ -507,10 +510,15 @@ class Checkpointer:
             pending["done"].set()
 
     def wait(self) -> None:
-        """Block until a pending async save is written and published."""
+        """Block until a pending async save is written and published (at most
+        ASYNC_SAVE_WAIT_S, then a TimeoutError naming the step and folder)."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            pending["done"].wait()
+            if not pending["done"].wait(ASYNC_SAVE_WAIT_S):
+                raise TimeoutError(
+                    f"waited {ASYNC_SAVE_WAIT_S:.0f} s for the background save of "
+                    f"step {pending['step']} to {pending['tmp']}"
+                )
             self._barrier()
         if self._error is not None:
             error, self._error = self._error, None

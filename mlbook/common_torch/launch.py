@@ -1,19 +1,29 @@
 """Starting process groups on this host: torchrun, or forked workers with
-torchrun's environment, each killed if it outlives its time."""
+torchrun's environment, each killed if it outlives its time.
+
+Every wait here is bounded and fails naming what it waited for: the fork
+server's answer when a worker starts, the workers' exit, their exit after
+SIGKILL, torchrun's exit. Workers write their Python stacks on SIGUSR1
+(mlbook.common.stacks), which fork_group sends to a worker that outlived its
+time and which the book build's kernel watchdog sends to every process the
+page started when a cell runs too long.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlbook.common import validate
+from mlbook.common import stacks, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,7 +136,13 @@ def torchrun(
                     except ProcessLookupError:
                         pass
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                try:
+                    proc.wait(timeout=KILLED_EXIT_S)
+                except subprocess.TimeoutExpired:
+                    raise TimeoutError(
+                        f"torchrun {module} (pid {proc.pid}) did not exit "
+                        f"{KILLED_EXIT_S:.0f} s after SIGKILL"
+                    ) from None
     wall = time.perf_counter() - start
     text = log_path.read_text(errors="replace")
     if owned_log:
@@ -141,15 +157,14 @@ def torchrun(
 def _forked_worker(main, argv, env, log_path):
     """Body of a forked worker: own log, own environment, exit code as the result.
     SIGUSR1 writes every thread's Python stack to the log (``fork_group`` sends
-    it to a worker that outlived its time, before killing it)."""
-    import faulthandler
-
+    it to a worker that outlived its time, before killing it; so does the book
+    build's watchdog when a cell runs too long)."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     sys.stdout = sys.stderr = open(fd, "w", buffering=1, closefd=False)
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     os.environ.update(env)
+    stacks.on_request(f"rank{env.get('RANK', '')}", file=sys.stderr)
     code = 0
     try:
         main(argv)
@@ -162,20 +177,51 @@ def _forked_worker(main, argv, env, log_path):
     os._exit(code)
 
 
-# Workers are forked from a fork server: a fresh process that has imported
-# torch and done nothing else (one Python thread, nothing running). A plain fork
-# of the caller copies whatever locks its threads (OpenMP's pool, the
-# profiler's, a kernel client's sockets) held at that instant, and a child can
-# wait on one forever; a fork of the server cannot. Only the first group pays
-# for the imports: torch, torch.distributed, torch._dynamo (which the first
-# optimizer constructed in a process imports: 1-3 s per worker on a 2-core
-# machine otherwise) and DCP (what the Checkpointer saves with).
+# Workers are forked from a fork server: a fresh single-threaded process that
+# has imported torch and done nothing else. A plain fork of the caller copies
+# whatever locks its threads (OpenMP's pool, the profiler's, a kernel client's
+# sockets) held at that instant, and a child can wait on one forever; a
+# fork of the server cannot. Only the first group pays for the imports:
+# torch, torch.distributed, torch._dynamo (which the first optimizer
+# constructed in a process imports: 1-3 s per worker on a 2-core machine
+# otherwise) and DCP (what the Checkpointer saves with). The server also
+# answers SIGUSR1 with its stacks (forkserver_stacks).
 FORK_SERVER_PRELOAD = [
+    "mlbook.common_torch.forkserver_stacks",
     "torch",
     "torch.distributed",
     "torch._dynamo",
     "torch.distributed.checkpoint",
 ]
+
+# How long a worker killed with SIGKILL may take to be reported gone.
+KILLED_EXIT_S = 10.0
+
+
+@contextlib.contextmanager
+def bounded(seconds: float, what: str):
+    """Raise TimeoutError("... waited {seconds} s for {what}") if the block
+    outlasts ``seconds``: SIGALRM interrupts a wait in a system call (a read
+    from a pipe that never gets its bytes). Signals reach the main thread
+    only, so in another thread the block runs unbounded (as before)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeoutError(f"waited {seconds:.0f} s for {what}")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    started = time.monotonic()
+    earlier, interval = signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if earlier > 0:  # someone else's timer: put it back, less the time spent
+            left = max(earlier - (time.monotonic() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 def _fork_context():
@@ -195,17 +241,27 @@ def fork_group(
     MASTER_ADDR=127.0.0.1, a free MASTER_PORT, no restarts), without paying
     for a launcher and a fresh ``import torch`` per worker: the children are
     forks of a server that imported torch once (``_fork_context``), so
-    ``main`` must be a module-level function and ``argv`` picklable. Children
-    still alive after ``timeout_s`` have their Python stacks written to their
-    logs (SIGUSR1), then are killed; the error carries the logs.
+    ``main`` must be a module-level function and ``argv`` picklable.
+
+    ``timeout_s`` bounds it all, from the first start to the last exit. A
+    worker the fork server has not started by then is a TimeoutError naming
+    its rank; workers still alive have their Python stacks written to their
+    logs (SIGUSR1), then are killed, and the TimeoutError names them and
+    carries each one's log. The logs live in the build's stacks folder when
+    it names one (mlbook.common.stacks), so a group that is stuck leaves
+    them there.
     """
     validate.positive_int("nproc", nproc)
     validate.positive("timeout_s", timeout_s)
     ctx = _fork_context()
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="mlbook-fork-") as tmp:
-        procs, timed_out = [], False
+    parent = stacks.folder()
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mlbook-fork-", dir=parent) as tmp:
+        procs, late, unkilled = [], [], []
         start = time.perf_counter()
+        deadline = time.monotonic() + timeout_s
         try:
             for rank in range(nproc):
                 env = {
@@ -222,36 +278,45 @@ def fork_group(
                     target=_forked_worker,
                     args=(main, argv, env, os.path.join(tmp, f"rank{rank}.log")),
                 )
-                p.start()
+                left = deadline - time.monotonic()
+                with bounded(left, f"the fork server to start rank {rank} of {nproc}"):
+                    p.start()
                 procs.append(p)
-            deadline = time.monotonic() + timeout_s
             for p in procs:
                 p.join(max(0.0, deadline - time.monotonic()))
         finally:
-            late = [p for p in procs if p.is_alive()]  # only our own children, by pid
-            for p in late:
-                try:
-                    os.kill(
-                        p.pid, signal.SIGUSR1
-                    )  # where each one is stuck, into its log
+            late = [r for r, p in enumerate(procs) if p.is_alive()]  # ours, by pid
+            for r in late:
+                try:  # where each one is stuck, into its log
+                    os.kill(procs[r].pid, signal.SIGUSR1)
                 except ProcessLookupError:
                     pass
             if late:
-                timed_out = True
                 time.sleep(1.0)
-            for p in late:
-                p.kill()
-                p.join()
+            for r in late:
+                procs[r].kill()
+                procs[r].join(KILLED_EXIT_S)
+            unkilled = [r for r in late if procs[r].is_alive()]
         wall = time.perf_counter() - start
-        output = "".join(
-            f"--- rank {r} ---\n"
-            + Path(tmp, f"rank{r}.log").read_text(errors="replace")
+        logs = {
+            r: Path(tmp, f"rank{r}.log").read_text(errors="replace")
             for r in range(nproc)
             if Path(tmp, f"rank{r}.log").exists()
-        )
-    if timed_out:
+        }
+    output = "".join(f"--- rank {r} ---\n{text}" for r, text in logs.items())
+    if late:
+        each = 3000 // len(late)
         raise TimeoutError(
-            f"forked group ran past timeout_s={timeout_s}; output:\n{output[-3000:]}"
+            f"forked group ran past timeout_s={timeout_s}: rank(s) {late} of "
+            f"{nproc} still running"
+            + (
+                f"; rank(s) {unkilled} not reported gone {KILLED_EXIT_S:.0f} s "
+                "after SIGKILL"
+                if unkilled
+                else ""
+            )
+            + "; the end of each one's log (its stacks last):\n"
+            + "".join(f"--- rank {r} ---\n{logs.get(r, '')[-each:]}" for r in late)
         )
     return Launch(max(abs(p.exitcode) for p in procs), wall, output)
 

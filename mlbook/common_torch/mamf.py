@@ -23,6 +23,13 @@ default ``torch.get_num_threads()``, the count the step runs on.
 
 Layout: as in Bekman's finder, B is stored (n x k) and transposed, the layout
 of a linear layer's weight (Y = X W^T).
+
+Clock: by default a timing is wall time, right for a GPU or for several
+threads. A step that a page times by its thread's CPU time (one CPU thread,
+on a machine other processes share) is compared with a ceiling timed the
+same way, ``clock="thread"``: timed by the wall, a matmul loses the time
+another process held the core and the ceiling comes out low, so that a step
+"beats" it (seen at test sizes on a 2-core machine under load).
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ from mlbook.common_torch.dtypes import DTYPES
 # The dtypes a matmul ceiling is probed in (fp8 matmuls need scaled
 # kernels, not torch.mm).
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
+
+# "wall": the wall clock; "thread": the calling thread's CPU time (one thread only)
+CLOCKS = ("wall", "thread")
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ class MatmulCeiling:
     timings: tuple  # MatmulTiming for every shape timed, best first
     grid_size: int  # how many shapes the sweep had to choose from
     seconds: float  # wall time the sweep took
+    clock: str = "wall"  # what each timing was timed by (CLOCKS)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -125,6 +136,20 @@ def _threads(num_threads) -> int:
     )
 
 
+def _timer_kwargs(clock: str, threads: int, device: str) -> dict:
+    """benchmark.Timer's ``timer``: its own default for the wall clock (which
+    synchronises CUDA before reading the clock), the thread's CPU time else."""
+    validate.one_of("clock", clock, CLOCKS)
+    if clock == "wall":
+        return {}
+    if threads != 1 or str(device).startswith("cuda"):
+        raise ValueError(
+            f"clock='thread' times the calling thread's CPU time, so it needs one CPU "
+            f"thread; got num_threads={threads} on {device}"
+        )
+    return {"timer": time.thread_time}
+
+
 def time_matmul(
     m: int,
     n: int,
@@ -133,14 +158,17 @@ def time_matmul(
     device: str = "cpu",
     min_run_time_s: float = 0.05,
     num_threads: int | None = None,
+    clock: str = "wall",
 ) -> float:
     """Best-of-blocks FLOP/s of one (m x k) @ (k x n) matmul: 2 m n k FLOPs,
-    on ``num_threads`` CPU threads (default: torch's current count)."""
+    on ``num_threads`` CPU threads (default: torch's current count), timed
+    by ``clock`` (module docstring)."""
     validate.one_of("dtype", dtype, MATMUL_DTYPES)
     for name, v in (("m", m), ("n", n), ("k", k)):
         validate.positive_int(name, v)
     validate.positive("min_run_time_s", min_run_time_s)
     threads = _threads(num_threads)
+    timer_kwargs = _timer_kwargs(clock, threads, device)
     a = torch.randn(m, k, device=device, dtype=DTYPES[dtype])
     b = torch.randn(
         n, k, device=device, dtype=DTYPES[dtype]
@@ -149,6 +177,7 @@ def time_matmul(
         stmt="torch.mm(a, b)",
         globals={"torch": torch, "a": a, "b": b},
         num_threads=threads,
+        **timer_kwargs,
     )
     seconds = min(timer.blocked_autorange(min_run_time=min_run_time_s).times)
     return 2 * m * n * k / seconds
@@ -164,6 +193,7 @@ def find_ceiling(
     step: int | None = None,
     min_run_time_s: float = 0.02,
     num_threads: int | None = None,
+    clock: str = "wall",
 ) -> MatmulCeiling:
     """Sweep matmul shapes for ``budget_s`` seconds and return the best.
 
@@ -187,13 +217,15 @@ def find_ceiling(
                 m,
                 n,
                 k,
-                time_matmul(m, n, k, dtype, device, min_run_time_s, num_threads),
+                time_matmul(m, n, k, dtype, device, min_run_time_s, num_threads, clock),
             )
         )
-    return _ceiling(timings, dtype, device, len(grid), time.perf_counter() - start)
+    return _ceiling(
+        timings, dtype, device, len(grid), time.perf_counter() - start, clock
+    )
 
 
-def _ceiling(timings, dtype, device, grid_size, seconds) -> MatmulCeiling:
+def _ceiling(timings, dtype, device, grid_size, seconds, clock="wall") -> MatmulCeiling:
     timings = sorted(timings, key=lambda t: -t.flops_per_s)
     best = timings[0]
     return MatmulCeiling(
@@ -206,6 +238,7 @@ def _ceiling(timings, dtype, device, grid_size, seconds) -> MatmulCeiling:
         tuple(timings),
         grid_size,
         seconds,
+        clock,
     )
 
 
@@ -217,12 +250,20 @@ def refine(
 ) -> MatmulCeiling:
     """Time the ``top`` best shapes again and keep, per shape, the better of
     the two measurements: call it between measurements of a step, so the
-    ceiling is probed while the machine runs as fast as it did for the step."""
+    ceiling is probed while the machine runs as fast as it did for the step.
+    The shapes are timed by the ceiling's own clock."""
     validate.positive_int("top", top)
     again = {(t.m, t.n, t.k): t for t in ceiling.timings}
     for t in ceiling.timings[:top]:
         f = time_matmul(
-            t.m, t.n, t.k, ceiling.dtype, ceiling.device, min_run_time_s, num_threads
+            t.m,
+            t.n,
+            t.k,
+            ceiling.dtype,
+            ceiling.device,
+            min_run_time_s,
+            num_threads,
+            ceiling.clock,
         )
         if f > t.flops_per_s:
             again[(t.m, t.n, t.k)] = MatmulTiming(t.m, t.n, t.k, f)
@@ -232,16 +273,17 @@ def refine(
         ceiling.device,
         ceiling.grid_size,
         ceiling.seconds,
+        ceiling.clock,
     )
 
 
 def merge(a: MatmulCeiling, b: MatmulCeiling) -> MatmulCeiling:
-    """Two sweeps of the same dtype and device as one: each shape at the better
-    of its measurements, the best shape the ceiling."""
-    if (a.dtype, a.device) != (b.dtype, b.device):
+    """Two sweeps of the same dtype, device and clock as one: each shape at the
+    better of its measurements, the best shape the ceiling."""
+    if (a.dtype, a.device, a.clock) != (b.dtype, b.device, b.clock):
         raise ValueError(
-            f"can only merge sweeps of one dtype and device, got {a.dtype}/{a.device} "
-            f"and {b.dtype}/{b.device}"
+            "can only merge sweeps of one dtype, device and clock, got "
+            f"{a.dtype}/{a.device}/{a.clock} and {b.dtype}/{b.device}/{b.clock}"
         )
     best = {}
     for t in a.timings + b.timings:
@@ -254,4 +296,5 @@ def merge(a: MatmulCeiling, b: MatmulCeiling) -> MatmulCeiling:
         a.device,
         max(a.grid_size, b.grid_size),
         a.seconds + b.seconds,
+        a.clock,
     )

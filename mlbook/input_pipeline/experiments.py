@@ -347,6 +347,12 @@ def sleep_s(duration_s: float, repeats: int = 50) -> float:
     return (time.perf_counter() - start) / repeats
 
 
+# A DataLoader with workers waits this long at most for a batch, then fails
+# ("DataLoader timed out after 60 seconds") instead of waiting forever on a worker
+# that stopped; no batch here takes more than a second.
+LOADER_TIMEOUT_S = 60.0
+
+
 @dataclass(frozen=True)
 class LoaderSetting:
     num_workers: int
@@ -363,6 +369,7 @@ class LoaderSetting:
                 2 if self.prefetch_factor is None else self.prefetch_factor
             )
             kw["persistent_workers"] = self.persistent_workers
+            kw["timeout"] = LOADER_TIMEOUT_S
         return kw
 
     @property
@@ -677,7 +684,7 @@ def _train_from_shards(
         batch_size=batch,
         sampler=sampler,
         num_workers=num_workers,
-        **({"prefetch_factor": 2} if num_workers else {}),
+        **({"prefetch_factor": 2, "timeout": LOADER_TIMEOUT_S} if num_workers else {}),
     )
     trained = []
     while step < stop:

@@ -86,6 +86,11 @@ class MfuMeasurement:
     sweeps: int  # how many sweeps it took for the ceiling to hold
 
 
+# How many ceiling sweeps measure_mfu makes at most while the step still beats
+# the ceiling (the page glues how many it took).
+MAX_SWEEPS = 3
+
+
 def measure_mfu(
     cfg: TransformerConfig,
     seq_len: int,
@@ -106,8 +111,8 @@ def measure_mfu(
     The machine's speed drifts, so the step and the ceiling are measured in
     ``rounds`` alternating rounds: ``steps`` timed steps, then the best shapes
     timed again. Should the step still beat the ceiling, the sweep is widened
-    (twice the budget, larger sizes) and the step measured again, up to three
-    sweeps; a beaten ceiling is reported, never explained away.
+    (twice the budget, larger sizes) and the step measured again, up to
+    MAX_SWEEPS sweeps; a beaten ceiling is reported, never explained away.
 
     On a GPU the step runs under bf16 autocast and is compared with bf16
     peaks; on a CPU it trains in fp32 against fp32 peaks. ``log`` (for
@@ -162,7 +167,7 @@ def measure_mfu(
             )
         step_s = measure.median_s(times)
         achieved = batch * seq_len / step_s * per_token
-        if achieved < ceiling.flops_per_s or sweeps == 3:
+        if achieved < ceiling.flops_per_s or sweeps == MAX_SWEEPS:
             break
         ceiling_budget_s *= 2
         max_dim = 2 * (max(ceiling.shape) if max_dim is None else max_dim)

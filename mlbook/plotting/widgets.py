@@ -23,10 +23,28 @@ import time
 import matplotlib.pyplot as plt
 
 
-def _show(fig):
-    from IPython.display import display
+def _show(fig, out=None):
+    """Display ``fig`` in the cell, or make it the one output of the Output
+    widget ``out``.
 
-    display(fig)
+    ``out`` gets the figure as its state (its ``outputs``), not by capturing a
+    display (``with out:``). Under papermill, captured output makes nbclient's
+    stand-in for the Output widget send a state update to the kernel on the
+    shell socket while the cell runs; jupyter_client sends it through a
+    synchronous shadow of the asyncio socket, which can swallow the wake-up of
+    the cell's reply, so papermill then waits out its whole cell timeout for
+    a reply it already holds. Setting the state sends nothing back."""
+    if out is None:
+        from IPython.display import display
+
+        display(fig)
+    else:
+        from IPython.core.interactiveshell import InteractiveShell
+
+        data, metadata = InteractiveShell.instance().display_formatter.format(fig)
+        out.outputs = (
+            {"output_type": "display_data", "data": data, "metadata": metadata},
+        )
     plt.close(fig)
 
 
@@ -72,9 +90,7 @@ def live_figure(draw, ranges=None, **controls):
             apply_ranges(controls, ranges)
         finally:
             busy.clear()
-        with out:
-            out.clear_output(wait=True)
-            _show(draw(**{name: c.value for name, c in controls.items()}))
+        _show(draw(**{name: c.value for name, c in controls.items()}), out)
 
     for c in controls.values():
         c.style = {"description_width": "initial"}

@@ -6,6 +6,7 @@ executed copies with warnings as errors.
     python tools/build.py --only mfu    # one chapter (the others appear as titles)
     python tools/build.py --no-cache    # execute every page, even unchanged ones
     python tools/build.py --jobs 4      # four chapters at a time, on their own cores
+    python tools/build.py --repeat 10 --only capstone  # 10 runs: passes, spreads
 
 Pages. Chapters are MyST text notebooks in notebooks/; book/ holds the other
 pages, of which those whose front matter names a kernel execute too. Each
@@ -63,7 +64,16 @@ the chosen ones depend on.
 Timings. <dest>/timings.json records, per page: "seconds" (the execution time
 of the notebook in this build, measured when it was executed), "cached"
 (true: taken from the cache), "this_run_s" (the time this run spent on it),
-"error", and "key"; and for the run: the jobs, each job's CPUs and threads.
+"error", "key", "retry" (the first attempt of a page run twice), and
+"stacks" (the watchdogs' logs of a page that failed or was retried); and for
+the run: the jobs, each job's CPUs and threads.
+
+Watchdogs. Every kernel the build starts logs each cell's start and end and,
+when a cell runs past execution.KERNEL_WATCHDOG_S, its threads' stacks and
+its descendant processes; the client dumps its own stacks shortly before a
+cell times out (execution.py, kernel_watchdog.py). The logs go to the folder
+MLBOOK_STACKS_DIR names, which the page's own processes read too
+(mlbook.common.stacks); `--repeat` keeps them for every run that failed.
 
 Jobs. With --jobs N > 1, N pages execute at once, each in its own process
 pinned (sched_setaffinity, inherited by its kernel and any workers it starts)
@@ -88,6 +98,9 @@ Modules, each owning one role:
                 the live figures' widget state taken out
     htmlbook    jupyter-book with warnings as errors, reused when unchanged
     run         build(): the pages executed in order, then the HTML
+    repeat      --repeat N: pages executed N times, pass counts and spreads of
+                the asserted quantities (its docstring: how pages name them)
+    kernel_watchdog  run in each kernel: cell log, stacks of a cell that hangs
     cli         the command line
 """
 

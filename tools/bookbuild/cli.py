@@ -9,7 +9,7 @@ from pathlib import Path
 
 import bookbuild
 
-from . import machine, paths, run
+from . import machine, paths, repeat, run
 
 
 def main(argv=None) -> int:
@@ -38,7 +38,45 @@ def main(argv=None) -> int:
         help="pages executed at once, each on its own cores "
         f"(default here: {machine.default_jobs()})",
     )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        default=None,
+        help="execute the chosen pages N times each (no cache, no HTML) and report "
+        "the pass counts and the spread of every asserted quantity "
+        "(tools/bookbuild/repeat.py says how pages name them)",
+    )
+    ap.add_argument(
+        "--no-retry",
+        action="store_true",
+        help="with --repeat: a cell that stops answering fails the run, no retry",
+    )
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="with --repeat: papermill as a reader runs it (no retry, no "
+        "work-around for the client's lost wake-ups)",
+    )
     args = ap.parse_args(argv)
+    if args.repeat is not None:
+        dest = args.dest or paths.ROOT / "_build" / (
+            "repeat-small" if args.small else "repeat"
+        )
+        report = repeat.repeat(
+            dest,
+            args.small,
+            args.repeat,
+            args.only,
+            retry=not (args.no_retry or args.plain),
+            workaround=not args.plain,
+        )
+        print(repeat.table(report))
+        print(f"report: {Path(dest).resolve() / 'repeat.json'}")
+        passed = all(s["passed"] == s["runs"] for s in report["pages"].values())
+        return 0 if passed else 1
+    if args.no_retry or args.plain:
+        ap.error("--no-retry and --plain go with --repeat")
     dest = args.dest or paths.ROOT / "_build" / ("test" if args.small else "book")
     started = time.perf_counter()
     report = run.build(

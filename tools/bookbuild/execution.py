@@ -1,17 +1,29 @@
 """Executing one page: jupytext to .ipynb, papermill with the page's
 parameters, one retry from a fresh kernel when a cell stops answering (the
-nbclient lost-wake-up work-around lives here too), the injected parameters
-cell hidden from the built page, and the ipywidgets of live figures taken
-out of it (the HTML book draws those with its own inputs)."""
+nbclient lost-wake-up work-around lives here too), the watchdogs that say
+where a page that stops answering stopped, the injected parameters cell
+hidden from the built page, and the ipywidgets of live figures taken out of
+it (the HTML book draws those with its own inputs)."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import tempfile
 import time
 from pathlib import Path
 
 CELL_TIMEOUT_S = 300
+
+
+# A kernel writes its stacks when a cell has run this long (kernel_watchdog.py),
+# the client its own at this share of CELL_TIMEOUT_S, before the cell times out:
+# no cell of any page takes a minute on an idle machine, so either means that
+# something is stuck.
+KERNEL_WATCHDOG_S = 120.0
+CLIENT_WATCHDOG_SHARE = 0.9
+KERNEL_WATCHDOG_FILE = Path(__file__).with_name("kernel_watchdog.py")
+STACKS_ENV = "MLBOOK_STACKS_DIR"
 
 
 POLL_SLICE_S = 0.5
@@ -52,8 +64,55 @@ def _poll_in_short_slices() -> None:
     AsyncZMQSocketChannel.get_msg = get_msg
 
 
+def stamp() -> str:
+    """The time of day to the millisecond, as both watchdog logs write it
+    (so the two can be compared as strings within a day)."""
+    now = time.time()
+    return (
+        time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+    )
+
+
+def _watched(stacks_dir: Path | None) -> tuple[dict, object]:
+    """papermill keyword arguments that start the kernel with the watchdog
+    (kernel_watchdog.py, writing under ``stacks_dir``) and arm this process's
+    own stack dump while it waits on each cell (into <stacks_dir>/client.txt);
+    and the open client log, to close after the run."""
+    if stacks_dir is None:
+        return {}, None
+    stacks_dir.mkdir(parents=True, exist_ok=True)
+    log = open(stacks_dir / "client.txt", "a", buffering=1)  # closed by execute()
+
+    def sent(cell, cell_index, **_):
+        log.write(
+            f"{stamp()} notebook cell {cell_index} sent, timeout {CELL_TIMEOUT_S} s\n"
+        )
+        faulthandler.dump_traceback_later(
+            CLIENT_WATCHDOG_SHARE * CELL_TIMEOUT_S, file=log, exit=False
+        )
+
+    def replied(cell, cell_index, **_):
+        faulthandler.cancel_dump_traceback_later()
+        log.write(f"{stamp()} notebook cell {cell_index} replied\n")
+
+    kwargs = {
+        "extra_arguments": [
+            f"--InteractiveShellApp.exec_files={[str(KERNEL_WATCHDOG_FILE)]!r}"
+        ],
+        "on_cell_execute": sent,
+        "on_cell_executed": replied,
+    }
+    return kwargs, log
+
+
 def execute(
-    chapter: Path, out_dir: Path, parameters: dict, env: dict | None = None
+    chapter: Path,
+    out_dir: Path,
+    parameters: dict,
+    env: dict | None = None,
+    retry: bool = True,
+    workaround: bool = True,
+    stacks_dir: Path | None = None,
 ) -> tuple:
     """Run one chapter; returns (seconds, error or None, retry or None). The
     executed notebook is written even when a cell fails, so the error can be
@@ -64,18 +123,30 @@ def execute(
     is then tried once more from a fresh kernel, and says so: ``retry`` is
     then {"first_attempt_s": ..., "error": ...}, so that a retried page is
     reported with the time its first attempt took, not only the retry's.
+    ``retry=False`` fails the page instead; ``workaround=False`` leaves
+    nbclient's polling as it is (with both off, this is papermill as a
+    reader would run it). With ``stacks_dir``, the kernel and this process
+    write where they are stuck there (see _watched and kernel_watchdog.py),
+    and the kernel's descendants find the folder in MLBOOK_STACKS_DIR.
     """
     import jupytext
     import nbformat
     import papermill
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    _poll_in_short_slices()
+    if workaround:
+        _poll_in_short_slices()
     nb = jupytext.read(chapter)
     out = out_dir / f"{chapter.stem}.ipynb"
-    saved = {k: os.environ.get(k) for k in env or {}}
-    os.environ.update(env or {})
-    retry = None
+    env = dict(env or {})
+    if stacks_dir is not None:
+        env[STACKS_ENV] = str(stacks_dir)
+        if "MLBOOK_CELL_WATCHDOG_S" not in os.environ:
+            env["MLBOOK_CELL_WATCHDOG_S"] = str(KERNEL_WATCHDOG_S)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    retry_info = None
+    watch, client_log = _watched(stacks_dir)
     try:
         for attempt in (1, 2):
             with tempfile.TemporaryDirectory() as tmp:
@@ -93,33 +164,44 @@ def execute(
                         progress_bar=False,
                         log_output=False,
                         execution_timeout=CELL_TIMEOUT_S,
+                        **watch,
                     )
                 except papermill.PapermillExecutionError as exc:
                     error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index})"
                 except (CellTimeoutError, DeadKernelError) as exc:
                     error = f"{type(exc).__name__}: {exc}"
-                    if attempt == 1:
+                    if client_log is not None:
+                        client_log.write(
+                            f"{stamp()} gave up: {error.splitlines()[0][:200]}\n"
+                        )
+                    if attempt == 1 and retry:
                         print(
                             f"  {chapter.stem}: the kernel stopped answering "
                             f"({error.splitlines()[0]}); running the chapter once more",
                             flush=True,
                         )
-                        retry = {
+                        retry_info = {
                             "first_attempt_s": round(time.perf_counter() - start, 1),
                             "error": error.splitlines()[0],
                         }
                         continue
+                finally:
+                    if client_log is not None:
+                        faulthandler.cancel_dump_traceback_later()
                 seconds = time.perf_counter() - start
             break
     finally:
+        if client_log is not None:
+            client_log.close()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    hide_injected_parameters(out)
-    strip_live_widgets(out)
-    return seconds, error, retry
+    if out.exists():
+        hide_injected_parameters(out)
+        strip_live_widgets(out)
+    return seconds, error, retry_info
 
 
 def hide_injected_parameters(path: Path) -> None:

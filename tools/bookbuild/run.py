@@ -102,6 +102,9 @@ def build(
                 error = str(exc)
         if error is None and not cached:
             store.store(page.stem, keys[page.stem], inputs[page.stem], out, seconds)
+        stacks = dest / "stacks" / page.stem
+        if error is None and retry is None:  # logs are kept only where they tell
+            shutil.rmtree(stacks, ignore_errors=True)
         report["chapters"][page.stem] = {
             "seconds": round(seconds, 1),
             "error": error,
@@ -110,6 +113,7 @@ def build(
             "key": keys[page.stem][:16],
             "budget_s": pages.budget_s(page),
             "retry": retry,
+            "stacks": str(stacks) if stacks.exists() else None,
         }
         how = "from the cache" if cached else f"{seconds:.1f} s"
         print(
@@ -183,6 +187,8 @@ def build(
                 view.mkdir(parents=True)
                 for d in deps:
                     shutil.copyfile(values_dir / f"{d}.json", view / f"{d}.json")
+                stacks = dest / "stacks" / page.stem  # the watchdogs' logs
+                shutil.rmtree(stacks, ignore_errors=True)
                 started = time.perf_counter()
                 future = executors[slot].submit(
                     execution.execute,
@@ -190,6 +196,9 @@ def build(
                     out_dir,
                     parameters,
                     {paths.VALUES_ENV: str(view)},
+                    True,
+                    True,
+                    stacks,
                 )
                 running[future] = (page, slot, started)
                 if jobs == 1:
