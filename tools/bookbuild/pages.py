@@ -45,20 +45,22 @@ def depends_on(page: Path) -> list[str]:
 
 
 def chapters(only: list[str] | None = None) -> list[Path]:
-    """Executable pages: the chapters in notebooks/ (those named in ``only``,
-    or all) and every executable page of book/ (always: the root is one)."""
-    found = sorted((paths.ROOT / "notebooks").glob("*.md"))
+    """Executable pages: the chapters in notebooks/, then the executable pages
+    of book/ (the root is one). With ``only``, just the pages named there (a
+    partial build stubs the others, the root included, so that building one
+    chapter does not execute the pages the introduction depends on)."""
+    found = sorted((paths.ROOT / "notebooks").glob("*.md")) + sorted(
+        p for p in (paths.ROOT / "book").glob("*.md") if is_notebook(p)
+    )
     if only:
         names = {p.stem for p in found}
         missing = set(only) - names
         if missing:
             raise SystemExit(
-                f"no chapter named {sorted(missing)}; chapters: {sorted(names)}"
+                f"no executable page named {sorted(missing)}; pages: {sorted(names)}"
             )
         found = [p for p in found if p.stem in only]
-    return found + sorted(
-        p for p in (paths.ROOT / "book").glob("*.md") if is_notebook(p)
-    )
+    return found
 
 
 def execution_order(pages: list[Path]) -> list[Path]:
