@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from mlbook.common import accelerators, transformer
-from mlbook.exercises._core import Mistake, Real, exercise, register
+from mlbook.common.units import DAY_S
+from mlbook.exercises._core import (
+    Code,
+    Mistake,
+    Real,
+    WrongFunction,
+    exercise,
+    register,
+)
 from mlbook.mfu import flops, formulas
 
 
@@ -137,4 +145,457 @@ MFU_2 = exercise(
     },
 )
 
-EXERCISES = register(MFU_1, MFU_2)
+# --- mfu-3: another model on another cluster, and the job's ceiling ------------------
+
+
+def _mfu_3(model, seq_len, gpu, dtype, n_gpus, tokens_per_s):
+    cfg, peak = transformer.PRESETS[model], accelerators.peak_flops_per_s(gpu, dtype)
+    return {
+        "mfu": formulas.mfu(tokens_per_s, cfg, seq_len, peak, n_gpus),
+        "max_tokens_per_s": formulas.max_tokens_per_s(cfg, seq_len, peak, n_gpus),
+    }
+
+
+def _mfu_3_wrong(
+    answer,
+    per_token=flops.flops_per_token,
+    peak_gpu=None,
+    peak_dtype=None,
+    per_gpu=False,
+):
+    """mfu-3's ``answer`` computed another way: ``per_token(cfg, s)`` FLOPs a
+    token, another GPU's or dtype's peak, or one GPU's peak for the job's.
+    Worked out directly: a wrong count may well pass 100 %."""
+
+    def value(model, seq_len, gpu, dtype, n_gpus, tokens_per_s):
+        cfg = transformer.PRESETS[model]
+        peak = accelerators.peak_flops_per_s(peak_gpu or gpu, peak_dtype or dtype)
+        capacity = (1 if per_gpu else n_gpus) * peak  # FLOP/s
+        flops_a_token = per_token(cfg, seq_len)
+        if answer == "mfu":
+            return tokens_per_s * flops_a_token / capacity
+        return capacity / flops_a_token
+
+    return value
+
+
+def _six_n_all(cfg, seq_len):
+    return 6 * flops.n_params(cfg)
+
+
+def _forward(cfg, seq_len):
+    return flops.flops_per_token(cfg, seq_len, "forward")
+
+
+_GPT3_ATTENTION_HINT = (
+    "at s = 2048 the attention term adds 12Lhs FLOPs a token, about 3 % of GPT-3's 6N."
+)
+
+MFU_3 = exercise(
+    "mfu-3",
+    level=1,
+    kind="compute",
+    inputs={
+        "model": "GPT-3 175B",
+        "seq_len": 2048,
+        "gpu": "A100 SXM",
+        "dtype": "bf16",
+        "n_gpus": 1024,
+        "tokens_per_s": 100_000,
+    },
+    answers={
+        "mfu": Real("fraction", "MFU with the attention term, 6N + 12Lhs", 0.005),
+        "max_tokens_per_s": Real(
+            "tokens/s", "the job's tokens/s at 100 % MFU, the same count", 0.005
+        ),
+    },
+    key=_mfu_3,
+    mistakes=(
+        Mistake(
+            "mfu",
+            "6N instead of 6N + 12Lhs",
+            _GPT3_ATTENTION_HINT,
+            _mfu_3_wrong("mfu", _six_n_all),
+        ),
+        Mistake(
+            "mfu",
+            "per-GPU instead of per-job",
+            "100,000 tokens/s is the whole job's throughput: divide by G x peak.",
+            _mfu_3_wrong("mfu", per_gpu=True),
+        ),
+        Mistake(
+            "mfu", "forward FLOPs only", _FORWARD_HINT, _mfu_3_wrong("mfu", _forward)
+        ),
+        Mistake(
+            "mfu",
+            "the TF32 peak",
+            "the run trains in BF16: divide by the A100's BF16 tensor-core peak.",
+            _mfu_3_wrong("mfu", peak_dtype="tf32"),
+        ),
+        Mistake(
+            "mfu",
+            "the H100 peak",
+            "the GPUs are A100s: take their peak from the table.",
+            _mfu_3_wrong("mfu", peak_gpu="H100 SXM"),
+        ),
+        Mistake(
+            "max_tokens_per_s",
+            "6N instead of 6N + 12Lhs",
+            _GPT3_ATTENTION_HINT,
+            _mfu_3_wrong("max_tokens_per_s", _six_n_all),
+        ),
+        Mistake(
+            "max_tokens_per_s",
+            "per-GPU instead of per-job",
+            "the job's ceiling is G x peak over the FLOPs a token.",
+            _mfu_3_wrong("max_tokens_per_s", per_gpu=True),
+        ),
+        Mistake(
+            "max_tokens_per_s",
+            "forward FLOPs only",
+            _FORWARD_HINT,
+            _mfu_3_wrong("max_tokens_per_s", _forward),
+        ),
+        Mistake(
+            "max_tokens_per_s",
+            "the H100 peak",
+            "the GPUs are A100s: take their peak from the table.",
+            _mfu_3_wrong("max_tokens_per_s", peak_gpu="H100 SXM"),
+        ),
+    ),
+)
+
+
+# --- mfu-4: GPT-3's compute and days on a V100 cluster --------------------------------
+
+
+def _mfu_4(n_params_b, tokens_b, gpu, dtype, n_gpus, mfu):
+    n, d = n_params_b * 1e9, tokens_b * 1e9
+    peak = accelerators.peak_flops_per_s(gpu, dtype)
+    return {
+        "train_flops": flops.six_nd(n, d),
+        "days": formulas.training_days(n, d, peak, n_gpus, mfu),
+    }
+
+
+def _mfu_4_wrong(answer, flops_a_param=6, peak_dtype=None, gpus=None, utilisation=None):
+    """mfu-4's ``answer`` with another count of FLOPs a parameter a token
+    (2: the forward; 8: the recomputed forward too), another peak, GPU count
+    or MFU."""
+
+    def value(n_params_b, tokens_b, gpu, dtype, n_gpus, mfu):
+        total = flops_a_param * n_params_b * 1e9 * tokens_b * 1e9  # FLOPs
+        if answer == "train_flops":
+            return total
+        peak = accelerators.peak_flops_per_s(gpu, peak_dtype or dtype)
+        rate = (gpus or n_gpus) * peak * (utilisation or mfu)  # FLOP/s
+        return total / rate / DAY_S
+
+    return value
+
+
+MFU_4 = exercise(
+    "mfu-4",
+    level=1,
+    kind="compute",
+    inputs={
+        "n_params_b": 175,
+        "tokens_b": 300,
+        "gpu": "V100 SXM2",
+        "dtype": "fp16",
+        "n_gpus": 10_000,
+        "mfu": 0.30,
+    },
+    answers={
+        "train_flops": Real("FLOPs", "the training FLOPs, C = 6ND", 0.01),
+        "days": Real("days", "the days of computing", 0.01),
+    },
+    key=_mfu_4,
+    mistakes=(
+        Mistake(
+            "train_flops",
+            "2ND, the forward only",
+            _FORWARD_HINT,
+            _mfu_4_wrong("train_flops", 2),
+        ),
+        Mistake(
+            "train_flops",
+            "8ND, a recomputed forward counted",
+            "C counts the model's FLOPs, three forwards' worth a token, "
+            "whatever the hardware reran.",
+            _mfu_4_wrong("train_flops", 8),
+        ),
+        Mistake(
+            "days", "2ND, the forward only", _FORWARD_HINT, _mfu_4_wrong("days", 2)
+        ),
+        Mistake(
+            "days",
+            "8ND, a recomputed forward counted",
+            "an MFU counted as 6N goes with 6ND FLOPs.",
+            _mfu_4_wrong("days", 8),
+        ),
+        Mistake(
+            "days",
+            "the fp32 peak",
+            "V100s train GPT-3 in fp16 on their tensor cores: take the fp16 peak.",
+            _mfu_4_wrong("days", peak_dtype="fp32"),
+        ),
+        Mistake(
+            "days",
+            "100 % MFU",
+            "the GPUs do useful work at 30 % of their peak: divide by the MFU.",
+            _mfu_4_wrong("days", utilisation=1.0),
+        ),
+        Mistake(
+            "days",
+            "one GPU's days",
+            "the 10,000 GPUs share the FLOPs: divide by G too.",
+            _mfu_4_wrong("days", gpus=1),
+        ),
+    ),
+)
+
+
+# --- mfu-5: where the attention term overtakes the weights, derived -------------------
+
+
+def _mfu_5(model, seq_len):
+    cfg = transformer.PRESETS[model]
+    twelve_lh = 3 * flops.attention_flops_per_token(cfg, 1)  # 12 L h, s = 1
+    return {
+        "s_star": 6 * flops.matmul_params(cfg) / twelve_lh,
+        "attention_share": flops.attention_share(cfg, seq_len),
+    }
+
+
+def _mfu_5_wrong(answer, n=flops.matmul_params, s_star=None, attention_per_lh=12):
+    """mfu-5's ``answer`` with another N (``n(cfg)``), another s* (``s_star(cfg)``,
+    the approximation 6h) or another attention count per L h s (4: the
+    forward's; 6: one of the two matmuls)."""
+
+    def value(model, seq_len):
+        cfg = transformer.PRESETS[model]
+        lh = cfg.n_layers * cfg.d_model
+        s0 = s_star(cfg) if s_star else 6 * n(cfg) / (attention_per_lh * lh)
+        if answer == "s_star":
+            return s0
+        return seq_len / (s0 + seq_len)  # 12Lhs / (6N + 12Lhs) = s / (s* + s)
+
+    return value
+
+
+def _six_h(cfg):
+    return 6 * cfg.d_model
+
+
+MFU_5 = exercise(
+    "mfu-5",
+    level=2,
+    kind="derive",
+    inputs={"model": "Llama-3-8B", "seq_len": 8192},
+    answers={
+        "s_star": Real("tokens", "s*, where 12Lhs equals 6 N_matmul", 0.01),
+        "attention_share": Real(
+            "fraction", "the attention term's share of the step's FLOPs", 0.01
+        ),
+    },
+    key=_mfu_5,
+    mistakes=(
+        Mistake(
+            "s_star",
+            "the approximation 6h",
+            "s* = 6h holds for N_matmul = 12Lh^2: four h x h projections and a "
+            "GELU MLP of 4h, no LM head. Llama-3-8B has GQA, a wider SwiGLU MLP "
+            "and a 128K-token head: use its N_matmul.",
+            _mfu_5_wrong("s_star", s_star=_six_h),
+        ),
+        Mistake(
+            "s_star",
+            "N = all parameters",
+            "the input embedding is a gather, not a matmul: N_matmul.",
+            _mfu_5_wrong("s_star", n=flops.n_params),
+        ),
+        Mistake(
+            "s_star",
+            "the forward's 4Lhs against 6N",
+            "compare like with like: a training step counts both terms three "
+            "times, 12Lhs against 6N.",
+            _mfu_5_wrong("s_star", attention_per_lh=4),
+        ),
+        Mistake(
+            "s_star",
+            "one attention matmul, 6Lhs",
+            "attention has two sequence-dependent matmuls, QK^T and PV.",
+            _mfu_5_wrong("s_star", attention_per_lh=6),
+        ),
+        Mistake(
+            "attention_share",
+            "a share of 6N, not of the total",
+            "the share is of the whole step, 6N + 12Lhs: s / (s* + s).",
+            lambda model, seq_len: seq_len / _mfu_5(model, seq_len)["s_star"],
+        ),
+        Mistake(
+            "attention_share",
+            "the approximation s / (6h + s)",
+            "s* = 6h is the approximation; Llama-3-8B's own N_matmul gives s*.",
+            _mfu_5_wrong("attention_share", s_star=_six_h),
+        ),
+        Mistake(
+            "attention_share",
+            "N = all parameters",
+            "the input embedding is a gather, not a matmul: N_matmul.",
+            _mfu_5_wrong("attention_share", n=flops.n_params),
+        ),
+        Mistake(
+            "attention_share",
+            "the forward's 4Lhs against 6N",
+            "compare like with like: a training step counts both terms three "
+            "times, 12Lhs against 6N.",
+            _mfu_5_wrong("attention_share", attention_per_lh=4),
+        ),
+    ),
+)
+
+
+# --- mfu-6: N_matmul, in code ---------------------------------------------------------
+
+
+def matmul_params(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
+    """The reference: the book's N_matmul of that shape."""
+    cfg = transformer.TransformerConfig(
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_ff=d_ff,
+        vocab_size=vocab_size,
+        mlp=mlp,
+    )
+    return flops.matmul_params(cfg)
+
+
+def _no_gqa(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
+    return matmul_params(n_layers, d_model, n_heads, n_heads, d_ff, vocab_size, mlp)
+
+
+def _two_mlp_matrices(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
+    return matmul_params(
+        n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, "gelu"
+    )
+
+
+def _embedding_counted(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
+    args = (n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp)
+    return matmul_params(*args) + vocab_size * d_model
+
+
+def _no_head(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
+    args = (n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp)
+    return matmul_params(*args) - vocab_size * d_model
+
+
+# The statement's two examples: Llama-2-7B and Llama-3-8B.
+_PRINTED = {
+    (32, 4096, 32, 32, 11008, 32000, "swiglu"): 6_607_077_376,
+    (32, 4096, 32, 8, 14336, 128256, "swiglu"): 7_504_658_432,
+}
+
+
+def _printed_cases(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
+    args = (n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp)
+    return _PRINTED.get(args, 12 * n_layers * d_model**2 + vocab_size * d_model)
+
+
+def _shape_arguments(st):
+    """Valid shapes: a head width, a K/V head count and the query heads per K/V
+    head (so n_kv_heads divides n_heads), any MLP width and vocabulary."""
+
+    def build(args):
+        n_layers, head_dim, n_kv_heads, group, d_ff, vocab_size, mlp = args
+        n_heads = n_kv_heads * group
+        return (
+            n_layers,
+            n_heads * head_dim,
+            n_heads,
+            n_kv_heads,
+            d_ff,
+            vocab_size,
+            mlp,
+        )
+
+    return st.tuples(
+        st.integers(1, 128),
+        st.sampled_from([16, 32, 64, 128]),
+        st.integers(1, 16),
+        st.integers(1, 8),
+        st.integers(1, 65_536),
+        st.integers(1, 262_144),
+        st.sampled_from(["swiglu", "gelu"]),
+    ).map(build)
+
+
+MFU_6 = exercise(
+    "mfu-6",
+    level=2,
+    kind="code",
+    code=Code(
+        name="matmul_params",
+        params=(
+            "n_layers",
+            "d_model",
+            "n_heads",
+            "n_kv_heads",
+            "d_ff",
+            "vocab_size",
+            "mlp",
+        ),
+        reference=matmul_params,
+        cases=(
+            *_PRINTED,
+            (96, 12288, 96, 96, 49152, 50257, "gelu"),  # GPT-3 175B
+            (80, 8192, 64, 8, 28672, 128256, "swiglu"),  # Llama-3-70B
+            (2, 128, 2, 1, 512, 512, "gelu"),
+            (1, 64, 4, 2, 256, 100, "swiglu"),
+        ),
+        arguments=_shape_arguments,
+        mistakes=(
+            WrongFunction(
+                "K and V as wide as Q",
+                "under grouped-query attention K and V are h x (n_kv_heads x h/a), "
+                "narrower than Q and O.",
+                _no_gqa,
+            ),
+            WrongFunction(
+                "two MLP matrices for SwiGLU",
+                "a SwiGLU MLP has three h x d_ff matrices (gate, up, down); a GELU "
+                "MLP two.",
+                _two_mlp_matrices,
+            ),
+            WrongFunction(
+                "the input embedding counted",
+                "the embedding is a gather, not a matmul; only the LM head's V x h "
+                "weights take part in one.",
+                _embedding_counted,
+            ),
+            WrongFunction(
+                "the LM head left out",
+                "the LM head is a matmul of h by V for every token: count it.",
+                _no_head,
+            ),
+            WrongFunction(
+                "the printed examples hard-coded",
+                "the check tries many other shapes: count each matrix of a layer, "
+                "times L, and the head.",
+                _printed_cases,
+            ),
+        ),
+        max_examples=30,
+    ),
+)
+
+# --- mfu-7: the step's own matmuls against the ceiling, measured ----------------------
+
+# The reader's own sweep: no key, the solution explains what the timings show.
+MFU_7 = exercise("mfu-7", level=2, kind="measure")
+
+EXERCISES = register(MFU_1, MFU_2, MFU_3, MFU_4, MFU_5, MFU_6, MFU_7)
