@@ -59,8 +59,17 @@ def test_uses_heavy(heavy):
 def run(pytester):
     def go(source):
         pytester.makepyfile(test_suite=source)
+        # its own rootdir: an ini file that happens to sit in /tmp (above
+        # pytester's folder) would otherwise become the root and lengthen ids
         return pytester.runpytest(
-            "-p", "helpers.timecap", "--test-cap-s", "1.0", "-p", "no:cacheprovider"
+            "-p",
+            "helpers.timecap",
+            "--test-cap-s",
+            "1.0",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(pytester.path),
         )
 
     return go

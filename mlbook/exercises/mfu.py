@@ -460,7 +460,7 @@ MFU_5 = exercise(
 # --- mfu-6: N_matmul, in code ---------------------------------------------------------
 
 
-def matmul_params(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
+def _matmul_params(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
     """The reference: the book's N_matmul of that shape."""
     cfg = transformer.TransformerConfig(
         n_layers=n_layers,
@@ -475,23 +475,23 @@ def matmul_params(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp)
 
 
 def _no_gqa(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
-    return matmul_params(n_layers, d_model, n_heads, n_heads, d_ff, vocab_size, mlp)
+    return _matmul_params(n_layers, d_model, n_heads, n_heads, d_ff, vocab_size, mlp)
 
 
 def _two_mlp_matrices(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
-    return matmul_params(
+    return _matmul_params(
         n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, "gelu"
     )
 
 
 def _embedding_counted(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
     args = (n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp)
-    return matmul_params(*args) + vocab_size * d_model
+    return _matmul_params(*args) + vocab_size * d_model
 
 
 def _no_head(n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp):
     args = (n_layers, d_model, n_heads, n_kv_heads, d_ff, vocab_size, mlp)
-    return matmul_params(*args) - vocab_size * d_model
+    return _matmul_params(*args) - vocab_size * d_model
 
 
 # The statement's two examples: Llama-2-7B and Llama-3-8B.
@@ -549,7 +549,7 @@ MFU_6 = exercise(
             "vocab_size",
             "mlp",
         ),
-        reference=matmul_params,
+        reference=_matmul_params,
         cases=(
             *_PRINTED,
             (96, 12288, 96, 96, 49152, 50257, "gelu"),  # GPT-3 175B
