@@ -19,12 +19,13 @@ book: $(STAMP)
 # Timed from make's start (MAKE_START is read when make parses this file), so
 # the venv set-up a fresh clone does first is included; pytest's own summary
 # gives the page times, the ten slowest tests and the shared fixtures' times,
-# and fails any test over 60 s of its own (tests/helpers/timecap.py).
+# and fails any test over 60 s of its own (tests/helpers/timecap.py); every
+# test's time is written to _build/test-times.json.
 MAKE_START := $(shell date +%s)
 
 test: $(STAMP)
 	@ready=$$(date +%s); \
-	$(PY) -m pytest tests; rc=$$?; \
+	mkdir -p _build; $(PY) -m pytest tests --test-times _build/test-times.json; rc=$$?; \
 	end=$$(date +%s); \
 	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((end - ready)) s pytest), exit status $$rc"; \
 	exit $$rc

@@ -14,12 +14,16 @@ recorded times add up to nothing while the session took seconds: the plugin
 cannot pass by measuring nothing.
 
     pytest --test-cap-s 60      the default (tests/conftest.py loads the plugin)
+    pytest --test-times FILE    also write every test's and shared fixture's
+                                time to FILE (JSON), for a per-module account
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -184,6 +188,20 @@ class DurationCap:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
+        times_file = session.config.getoption("test_times")
+        if times_file:
+            Path(times_file).write_text(
+                json.dumps(
+                    {
+                        "tests": {t.nodeid: t.seconds for t in self.tests.values()},
+                        "fixtures": [
+                            [f.argname, f.scope, f.phase, f.seconds, f.during]
+                            for f in self.fixtures
+                        ],
+                    },
+                    indent=1,
+                )
+            )
         self._problems = self.problems(time.perf_counter() - self._started)
         if self._problems or self.over:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -231,6 +249,12 @@ def pytest_addoption(parser):
         type=float,
         default=CAP_S,
         help=f"fail any test whose own time exceeds this (default {CAP_S:g} s)",
+    )
+    parser.getgroup("mlbook").addoption(
+        "--test-times",
+        default=None,
+        metavar="FILE",
+        help="write every test's own time and the shared fixtures' times to FILE",
     )
 
 
