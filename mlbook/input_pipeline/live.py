@@ -113,11 +113,13 @@ def loader_explorer(
     x = vl.channel(
         "workers",
         vl.title_of("num_workers", "processes"),
-        domain=[0, MAX_WORKERS],
+        domain=[-0.5, MAX_WORKERS + 0.5],  # the end points drawn whole
         nice=False,
         format="d",
     )
-    t = vl.channel("step_ms", vl.title_of("step time", "ms"), domain=[0, top])
+    t = vl.channel(
+        "step_ms", vl.title_of("step time", "ms"), domain=[0, top], format=",.4~g"
+    )
     i = vl.channel(
         "idle", vl.title_of("device idle share of a step", "%"), domain=[0, 1]
     )
