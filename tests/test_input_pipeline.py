@@ -615,15 +615,6 @@ def test_figures_draw_labelled_axes(packed):
         figs.padding_vs_seq_len([3, 50, 700, 9000], [64, 256, 1024], 4, 256, "test"),
         figs.document_mask(np.array([5, 0, 7, 8, 0, 1]), 0),
         figs.tokens_per_s_budget([("a", 1e6, "produce"), ("b", 1e3, "consume")], "CPU"),
-        figs.loader_model(
-            2,
-            5.0,
-            40.0,
-            batch_size=20,
-            n_batches=10,
-            measured=[(0, 0.2, 0.8)],
-            measured_label="m",
-        ),
         figs.timelines(
             [
                 experiments.Timeline(
@@ -650,11 +641,6 @@ def test_figures_draw_labelled_axes(packed):
             assert ax.get_xlabel() or any(t.get_text() for t in ax.get_xticklabels())
             assert ax.get_ylabel() or any(t.get_text() for t in ax.get_yticklabels())
         plt.close(fig)
-    # the slider's marked point is the model's value at the chosen workers
-    fig = figs.loader_model(3, 5.0, 40.0, batch_size=20)
-    marker = [line for line in fig.axes[0].lines if line.get_marker() == "o"][0]
-    assert marker.get_ydata()[0] == pytest.approx(1e3 * max(0.04, 0.1 / 3))
-    plt.close(fig)
 
 
 def test_to_model_batch_widens_every_id_exactly():

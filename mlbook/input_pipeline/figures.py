@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlbook.input_pipeline import formulas, packing
+from mlbook.input_pipeline import packing
 from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
-
-MAX_WORKERS = 16  # the slider's and the curves' range of workers
 
 
 def padding_vs_seq_len(doc_lens, seq_lens, batch_size: int, chosen: int, corpus: str):
@@ -177,85 +175,4 @@ def sweep(points, model_epoch_s, published, device_name: str):
         bx.text(i, r, f"{r:.2f}", ha="center", va="bottom", fontsize=8)
     bx.set_ylabel("measured / model epoch time")
     bx.set_title("the closed form against each measured setting", fontsize=9)
-    return fig
-
-
-def loader_model(
-    workers: int,
-    item_cost_ms: float,
-    compute_ms: float,
-    batch_size: int = 20,
-    n_batches: int = 10,
-    measured=(),
-    measured_label: str = "",
-):
-    """The loader model for one batch size: step time and device idle share
-    against workers (steady state, and averaged over an epoch of
-    ``n_batches`` with its warm-up, which is what a measured epoch gives),
-    the chosen count marked, measured points overlaid."""
-    load_s, compute_s = batch_size * item_cost_ms / 1e3, compute_ms / 1e3
-    ws = np.arange(0, MAX_WORKERS + 1)
-    step = np.array([formulas.loader_step_s(load_s, compute_s, int(k)) for k in ws])
-    epoch = (
-        np.array(
-            [formulas.loader_epoch_s(n_batches, load_s, compute_s, int(k)) for k in ws]
-        )
-        / n_batches
-    )
-    idle = 1 - compute_s / step
-    fig, (ax, bx) = new_figure(ncols=2, size=(9.0, 3.6))
-    ax.plot(ws, step * 1e3, "k-", label="model, steady state")
-    ax.plot(ws, epoch * 1e3, "k--", lw=1, label=f"model, mean over {n_batches} batches")
-    ax.axhline(compute_ms, color="C2", ls=":", label="compute alone")
-    bx.plot(ws, idle, "k-", label="model, steady state")
-    bx.plot(
-        ws,
-        1 - compute_s / epoch,
-        "k--",
-        lw=1,
-        label=f"model, mean over {n_batches} batches",
-    )
-    chosen_step = formulas.loader_step_s(load_s, compute_s, workers)
-    chosen_idle = formulas.device_idle_fraction(load_s, compute_s, workers)
-    ax.plot([workers], [chosen_step * 1e3], "o", color="C3", ms=9)
-    bx.plot([workers], [chosen_idle], "o", color="C3", ms=9)
-    if measured:
-        mw = [m[0] for m in measured]
-        ax.plot(
-            mw,
-            [m[1] * 1e3 for m in measured],
-            "s",
-            color="C0",
-            mfc="none",
-            label=measured_label,
-        )
-        bx.plot(
-            mw,
-            [m[2] for m in measured],
-            "s",
-            color="C0",
-            mfc="none",
-            label=measured_label,
-        )
-    need = formulas.workers_needed(load_s, compute_s)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel("step time (ms)")
-    ax.set_ylim(
-        0, max(epoch.max(), max((m[1] for m in measured), default=0)) * 1e3 * 1.1
-    )
-    ax.legend(fontsize=8)
-    for axis in (ax, bx):
-        axis.set_xticks(range(0, MAX_WORKERS + 1, 2))
-    bx.set_xlabel("num_workers")
-    bx.set_ylabel("device idle share of a step")
-    percent_axis(bx)
-    bx.set_ylim(-0.02, 1)
-    bx.legend(fontsize=8)
-    fig.suptitle(
-        f"load {load_s * 1e3:,.0f} ms/batch ({batch_size} x "
-        f"{item_cost_ms:g} ms), compute {compute_ms:g} ms: {workers} workers "
-        f"-> {chosen_step * 1e3:,.0f} ms/step, idle {chosen_idle:.0%}; "
-        f"{need} keep the device busy",
-        fontsize=9,
-    )
     return fig
