@@ -215,6 +215,10 @@ def test_a_choice_is_checked_in_the_page(browser):
 
 
 PREDICTIONS = [r for r in BUILT if r.kind == "predict"]
+SPLIT_NOTES = """[...document.querySelectorAll('.mlbook-fold-note')]
+  .filter(n => n.previousElementSibling &&
+               n.previousElementSibling.classList.contains('mlbook-folded'))
+  .map(n => n.textContent)"""
 
 
 @pytest.mark.parametrize("record", PREDICTIONS, ids=lambda r: r.id)
@@ -228,6 +232,8 @@ def test_the_result_stays_folded_until_a_prediction(browser, record, how):
         assert not folded.first.is_visible()
         note = page.locator(".mlbook-fold-note")
         assert note.count() >= 1 and record.id in note.first.inner_text()
+        # folded cells one right after another share one note, one button
+        assert page.evaluate(SPLIT_NOTES) == [], "a run of folded cells has 2 notes"
         button = block.locator("button.mlbook-check")
         if how == "predict":
             button.click()  # nothing entered: still folded, and says why

@@ -132,32 +132,38 @@
     /* The cells tagged after-prediction between this block and the next
      * exercise block belong to this prediction: each is folded with the
      * prose that follows it, up to the next cell, heading or exercise (the
-     * paragraph that quotes the measured numbers). */
+     * paragraph that quotes the measured numbers); a run of such cells, one
+     * right after another, gets one note. */
     var all = document.querySelectorAll(".mlbook-answers, .tag_after-prediction");
-    var mine = false;
+    var mine = false, note = null, last = null;
     folds[id] = [];
     all.forEach(function (el) {
       if (el === block) { mine = true; return; }
       if (el.classList.contains("mlbook-answers")) { mine = false; return; }
       if (!mine) return;
-      var note = document.createElement("div");
-      note.className = "mlbook-fold-note";
-      var p = document.createElement("p");
-      p.textContent = "The measured result is folded until you have written down a prediction (exercise " + id + " above).";
-      var button = document.createElement("button");
-      button.type = "button";
-      button.className = "mlbook-reveal";
-      button.textContent = "Show the result";
-      button.addEventListener("click", function () { reveal(id); });
-      note.appendChild(p);
-      note.appendChild(button);
-      el.parentNode.insertBefore(note, el);
+      /* cells that follow one another share one note and one button */
+      if (!note || el.previousElementSibling !== last) {
+        note = document.createElement("div");
+        note.className = "mlbook-fold-note";
+        var p = document.createElement("p");
+        p.textContent = "The measured result is folded until you have written down a prediction (exercise " + id + " above).";
+        var button = document.createElement("button");
+        button.type = "button";
+        button.className = "mlbook-reveal";
+        button.textContent = "Show the result";
+        button.addEventListener("click", function () { reveal(id); });
+        note.appendChild(p);
+        note.appendChild(button);
+        el.parentNode.insertBefore(note, el);
+      }
       var folded = [el];
       for (var next = el.nextElementSibling; !stopsFold(next); next = next.nextElementSibling) folded.push(next);
+      var shared = note;
       folded.forEach(function (f) {
         f.classList.add("mlbook-folded");
-        folds[id].push({cell: f, note: note});
+        folds[id].push({cell: f, note: shared});
       });
+      last = folded[folded.length - 1];
     });
   }
 
