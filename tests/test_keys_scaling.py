@@ -17,9 +17,41 @@ def zero1_bytes(n_dp):
     return 4 * PSI + 12 * PSI / n_dp
 
 
-INDEPENDENT = {"scaling-1": {"n_dp": 8, "m": 285, "m_interleaved": 80}}
+# scaling-2: Llama-3-8B (Grattafiori et al. 2024, Table 3: L=32, h=4096, 32 heads,
+# 8 KV heads of 128, d_ff=14336, V=128256, untied), by hand:
+#   per layer: Q, O 2 * 4096^2 = 33,554,432; K, V 2 * 4096 * 1024 = 8,388,608;
+#   MLP 3 * 4096 * 14336 = 176,160,768; two norms 8,192 -> 218,112,000;
+#   x 32 = 6,979,584,000; embedding + head 2 * 128,256 * 4096 = 1,050,673,152;
+#   final norm 4,096 -> N = 8,030,261,248; bf16 gradients 2N bytes.
+# A ring of 256 sends 2 * 255/256 of them per rank; an A100's HDR InfiniBand
+# link is 200 Gb/s = 25 GB/s each way (NVIDIA DGX A100 datasheet).
+N_8B = 8_030_261_248
+SENT_8B = 2 * 255 / 256 * 2 * N_8B  # 31,995,572,160 bytes
+# scaling-3: 2 (N - 1) alpha = 2 (N - 1) / N S / B gives S* = N alpha B =
+# 16 * 8e-6 s * 25e9 B/s = 3.2e6 bytes; at S* the time is twice the latency
+# term: 2 * 2 * 15 * 8e-6 s = 4.8e-4 s.
+INDEPENDENT = {
+    "scaling-1": {"n_dp": 8, "m": 285, "m_interleaved": 80},
+    "scaling-2": {"sent_gb": SENT_8B / 1e9, "allreduce_s": SENT_8B / 25e9},
+    "scaling-3": {"s_star_bytes": 3.2e6, "t_star_s": 4.8e-4},
+}
 
 
 def test_keys_match_the_hand_computation():
     assert zero1_bytes(4) > 20e9 >= zero1_bytes(8)
     assert_matches(INDEPENDENT)
+
+
+def test_zero2_code_fails_a_function_that_hard_codes_the_printed_case():
+    """ZeRO-2 at ZeRO's Figure 1 (Psi = 7.5e9, N_d = 64, K = 12): 2 Psi + 14 Psi / 64
+    = 16.640625e9 bytes. A function that returns it, or that types in Psi and K,
+    passes the printed case and must still fail."""
+    from mlbook.exercises import check
+
+    assert check("scaling-4", lambda n, d, k: 2 * n + (2 + k) * n / d).correct
+    for f in (
+        lambda n, d, k: 16.640625e9,
+        lambda n, d, k: 2 * 7.5e9 + 14 * 7.5e9 / d,
+        lambda n, d, k: 16.640625e9 if d == 64 else 2 * n + 12 * n / d,
+    ):
+        assert not check("scaling-4", f).correct

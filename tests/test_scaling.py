@@ -15,7 +15,6 @@ from fractions import Fraction
 import pytest
 
 from mlbook.common import accelerators
-from mlbook.common.units import GIB
 from mlbook.scaling import formulas as sc
 from mlbook.scaling import pipeline
 
@@ -385,19 +384,17 @@ def test_experiments_refuse_bad_inputs(small_cfg):
 
 
 def test_figures_draw_with_labelled_axes():
+    """The static figures; the two slider figures are live now
+    (tests/test_scaling_live.py)."""
     import matplotlib.pyplot as plt
 
     from mlbook.common.transformer import LLAMA3_70B
     from mlbook.scaling import figures
 
-    for fig in (
-        figures.zero_memory("Llama-3-70B", "H100 SXM", 64),
-        figures.bubble_share(8, 32, 2),
-        figures.tp_vs_links(LLAMA3_70B, 8192, 1, "H100"),
-    ):
-        (ax,) = fig.axes
-        assert ax.get_xlabel() and ax.get_ylabel() and ax.has_data()
-        plt.close(fig)
+    fig = figures.tp_vs_links(LLAMA3_70B, 8192, 1, "H100")
+    (ax,) = fig.axes
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.has_data()
+    plt.close(fig)
     fig = figures.schedules(
         [pipeline.simulate("gpipe", 4, 8), pipeline.simulate("1f1b", 4, 8)]
     )
@@ -408,27 +405,6 @@ def test_figures_draw_with_labelled_axes():
         2 * 4 * 8,
     ]  # one box per operation
     plt.close(fig)
-    # the HBM line sits at the GPU's memory in GiB
-    fig = figures.zero_memory("Llama-3-70B", "H100 SXM", 64)
-    flat = [
-        ln
-        for ln in fig.axes[0].lines
-        if len(set(ln.get_ydata())) == 1 and len(ln.get_ydata()) == 2
-    ]
-    assert any(ln.get_ydata()[0] == pytest.approx(80e9 / GIB) for ln in flat)
-    plt.close(fig)
-
-
-def test_bubble_slider_keeps_m_a_multiple_of_p_when_interleaving():
-    from mlbook.scaling import figures
-
-    r = figures.bubble_ranges(p=8, m=30, v=2)["m"]
-    assert (r["min"], r["step"], r["value"]) == (8, 8, 32) and r["max"] % 8 == 0
-    assert figures.bubble_ranges(p=8, m=30, v=1)["m"] == {
-        "min": 1,
-        "max": 256,
-        "step": 1,
-    }
 
 
 def test_ddp_bucket_cap_mb_is_mebibytes(tmp_path):

@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 
 from mlbook.common import accelerators, transformer
-from mlbook.exercises._core import Integer, Mistake, exercise, register
+from mlbook.exercises._core import (
+    Code,
+    Integer,
+    Mistake,
+    Real,
+    WrongFunction,
+    exercise,
+    register,
+)
 from mlbook.mfu import flops
 from mlbook.scaling import formulas
 
@@ -106,4 +114,231 @@ SCALING_1 = exercise(
     ),
 )
 
-EXERCISES = register(SCALING_1)
+
+# --- scaling-2: the gradient all-reduce of another model on another cluster -------
+
+
+def _grad_bytes(model, value_bytes=2):
+    return value_bytes * flops.n_params(transformer.PRESETS[model])
+
+
+def _ring(model, gpu, n_gpus, value_bytes=2, link="ib", per_rank=True):
+    links = accelerators.interconnect(gpu)
+    bw = links.ib_bytes_per_s if link == "ib" else links.nvlink_bytes_per_s
+    s = _grad_bytes(model, value_bytes)
+    if not per_rank:  # S / B: the whole buffer once, not 2 (N - 1) / N of it
+        return s / bw
+    return formulas.ring_allreduce_s(s, n_gpus, bw)
+
+
+def _scaling_2(model, gpu, n_gpus):
+    s = _grad_bytes(model)
+    return {
+        "sent_gb": formulas.ring_allreduce_bytes_per_rank(s, n_gpus) / 1e9,
+        "allreduce_s": _ring(model, gpu, n_gpus),
+    }
+
+
+SCALING_2 = exercise(
+    "scaling-2",
+    level=1,
+    kind="compute",
+    inputs={"model": "Llama-3-8B", "gpu": "A100", "n_gpus": 256},
+    answers={
+        "sent_gb": Real("GB", "GB each GPU sends per all-reduce", 0.01),
+        "allreduce_s": Real("s", "seconds per all-reduce, bandwidth term only", 0.01),
+    },
+    key=_scaling_2,
+    mistakes=(
+        Mistake(
+            "sent_gb",
+            "S instead of 2(N - 1)/N S",
+            "a ring all-reduce is a reduce-scatter and an all-gather: each "
+            "passes (N - 1)/N of the buffer through every rank.",
+            lambda model, **_: _grad_bytes(model) / 1e9,
+        ),
+        Mistake(
+            "sent_gb",
+            "fp32 gradients",
+            "the gradients are bf16: 2 bytes per parameter.",
+            lambda model, n_gpus, **_: (
+                formulas.ring_allreduce_bytes_per_rank(_grad_bytes(model, 4), n_gpus)
+                / 1e9
+            ),
+        ),
+        Mistake(
+            "allreduce_s",
+            "S / B instead of 2(N - 1)/N S / B",
+            "each rank sends almost twice the buffer: a reduce-scatter, then "
+            "an all-gather.",
+            lambda **i: _ring(**i, per_rank=False),
+        ),
+        Mistake(
+            "allreduce_s",
+            "fp32 gradients",
+            "the gradients are bf16: 2 bytes per parameter.",
+            lambda **i: _ring(**i, value_bytes=4),
+        ),
+        Mistake(
+            "allreduce_s",
+            "NVLink's bandwidth",
+            "256 GPUs span 32 nodes: the ring crosses InfiniBand, the slowest "
+            "link in it.",
+            lambda **i: _ring(**i, link="nvlink"),
+        ),
+    ),
+)
+
+
+# --- scaling-3: where latency and bandwidth cost the same -------------------------
+
+
+def _crossover(n_ranks, alpha_us, link_gb_per_s, latency_steps=None):
+    """The message size whose latency term equals its bandwidth term, read
+    off the package's ring model: the latency term (the time of a message
+    with alpha minus without) over the seconds one byte costs."""
+    bw, alpha = link_gb_per_s * 1e9, alpha_us * 1e-6
+    latency = formulas.ring_allreduce_s(1.0, n_ranks, bw, alpha)
+    per_byte = formulas.ring_allreduce_s(1.0, n_ranks, bw)
+    latency -= per_byte
+    if latency_steps is not None:  # alpha paid latency_steps times, not 2 (N - 1)
+        latency *= latency_steps / (2 * (n_ranks - 1))
+    return latency / per_byte
+
+
+def _scaling_3(n_ranks, alpha_us, link_gb_per_s):
+    s_star = _crossover(n_ranks, alpha_us, link_gb_per_s)
+    bw, alpha = link_gb_per_s * 1e9, alpha_us * 1e-6
+    return {
+        "s_star_bytes": s_star,
+        "t_star_s": formulas.ring_allreduce_s(s_star, n_ranks, bw, alpha),
+    }
+
+
+SCALING_3 = exercise(
+    "scaling-3",
+    level=2,
+    kind="derive",
+    inputs={"n_ranks": 16, "alpha_us": 8, "link_gb_per_s": 25},
+    answers={
+        "s_star_bytes": Real("bytes", "S*, where the two terms are equal", 0.01),
+        "t_star_s": Real("s", "the all-reduce time at S*", 0.01),
+    },
+    key=_scaling_3,
+    mistakes=(
+        Mistake(
+            "s_star_bytes",
+            "forgetting the 1/N",
+            "the bandwidth term is 2(N - 1)/N S/B: set it equal to 2(N - 1) "
+            "alpha and the (N - 1) cancels, the N does not.",
+            lambda n_ranks, **i: _crossover(n_ranks, **i) / n_ranks,
+        ),
+        Mistake(
+            "s_star_bytes",
+            "alpha once per all-reduce",
+            "a ring pays the latency at each of its 2(N - 1) steps.",
+            lambda **i: _crossover(**i, latency_steps=1),
+        ),
+        Mistake(
+            "t_star_s",
+            "the latency term alone",
+            "at S* the bandwidth term adds as much again.",
+            lambda **i: _scaling_3(**i)["t_star_s"] / 2,
+        ),
+    ),
+)
+
+
+# --- scaling-4: ZeRO-2's bytes per GPU, as code ----------------------------------
+
+
+def _zero2_reference(n_params, n_dp, k):
+    return formulas.zero_state_bytes(n_params, n_dp, 2, k)
+
+
+def _zero2_arguments(st):
+    return st.tuples(
+        st.floats(1e6, 1e12),
+        st.sampled_from(POWERS_OF_TWO[1:]) | st.integers(2, 5000),
+        st.sampled_from((4, 8, 12, 16)),
+    )
+
+
+def _same_bytes(expected, got) -> bool:
+    try:
+        return math.isclose(float(got), expected, rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return False
+
+
+def _zero2_example_numbers(n_params, n_dp, k):
+    return 2 * 7.5e9 + (2 + 12) * 7.5e9 / n_dp  # Psi and K of the example
+
+
+def _zero2_as_zero1(n_params, n_dp, k):
+    return 4 * n_params + k * n_params / n_dp
+
+
+def _zero2_as_zero3(n_params, n_dp, k):
+    return (2 + 2 + k) * n_params / n_dp
+
+
+SCALING_4 = exercise(
+    "scaling-4",
+    level=1,
+    kind="code",
+    code=Code(
+        name="zero2_bytes",
+        params=("n_params", "n_dp", "k"),
+        reference=_zero2_reference,
+        cases=(
+            (7.5e9, 64, 12),
+            (7.5e9, 1, 12),
+            (70.6e9, 8, 12),
+            (133_440, 3, 8),
+            (1e9, 1024, 16),
+        ),
+        arguments=_zero2_arguments,
+        same=_same_bytes,
+        mistakes=(
+            WrongFunction(
+                "the example's Psi and K typed in",
+                "use the function's arguments: the check tries other models, "
+                "data-parallel sizes and optimizers.",
+                _zero2_example_numbers,
+            ),
+            WrongFunction(
+                "ZeRO-1's split",
+                "stage 2 shards the gradients too: only the 16-bit weights stay "
+                "whole on every rank.",
+                _zero2_as_zero1,
+            ),
+            WrongFunction(
+                "ZeRO-3's split",
+                "stage 2 keeps every rank's 16-bit weights whole; only stage 3 "
+                "shards them.",
+                _zero2_as_zero3,
+            ),
+        ),
+    ),
+)
+
+# --- scaling-5: measure the crossover on your own machine -------------------------
+SCALING_5 = exercise("scaling-5", level=2, kind="measure")
+
+# --- scaling-6: just before the DDP run, the reader predicts the exposed time -----
+SCALING_6 = exercise(
+    "scaling-6",
+    level=1,
+    kind="predict",
+    answers={
+        "exposed_share": Real(
+            "%",
+            "your prediction: exposed communication with one bucket, in per cent "
+            "of one all-reduce on its own",
+            0.1,
+        ),
+    },
+)
+
+EXERCISES = register(SCALING_1, SCALING_2, SCALING_3, SCALING_4, SCALING_5, SCALING_6)

@@ -303,6 +303,16 @@ class RankState:
     )
     owned_tensors: int
 
+    @property
+    def held_bytes(self) -> int:
+        """Weights, gradients and Adam's moments, as a formula counts them."""
+        return self.weights.bytes + self.grads.bytes + self.moments.bytes
+
+    @property
+    def padding_bytes(self) -> int:
+        """Storage allocated for weights and gradients beyond their elements."""
+        return sum(h.storage_bytes - h.bytes for h in (self.weights, self.grads))
+
 
 @dataclass(frozen=True)
 class ShardedRun:

@@ -6,9 +6,9 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from mlbook.common import accelerators, transformer
-from mlbook.common.units import GIB, KIB, MIB
+from mlbook.common.units import KIB, MIB
 from mlbook.mfu import flops
-from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
+from mlbook.plotting.style import new_figure, plain_log_axis
 from mlbook.scaling import formulas, pipeline
 
 STAGE_COLOURS = {0: "#444444", 1: "#1f77b4", 2: "#2ca02c", 3: "#d62728"}
@@ -263,120 +263,3 @@ def schedules(timelines):
         ncols=2,
     )
     return fig
-
-
-# --- sliders -----------------------------------------------------------------
-
-DP_SIZES = [2**i for i in range(15)]  # 1 .. 16384
-
-
-def zero_memory(model: str, gpu: str, n_dp: int, k: float = 12):
-    """Model-state GiB per GPU against the data-parallel size for ZeRO
-    stages 0-3 (mixed-precision Adam, 2 + 2 + K bytes per parameter), with the
-    HBM the GPU's driver makes usable as a line and the chosen N_d marked."""
-    cfg = transformer.PRESETS[model]
-    n = flops.n_params(cfg)
-    hbm = accelerators.accelerator(gpu).hbm_usable_bytes
-    fig, ax = new_figure()
-    for stage in formulas.ZERO_STAGES:
-        ys = [formulas.zero_state_bytes(n, d, stage, k) / GIB for d in DP_SIZES]
-        ax.plot(
-            DP_SIZES,
-            ys,
-            color=STAGE_COLOURS[stage],
-            label=formulas.ZERO_STAGE_NAMES[stage],
-        )
-        here = formulas.zero_state_bytes(n, n_dp, stage, k) / GIB
-        ax.plot([n_dp], [here], "o", color=STAGE_COLOURS[stage])
-        ax.annotate(
-            f"{here:,.1f}",
-            (n_dp, here),
-            textcoords="offset points",
-            xytext=(5, 3),
-            fontsize=8,
-            color=STAGE_COLOURS[stage],
-        )
-    ax.axhline(hbm / GIB, color="k", ls="--", lw=1)
-    ax.text(
-        DP_SIZES[0],
-        hbm / GIB * 1.15,
-        f"{gpu} usable HBM {hbm / GIB:.1f} GiB",
-        fontsize=8,
-    )
-    plain_log_axis(ax, "x", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("data-parallel ranks N_d")
-    ax.set_ylabel("model state per GPU (GiB)")
-    ax.set_title(
-        f"{model} ({n / 1e9:.1f} B parameters), K = {k:g}; activations come on top",
-        fontsize=10,
-    )
-    ax.legend(fontsize=8, loc="lower left")
-    return fig
-
-
-BUBBLE_PS = (2, 4, 8, 16, 32, 64)
-BUBBLE_VS = (1, 2, 4, 8)
-
-
-def bubble_share(p: int, m: int, v: int):
-    """Idle share against micro-batches m: for the chosen p, one curve per v
-    (the chosen one bold), and grey curves for the other p at the chosen v."""
-    fig, ax = new_figure()
-    ms = list(range(1, 257))
-    for other in BUBBLE_PS:
-        if other != p:
-            ax.plot(
-                ms,
-                [formulas.bubble_fraction(other, x, v) for x in ms],
-                color="0.8",
-                lw=0.8,
-            )
-            ax.text(
-                ms[-1],
-                formulas.bubble_fraction(other, ms[-1], v),
-                f" p={other}",
-                fontsize=7,
-                color="0.6",
-                va="center",
-            )
-    for vv in BUBBLE_VS:
-        ax.plot(
-            ms,
-            [formulas.bubble_fraction(p, x, vv) for x in ms],
-            lw=2.2 if vv == v else 1.2,
-            label=f"p={p}, v={vv}",
-        )
-    here = formulas.bubble_fraction(p, m, v)
-    ax.plot([m], [here], "ko")
-    ax.annotate(
-        f"m={m}: {here:.1%} idle",
-        (m, here),
-        textcoords="offset points",
-        xytext=(6, 6),
-        fontsize=9,
-    )
-    plain_log_axis(ax, "x", base=2)
-    percent_axis(ax)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("micro-batches per step m")
-    ax.set_ylabel("idle share of the step")
-    ax.set_title("Pipeline bubble (p-1)/(vm+p-1)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
-    return fig
-
-
-def bubble_ranges(p: int, m: int, v: int) -> dict:
-    """Interleaving needs m to be a multiple of p (Megatron-LM's rule): with
-    v > 1 the m slider steps in multiples of p."""
-    if v > 1:
-        top = 256 // p * p
-        return {
-            "m": {
-                "min": p,
-                "max": top,
-                "step": p,
-                "value": min(top, max(p, round(m / p) * p)),
-            }
-        }
-    return {"m": {"min": 1, "max": 256, "step": 1}}
