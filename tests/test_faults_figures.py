@@ -1,7 +1,5 @@
 """Tests of the faults chapter's figures: they draw, label their axes, and draw
-what they say (the marked point, the break-even, the straggler's bar)."""
-
-import math
+what they say (the cause counts, the straggler's bar)."""
 
 import matplotlib
 
@@ -9,7 +7,6 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
 from mlbook.common_torch.launch import Launch  # noqa: E402
 from mlbook.faults import experiments  # noqa: E402
@@ -44,37 +41,6 @@ def test_the_straggler_is_the_bar_at_zero():
     heights = [b.get_height() for b in fig.axes[0].patches]
     assert len(heights) == 16 and heights[3] == 0 and min(np.delete(heights, 3)) > 0
     _labelled(fig)
-
-
-@pytest.mark.parametrize(
-    "n,delta,sigma",
-    [(1024, 0.1, 0.05), (2, 0.0, 0.0), (1, 0.3, 0.1), (16384, 1.0, 0.3)],
-)
-def test_straggler_slider_draws_everywhere_on_its_range(n, delta, sigma):
-    _labelled(figs.straggler_curves(n, delta, sigma))
-
-
-def test_straggler_slider_marks_the_current_point_and_the_break_even():
-    n, delta, sigma = 1024, 0.1, 0.05
-    fig = figs.straggler_curves(n, delta, sigma)
-    ax = fig.axes[0]
-    marker = next(line for line in ax.lines if line.get_marker() == "o")
-    x, y = marker.get_xdata()[0], marker.get_ydata()[0]
-    assert x == delta
-    assert y == pytest.approx(1 + faults.straggler_slowdown(n, delta, sigma), rel=1e-12)
-    vertical = [
-        line
-        for line in ax.lines
-        if len(set(line.get_xdata())) == 1 and line is not marker
-    ]
-    # the drawn break-even agrees with the bisection to its drawing tolerance (1e-4)
-    assert any(
-        math.isclose(
-            line.get_xdata()[0], faults.drain_threshold(n, sigma), abs_tol=2e-4
-        )
-        for line in vertical
-    )
-    plt.close(fig)
 
 
 def test_spike_and_timeline_figures():

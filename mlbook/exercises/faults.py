@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mlbook.cadence import formulas as cadence
+from mlbook.common.units import DAY_S, HOUR_S
 from mlbook.exercises._core import (
     Code,
     Mistake,
@@ -32,6 +34,11 @@ def _drain_arguments(st):
         return n, factor * formulas.drain_threshold(n, sigma), sigma
 
     return st.tuples(st.integers(2, 1024), sigmas, factors).map(build)
+
+
+def _printed_answers(n_ranks, delta, sigma):
+    """The statement's two answers at 1,024 ranks, hard-coded for every N."""
+    return delta > (0.000978 if sigma == 0 else 0.076)
 
 
 def _no_noise_rule(n_ranks, delta, sigma):
@@ -95,9 +102,209 @@ FAULTS_1 = exercise(
                 "step's compute grows by N/(N - 1).",
                 _no_resharding,
             ),
+            WrongFunction(
+                "the printed answers hard-coded",
+                "the check tries other N and sigma: compare the expected step "
+                "times of waiting and of draining for the N and sigma given.",
+                _printed_answers,
+            ),
         ),
         max_examples=30,
     ),
 )
 
-EXERCISES = register(FAULTS_1)
+# --- faults-2: Llama 3's failure rate, on a smaller job ----------------------------
+
+
+def _faults_2(unexpected, days, logged_gpus, gpus, run_days):
+    """Llama 3's rate per GPU, scaled to ``gpus``: failures of independent parts
+    add their rates, so the job's MTBF is a GPU's MTBF over the GPU count."""
+    gpu_mtbf_s = formulas.mean_hours_between(unexpected, days) * HOUR_S * logged_gpus
+    job_mtbf_s = cadence.cluster_mtbf(gpu_mtbf_s, gpus)
+    return {
+        "mtbi_h": job_mtbf_s / HOUR_S,
+        "interruptions": run_days * DAY_S / job_mtbf_s,
+    }
+
+
+def _scaled(factor):
+    """The key's answers with the job's MTBF multiplied by ``factor``."""
+
+    def wrong(answer):
+        def value(**i):
+            key = _faults_2(**i)
+            return key[answer] * (
+                factor(**i) if answer == "mtbi_h" else 1 / factor(**i)
+            )
+
+        return value
+
+    return wrong
+
+
+_UNSCALED = _scaled(lambda gpus, logged_gpus, **_: gpus / logged_gpus)
+_UPSIDE_DOWN = _scaled(lambda gpus, logged_gpus, **_: (gpus / logged_gpus) ** 2)
+
+FAULTS_2 = exercise(
+    "faults-2",
+    level=1,
+    kind="compute",
+    inputs={
+        "unexpected": 419,
+        "days": 54,
+        "logged_gpus": 16_384,
+        "gpus": 2048,
+        "run_days": 30,
+    },
+    answers={
+        "mtbi_h": Real(
+            "h", "the job's mean time between unexpected interruptions", 0.01
+        ),
+        "interruptions": Real("count", "the unexpected interruptions expected", 0.01),
+    },
+    key=_faults_2,
+    mistakes=(
+        Mistake(
+            "mtbi_h",
+            "Llama 3's interval, not scaled",
+            "that is the interval of the 16,384-GPU job; a job of fewer GPUs "
+            "has fewer parts to fail.",
+            _UNSCALED("mtbi_h"),
+        ),
+        Mistake(
+            "mtbi_h",
+            "scaled the wrong way",
+            "fewer GPUs fail less often: the interval grows as the job shrinks.",
+            _UPSIDE_DOWN("mtbi_h"),
+        ),
+        Mistake(
+            "interruptions",
+            "Llama 3's rate, not scaled",
+            "the rate is per GPU: a job of 2,048 GPUs sees an eighth of it.",
+            _UNSCALED("interruptions"),
+        ),
+        Mistake(
+            "interruptions",
+            "scaled the wrong way",
+            "fewer GPUs fail less often: the count falls as the job shrinks.",
+            _UPSIDE_DOWN("interruptions"),
+        ),
+    ),
+)
+
+
+# --- faults-3: a straggler on another cluster ---------------------------------------
+
+
+def _faults_3(n_ranks, speed, sigma):
+    delta = formulas.delta_from_speed(speed)
+    return {
+        "slowdown": formulas.straggler_slowdown(n_ranks, delta, sigma),
+        "break_even": formulas.drain_threshold(n_ranks, sigma),
+    }
+
+
+FAULTS_3 = exercise(
+    "faults-3",
+    level=2,
+    kind="compute",
+    inputs={"n_ranks": 4096, "speed": 0.9, "sigma": 0.03},
+    answers={
+        "slowdown": Real("fraction", "how much longer each step takes", 0.03),
+        "break_even": Real("fraction", "the break-even delta for draining", 0.03),
+    },
+    key=_faults_3,
+    mistakes=(
+        Mistake(
+            "slowdown",
+            "the slowdown without noise",
+            "with a spread of step times the slow rank is not always the "
+            "slowest: the barrier waits for the slowest of all of them.",
+            lambda n_ranks, speed, **_: formulas.straggler_slowdown(
+                n_ranks, formulas.delta_from_speed(speed), 0.0
+            ),
+        ),
+        Mistake(
+            "slowdown",
+            "delta = 1 - speed",
+            "a rank at speed v takes 1/v as long: delta = 1/v - 1.",
+            lambda n_ranks, speed, sigma: formulas.straggler_slowdown(
+                n_ranks, 1 - speed, sigma
+            ),
+        ),
+        Mistake(
+            "break_even",
+            "the break-even without noise",
+            "with a spread of step times a slightly slow rank hides among the "
+            "others: the break-even is higher than 1/(N - 1).",
+            lambda n_ranks, **_: formulas.drain_threshold(n_ranks, 0.0),
+        ),
+    ),
+)
+
+
+# --- faults-4: the break-even without noise, derived --------------------------------
+
+
+def _faults_4(n_ranks, speed):
+    delta = formulas.delta_from_speed(speed)
+    wait = formulas.expected_step_time(n_ranks, delta, 0.0)
+    return {
+        "delta_star": formulas.drain_threshold(n_ranks, 0.0),
+        "saved": 1 - formulas.drop_step_time(n_ranks, 0.0) / wait,
+    }
+
+
+FAULTS_4 = exercise(
+    "faults-4",
+    level=2,
+    kind="derive",
+    inputs={"n_ranks": 512, "speed": 0.5},
+    answers={
+        "delta_star": Real("fraction", "the break-even delta*", 0.0005),
+        "saved": Real("fraction", "the share of the step time draining saves", 0.0005),
+    },
+    key=_faults_4,
+    mistakes=(
+        Mistake(
+            "delta_star",
+            "1/N instead of 1/(N - 1)",
+            "after the drain N - 1 ranks share the work: each does N/(N - 1) "
+            "of a share.",
+            lambda n_ranks, **_: 1 / n_ranks,
+        ),
+        Mistake(
+            "saved",
+            "draining without re-sharding",
+            "the N - 1 ranks left take over the drained rank's share: the "
+            "drained step lasts N/(N - 1), not 1.",
+            lambda speed, **_: 1 - speed,
+        ),
+        Mistake(
+            "saved",
+            "delta = 1 - speed",
+            "a rank at speed v takes 1/v as long: delta = 1/v - 1.",
+            lambda n_ranks, speed: 1 - n_ranks / (n_ranks - 1) / (2 - speed),
+        ),
+    ),
+)
+
+# --- faults-5: what a restart spends its time on, measured --------------------------
+
+# The reader's own machine: no key, the solution explains the number.
+FAULTS_5 = exercise("faults-5", level=2, kind="measure")
+
+# --- faults-6: the restart's downtime, predicted ------------------------------------
+
+FAULTS_6 = exercise(
+    "faults-6",
+    level=1,
+    kind="predict",
+    answers={
+        "downtime_s": Real(
+            "s", "your prediction: the failure to the new attempt's first step", 0.1
+        ),
+    },
+)
+
+EXERCISES = register(FAULTS_1, FAULTS_2, FAULTS_3, FAULTS_4, FAULTS_5, FAULTS_6)

@@ -7,7 +7,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from mlbook.faults import formulas as faults
-from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
+from mlbook.plotting.style import new_figure, plain_log_axis
 
 CATEGORY_COLORS = {
     "GPU": "C3",
@@ -41,38 +41,6 @@ def llama3_causes(rows=faults.LLAMA3_INTERRUPTIONS, log=faults.LLAMA3_405B_LOG):
         fontsize=10,
     )
     ax.tick_params(axis="y", labelsize=8)
-    return fig
-
-
-def straggler_curves(n_ranks: int = 1024, delta: float = 0.1, sigma: float = 0.05):
-    """Step time when waiting for a slow rank against draining it, over the
-    slow rank's extra time delta; the current delta and the break-even marked."""
-    fig, ax = new_figure()
-    deltas = np.linspace(0, max(0.5, 1.5 * delta), 40)
-    base = faults.expected_step_time(n_ranks, 0.0, sigma)
-    wait = [faults.expected_step_time(n_ranks, d, sigma) / base for d in deltas]
-    ax.plot(deltas, wait, color="C0", label="wait for it")
-    now = faults.expected_step_time(n_ranks, delta, sigma) / base
-    ax.plot([delta], [now], "o", color="C3", ms=8)
-    if n_ranks > 1:
-        ax.axhline(
-            faults.drop_step_time(n_ranks, sigma) / base,
-            color="C1",
-            ls="--",
-            label="drain it, re-shard over N-1 ranks",
-        )
-        thr = faults.drain_threshold(n_ranks, sigma, tol=1e-4)
-        if thr <= deltas[-1]:
-            ax.axvline(thr, color="C2", lw=1, label=f"break-even: delta = {thr:.1%}")
-    ax.set_xlabel("slow rank's extra time per step, delta")
-    ax.set_ylabel("step time / step time without it")
-    percent_axis(ax, "x")
-    ax.set_title(
-        f"N={n_ranks:,} ranks, spread sigma={sigma:.0%}: the slow rank costs "
-        f"{now - 1:+.1%} per step",
-        fontsize=10,
-    )
-    ax.legend(fontsize=8, loc="upper left")
     return fig
 
 
