@@ -45,6 +45,9 @@ EXAMPLE_RUN = {
 }
 
 
+COMM = "exposed communication"  # the bar of the what-if control
+
+
 def _bar_label(name: str) -> str:
     return {
         "peak to MAMF ceiling": "MAMF ceiling",
@@ -52,16 +55,20 @@ def _bar_label(name: str) -> str:
     }.get(name, LABELS.get(name, name))
 
 
-def waterfall_rows(run: dict, applied: list[str]) -> list[dict]:
+def waterfall_rows(run: dict, applied: list[str], comm_s: float = 0.0) -> list[dict]:
     """The bars of the waterfall as rows: ``bar`` (its label, in order),
     ``lo`` and ``hi`` (its ends, fractions of the peak), ``change`` (MFU
-    after the bar minus before it) and ``kind`` (a key of KINDS)."""
+    after the bar minus before it) and ``kind`` (a key of KINDS). ``comm_s``
+    above 0 adds a last loss: that much exposed communication a step."""
+    savings = dict(run["savings_s"])
+    if comm_s > 0:
+        savings[COMM] = comm_s  # never applied: a time the step pays
     bars, final = cf.waterfall(
         run["peak_flops_per_s"],
         run["ceiling_flops_per_s"],
         run["flops_per_step"],
         run["fixed_step_s"],
-        run["savings_s"],
+        savings,
         applied,
     )
     peak = "datasheet peak"
@@ -82,16 +89,21 @@ def waterfall_rows(run: dict, applied: list[str]) -> list[dict]:
 
 
 @live.figure(
-    *(live.checkbox(f.name, f.label, f.name not in LEFT_OUT) for f in cf.FIXES)
+    *(live.checkbox(f.name, f.label, f.name not in LEFT_OUT) for f in cf.FIXES),
+    live.slider(
+        "comm_pct", "exposed communication added (% of the fixed step)", 0, 0, 100, 5
+    ),
 )
-def mfu_waterfall(run: dict | None = None, **applied: bool) -> dict:
+def mfu_waterfall(run: dict | None = None, comm_pct: float = 0, **applied) -> dict:
     """The MFU waterfall for the fixes ticked in ``applied`` (one checkbox per
     fix of formulas.FIXES; a fix the run did not measure, bf16 or
-    torch.compile on a CPU, has no bar and its box changes nothing)."""
+    torch.compile on a CPU, has no bar and its box changes nothing), with
+    ``comm_pct`` % of the fixed step added as exposed communication, the
+    checklist's item that one process cannot show."""
     run = EXAMPLE_RUN if run is None else run
     measured = list(run["savings_s"])
     chosen = [name for name in measured if applied.get(name, True)]
-    rows = waterfall_rows(run, chosen)
+    rows = waterfall_rows(run, chosen, comm_pct / 100 * run["fixed_step_s"])
     final = rows[-1]["hi"]
     x = {
         "field": "bar",
@@ -125,8 +137,9 @@ def mfu_waterfall(run: dict | None = None, **applied: bool) -> dict:
     text_rows[-1]["text"] = f"{final:.1%}"
     skipped = [LABELS[n] for n in cf.FIX_NAMES if n not in measured]
     note = f" ({', '.join(skipped)}: not rungs of this run)" if skipped else ""
+    comm = f", {comm_pct:g} % exposed communication" if comm_pct > 0 else ""
     title = (
-        f"{len(chosen)} of {len(measured)} fixes applied: MFU {final:.1%}, "
+        f"{len(chosen)} of {len(measured)} fixes applied{comm}: MFU {final:.1%}, "
         f"{run['device']}{note}"
     )
     return vl.chart(
