@@ -660,3 +660,19 @@ def test_gpu_check_drops_options_it_has_acted_on():
         gpu_check._drop_option(args, "--python"), "--wheels"
     ) == ["--only", "mfu"]
     assert "papermill==" in "\n".join(gpu_check.wheel_list())
+
+
+def test_comm_waits_are_each_ranks_median_wait_by_hand():
+    # three steps of two ranks: rank 0 waits 5, 7 and 6 ms, rank 1 waits 0, 1, 0
+    step = ((0.010, 0.010), (0.012, 0.012), (0.011, 0.011))
+    compute = ((0.005, 0.010), (0.005, 0.011), (0.005, 0.011))
+    run = ex.CommRun(
+        2, 3, 0.005, 1, {"straggler": step}, {"straggler": compute}, 1, "x"
+    )
+    waits = run.waits_s("straggler")
+    assert waits == pytest.approx((0.006, 0.0), abs=1e-12)
+    # of an even count, the upper of the two middle values
+    two = ex.CommRun(
+        1, 2, 0.0, 0, {"m": ((0.004,), (0.009,))}, {"m": ((0.0,), (0.0,))}, 1, "x"
+    )
+    assert two.waits_s("m") == (0.009,)
