@@ -27,6 +27,9 @@ PROPERTY_COVERS = {
     "mlbook.capstone.formulas.ladder_fixes",
     "mlbook.capstone.formulas.ladder_sizes",
     "mlbook.capstone.formulas.waterfall",
+    "mlbook.capstone.formulas.fix_effects",
+    "mlbook.capstone.formulas.mfu_after_fix",
+    "mlbook.capstone.formulas.idle_s",
 }
 
 FEW = examples(50)
@@ -411,3 +414,114 @@ def test_waterfall_rejects_bad_numbers(i, name, bad):
 def test_waterfall_rejects_bad_fixes(savings, applied, match):
     with pytest.raises(ValueError, match=match):
         cf.waterfall(1e12, 5e11, 1e9, 0.1, savings, applied)
+
+
+# --- fix_effects, mfu_after_fix, idle_s -----------------------------------------------
+
+
+@st.composite
+def ladders(draw):
+    names = draw(st.lists(st.sampled_from(cf.FIX_NAMES), min_size=1, unique=True))
+    steps = [draw(times) for _ in range(len(names) + 1)]
+    buckets = [{b: draw(st.floats(0.0, 1.0)) for b in cf.BUCKETS} for _ in steps]
+    return names, steps, buckets
+
+
+@FEW
+@given(ladders())
+def test_fix_effects_read_each_rung_against_the_one_before(ladder):
+    names, steps, buckets = ladder
+    effects = cf.fix_effects(names, steps, buckets)
+    assert [e.fix for e in effects] == names
+    by_name = {f.name: f for f in cf.FIXES}
+    for i, e in enumerate(effects):
+        assert e.bucket == by_name[e.fix].bucket
+        assert e.bucket_before_s == buckets[i][e.bucket]
+        assert e.bucket_after_s == buckets[i + 1][e.bucket]
+        assert e.saved_s == steps[i] - steps[i + 1]
+        assert e.saved_share == pytest.approx((steps[i] - steps[i + 1]) / steps[i])
+        assert e.bucket_share == pytest.approx(buckets[i][e.bucket] / steps[i])
+
+
+def test_fix_effects_by_hand_and_bad_input():
+    b0 = dict.fromkeys(cf.BUCKETS, 0.0) | {"attention": 0.05}
+    b1 = dict.fromkeys(cf.BUCKETS, 0.0) | {"attention": 0.01}
+    (e,) = cf.fix_effects(["sdpa"], [0.2, 0.15], [b0, b1])
+    # SDPA's defect lives in attention: 50 of 200 ms before, 10 after; 50 ms saved
+    assert (e.bucket, e.bucket_share, e.bucket_after_s) == ("attention", 0.25, 0.01)
+    assert e.saved_share == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="2 step times"):
+        cf.fix_effects(["sdpa"], [0.2, 0.1, 0.05], [b0, b1, b1])
+    with pytest.raises(ValueError, match=r"fixes\[0\]"):
+        cf.fix_effects(["warp"], [0.2, 0.1], [b0, b1])
+    with pytest.raises(ValueError, match="finite"):
+        cf.fix_effects(["sdpa"], [0.2, 0.1], [b0 | {"attention": math.nan}, b1])
+
+
+@FEW
+@given(st.floats(0.001, 1.0), st.floats(0.0, 0.99))
+def test_removing_a_bucket_divides_the_mfu_by_what_is_left(u, f):
+    if u / (1 - f) > 1 + 1e-12:
+        with pytest.raises(ValueError, match="above 100"):
+            cf.mfu_after_fix(u, f)
+        return
+    after = cf.mfu_after_fix(u, f)
+    assert after == pytest.approx(u / (1 - f)) and after >= u
+    # a step of any length t: same FLOPs in (1 - f) t
+    assert after * (1 - f) == pytest.approx(u)
+
+
+@pytest.mark.parametrize(
+    "u,f,match",
+    [
+        (0.0, 0.1, "mfu"),
+        (1.5, 0.1, "mfu"),
+        (0.1, 1.0, "bucket_share"),
+        (0.1, -0.1, "bucket_share"),
+    ],
+)
+def test_mfu_after_fix_rejects_bad_numbers(u, f, match):
+    with pytest.raises(ValueError, match=match):
+        cf.mfu_after_fix(u, f)
+
+
+def _merged_idle(window, intervals):
+    """Idle time by brute force on a fine grid of the window (the test's own way)."""
+    n = 20_000
+    dt = window / n
+    idle = 0
+    for k in range(n):
+        t = (k + 0.5) * dt
+        idle += not any(a <= t < b for a, b in intervals)
+    return idle * dt
+
+
+@FEW
+@given(
+    st.floats(1.0, 20.0),
+    st.lists(
+        st.tuples(st.integers(-5, 25), st.integers(0, 10)).map(
+            lambda p: (float(p[0]), float(p[0] + p[1]))
+        ),
+        max_size=5,
+    ),
+)
+def test_idle_is_the_window_no_interval_covers(window, intervals):
+    idle = cf.idle_s(window, intervals)
+    assert 0 <= idle <= window + 1e-12
+    # a sample point per grid cell: off by at most one cell per interval end
+    assert idle == pytest.approx(
+        _merged_idle(window, intervals), abs=2 * len(intervals) * window / 20_000 + 1e-9
+    )
+    # the order of the intervals does not matter
+    assert cf.idle_s(window, intervals[::-1]) == pytest.approx(idle)
+
+
+def test_idle_by_hand_and_bad_input():
+    # 10 ms with (1, 3), (2, 4), (8, 12): covered 1-4 and 8-10, so 5 ms idle
+    assert cf.idle_s(10.0, [(1.0, 3.0), (2.0, 4.0), (8.0, 12.0)]) == 5.0
+    assert cf.idle_s(10.0, []) == 10.0
+    with pytest.raises(ValueError, match=r"intervals\[0\]"):
+        cf.idle_s(10.0, [(1.0, 2.0, 3.0)])
+    with pytest.raises(ValueError, match="before it starts"):
+        cf.idle_s(10.0, [(3.0, 1.0)])

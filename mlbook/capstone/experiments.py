@@ -937,6 +937,19 @@ class CommRun:
         rows = getattr(self, what)[mode]
         return statistics.median(max(r) for r in rows)
 
+    def waits_s(self, mode: str) -> tuple:
+        """Per rank, the median over steps of the time it waited at the
+        collective (its step minus its own work; of an even count, the upper
+        of the two middle values)."""
+        out = []
+        for r in range(self.ranks):
+            waits = sorted(
+                s[r] - c[r]
+                for s, c in zip(self.step_s[mode], self.compute_s[mode], strict=True)
+            )
+            out.append(waits[len(waits) // 2])
+        return tuple(out)
+
 
 COMM_MODES = ("local", "overlap", "no_overlap", "straggler")
 

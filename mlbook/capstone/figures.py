@@ -1,13 +1,13 @@
 """Figures of the capstone chapter: where each rung's step time goes, one
-step's timeline, the MFU-loss waterfall (a slider figure), and the per-rank
-times of the two-process run."""
+step's timeline, and the per-rank times of the two-process run. (The MFU
+waterfall is a live figure: mlbook/capstone/live.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from mlbook.capstone import formulas as cf
-from mlbook.plotting.style import new_figure, percent_axis
+from mlbook.plotting.style import new_figure
 
 COLORS = {
     "matmul": "C0",
@@ -112,54 +112,6 @@ def step_timeline(rows, device_name: str):
         f"One profiled step; white = no operator running\n{device_name}", fontsize=9
     )
     fig.legend(fontsize=7, ncol=5, loc="outside lower center")
-    return fig
-
-
-def mfu_waterfall(
-    peak_flops_per_s: float,
-    ceiling_flops_per_s: float,
-    flops_per_step: float,
-    fixed_step_s: float,
-    savings_s: dict,
-    labels: dict,
-    device_name: str,
-    **applied,
-):
-    """The MFU lost, bar by bar, from the datasheet peak to the MFU of a step
-    with the fixes whose checkbox is ticked (slider figure; the additive time
-    model of formulas.waterfall)."""
-    chosen = [name for name, on in applied.items() if on]
-    bars, final = cf.waterfall(
-        peak_flops_per_s,
-        ceiling_flops_per_s,
-        flops_per_step,
-        fixed_step_s,
-        savings_s,
-        chosen,
-    )
-    fig, ax = new_figure(size=(7.0, 3.8))
-    fig.subplots_adjust(bottom=0.32)
-    names = (
-        ["datasheet peak"] + [labels.get(b.label, b.label) for b in bars] + ["achieved"]
-    )
-    ax.bar(0, 1.0, color="0.6", width=0.7)
-    for i, b in enumerate(bars, start=1):
-        lo, hi = sorted((b.top, b.bottom))
-        ax.bar(
-            i, hi - lo, bottom=lo, color="C3" if b.bottom < b.top else "C2", width=0.7
-        )
-        ax.text(i, hi, f"{b.bottom - b.top:+.1%}", ha="center", va="bottom", fontsize=7)
-    ax.bar(len(bars) + 1, final, color="C0", width=0.7)
-    ax.text(len(bars) + 1, final, f"{final:.1%}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
-    ax.set_ylabel("MFU (share of the datasheet peak)")
-    percent_axis(ax)
-    ax.set_ylim(0, 1.08)
-    ax.set_title(
-        f"{len(chosen)} of {len(savings_s)} fixes applied: MFU {final:.1%}\n"
-        f"{device_name}",
-        fontsize=9,
-    )
     return fig
 
 

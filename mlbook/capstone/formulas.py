@@ -529,3 +529,87 @@ RASCHKA_LADDER = (
     PublishedRung("vocabulary 50,257 -> 50,304", 127_345),
     PublishedRung("bigger batch", 142_156),
 )
+
+
+# --- what each fix bought, and the arithmetic of a fix ------------------------------
+
+
+@dataclass(frozen=True)
+class FixEffect:
+    """One rung against the one before: the bucket its defect lives in, that
+    bucket's time before and after the fix, and what the step saved."""
+
+    fix: str
+    bucket: str
+    step_before_s: float
+    bucket_before_s: float
+    bucket_after_s: float
+    saved_s: float  # negative where the step got slower
+
+    @property
+    def bucket_share(self) -> float:
+        """The bucket's share of the step before the fix."""
+        return self.bucket_before_s / self.step_before_s
+
+    @property
+    def saved_share(self) -> float:
+        """The time saved, as a share of the step before the fix."""
+        return self.saved_s / self.step_before_s
+
+
+def fix_effects(fixes, step_times_s, buckets) -> tuple:
+    """Per rung after the first, what its fix did: ``fixes[i]`` is the fix
+    rung i + 1 applied, ``step_times_s`` the rungs' step times (one more than
+    the fixes) and ``buckets`` their {bucket: seconds}."""
+    fixes, buckets = list(fixes), list(buckets)
+    saved = fix_savings(step_times_s)
+    if not (len(fixes) == len(saved) == len(buckets) - 1):
+        raise ValueError(
+            f"{len(fixes)} fixes need {len(fixes) + 1} step times and bucket "
+            f"dicts, got {len(saved) + 1} and {len(buckets)}"
+        )
+    by_name = {f.name: f for f in FIXES}
+    out = []
+    for i, name in enumerate(fixes):
+        validate.one_of(f"fixes[{i}]", name, FIX_NAMES)
+        bucket = by_name[name].bucket
+        before, after = buckets[i], buckets[i + 1]
+        out.append(
+            FixEffect(
+                name,
+                bucket,
+                float(step_times_s[i]),
+                _real(f"buckets[{i}][{bucket!r}]", before[bucket]),
+                _real(f"buckets[{i + 1}][{bucket!r}]", after[bucket]),
+                saved[i],
+            )
+        )
+    return tuple(out)
+
+
+def mfu_after_fix(mfu: float, bucket_share: float) -> float:
+    """The MFU of a step once a fix removes a bucket that took
+    ``bucket_share`` of it: the FLOPs stay, the time falls to (1 - share),
+    so MFU / (1 - share)."""
+    validate.fraction("mfu", mfu)
+    # below 1: a step cannot take no time
+    validate.fraction("bucket_share", bucket_share, allow_zero=True, allow_one=False)
+    after = mfu / (1 - bucket_share)
+    if after > 1 + 1e-12:
+        raise ValueError(
+            f"mfu={mfu!r} with bucket_share={bucket_share!r} gives an MFU of "
+            f"{after:.1%}, above 100 %"
+        )
+    return after
+
+
+def idle_s(window_s: float, intervals) -> float:
+    """The time in [0, window_s] that no (start_s, end_s) interval covers:
+    a step's idle gaps (overlaps counted once, parts outside the window
+    ignored). account's "idle" bucket, for intervals of any bucket."""
+    items = []
+    for i, iv in enumerate(intervals):
+        if not isinstance(iv, (tuple, list)) or len(iv) != 2:
+            raise ValueError(f"intervals[{i}] must be (start_s, end_s), got {iv!r}")
+        items.append((iv[0], iv[1], "elementwise", 0))
+    return account(window_s, items)["idle"]
