@@ -163,36 +163,51 @@ NUMERIC = [
 ]
 
 
+@pytest.fixture(scope="module")
+def opened(browser):
+    """One opened copy of each page, shared by the numeric exercises on it:
+    an exercise's boxes, verdicts and button are its own block's, so checking
+    one leaves every other block as the page drew it (a page's console is
+    watched for the whole time it is open)."""
+    pages = {}
+
+    def get(chapter):
+        if chapter not in pages:
+            pages[chapter] = open_page(browser, chapter)
+        return pages[chapter]
+
+    yield get
+    for context, _, _ in pages.values():
+        context.close()
+
+
 @pytest.mark.parametrize("record", NUMERIC, ids=lambda r: r.id)
-def test_the_key_is_right_and_a_wrong_value_gets_its_hint(browser, record):
+def test_the_key_is_right_and_a_wrong_value_gets_its_hint(opened, record):
     key = record.key_values()
     data = spec(record.id)
-    context, page, w = open_page(browser, record.chapter)
-    try:
-        block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
-        for name in record.fields:
-            block.locator(f'input[name="{name}"]').fill(repr(key[name]))
-        block.locator("button.mlbook-check").click()
-        verdicts = block.locator(".mlbook-verdict").all_inner_texts()
-        assert verdicts == ["✓ Right."] * len(record.fields)
-        assert "mlbook-solved" in block.get_attribute("class")
-        # a wrong value in the first box: the hint check() prints
-        first = data["answers"][0]
-        wrong = first["mistakes"][0]["value"] if first["mistakes"] else first["key"] * 3
-        block.locator(f'input[name="{first["name"]}"]').fill(repr(wrong))
-        block.locator("button.mlbook-check").click()
-        shown_hint = block.locator(".mlbook-verdict").first.inner_text()
-        expected = judge(first, wrong, data["messages"], data["sizes"])
-        assert not expected.correct and shown_hint == "✗ " + expected.hint
-        result = check(record.id, **{**key, first["name"]: wrong})
-        assert result[first["name"]].hint == expected.hint
-        # not a number: says what to type
-        block.locator(f'input[name="{first["name"]}"]').fill("twelve")
-        block.locator("button.mlbook-check").click()
-        assert "Enter a number" in block.locator(".mlbook-verdict").first.inner_text()
-        w.assert_clean()
-    finally:
-        context.close()
+    context, page, w = opened(record.chapter)
+    block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
+    for name in record.fields:
+        block.locator(f'input[name="{name}"]').fill(repr(key[name]))
+    block.locator("button.mlbook-check").click()
+    verdicts = block.locator(".mlbook-verdict").all_inner_texts()
+    assert verdicts == ["✓ Right."] * len(record.fields)
+    assert "mlbook-solved" in block.get_attribute("class")
+    # a wrong value in the first box: the hint check() prints
+    first = data["answers"][0]
+    wrong = first["mistakes"][0]["value"] if first["mistakes"] else first["key"] * 3
+    block.locator(f'input[name="{first["name"]}"]').fill(repr(wrong))
+    block.locator("button.mlbook-check").click()
+    shown_hint = block.locator(".mlbook-verdict").first.inner_text()
+    expected = judge(first, wrong, data["messages"], data["sizes"])
+    assert not expected.correct and shown_hint == "✗ " + expected.hint
+    result = check(record.id, **{**key, first["name"]: wrong})
+    assert result[first["name"]].hint == expected.hint
+    # not a number: says what to type
+    block.locator(f'input[name="{first["name"]}"]').fill("twelve")
+    block.locator("button.mlbook-check").click()
+    assert "Enter a number" in block.locator(".mlbook-verdict").first.inner_text()
+    w.assert_clean()
 
 
 def test_a_choice_is_checked_in_the_page(browser):
