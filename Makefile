@@ -58,7 +58,9 @@ format: $(STAMP)
 gpu-check: $(STAMP)
 	$(PY) tools/gpu_check.py
 
-# The venv, the package (editable), the scripts the book serves itself (widgets;
+# The venv (--no-compile: Python compiles a module the first time it is
+# imported, so the set-up skips the 60 s of compiling files nothing imports),
+# the package (editable), the scripts the book serves itself (widgets;
 # vega and Pyodide for the live figures),
 # JupyterLab's "open text notebooks as notebooks" setting, and Chromium for the
 # browser checks (Debian's, driven by pip's playwright; skipped if present).
@@ -66,7 +68,7 @@ gpu-check: $(STAMP)
 # they are mandatory: there a failed install stops here.
 $(STAMP): requirements.txt pyproject.toml tools/vendor_js.py tools/lab_settings.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-compile -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) tools/vendor_js.py
 	$(PY) tools/lab_settings.py
