@@ -76,6 +76,16 @@ def book():
     return run.build(BOOK_DEST, small=True, only=ONLY, jobs=jobs)
 
 
+def cores_of_a_page(report: dict) -> int:
+    """The CPUs each page of a build ran on: the build's own where it ran one
+    page at a time, else its jobs' (every job is given as many)."""
+    if report["jobs"] == 1:
+        return len(os.sched_getaffinity(0))
+    counts = {len(j["cpus"]) for j in report["job_resources"]}
+    assert len(counts) == 1, f"jobs were given different CPU counts: {counts}"
+    return counts.pop()
+
+
 @pytest.fixture(scope="session")
 def chromium_browser():
     """One headless Chromium for the whole run (test_book, test_live and

@@ -239,7 +239,7 @@ INPUT_PIPELINE_3 = exercise(
 # --- input_pipeline-4: padding waste, in code -----------------------------------------
 
 
-def padding_waste_reference(doc_lens, seq_len):
+def _padding_waste_reference(doc_lens, seq_len):
     """Share of the slots per-document rows of ``seq_len`` fill with padding."""
     return packing.padding_waste(list(doc_lens), seq_len)
 
@@ -256,7 +256,7 @@ def _packed(doc_lens, seq_len):
     return 1 - tokens / (math.ceil(tokens / seq_len) * seq_len)
 
 
-EXAMPLE_WASTE = padding_waste_reference((100, 300, 50), 128)  # 0.296875
+EXAMPLE_WASTE = _padding_waste_reference((100, 300, 50), 128)  # 0.296875
 
 
 def _hard_coded(doc_lens, seq_len):
@@ -276,7 +276,7 @@ INPUT_PIPELINE_4 = exercise(
     code=Code(
         name="padding_waste",
         params=("doc_lens", "seq_len"),
-        reference=padding_waste_reference,
+        reference=_padding_waste_reference,
         cases=(
             ([100, 300, 50], 128),
             ([128, 128], 128),
