@@ -40,6 +40,7 @@ PROPERTY_COVERS = {
     "mlbook.common.vegalite.vrule",
     "mlbook.common.vegalite.hband",
     "mlbook.common.vegalite.chart",
+    "mlbook.common.vegalite.config",
     "mlbook.common.vegalite.sig3",
     "mlbook.cadence.live.waste_explorer",
     "mlbook.mfu.live.sixteen_bit_peak",
@@ -279,3 +280,22 @@ def test_planner_days_fall_as_one_over_the_gpus(model, d, s, g, u):
         r["days"] * r["GPUs"] == pytest.approx(six[0]["days"] * six[0]["GPUs"])
         for r in six
     )
+
+
+@FEW
+@given(st.text(max_size=30), st.integers(1, 10))
+def test_every_chart_has_the_books_config_each_its_own_copy(title, n):
+    """One look for every chart (the single-panel ones through chart, the
+    two-panel ones through config), and a figure that changes its copy
+    changes no other."""
+    spec = vl.chart([], title=title)
+    assert spec["config"] == vl.config()
+    copies = [vl.config() for _ in range(n)]
+    copies[0]["axis"]["grid"] = False
+    assert all(c["axis"]["grid"] is True for c in copies[1:])
+    assert vl.config()["axis"] == {
+        "grid": True,
+        "gridOpacity": 0.5,
+        "labelFontSize": 10,
+        "titleFontSize": 11,
+    }

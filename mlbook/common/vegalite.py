@@ -261,16 +261,22 @@ def chart(
         "height": height,
         "title": heading,
         "layer": layers,
-        "config": {
-            "axis": {
-                "grid": True,
-                "gridOpacity": 0.5,
-                "labelFontSize": 10,
-                "titleFontSize": 11,
-            },
-            "legend": {"labelFontSize": 10, "labelLimit": 320},
-            "view": {"stroke": "#888"},
+        "config": config(),
+    }
+
+
+def config() -> dict:
+    """The book's look for a chart: light grid, small labels, grey frame (a
+    fresh dict each call, so a figure may change its own copy)."""
+    return {
+        "axis": {
+            "grid": True,
+            "gridOpacity": 0.5,
+            "labelFontSize": 10,
+            "titleFontSize": 11,
         },
+        "legend": {"labelFontSize": 10, "labelLimit": 320},
+        "view": {"stroke": "#888"},
     }
 
 

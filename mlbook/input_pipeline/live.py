@@ -167,14 +167,5 @@ def loader_explorer(
             _panel(left, "step time"),
             _panel(right, "device idle share"),
         ],
-        "config": {
-            "axis": {
-                "grid": True,
-                "gridOpacity": 0.5,
-                "labelFontSize": 10,
-                "titleFontSize": 11,
-            },
-            "legend": {"labelFontSize": 10, "labelLimit": 320},
-            "view": {"stroke": "#888"},
-        },
+        "config": vl.config(),
     }
