@@ -500,3 +500,59 @@ def test_html_is_rebuilt_unless_the_sources_match_the_last_clean_build(
     htmlbook.build_book(src, dest, reuse=True)
     (dest / "_build" / "html" / "index.html").unlink()
     assert htmlbook.build_book(src, dest, reuse=True)["rebuilt"]  # output gone: rebuilt
+
+
+def test_a_page_that_runs_alone_shares_the_machine_with_no_other(tmp_path):
+    """Three pages on two jobs, the middle one marked runs_alone: its kernel's
+    time span (the wall clock, read inside each page) overlaps no other
+    page's, while the other two may overlap each other."""
+    if JOBS == 1:
+        pytest.skip("one core: pages run one at a time anyway")
+    code = """\
+import time
+from myst_nb import glue
+start = time.time()
+time.sleep(1.5)
+glue("{n}_start", start, display=False)
+glue("{n}_end", time.time(), display=False)"""
+    specs = {
+        "p": ("", "Page p.", code.format(n="p")),
+        "q": ("mlbook:\n  runs_alone: true\n", "Page q.", code.format(n="q")),
+        "r": ("", "Page r.", code.format(n="r")),
+    }
+    write_tree(
+        tmp_path, {f"notebooks/{n}.md": page_text(n, *s) for n, s in specs.items()}
+    )
+    write_tree(
+        tmp_path,
+        {
+            "mlbook/__init__.py": "",
+            "requirements.txt": "x\n",
+            "_config.yml": "title: t\n",
+            "_toc.yml": "format: jb-book\nroot: notebooks/p\n",
+            "book/notation.md": "# Notation\n",
+        },
+    )
+    (tmp_path / "_vendor").mkdir()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(paths, "ROOT", tmp_path)
+    mp.setenv("PYTHONPATH", str(tmp_path))
+    try:
+        assert pages.runs_alone(tmp_path / "notebooks" / "q.md")
+        assert not pages.runs_alone(tmp_path / "notebooks" / "p.md")
+        dest = tmp_path / "_build"
+        r = run.build(dest, small=True, html=False, cache=False, jobs=JOBS)
+        assert not any(c["error"] for c in r["chapters"].values()), r["chapters"]
+        span = {
+            n: (
+                values.read_values(dest, n)[f"{n}_start"],
+                values.read_values(dest, n)[f"{n}_end"],
+            )
+            for n in specs
+        }
+    finally:
+        mp.undo()
+    q0, q1 = span["q"]
+    for n in ("p", "r"):
+        a, b = span[n]
+        assert b <= q0 or a >= q1, f"{n} ran {a:.2f}-{b:.2f}, q {q0:.2f}-{q1:.2f}"

@@ -93,6 +93,18 @@ def execution_order(pages: list[Path]) -> list[Path]:
     return order
 
 
+def runs_alone(page: Path) -> bool:
+    """``mlbook: runs_alone: true``: with --jobs above 1, the page starts only
+    when no other page is running and no page starts while it runs (a page
+    whose measurements another page on the next core disturbs: the
+    capstone's profiled steps against its unprofiled ones)."""
+    meta = front_matter(page).get("mlbook") or {}
+    value = meta.get("runs_alone", False)
+    if not isinstance(value, bool):
+        raise SystemExit(f"{page.name}: mlbook: runs_alone must be true or false")
+    return value
+
+
 def budget_s(page: Path) -> float:
     """A page's execution budget at reader sizes on an idle 2-core machine:
     ``mlbook: budget_s: N`` in its front matter, else DEFAULT_BUDGET_S."""

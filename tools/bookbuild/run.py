@@ -165,6 +165,9 @@ def build(
                     continue
                 if not free:
                     continue  # wait for a job to finish
+                alone = [pages.runs_alone(p) for p, _, _ in running.values()]
+                if any(alone) or (running and pages.runs_alone(page)):
+                    continue  # it runs with no other page beside it
                 pending.remove(page)
                 slot = free.pop(0)
                 reason = ""
