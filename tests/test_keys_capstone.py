@@ -2,6 +2,8 @@
 defects the mystery loop has back in (read from the loop's configuration,
 independently of the record), and the numbers of capstone-3 to -5."""
 
+from test_capstone import tiny_sizes
+
 from helpers.exercise_keys import assert_matches
 from mlbook.capstone import experiments as ex
 from mlbook.capstone import formulas as cf
@@ -43,22 +45,7 @@ def test_hand_keys_are_the_numbers_the_statements_round_to():
 
 
 def test_keys_match_the_mystery_loop():
-    sizes = cf.LadderSizes(
-        n_layers=1,
-        d_model=64,
-        n_heads=2,
-        vocab_size=300,
-        seq_len=16,
-        batch=2,
-        small_micro_batch=1,
-        steps=2,
-        profiled_steps=2,
-        probe_budget_s=0.05,
-        tokenizer_vocab=300,
-        corpus_bytes=60_000,
-        log_every=20,
-        cpu_threads=1,
-    )
+    sizes = tiny_sizes()  # test_capstone's unit-test ladder
     fixed = ex.slow_loop(sizes)
     for fix in cf.ladder_fixes(False, False):
         fixed = ex.apply_fix(fixed, fix.name, sizes)
