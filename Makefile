@@ -11,6 +11,14 @@ STAMP  := $(VENV)/.installed
 # serve needs no packages: the venv's Python where it exists, else the system's
 PYTHON_OR_VENV = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 
+# Bytecode is written as modules are first imported, by every process make
+# starts. Some machines (these among them) set PYTHONDONTWRITEBYTECODE=1, and
+# then no process writes it: each one compiles torch and the rest again, about
+# 7 s of every kernel, rank and test process here. Compiling the whole venv at
+# install time instead took 40 s on 2 cores, mostly for modules nothing
+# imports. The build's cache keys and the package archive skip __pycache__.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: book test serve lab install clean gpu-check format
 
 book: $(STAMP)
@@ -23,9 +31,15 @@ book: $(STAMP)
 # test's time is written to _build/test-times.json.
 MAKE_START := $(shell date +%s)
 
+# Two workers (pytest-xdist), a test file each, in the order tests/conftest.py
+# gives; the book's pages run before any test runs in either, and the tests
+# that do not read the book start while its HTML is written.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	@ready=$$(date +%s); \
-	mkdir -p _build; $(PY) -m pytest tests --test-times _build/test-times.json; rc=$$?; \
+	mkdir -p _build; $(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile \
+	  --no-loadscope-reorder --test-times _build/test-times.json; rc=$$?; \
 	end=$$(date +%s); \
 	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((end - ready)) s pytest), exit status $$rc"; \
 	exit $$rc
@@ -58,20 +72,17 @@ format: $(STAMP)
 gpu-check: $(STAMP)
 	$(PY) tools/gpu_check.py
 
-# The venv, its bytecode compiled on every core at once (pip compiles one file
-# at a time: 60 s here, compileall -j 0 takes 39 s; files that are not Python
-# 3.11, such as templates for other versions, fail as they do under pip, hence
-# the || true; the bytecode matters where PYTHONDONTWRITEBYTECODE is set, as on
-# these machines, since no process then writes it), the package (editable),
-# the scripts the book serves itself (widgets; vega and Pyodide for the live
-# figures), JupyterLab's "open text notebooks as notebooks" setting, and Chromium for the
-# browser checks (Debian's, driven by pip's playwright; skipped if present).
-# Without Chromium the browser checks skip, except under CI (CI=true), where
-# they are mandatory: there a failed install stops here.
-$(STAMP): requirements.txt pyproject.toml tools/vendor_js.py tools/lab_settings.py
+# The venv (tools/install.py: uv installs the pinned stack from pip's configured
+# sources in seconds, where pip takes about 85 s here; pip if uv cannot), the
+# package (editable), the scripts the book serves itself (widgets; vega and
+# Pyodide for the live figures), JupyterLab's "open text notebooks as
+# notebooks" setting, and Chromium for the browser checks (Debian's, driven by
+# pip's playwright; skipped if present). Without Chromium the browser checks
+# skip, except under CI (CI=true), where they are mandatory: there a failed
+# install stops here.
+$(STAMP): requirements.txt pyproject.toml tools/install.py tools/vendor_js.py tools/lab_settings.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --no-compile -r requirements.txt
-	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
+	$(PY) tools/install.py requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) tools/vendor_js.py
 	$(PY) tools/lab_settings.py

@@ -1,0 +1,93 @@
+"""Install requirements.txt into the venv this runs in, with uv where it can.
+
+pip unpacks the stack (torch, JupyterLab, Sphinx, ...) one wheel at a time:
+about 85 s on a 2-core machine. uv installs the same pins from the same
+sources in seconds. So this installs uv (pinned, from the registry) into the
+venv and has it install the requirements, pointed at the sources pip is
+configured with (`pip config list`: index-url, extra-index-url, find-links,
+constraint, from files or PIP_* variables), choosing across them as pip
+does. If uv cannot be installed or fails, pip does the install instead, and
+this says why.
+
+No bytecode is compiled here: the Makefile lets processes write it as they
+import (see its comment on PYTHONDONTWRITEBYTECODE).
+
+    python tools/install.py requirements.txt
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+UV = "uv==0.13.9"
+# pip's option -> uv's, for the source options that pip may be configured with
+SOURCE_OPTIONS = {
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+    "constraint": "--constraint",
+}
+
+
+def pip_sources(listing: str) -> list[str]:
+    """uv's options for the sources in `pip config list`'s output, e.g.
+    ``global.find-links='/opt/wheels'`` or ``:env:.extra-index-url='a b'``.
+    A value may hold several, separated by white space; an option set both in
+    a file and in the environment is passed once per distinct value."""
+    seen: list[tuple[str, str]] = []
+    for line in listing.splitlines():
+        key, sep, raw = line.partition("=")
+        option = SOURCE_OPTIONS.get(key.rsplit(".", 1)[-1])
+        if not sep or option is None or not raw.strip():
+            continue
+        for value in shlex.split(raw)[0].split():
+            if (option, value) not in seen:
+                seen.append((option, value))
+    out = [part for pair in seen for part in pair]
+    return out
+
+
+def _run(cmd: list[str]) -> bool:
+    return subprocess.run(cmd).returncode == 0
+
+
+def install(requirements: Path) -> None:
+    python = sys.executable
+    pip = [python, "-m", "pip"]
+    listing = subprocess.run(
+        [*pip, "config", "list"], capture_output=True, text=True
+    ).stdout
+    if _run([*pip, "install", "--quiet", UV]):
+        uv = [
+            python,
+            "-m",
+            "uv",
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            python,
+            # pip takes the best version across every index; uv's default
+            # takes the first index that has the package at all
+            "--index-strategy",
+            "unsafe-best-match",
+            *pip_sources(listing),
+            "-r",
+            str(requirements),
+        ]
+        if _run(uv):
+            return
+        print(f"install: uv failed ({shlex.join(uv)}); installing with pip")
+    else:
+        print(f"install: {UV} could not be installed; installing with pip")
+    if not _run([*pip, "install", "--quiet", "--no-compile", "-r", str(requirements)]):
+        sys.exit(f"install: pip could not install {requirements}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tools/install.py requirements.txt")
+    install(Path(sys.argv[1]))
