@@ -144,6 +144,7 @@ def test_sweeps_on_different_clocks_do_not_merge():
         mamf.merge(wall, thread)
 
 
+@pytest.mark.alone  # another worker's processes on that core would share it too
 def test_a_process_sharing_the_core_lowers_the_wall_clock_ceiling_only():
     """Physics, not the code under test: with a busy process pinned to the same
     CPU, the wall clock charges the matmul for the time the other process
@@ -154,10 +155,14 @@ def test_a_process_sharing_the_core_lowers_the_wall_clock_ceiling_only():
 
     cpu = min(os.sched_getaffinity(0))
     mine = os.sched_getaffinity(0)
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # the hog says when it spins: a Python start-up can outlast a 0.3 s timing,
+    # and a wall clock timed before it spins is not shared (a flaky failure)
+    spin = "print('spinning', flush=True)\nwhile True: pass"
+    hog = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE)
     try:
         os.sched_setaffinity(hog.pid, {cpu})
         os.sched_setaffinity(0, {cpu})
+        assert hog.stdout.readline() == b"spinning\n"
         kw = dict(num_threads=1, min_run_time_s=0.3)
         wall = mamf.time_matmul(256, 256, 256, clock="wall", **kw)
         thread = mamf.time_matmul(256, 256, 256, clock="thread", **kw)
