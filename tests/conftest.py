@@ -1,10 +1,12 @@
 import os
-import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from helpers.shared_build import SharedBuild, exclusive
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -56,24 +58,95 @@ ONLY = [n for n in os.environ.get("MLBOOK_TEST_ONLY", "").split(",") if n] or No
 REUSE = os.environ.get("MLBOOK_TEST_REUSE") == "1"
 
 
-# set when this session built the book, so the summary is this run's
+# set when this process built (or, under xdist, shared) the book, so the
+# summary is this run's; the controller of an xdist run checks the file instead
 _BOOK_BUILT: list = []
+_SESSION_START = time.time()
+# this run's id: xdist gives its workers one; a plain pytest run is its own
+RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+
+
+def _test_build(on_pages_done) -> dict:
+    from bookbuild import machine, run
+
+    jobs = max(1, min(TEST_JOBS_AT_MOST, len(machine.physical_cores())))
+    return run.build(
+        BOOK_DEST, small=True, only=ONLY, jobs=jobs, on_pages_done=on_pages_done
+    )
+
+
+def _reused() -> dict | None:
+    import json
+
+    timings = BOOK_DEST / "timings.json"
+    return json.loads(timings.read_text()) if REUSE and timings.is_file() else None
+
+
+# the test build, once for the run (tests/helpers/shared_build.py)
+BUILD = SharedBuild(BOOK_DEST, RUN_ID, _test_build, _reused)
 
 
 @pytest.fixture(scope="session")
 def book():
     """Every chapter executed by papermill at test sizes and the HTML book
-    built from them (tools/build.py), once per test session."""
-    import json
-
-    from bookbuild import machine, run
-
+    built from them (tools/build.py), once per test run (under xdist, once
+    for all workers)."""
     _BOOK_BUILT.append(True)
-    if REUSE and (BOOK_DEST / "timings.json").is_file():
-        return json.loads((BOOK_DEST / "timings.json").read_text())
-    shutil.rmtree(BOOK_DEST, ignore_errors=True)
-    jobs = max(1, min(TEST_JOBS_AT_MOST, len(machine.physical_cores())))
-    return run.build(BOOK_DEST, small=True, only=ONLY, jobs=jobs)
+    return BUILD.once()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pages_before_any_test(request):
+    """Where any selected test reads the book, its pages run before the first
+    test, in every worker: the build pins its pages to the cores, and no test
+    may run beside a timed page. Tests that do not read the book start while
+    the HTML is written; those that do wait for it (``book``). A failed
+    build fails only the tests that read the book."""
+    if any("book" in item.fixturenames for item in request.session.items):
+        BUILD.pages_done()
+
+
+# make test runs two xdist workers, a test file to a worker (--dist loadfile:
+# module fixtures such as an opened page or a server are set up once), handed
+# out in collection order (--no-loadscope-reorder). The longest files go
+# first, so the short ones fill in at the end instead of one long file
+# running alone; first those that do not read the book, which start while the
+# test build writes its HTML. Their seconds in a 2-worker make test
+# (2026-12-01):
+LONGEST_FIRST = (
+    "test_faults_demos.py",  # 51
+    "test_build.py",  # 41
+    "test_repeat.py",  # 25
+    "test_capstone.py",  # 25
+    "test_kill_anywhere.py",  # 18
+    "test_timecap.py",  # 17
+    "test_input_pipeline.py",  # 17
+    "test_accumulation.py",  # 12
+    # the book's
+    "test_live.py",  # 129
+    "test_exercises_html.py",  # 123
+    "test_book.py",  # 49
+    "test_lab.py",  # 28
+    "test_plan_form.py",  # 11
+    "test_exercises_js.py",  # 10
+)
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_beside_others(request):
+    """Under xdist, a test marked ``alone`` runs while no test runs in another
+    worker (tests/helpers/shared_build.py: exclusive)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    alone = request.node.get_closest_marker("alone") is not None
+    with exclusive(BOOK_DEST.parent, alone):
+        yield
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def cores_of_a_page(report: dict) -> int:
@@ -119,7 +192,9 @@ def pytest_terminal_summary(terminalreporter):
     test build's, and the reader-size build's where `make book` left one."""
     import json
 
-    if not _BOOK_BUILT:
+    marker = BUILD.marker  # the controller of an xdist run reads the file
+    built_here = marker.is_file() and marker.stat().st_mtime >= _SESSION_START
+    if not (_BOOK_BUILT or built_here):
         return
     rows = {}
     for label, dest in (("test", BOOK_DEST), ("reader", ROOT / "_build" / "book")):
@@ -159,7 +234,8 @@ def pytest_terminal_summary(terminalreporter):
         )
         for page, r in sorted(live.get("pages", {}).items()):
             tr.write_line(
-                f"{page:<18} boot {r['boot_s']:.2f} s, first live draw "
+                f"{page:<18} boot {r['boot_s']:.2f} s "
+                f"({r.get('tab', 'new')} tab), first live draw "
                 f"{r['first_live_draw_s']:.2f} s; "
                 f"page {r['page_bytes'] / 1e6:.2f} MB, "
                 f"+{r['live_bytes'] / 1e6:.1f} MB when live"

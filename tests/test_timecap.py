@@ -3,9 +3,14 @@ a slow test and a slow shared fixture fail by name, a session fixture is
 reported and not capped, shared fixtures' time is not charged to the tests
 that use them, and a session whose times were not recorded fails."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from helpers.timecap import DurationCap, OwnTime
+
+TESTS = Path(__file__).resolve().parent
 
 SUITE = """
 import time
@@ -56,12 +61,17 @@ def test_uses_heavy(heavy):
 
 
 @pytest.fixture
-def run(pytester):
-    def go(source):
+def run(pytester, monkeypatch):
+    def go(source, *extra):
         pytester.makepyfile(test_suite=source)
+        # under xdist (-n) the workers are other processes: pytest runs in a
+        # subprocess, with tests/ on the path for helpers.timecap
+        monkeypatch.setenv("PYTHONPATH", str(TESTS))
+        runpytest = pytester.runpytest_subprocess if extra else pytester.runpytest
         # its own rootdir: an ini file that happens to sit in /tmp (above
         # pytester's folder) would otherwise become the root and lengthen ids
-        return pytester.runpytest(
+        return runpytest(
+            *extra,
             "-p",
             "helpers.timecap",
             "--test-cap-s",
@@ -96,6 +106,34 @@ def test_slow_tests_fail_by_name_and_shared_fixtures_are_timed_apart(run):
     assert "test_suite.py::test_slow" in summary
     assert "set-up   book (session)" in summary
     assert "teardown shared (module)" in summary
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_under_xdist_the_controller_fails_reports_and_writes_every_time(run, pytester):
+    """Two xdist workers measure; the controller, which sees only their
+    reports, fails the slow tests by name, summarises and writes the times."""
+    times = pytester.path / "times.json"
+    result = run(SUITE, "-n", "2", "--test-times", str(times))
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 2 and outcomes.get("failed") == 3, outcomes
+    out = result.stdout.str()
+    assert "test_suite.py::test_slow took 1." in out
+    summary = out.split("ten slowest tests")[1]
+    assert "set-up   book (session)" in summary
+    assert "OVER THE TIME CAP: test_suite.py::test_slow took 1." in out
+    recorded = json.loads(times.read_text())
+    assert sorted(recorded["tests"]) == [
+        f"test_suite.py::{name}"
+        for name in (
+            "test_fails_and_is_slow",
+            "test_fast",
+            "test_slow",
+            "test_with_own_slow_fixture",
+            "test_with_shared",
+        )
+    ]
+    assert recorded["tests"]["test_suite.py::test_slow"] >= 1.3
+    assert {f[0] for f in recorded["fixtures"]} >= {"book", "shared"}
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 

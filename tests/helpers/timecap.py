@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
 
 CAP_S = 60.0
+USER_PROPERTY = "mlbook-own-time"  # a report's timings, as its user property
 SHARED_SCOPES = ("class", "module", "package", "session")
 
 
@@ -70,7 +71,8 @@ class DurationCap:
         if not cap_s > 0:
             raise ValueError(f"--test-cap-s must be above 0, got {cap_s!r}")
         self.cap_s = cap_s
-        self.tests: dict[str, OwnTime] = {}
+        self.tests: dict[str, OwnTime] = {}  # as recorded from the reports
+        self._own: dict[str, OwnTime] = {}  # as measured in this process
         self.fixtures: list[FixtureTime] = []
         self.over: list[str] = []  # messages, one per test or fixture over the cap
         self._flagged: set[str] = set()  # tests already failed for their time
@@ -91,7 +93,6 @@ class DurationCap:
             seconds,
             self._current,
         )
-        self.fixtures.append(rec)
         self._shared_s += seconds
         self._phase_fixtures.append(rec)
 
@@ -129,7 +130,7 @@ class DurationCap:
         phase = {"setup": "set-up", "call": "call", "teardown": "teardown"}[report.when]
         own = max(0.0, report.duration - self._shared_s)
         shared, self._shared_s, self._phase_fixtures = self._phase_fixtures, 0.0, []
-        t = self.tests.setdefault(item.nodeid, OwnTime(item.nodeid))
+        t = self._own.setdefault(item.nodeid, OwnTime(item.nodeid))
         t.phases[phase] = own
         messages = [
             f"{f.describe()}, over the {self.cap_s:g} s cap "
@@ -148,18 +149,37 @@ class DurationCap:
                 "test sizes (time in shared fixtures is counted on its own)"
             )
         if messages:
-            self.over.extend(messages)
             text = "\n".join(messages)
             if report.passed or report.skipped:
                 report.outcome = "failed"
                 report.longrepr = _failure(item, text)
             else:
                 report.sections.append(("time cap", text))
+        # what the report carries to whoever records it: this process, or the
+        # controller of an xdist run, which sees only the reports
+        report.user_properties.append(
+            (
+                USER_PROPERTY,
+                {
+                    "phase": phase,
+                    "own_s": own,
+                    "fixtures": [asdict(f) for f in shared],
+                    "over": messages,
+                },
+            )
+        )
         return report
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call":
             self.ran.add(report.nodeid)
+        for name, value in report.user_properties:
+            if name != USER_PROPERTY:
+                continue
+            t = self.tests.setdefault(report.nodeid, OwnTime(report.nodeid))
+            t.phases[value["phase"]] = value["own_s"]
+            self.fixtures.extend(FixtureTime(**f) for f in value["fixtures"])
+            self.over.extend(value["over"])
 
     # -- the final check and the report ---------------------------------------------
 
@@ -189,6 +209,8 @@ class DurationCap:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
         times_file = session.config.getoption("test_times")
+        if hasattr(session.config, "workerinput"):
+            times_file = None  # an xdist worker: its controller writes the file
         if times_file:
             Path(times_file).write_text(
                 json.dumps(

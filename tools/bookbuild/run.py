@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
@@ -38,11 +39,15 @@ def build(
     html: bool = True,
     cache: bool = False,
     jobs: int | None = None,
+    on_pages_done: Callable[[], None] | None = None,
 ) -> dict:
     """Execute the pages and build the book; returns the report (also in
     <dest>/timings.json). With ``cache``, pages whose key is unchanged are
     taken from <dest>/cache instead of executed, and an unchanged book is not
-    rebuilt. Successful executions are stored in the cache either way."""
+    rebuilt. Successful executions are stored in the cache either way.
+    ``on_pages_done()`` is called once every page has run, before the HTML
+    is built (the test suite starts its other tests then: nothing timed runs
+    while Sphinx writes the HTML)."""
     dest = Path(dest).resolve()
     src = pages.stage(dest)
     parameters = {"SMALL": True} if small else {}
@@ -230,7 +235,11 @@ def build(
     if only:  # a partial build: the other chapters appear as their title alone
         for other in set(pages.chapters()) - set(order):
             pages.stub_page(other, src / other.parent.relative_to(paths.ROOT))
+    if on_pages_done is not None:
+        on_pages_done()
     if html:
+        started = time.perf_counter()
         report["html"] = htmlbook.build_book(src, dest, reuse=cache)
+        report["html"]["seconds"] = round(time.perf_counter() - started, 1)
     paths.write_atomically(dest / "timings.json", json.dumps(report, indent=2))
     return report

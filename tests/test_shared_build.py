@@ -1,0 +1,131 @@
+"""tests/helpers/shared_build.py, with two "workers" (threads, each with its
+own SharedBuild, as each xdist worker has; flock locks an open file, so two
+threads' opens exclude each other as two processes' do) and a fake build
+whose pages and HTML each take a known time."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from helpers import shared_build
+from helpers.shared_build import SharedBuild, exclusive
+
+PAGES_S, HTML_S = 0.6, 0.6
+
+
+@pytest.fixture(autouse=True)
+def _fast_poll(monkeypatch):
+    monkeypatch.setattr(shared_build, "POLL_S", 0.02)
+
+
+def fake_build(dest, log, fail=False):
+    def build(on_pages_done):
+        log.append(("pages", time.monotonic()))
+        time.sleep(PAGES_S)
+        if fail:
+            raise ValueError("a page failed")
+        log.append(("html", time.monotonic()))
+        on_pages_done()
+        time.sleep(HTML_S)
+        report = {"chapters": {"mfu": {"seconds": 1.0}}}
+        (dest / "timings.json").write_text(json.dumps(report))
+        log.append(("done", time.monotonic()))
+        return report
+
+    return build
+
+
+def workers(tmp_path, fail=False, n=2):
+    dest, log = tmp_path / "test", []
+    made = [SharedBuild(dest, "run-1", fake_build(dest, log, fail)) for _ in range(n)]
+    return made, log
+
+
+def run_all(made, steps):
+    """Each worker's steps in a thread of its own: {worker: [(step, time,
+    result or exception)]}."""
+    seen = {i: [] for i in range(len(made))}
+
+    def go(i):
+        for step in steps:
+            try:
+                result = getattr(made[i], step)()
+            except Exception as exc:  # noqa: BLE001 (recorded for the test)
+                result = exc
+            seen[i].append((step, time.monotonic(), result))
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(made))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return seen
+
+
+def test_one_worker_builds_and_the_other_starts_once_the_pages_have_run(tmp_path):
+    made, log = workers(tmp_path)
+    seen = run_all(made, ["pages_done", "once"])
+    assert [name for name, _ in log] == ["pages", "html", "done"]  # one build
+    (builder,) = [i for i, b in enumerate(made) if b.built_here]
+    other = 1 - builder
+    at = dict(log)
+    (_, pages_returned, _), (_, once_returned, report) = seen[other]
+    # the other worker waits out the pages, not the HTML ...
+    assert at["html"] <= pages_returned < at["done"]
+    # ... and a test that reads the book waits for all of it
+    assert once_returned >= at["done"]
+    assert report == seen[builder][1][2] == {"chapters": {"mfu": {"seconds": 1.0}}}
+    assert made[other].state() == "done"
+
+
+def test_a_failed_build_fails_only_the_book_and_names_where(tmp_path):
+    made, log = workers(tmp_path, fail=True)
+    seen = run_all(made, ["pages_done", "once"])
+    assert [name for name, _ in log] == ["pages"]
+    (builder,) = [i for i, b in enumerate(made) if b.built_here]
+    assert seen[builder][0][2] is None and seen[1 - builder][0][2] is None
+    assert isinstance(seen[builder][1][2], ValueError)
+    other = seen[1 - builder][1][2]
+    assert isinstance(other, RuntimeError) and "another worker" in str(other)
+
+
+def test_a_later_run_builds_again(tmp_path):
+    made, log = workers(tmp_path, n=1)
+    made[0].once()
+    again = SharedBuild(made[0].dest, "run-2", fake_build(made[0].dest, log))
+    assert again.state() is None
+    again.pages_done()
+    assert again.built_here and [name for name, _ in log].count("pages") == 2
+
+
+def test_an_alone_test_overlaps_no_other(tmp_path):
+    spans: dict[str, list[tuple[float, float]]] = {"alone": [], "shared": []}
+
+    def hold(kind, seconds, delay):
+        time.sleep(delay)
+        with exclusive(tmp_path, kind == "alone"):
+            start = time.monotonic()
+            time.sleep(seconds)
+            spans[kind].append((start, time.monotonic()))
+
+    threads = [
+        threading.Thread(target=hold, args=("shared", 0.4, 0.0)),
+        threading.Thread(target=hold, args=("shared", 0.4, 0.05)),  # shares
+        threading.Thread(target=hold, args=("alone", 0.3, 0.1)),
+        threading.Thread(target=hold, args=("shared", 0.2, 0.2)),  # waits
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    (a0, a1), shared = spans["alone"][0], spans["shared"]
+    assert len(shared) == 3
+    assert all(s1 <= a0 or s0 >= a1 for s0, s1 in shared), (spans, "overlap")
+    # the two that came first ran side by side; the last came after the alone one
+    first, second = sorted(shared)[:2]
+    assert second[0] < first[1]
+    assert sorted(shared)[2][0] >= a1
