@@ -25,7 +25,7 @@ import pytest
 
 from bookbuild import pages
 from conftest import BOOK_DEST as DEST
-from helpers.browser import Allowed, watch
+from helpers.browser import Allowed, Tab, watch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -537,6 +537,16 @@ def in_build(url: str) -> bool:
 WINDOW = {"width": 1300, "height": 900}
 
 
+@pytest.fixture(scope="module")
+def offline_tab(browser):
+    """One tab for the module's pages opened from file:// in the 1300 px
+    window (helpers.browser.Tab: each page watched on its own, every request
+    outside the build blocked)."""
+    tab = Tab(browser, in_build, ALLOWED_CONSOLE, viewport=WINDOW)
+    yield tab
+    tab.close()
+
+
 def open_offline(browser, page_path: Path, on_page=None):
     """Load a built page from file:// in a 1300 px window. Every request
     outside the build's folder is blocked; all of it is recorded in the
@@ -598,43 +608,40 @@ def widget_page() -> Path:
 
 
 @pytest.mark.parametrize("name", ["intro"] + [c for c in CHAPTERS if c != "intro"])
-def test_page_in_browser(browser, name):
+def test_page_in_browser(offline_tab, name):
     path = page_of(name)
-    context, page, w = open_offline(browser, path)
-    try:
-        html = path.read_text()
-        settle(page, html)
-        if "math notranslate" in html:
-            assert page.locator("mjx-merror").count() == 0, (
-                "MathJax could not typeset some math"
-            )
-        widths = page.eval_on_selector_all(
-            "img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : -1)"
+    page, w = offline_tab.open(path.as_uri())
+    html = path.read_text()
+    settle(page, html)
+    if "math notranslate" in html:
+        assert page.locator("mjx-merror").count() == 0, (
+            "MathJax could not typeset some math"
         )
-        assert all(w > 0 for w in widths), f"broken or unloaded images: {widths}"
-        wide = page.evaluate(OVERFLOWING)
-        assert not wide, f"{name}: code cells wider than the page at 1300 px: {wide}"
-        if "widget-state+json" in html:
-            assert (
-                page.locator(
-                    ".widget-slider, .widget-dropdown, .widget-text, .widget-checkbox"
-                ).count()
-                > 0
-            )
-            # the live widget carries its own figure; the static copy
-            # beside it is hidden
-            assert page.locator(".widget-subarea img").count() > 0
-            duplicates = page.eval_on_selector_all(
-                ".cell_output:has(.widget-subarea) > img",
-                "imgs => imgs.filter(i => i.offsetParent !== null).length",
-            )
-            assert duplicates == 0
-        w.assert_clean()
-    finally:
-        context.close()
+    widths = page.eval_on_selector_all(
+        "img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : -1)"
+    )
+    assert all(w > 0 for w in widths), f"broken or unloaded images: {widths}"
+    wide = page.evaluate(OVERFLOWING)
+    assert not wide, f"{name}: code cells wider than the page at 1300 px: {wide}"
+    if "widget-state+json" in html:
+        assert (
+            page.locator(
+                ".widget-slider, .widget-dropdown, .widget-text, .widget-checkbox"
+            ).count()
+            > 0
+        )
+        # the live widget carries its own figure; the static copy
+        # beside it is hidden
+        assert page.locator(".widget-subarea img").count() > 0
+        duplicates = page.eval_on_selector_all(
+            ".cell_output:has(.widget-subarea) > img",
+            "imgs => imgs.filter(i => i.offsetParent !== null).length",
+        )
+        assert duplicates == 0
+    w.assert_clean()
 
 
-def test_other_pages_in_browser(browser):
+def test_other_pages_in_browser(offline_tab):
     """The pages that are not executed (front page, notation, references,
     search, index): same rules."""
     executed = {page_of(n) for n in CHAPTERS}
@@ -642,13 +649,10 @@ def test_other_pages_in_browser(browser):
     assert others
     problems, seen = [], set()
     for path in others:
-        context, page, w = open_offline(browser, path)
-        try:
-            settle(page, path.read_text())
-            problems += [f"{path.relative_to(HTML)}: {p}" for p in w.problems()]
-            seen |= w.seen_allowed
-        finally:
-            context.close()
+        page, w = offline_tab.open(path.as_uri())
+        settle(page, path.read_text())
+        problems += [f"{path.relative_to(HTML)}: {p}" for p in w.problems()]
+        seen |= w.seen_allowed
     assert not problems, "\n".join(problems)
     # every page shows the allowlisted messages; one that no longer appears is stale
     stale = [a.pattern for a in ALLOWED_CONSOLE if a.pattern not in seen]
@@ -715,18 +719,15 @@ def test_widget_fonts_load(browser):
         context.close()
 
 
-def test_solutions_hidden_until_opened(browser):
+def test_solutions_hidden_until_opened(offline_tab):
     path = HTML / "notebooks" / "mfu.html"
-    context, page, w = open_offline(browser, path)
-    try:
-        solution = page.locator(".solution").first
-        body = solution.locator(".cell_output").first
-        assert not body.is_visible(), (
-            "the solution's output shows before the reader opens it"
-        )
-        solution.locator(".admonition-title, summary, .toggle-button").first.click()
-        body.wait_for(state="visible", timeout=5_000)
-        assert "6 N_matmul + 12Lhs" in body.inner_text()  # mfu-1's key table
-        w.assert_clean()
-    finally:
-        context.close()
+    page, w = offline_tab.open(path.as_uri())
+    solution = page.locator(".solution").first
+    body = solution.locator(".cell_output").first
+    assert not body.is_visible(), (
+        "the solution's output shows before the reader opens it"
+    )
+    solution.locator(".admonition-title, summary, .toggle-button").first.click()
+    body.wait_for(state="visible", timeout=5_000)
+    assert "6 N_matmul + 12Lhs" in body.inner_text()  # mfu-1's key table
+    w.assert_clean()

@@ -144,36 +144,72 @@ def watch(page, local: Callable[[str], bool], allowed_console: list[Allowed]) ->
     """Route every request of ``page``: those ``local`` accepts go ahead, the
     rest are aborted and recorded. Record failures and errors as they come."""
     w = Watch(allowed_console)
+    _attach(page, local, lambda: w)
+    return w
+
+
+def _attach(page, local: Callable[[str], bool], current: Callable[[], Watch]) -> None:
+    """watch()'s listeners, recording into whichever Watch ``current`` gives."""
 
     def route(r):
         url = r.request.url
         if local(url):
             r.continue_()
         else:
-            w.blocked.append(url)
+            current().blocked.append(url)
             r.abort()
 
     def request_failed(req):
-        if req.url not in w.blocked:
-            w.failed.append(f"{req.url} ({req.failure})")
+        if req.url not in current().blocked:
+            current().failed.append(f"{req.url} ({req.failure})")
 
     def response(resp):
         if resp.status >= 400:
-            w.failed.append(f"{resp.url} (HTTP {resp.status})")
+            current().failed.append(f"{resp.url} (HTTP {resp.status})")
 
     def console(msg):
         if msg.type == "error":
-            w.console_errors.append((msg.text, (msg.location or {}).get("url", "")))
+            where = (msg.location or {}).get("url", "")
+            current().console_errors.append((msg.text, where))
 
     page.route("**/*", route)
     page.on("requestfailed", request_failed)
     page.on("response", response)
     page.on("console", console)
-    page.on("pageerror", lambda e: w.page_errors.append((str(e), "")))
+    page.on("pageerror", lambda e: current().page_errors.append((str(e), "")))
 
     def refuse_websocket(ws):  # only websockets off the allowed origin are routed here
-        w.blocked.append(ws.url)
+        current().blocked.append(ws.url)
         ws.close()
 
     page.route_web_socket(lambda url: not local(url), refuse_websocket)
-    return w
+
+
+class Tab:
+    """One browser context and tab that loads page after page, each watched
+    on its own. A tab that has run the book's scripts once loads the next
+    page in about half the time a new context takes (1.2 s against 2.3 s a
+    page here): the compiled scripts are kept. Between pages the tab goes to
+    about:blank, so what the last page still had in flight is recorded
+    against it, not the next. The pages share no storage the book uses (it
+    keeps nothing in cookies or web storage)."""
+
+    def __init__(self, browser, local, allowed_console, **context_options):
+        self.context = browser.new_context(**context_options)
+        self.page = self.context.new_page()
+        self._allowed = allowed_console
+        self._watch = Watch(allowed_console)
+        self.opened = 0  # pages opened so far
+        _attach(self.page, local, lambda: self._watch)
+
+    def open(self, url: str):
+        """(page, its Watch) with ``url`` loaded."""
+        self.page.goto("about:blank")
+        self._watch = Watch(self._allowed)
+        self.page.goto(url)
+        self.page.wait_for_load_state("load")
+        self.opened += 1
+        return self.page, self._watch
+
+    def close(self) -> None:
+        self.context.close()
