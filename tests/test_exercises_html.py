@@ -22,7 +22,7 @@ from test_book import ALLOWED_CONSOLE, in_build, page_of
 from test_page_pattern import shown, visible_text
 
 from conftest import BOOK_DEST, ONLY
-from helpers.browser import Tab, watch
+from helpers.browser import Tab
 from mlbook.exercises import EXERCISES, Choice, check, judge, spec
 
 pytestmark = pytest.mark.book
@@ -145,15 +145,6 @@ def browser(book, chromium_browser):
     return chromium_browser
 
 
-def open_page(browser, chapter):
-    context = browser.new_context()
-    page = context.new_page()
-    w = watch(page, in_build, ALLOWED_CONSOLE)
-    page.goto(page_of(chapter).as_uri())
-    page.wait_for_load_state("load")
-    return context, page, w
-
-
 NUMERIC = [
     r
     for r in BUILT
@@ -161,24 +152,6 @@ NUMERIC = [
     and not r.measured
     and any(not isinstance(f, Choice) for f in r.fields.values())
 ]
-
-
-@pytest.fixture(scope="module")
-def opened(browser):
-    """One opened copy of each page, shared by the numeric exercises on it:
-    an exercise's boxes, verdicts and button are its own block's, so checking
-    one leaves every other block as the page drew it (a page's console is
-    watched for the whole time it is open)."""
-    pages = {}
-
-    def get(chapter):
-        if chapter not in pages:
-            pages[chapter] = open_page(browser, chapter)
-        return pages[chapter]
-
-    yield get
-    for context, _, _ in pages.values():
-        context.close()
 
 
 @pytest.fixture(scope="module")
@@ -191,11 +164,27 @@ def tab(browser):
     tab.close()
 
 
+@pytest.fixture(scope="module")
+def opened(tab):
+    """Each page opened once for the numeric exercises on it, which come one
+    chapter after another: an exercise's boxes, verdicts and button are its
+    own block's, so checking one leaves every other block as the page drew
+    it (the page's console is watched for the whole time it is open)."""
+    current = {}
+
+    def get(chapter):
+        if current.get("chapter") != chapter:
+            current.update(chapter=chapter, opened=tab.open(page_of(chapter).as_uri()))
+        return current["opened"]
+
+    return get
+
+
 @pytest.mark.parametrize("record", NUMERIC, ids=lambda r: r.id)
 def test_the_key_is_right_and_a_wrong_value_gets_its_hint(opened, record):
     key = record.key_values()
     data = spec(record.id)
-    context, page, w = opened(record.chapter)
+    page, w = opened(record.chapter)
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
     for name in record.fields:
         block.locator(f'input[name="{name}"]').fill(repr(key[name]))
@@ -220,23 +209,20 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(opened, record):
     w.assert_clean()
 
 
-def test_a_choice_is_checked_in_the_page(browser):
+def test_a_choice_is_checked_in_the_page(tab):
     if ONLY is not None and "capstone" not in ONLY:
         pytest.skip("the capstone page is not in this build")
-    context, page, w = open_page(browser, "capstone")
-    try:
-        block = page.locator('.mlbook-answers[data-exercise="capstone-1"]')
-        for name in ("fused_adamw", "sdpa"):
-            block.locator(f'input[value="{name}"]').check()
-        block.locator("button.mlbook-check").click()
-        assert "attention bucket" in block.locator(".mlbook-verdict").inner_text()
-        block.locator('input[value="sdpa"]').uncheck()
-        block.locator('input[value="no_recompute"]').check()
-        block.locator("button.mlbook-check").click()
-        assert block.locator(".mlbook-verdict").inner_text() == "✓ Right."
-        w.assert_clean()
-    finally:
-        context.close()
+    page, w = tab.open(page_of("capstone").as_uri())
+    block = page.locator('.mlbook-answers[data-exercise="capstone-1"]')
+    for name in ("fused_adamw", "sdpa"):
+        block.locator(f'input[value="{name}"]').check()
+    block.locator("button.mlbook-check").click()
+    assert "attention bucket" in block.locator(".mlbook-verdict").inner_text()
+    block.locator('input[value="sdpa"]').uncheck()
+    block.locator('input[value="no_recompute"]').check()
+    block.locator("button.mlbook-check").click()
+    assert block.locator(".mlbook-verdict").inner_text() == "✓ Right."
+    w.assert_clean()
 
 
 PREDICTIONS = [r for r in BUILT if r.kind == "predict"]
