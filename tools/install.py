@@ -60,7 +60,8 @@ def install(requirements: Path) -> None:
     listing = subprocess.run(
         [*pip, "config", "list"], capture_output=True, text=True
     ).stdout
-    if _run([*pip, "install", "--quiet", UV]):
+    # -qq: pip warns of each configured index that has no uv (not an error)
+    if _run([*pip, "install", "-qq", UV]):
         uv = [
             python,
             "-m",
