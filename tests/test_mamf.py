@@ -163,9 +163,13 @@ def test_a_process_sharing_the_core_lowers_the_wall_clock_ceiling_only():
         os.sched_setaffinity(hog.pid, {cpu})
         os.sched_setaffinity(0, {cpu})
         assert hog.stdout.readline() == b"spinning\n"
+        # one 1024^3 matmul takes ~30 ms here, longer than the scheduler's
+        # slices: every timed block spans the hog's turns. A 256^3 one (0.4 ms)
+        # fits inside the test's own slice, so a best-of-blocks wall clock
+        # could miss the hog entirely (3 failures in 14 runs here)
         kw = dict(num_threads=1, min_run_time_s=0.3)
-        wall = mamf.time_matmul(256, 256, 256, clock="wall", **kw)
-        thread = mamf.time_matmul(256, 256, 256, clock="thread", **kw)
+        wall = mamf.time_matmul(1024, 1024, 1024, clock="wall", **kw)
+        thread = mamf.time_matmul(1024, 1024, 1024, clock="thread", **kw)
     finally:
         os.sched_setaffinity(0, mine)
         hog.kill()
