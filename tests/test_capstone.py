@@ -289,6 +289,31 @@ def test_the_residual_compares_the_fastest_steps():
     assert st.step_s == 0.120  # reported step times stay medians
 
 
+def test_pooled_measurements_compare_the_medians():
+    """Measured again and pooled, a rung's residual is median against median
+    (hand computation): one outlier-fast profiled step, which would pin the
+    fastest-against-fastest residual however many steps came after, moves it
+    no more than any other step."""
+
+    def account(window_s):
+        buckets = dict.fromkeys(cf.BUCKETS, 0.0) | {"matmul": window_s}
+        return ex.StepAccount(window_s, buckets, (), {}, {})
+
+    def measured(unprofiled, profiled):
+        return ex.StepTimes(
+            unprofiled, tuple(map(account, profiled)), unprofiled, "thread"
+        )
+
+    first = measured((0.100, 0.102, 0.101), (0.087, 0.101, 0.103))  # 0.087: outlier
+    assert first.residual == pytest.approx((0.100 - 0.087) / 0.100)  # +13 %
+    pooled = first.pooled(measured((0.099, 0.103, 0.100), (0.100, 0.102, 0.104)))
+    assert pooled.attempts == 2
+    # medians of (0.099 0.100 0.100 0.101 0.102 0.103) and of
+    # (0.087 0.100 0.101 0.102 0.103 0.104): 0.1005 and 0.1015
+    assert pooled.residual == pytest.approx((0.1005 - 0.1015) / 0.1005)
+    assert pooled.step_s == pytest.approx(0.1005)
+
+
 def test_time_and_profile_times_no_step_right_after_a_profiled_one():
     """CPU cycle: settle (untimed), timed, profiled; then one settling step
     and the rest. Call n sleeps n x 50 ms, so the times say which calls were
