@@ -58,9 +58,8 @@ ONLY = [n for n in os.environ.get("MLBOOK_TEST_ONLY", "").split(",") if n] or No
 REUSE = os.environ.get("MLBOOK_TEST_REUSE") == "1"
 
 
-# set when this process built (or, under xdist, shared) the book, so the
-# summary is this run's; the controller of an xdist run checks the file instead
-_BOOK_BUILT: list = []
+# the summary is this run's where the build's state file was written since
+# (by this process, or by a worker of this xdist run)
 _SESSION_START = time.time()
 # this run's id: xdist gives its workers one; a plain pytest run is its own
 RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
@@ -91,7 +90,6 @@ def book():
     """Every chapter executed by papermill at test sizes and the HTML book
     built from them (tools/build.py), once per test run (under xdist, once
     for all workers)."""
-    _BOOK_BUILT.append(True)
     return BUILD.once()
 
 
@@ -171,6 +169,20 @@ def chromium_browser():
         yield browser
 
 
+@pytest.fixture(scope="module")
+def offline_tab(book, chromium_browser):
+    """One tab a test module for built pages opened from file:// in the
+    1300 px window (helpers.browser.Tab: each page watched on its own, every
+    request outside the build blocked; test_book says what is allowed)."""
+    from test_book import ALLOWED_CONSOLE, WINDOW, in_build
+
+    from helpers.browser import Tab
+
+    tab = Tab(chromium_browser, in_build, ALLOWED_CONSOLE, viewport=WINDOW)
+    yield tab
+    tab.close()
+
+
 def page_values(page: str) -> dict:
     """The values a page glued into its prose in the test build (the `book`
     fixture must have run): name -> plain value, numbers as numbers and
@@ -192,9 +204,8 @@ def pytest_terminal_summary(terminalreporter):
     test build's, and the reader-size build's where `make book` left one."""
     import json
 
-    marker = BUILD.marker  # the controller of an xdist run reads the file
-    built_here = marker.is_file() and marker.stat().st_mtime >= _SESSION_START
-    if not (_BOOK_BUILT or built_here):
+    marker = BUILD.marker
+    if not (marker.is_file() and marker.stat().st_mtime >= _SESSION_START):
         return
     rows = {}
     for label, dest in (("test", BOOK_DEST), ("reader", ROOT / "_build" / "book")):

@@ -25,7 +25,7 @@ import pytest
 
 from bookbuild import pages
 from conftest import BOOK_DEST as DEST
-from helpers.browser import Allowed, Tab, watch
+from helpers.browser import Allowed, watch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -535,16 +535,6 @@ def in_build(url: str) -> bool:
 
 # The window the page guide sizes code for: a code cell shows 88 columns there.
 WINDOW = {"width": 1300, "height": 900}
-
-
-@pytest.fixture(scope="module")
-def offline_tab(browser):
-    """One tab for the module's pages opened from file:// in the 1300 px
-    window (helpers.browser.Tab: each page watched on its own, every request
-    outside the build blocked)."""
-    tab = Tab(browser, in_build, ALLOWED_CONSOLE, viewport=WINDOW)
-    yield tab
-    tab.close()
 
 
 def open_offline(browser, page_path: Path, on_page=None):

@@ -44,14 +44,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_book import (
-    ALLOWED_CONSOLE,
-    HTML,
-    LIVE_DRAWN,
-    WINDOW,
-    in_build,
-    widget_pages,
-)
+from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN, widget_pages
 
 from conftest import BOOK_DEST, ONLY
 from helpers.browser import Tab, watch
@@ -111,14 +104,6 @@ def served_tab(browser, served):
         lambda u: u.startswith((served + "/", "data:", "blob:")),
         ALLOWED_CONSOLE,
     )
-    yield tab
-    tab.close()
-
-
-@pytest.fixture(scope="module")
-def offline_tab(browser):
-    """One tab for the pages opened from file:// (helpers.browser.Tab)."""
-    tab = Tab(browser, in_build, ALLOWED_CONSOLE, viewport=WINDOW)
     yield tab
     tab.close()
 
