@@ -183,6 +183,52 @@ def offline_tab(book, chromium_browser):
     tab.close()
 
 
+@pytest.fixture(scope="session")
+def chapter_pages(book, chromium_browser):
+    """The built pages opened from file:// in the 1300 px window, each kept
+    open in a tab of its own for the tests in SHARED_PAGES
+    (helpers.browser.Pages: each page watched on its own, every request
+    outside the build blocked)."""
+    from test_book import ALLOWED_CONSOLE, WINDOW, in_build
+
+    from helpers.browser import Pages
+
+    pages = Pages(chromium_browser, in_build, ALLOWED_CONSOLE, viewport=WINDOW)
+    yield pages
+    pages.close()
+
+
+# The tests that read the chapters through ``chapter_pages``, in whichever
+# file they are: under xdist they are one work unit, so that they run in one
+# worker and share its open pages. Each chapter is then loaded twice (a fold
+# opened by one prediction test is folded again for the other) instead of
+# about five times.
+SHARED_PAGES = {
+    "tests/test_book.py::test_page_in_browser",
+    "tests/test_book.py::test_solutions_hidden_until_opened",
+    "tests/test_live.py::test_opened_from_a_file_every_figure_draws_its_default",
+    "tests/test_exercises_html.py::test_the_key_is_right_and_a_wrong_value_gets_its_hint",
+    "tests/test_exercises_html.py::test_a_choice_is_checked_in_the_page",
+    "tests/test_exercises_html.py::test_the_result_stays_folded_until_a_prediction",
+}
+SHARED_PAGES_UNIT = "the chapters' pages (tests/conftest.py: SHARED_PAGES)"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with the tests in SHARED_PAGES as one more unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndSharedPages(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.split("[", 1)[0] in SHARED_PAGES:
+                return SHARED_PAGES_UNIT
+            return super()._split_scope(nodeid)
+
+    return FilesAndSharedPages(config, log)
+
+
 def page_values(page: str) -> dict:
     """The values a page glued into its prose in the test build (the `book`
     fixture must have run): name -> plain value, numbers as numbers and

@@ -598,9 +598,9 @@ def widget_page() -> Path:
 
 
 @pytest.mark.parametrize("name", ["intro"] + [c for c in CHAPTERS if c != "intro"])
-def test_page_in_browser(offline_tab, name):
+def test_page_in_browser(chapter_pages, name):
     path = page_of(name)
-    page, w = offline_tab.open(path.as_uri())
+    page, w = chapter_pages.get(path.as_uri())
     html = path.read_text()
     settle(page, html)
     if "math notranslate" in html:
@@ -709,9 +709,10 @@ def test_widget_fonts_load(browser):
         context.close()
 
 
-def test_solutions_hidden_until_opened(offline_tab):
-    path = HTML / "notebooks" / "mfu.html"
-    page, w = offline_tab.open(path.as_uri())
+def test_solutions_hidden_until_opened(chapter_pages):
+    url = (HTML / "notebooks" / "mfu.html").as_uri()
+    page, w = chapter_pages.get(url, untouched=("solutions",))
+    chapter_pages.touch(url, "solutions")
     solution = page.locator(".solution").first
     body = solution.locator(".cell_output").first
     assert not body.is_visible(), (

@@ -18,11 +18,10 @@ from html.parser import HTMLParser
 
 import nbformat
 import pytest
-from test_book import ALLOWED_CONSOLE, in_build, page_of
+from test_book import page_of
 from test_page_pattern import shown, visible_text
 
 from conftest import BOOK_DEST, ONLY
-from helpers.browser import Tab
 from mlbook.exercises import EXERCISES, Choice, check, judge, spec
 
 pytestmark = pytest.mark.book
@@ -138,13 +137,6 @@ def test_each_solution_shows_the_registrys_key(book, record):
             )
 
 
-@pytest.fixture(scope="module")
-def browser(book, chromium_browser):
-    """The run's one Chromium (tests/conftest.py): a second sync Playwright in
-    the same process refuses to start."""
-    return chromium_browser
-
-
 NUMERIC = [
     r
     for r in BUILT
@@ -154,37 +146,15 @@ NUMERIC = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tab(browser):
-    """One tab for the tests that each need a page as it loads
-    (helpers.browser.Tab: every page watched on its own, a fresh document
-    each time, in about half the time of a new context)."""
-    tab = Tab(browser, in_build, ALLOWED_CONSOLE)
-    yield tab
-    tab.close()
-
-
-@pytest.fixture(scope="module")
-def opened(tab):
-    """Each page opened once for the numeric exercises on it, which come one
-    chapter after another: an exercise's boxes, verdicts and button are its
-    own block's, so checking one leaves every other block as the page drew
-    it (the page's console is watched for the whole time it is open)."""
-    current = {}
-
-    def get(chapter):
-        if current.get("chapter") != chapter:
-            current.update(chapter=chapter, opened=tab.open(page_of(chapter).as_uri()))
-        return current["opened"]
-
-    return get
-
-
 @pytest.mark.parametrize("record", NUMERIC, ids=lambda r: r.id)
-def test_the_key_is_right_and_a_wrong_value_gets_its_hint(opened, record):
+def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record):
     key = record.key_values()
     data = spec(record.id)
-    page, w = opened(record.chapter)
+    # an exercise's boxes, verdicts and button are its own block's: checking
+    # one leaves the rest of the page as it was drawn
+    url, answered = page_of(record.chapter).as_uri(), f"answers {record.id}"
+    page, w = chapter_pages.get(url, untouched=(answered,))
+    chapter_pages.touch(url, answered)
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
     for name in record.fields:
         block.locator(f'input[name="{name}"]').fill(repr(key[name]))
@@ -209,10 +179,12 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(opened, record):
     w.assert_clean()
 
 
-def test_a_choice_is_checked_in_the_page(tab):
+def test_a_choice_is_checked_in_the_page(chapter_pages):
     if ONLY is not None and "capstone" not in ONLY:
         pytest.skip("the capstone page is not in this build")
-    page, w = tab.open(page_of("capstone").as_uri())
+    url = page_of("capstone").as_uri()
+    page, w = chapter_pages.get(url, untouched=("answers capstone-1",))
+    chapter_pages.touch(url, "answers capstone-1")
     block = page.locator('.mlbook-answers[data-exercise="capstone-1"]')
     for name in ("fused_adamw", "sdpa"):
         block.locator(f'input[value="{name}"]').check()
@@ -234,8 +206,10 @@ SPLIT_NOTES = """[...document.querySelectorAll('.mlbook-fold-note')]
 
 @pytest.mark.parametrize("record", PREDICTIONS, ids=lambda r: r.id)
 @pytest.mark.parametrize("how", ["predict", "open"])
-def test_the_result_stays_folded_until_a_prediction(tab, record, how):
-    page, w = tab.open(page_of(record.chapter).as_uri())
+def test_the_result_stays_folded_until_a_prediction(chapter_pages, record, how):
+    url = page_of(record.chapter).as_uri()
+    page, w = chapter_pages.get(url, untouched=("folds", f"answers {record.id}"))
+    chapter_pages.touch(url, "folds", f"answers {record.id}")
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
     folded = page.locator(".tag_after-prediction")
     assert folded.count() >= 1

@@ -194,8 +194,11 @@ class Tab:
     against it, not the next. The pages share no storage the book uses (it
     keeps nothing in cookies or web storage)."""
 
-    def __init__(self, browser, local, allowed_console, **context_options):
-        self.context = browser.new_context(**context_options)
+    def __init__(self, browser, local, allowed_console, context=None, **options):
+        """A tab in a new context (``options`` are its options), or in
+        ``context``, which then stays the caller's to close."""
+        self._own = context is None
+        self.context = browser.new_context(**options) if self._own else context
         self.page = self.context.new_page()
         self._allowed = allowed_console
         self._watch = Watch(allowed_console)
@@ -210,6 +213,50 @@ class Tab:
         self.page.wait_for_load_state("load")
         self.opened += 1
         return self.page, self._watch
+
+    def close(self) -> None:
+        if self._own:
+            self.context.close()
+        else:
+            self.page.close()
+
+
+class Pages:
+    """Built pages kept open, a tab each, for the tests that read a page
+    someone else may have opened already: a chapter is loaded once for its
+    page check, its answer boxes and its live figures' defaults, not once
+    each (a load takes 1-3 s here). A test that changes what another test
+    reads names it, ``touch(url, "folds")``, and a test that needs it as the
+    page drew it asks ``get(url, untouched=("folds",))``: the page is then
+    loaded again, with a fresh Watch. Each Watch covers its page from its
+    load to now, so a test also answers for what the page did before it."""
+
+    def __init__(self, browser, local, allowed_console, **context_options):
+        self.context = browser.new_context(**context_options)
+        self._args = (browser, local, allowed_console)
+        self._tabs: dict[str, tuple[Tab, list]] = {}  # url -> (tab, [page, watch])
+        self._touched: dict[str, set[str]] = {}
+        self.loads = 0  # pages loaded so far
+
+    def get(self, url: str, untouched: tuple[str, ...] = ()):
+        """(page, its Watch) with ``url`` loaded, as it is now if none of
+        ``untouched`` was changed since its load, else loaded again."""
+        if url not in self._tabs:
+            self._tabs[url] = (Tab(*self._args, context=self.context), [])
+        tab, opened = self._tabs[url]
+        # the tab in front: a tab behind another draws no animation frames,
+        # and every Playwright action waits for two (1-6 s a test here)
+        tab.page.bring_to_front()
+        if not opened or self._touched[url] & set(untouched):
+            opened[:] = tab.open(url)
+            self._touched[url] = set()
+            self.loads += 1
+        return opened[0], opened[1]
+
+    def touch(self, url: str, *aspects: str) -> None:
+        """Say that the page at ``url`` no longer shows ``aspects`` as it
+        drew them."""
+        self._touched.setdefault(url, set()).update(aspects)
 
     def close(self) -> None:
         self.context.close()
