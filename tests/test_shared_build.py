@@ -6,6 +6,7 @@ whose pages and HTML each take a known time."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -22,10 +23,19 @@ def _fast_poll(monkeypatch):
     monkeypatch.setattr(shared_build, "POLL_S", 0.02)
 
 
-def fake_build(dest, log, fail=False):
-    def build(on_pages_done):
+def fake_build(dest, log, fail=False, free=None):
+    """``free``: (seconds into the pages, CPUs) the build says are free then,
+    in order."""
+
+    def build(on_pages_done, on_free_cpus):
         log.append(("pages", time.monotonic()))
-        time.sleep(PAGES_S)
+        slept = 0.0
+        for at, cpus in free or []:
+            time.sleep(at - slept)
+            slept = at
+            on_free_cpus(cpus)
+            log.append((f"free {cpus}", time.monotonic()))
+        time.sleep(PAGES_S - slept)
         if fail:
             raise ValueError("a page failed")
         log.append(("html", time.monotonic()))
@@ -129,3 +139,65 @@ def test_an_alone_test_overlaps_no_other(tmp_path):
     first, second = sorted(shared)[:2]
     assert second[0] < first[1]
     assert sorted(shared)[2][0] >= a1
+
+
+def test_a_light_test_runs_on_a_free_cpu_and_is_waited_for(tmp_path):
+    """The build frees a CPU 0.1 s into its pages and takes it back at 0.4 s:
+    a light test in the other worker starts between, pinned to it, and the
+    build waits for it to end; a test that is not light waits for the pages."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    dest, log = tmp_path / "test", []
+    build = fake_build(dest, log, free=[(0.1, [cpu]), (0.4, [])])
+    builder, other = (SharedBuild(dest, "run-1", build) for _ in range(2))
+    spans = {}
+
+    def light():
+        with other.after_or_beside(light=True) as cpus:
+            start = time.monotonic()
+            spans["pinned"] = (cpus, sorted(os.sched_getaffinity(0)))
+            time.sleep(0.5)  # past the build's 0.4 s: it must wait
+            spans["light"] = (start, time.monotonic())
+        spans["after"] = sorted(os.sched_getaffinity(0))
+
+    def heavy():
+        with other.after_or_beside(light=False) as cpus:
+            spans["heavy"] = (cpus, time.monotonic())
+
+    building = threading.Thread(target=builder.start)
+    building.start()
+    time.sleep(0.05)
+    threads = [threading.Thread(target=f) for f in (light, heavy)]
+    for t in threads:
+        t.start()
+    for t in (building, *threads):
+        t.join(timeout=30)
+    at = dict(log)
+    start, end = spans["light"]
+    assert at[f"free {[cpu]}"] <= start < at["free []"]
+    assert at["free []"] >= end  # taking the CPU back waited for the test
+    assert spans["pinned"] == ([cpu], [cpu])
+    assert spans["after"] == sorted(os.sched_getaffinity(0))  # unpinned after
+    heavy_cpus, heavy_start = spans["heavy"]
+    assert heavy_cpus is None and heavy_start >= at["html"]
+
+
+def test_with_no_cpu_free_a_light_test_waits_for_the_pages(tmp_path):
+    dest, log = tmp_path / "test", []
+    builder, other = (
+        SharedBuild(dest, "run-1", fake_build(dest, log)) for _ in range(2)
+    )
+    building = threading.Thread(target=builder.start)
+    building.start()
+    time.sleep(0.05)
+    with other.after_or_beside(light=True) as cpus:
+        started = time.monotonic()
+    building.join(timeout=30)
+    assert cpus is None and started >= dict(log)["html"]
+
+
+def test_the_files_that_may_run_beside_the_pages_exist():
+    from conftest import BESIDE_PAGES, ROOT
+
+    assert len(set(BESIDE_PAGES)) == len(BESIDE_PAGES)
+    missing = [f for f in BESIDE_PAGES if not (ROOT / "tests" / f).is_file()]
+    assert not missing, f"BESIDE_PAGES names files that are not there: {missing}"

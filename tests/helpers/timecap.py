@@ -96,6 +96,15 @@ class DurationCap:
         self._shared_s += seconds
         self._phase_fixtures.append(rec)
 
+    def waited(self, what: str, seconds: float) -> None:
+        """A wait for something the run shares (the test build's pages) in
+        the phase running now: reported as a session fixture's, not the
+        test's own time."""
+        self._shared_s += seconds
+        self._phase_fixtures.append(
+            FixtureTime(what, "session", "", "set-up", seconds, self._current)
+        )
+
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef, request):
         if fixturedef.scope not in SHARED_SCOPES:

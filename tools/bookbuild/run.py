@@ -40,6 +40,7 @@ def build(
     cache: bool = False,
     jobs: int | None = None,
     on_pages_done: Callable[[], None] | None = None,
+    on_free_cpus: Callable[[list[int]], None] | None = None,
 ) -> dict:
     """Execute the pages and build the book; returns the report (also in
     <dest>/timings.json). With ``cache``, pages whose key is unchanged are
@@ -47,7 +48,14 @@ def build(
     rebuilt. Successful executions are stored in the cache either way.
     ``on_pages_done()`` is called once every page has run, before the HTML
     is built (the test suite starts its other tests then: nothing timed runs
-    while Sphinx writes the HTML)."""
+    while Sphinx writes the HTML). With jobs pinned to cores,
+    ``on_free_cpus(cpus)`` is told the CPUs no page is running on or about to
+    run on, whenever that changes; when a page is to start on CPUs it said
+    were free, it must return only once nothing else uses them.
+
+    A page that runs alone starts first, where its dependencies allow: it
+    waits for no page to finish, and the core it leaves idle is free from
+    the start."""
     dest = Path(dest).resolve()
     src = pages.stage(dest)
     parameters = {"SMALL": True} if small else {}
@@ -141,7 +149,16 @@ def build(
     )
     free = list(range(len(executors)))
     running: dict[Future, tuple[Path, int, float]] = {}
-    pending = list(order)
+    # the lone pages first, the rest in order (each still after its dependencies)
+    pending = sorted(order, key=lambda p: not pages.runs_alone(p))
+    told: list[list[int]] = []  # what on_free_cpus was last told
+
+    def tell_free() -> None:
+        cpus = sorted(c for s in free for c in (plan[s]["cpus"] or []))
+        if on_free_cpus is not None and plan[0]["cpus"] and told != [cpus]:
+            told[:] = [cpus]
+            on_free_cpus(cpus)
+
     try:
         while pending or running:
             for page in list(pending):
@@ -174,7 +191,14 @@ def build(
                 if any(alone) or (running and pages.runs_alone(page)):
                     continue  # it runs with no other page beside it
                 pending.remove(page)
-                slot = free.pop(0)
+                # a slot whose CPUs were not said to be free, where there is one
+                said = set(told[0]) if told else set()
+                slot = next(
+                    (s for s in free if not said & set(plan[s]["cpus"] or [])),
+                    free[0],
+                )
+                free.remove(slot)
+                tell_free()  # its CPUs are no longer free
                 reason = ""
                 if cache:
                     if why == "changed":
@@ -213,6 +237,7 @@ def build(
                     break  # it has run: see what that made ready
             if not running:
                 continue
+            tell_free()  # the slots no page could start on
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
                 page, slot, started = running.pop(future)
