@@ -114,11 +114,11 @@ def _pages_before_any_test(request):
 
 
 # Test files that may run on a core the test build's pages leave free (while
-# the capstone runs alone, and while the last pages run): one process, pure
-# Python, nothing timed. Three capstone builds at test sizes, each beside
-# these on the other core, passed as quiet ones do (largest residual 4.1-4.7 %,
-# against 2.9-4.5 % quiet; bar 10 %). They go first, so that a worker has
-# them then.
+# the capstone runs alone, and while the last pages run): pure Python, nothing
+# timed, on one core (what they start, ruff or pip, inherits the pinning).
+# Three capstone builds at test sizes, each beside the exercise and property
+# tests among these on the other core, passed as quiet ones do (largest residual 4.1-4.7 %, against 2.9-4.5 %
+# quiet; bar 10 %). They go first, so that a worker has them then.
 BESIDE_PAGES = (
     "test_exercises.py",
     "test_faults_properties.py",
@@ -146,6 +146,12 @@ BESIDE_PAGES = (
     "test_config.py",
     "test_memory.py",
     "test_interview_links.py",
+    "test_page_pattern.py",  # its tests that read the built book wait for it
+    "test_format.py",
+    "test_live_stdlib.py",
+    "test_plan_live.py",
+    "test_layering.py",
+    "test_hypothesis_profiles.py",
     *(
         f"test_{c}_live.py"
         for c in ("scaling", "precision", "faults", "recompute", "capstone")
@@ -183,27 +189,29 @@ def _after_or_beside_pages(request):
 
 # make test runs two xdist workers, a test file to a worker (--dist loadfile:
 # module fixtures such as an opened page or a server are set up once), handed
-# out in collection order (--no-loadscope-reorder). The longest files go
-# first, so the short ones fill in at the end instead of one long file
-# running alone; first those that do not read the book, which start while the
-# test build writes its HTML. Their seconds in a 2-worker make test
-# (2026-12-01):
+# out in collection order (--no-loadscope-reorder), after BESIDE_PAGES. The
+# longest files go first, so the short ones fill in at the end instead of one
+# long file running alone; first those that do not read the book, which start
+# while the test build writes its HTML. The SHARED_PAGES tests of test_live,
+# test_book and test_exercises_html run in this order too: a page is checked
+# as loaded before a prediction test unfolds it. Their seconds in a 2-worker
+# make test (2026-12-01, the SHARED_PAGES tests apart):
 LONGEST_FIRST = (
-    "test_faults_demos.py",  # 51
-    "test_build.py",  # 41
-    "test_repeat.py",  # 25
-    "test_capstone.py",  # 25
-    "test_kill_anywhere.py",  # 18
+    "test_faults_demos.py",  # 57
+    "test_build.py",  # 34
+    "test_repeat.py",  # 23
     "test_timecap.py",  # 17
-    "test_input_pipeline.py",  # 17
+    "test_capstone.py",  # 16
+    "test_kill_anywhere.py",  # 15
     "test_accumulation.py",  # 12
+    "test_input_pipeline.py",  # 11
     # the book's
-    "test_live.py",  # 129
-    "test_exercises_html.py",  # 123
-    "test_book.py",  # 49
-    "test_lab.py",  # 28
-    "test_plan_form.py",  # 11
-    "test_exercises_js.py",  # 10
+    "test_live.py",  # 117 (SHARED_PAGES: 37)
+    "test_book.py",  # 12 (SHARED_PAGES: 7)
+    "test_exercises_html.py",  # 13 (SHARED_PAGES: 60)
+    "test_lab.py",  # 34
+    "test_plan_form.py",  # 17
+    "test_exercises_js.py",  # 16
 )
 
 
