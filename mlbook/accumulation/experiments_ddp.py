@@ -17,6 +17,7 @@ which does not import this module back.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -149,6 +150,8 @@ def _worker(
                     )
             result["modes"][mode]["steps"] = rows
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+        del ddp, opt  # the reducer before the group (see the capstone's comm run)
+        gc.collect()
     finally:
         dist.destroy_process_group()
 

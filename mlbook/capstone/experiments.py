@@ -23,6 +23,7 @@ under both.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -761,6 +762,7 @@ class Ladder:
 # many times at most (the page glues how many it took of each).
 LADDER_MAX_ATTEMPTS = 4
 LADDER_MAX_WIDENINGS = 3
+LADDER_RESIDUAL_GOAL = 0.05  # a rung whose residual is above it is measured again
 
 
 def run_ladder(
@@ -772,7 +774,7 @@ def run_ladder(
     seed: int = 0,
     log=None,
     min_run_time_s: float = 0.05,
-    residual_tol: float = 0.05,
+    residual_tol: float = LADDER_RESIDUAL_GOAL,
     max_attempts: int = LADDER_MAX_ATTEMPTS,
 ) -> Ladder:
     """Measure the slow loop, then each fix in ``fixes`` (formulas.Fix) applied on
@@ -1041,6 +1043,12 @@ def _ddp_worker(argv):
             out["step_s"][mode].append(total)
             out["compute_s"][mode].append(computed)
     Path(opts["out"], f"rank{rank}.json").write_text(json.dumps(out))
+    # DDP's reducer holds work of the process group: it goes first. Left to
+    # the return, after the group was destroyed, a rank once sat in that
+    # teardown (its stacks: at the worker's call of this function, no frame
+    # below) past fork_group's 120 s limit, at reader sizes here.
+    ddp = opt = None  # (run() holds them too: its cells are cleared with these)
+    gc.collect()
     dist.destroy_process_group()
 
 
