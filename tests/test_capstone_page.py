@@ -43,10 +43,12 @@ def test_the_must_show_claims(v):
     # the same run (the page asserts it), and no step beats its ceiling (asserted too:
     # a ceiling is an upper bound, so 1 is the physical limit).
     assert 0.6 <= v["ladder_final_vs_ceiling"] <= 1
-    # Issue 17: the residual stays at most 5 % of the step time on every rung (page
-    # assert). The test build runs at test sizes (one small block, a smoke run)
-    # with a 10 % bar; the 5 % bar holds at reader sizes, asserted on the page.
-    # The prose glues the bar it asserts.
+    # Issue 17: the residual stays at most 5 % of the step time on every rung, a
+    # rung above it being measured again (the goal). The test build runs at test
+    # sizes (one small block, a smoke run) with a 10 % bar, asserted on the page.
+    # Issue 26: at reader sizes on a CPU the page states the residual instead of
+    # asserting 5 % (no number of measurements made it sure on a 2-core CPU).
+    assert v["ladder_residual_goal"] == 0.05
     assert v["ladder_residual_bar"] == 0.10
     assert 0 <= v["ladder_max_residual"] <= 0.10
 
