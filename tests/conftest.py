@@ -117,8 +117,11 @@ def _pages_before_any_test(request):
 # the capstone runs alone, and while the last pages run): pure Python, nothing
 # timed, on one core (what they start, ruff or pip, inherits the pinning).
 # Three capstone builds at test sizes, each beside the exercise and property
-# tests among these on the other core, passed as quiet ones do (largest residual 4.1-4.7 %, against 2.9-4.5 %
-# quiet; bar 10 %). They go first, so that a worker has them then.
+# tests among these on the other core, passed as quiet ones do (largest
+# residual 4.1-4.7 %, against 2.9-4.5 % quiet; bar 10 %). They go first, so
+# that a worker has them then. None of their tests may read the book: the
+# `book` fixture, set up before a test waits here, would hold the worker for
+# the whole build (tests/test_shared_build.py checks).
 BESIDE_PAGES = (
     "test_exercises.py",
     "test_faults_properties.py",
@@ -146,10 +149,8 @@ BESIDE_PAGES = (
     "test_config.py",
     "test_memory.py",
     "test_interview_links.py",
-    "test_page_pattern.py",  # its tests that read the built book wait for it
     "test_format.py",
     "test_live_stdlib.py",
-    "test_plan_live.py",
     "test_layering.py",
     "test_hypothesis_profiles.py",
     *(

@@ -13,10 +13,10 @@ while its pages execute, ``"<run> html"`` while Sphinx writes the HTML,
   the HTML is written too; a build that failed raises for each of them.
 - ``start()``, the same without the wait: the worker that does not build
   goes on to its tests, and ``after_or_beside(light)`` holds each one until
-  the pages have run, except a light one (single-process Python, nothing
-  timed), which may run as soon as the build says a CPU is free
-  (``free_cpus``: ``<dest>/free-cpus``), pinned to it. The build, to take a
-  CPU back, waits for that test to end (the lock ``.<name>.beside.lock``).
+  the pages have run, except a light one (pure Python, nothing timed), which
+  may run as soon as the build says a CPU is free (``free_cpus``, in
+  ``.<name>.free-cpus`` beside ``<dest>``), pinned to it. The build, to take
+  a CPU back, waits for that test to end (the lock ``.<name>.beside.lock``).
 - ``exclusive(path, alone)``: a test marked alone holds a lock that every other
   test shares, so it runs while no test runs in another worker.
 """
