@@ -191,26 +191,31 @@ def _after_or_beside_pages(request):
 # make test runs two xdist workers, a test file to a worker (--dist loadfile:
 # module fixtures such as an opened page or a server are set up once), handed
 # out in collection order (--no-loadscope-reorder), after BESIDE_PAGES. The
-# longest files go first, so the short ones fill in at the end instead of one
-# long file running alone; first those that do not read the book, which start
-# while the test build writes its HTML. The SHARED_PAGES tests of test_live,
-# test_book and test_exercises_html run in this order too: a page is checked
-# as loaded before a prediction test unfolds it. Their seconds in a 2-worker
-# make test (2026-12-01, the SHARED_PAGES tests apart):
+# long files go first, so the short ones fill in at the end instead of one
+# long file running alone: first four that do not read the book, which start
+# while the test build writes its HTML, then the book's (browsers, busy on
+# both cores) taking turns with the files that mostly wait (timeouts, killed
+# and restarted processes), so that a worker waiting has the other's work
+# beside it rather than a second wait (two at once left a core idle for about
+# 45 s of a run). The SHARED_PAGES tests of test_live, test_book and
+# test_exercises_html run in this order too: a page is checked as loaded
+# before a prediction test unfolds it. Seconds in a 2-worker make test
+# (2026-12-01, the SHARED_PAGES tests apart), and for the files that read no
+# book, how busy each kept a core run on its own (CPU over wall time):
 LONGEST_FIRST = (
-    "test_faults_demos.py",  # 57
-    "test_build.py",  # 34
-    "test_repeat.py",  # 23
-    "test_timecap.py",  # 17
-    "test_capstone.py",  # 16
-    "test_kill_anywhere.py",  # 15
-    "test_accumulation.py",  # 12
-    "test_input_pipeline.py",  # 11
-    # the book's
+    "test_faults_demos.py",  # 57, 92 %
+    "test_build.py",  # 34, 88 %
+    "test_accumulation.py",  # 12, 135 %
+    "test_capstone.py",  # 16, 71 %
+    # the book's, and the waiting files between them
     "test_live.py",  # 117 (SHARED_PAGES: 37)
+    "test_repeat.py",  # 23, 45 %
     "test_book.py",  # 12 (SHARED_PAGES: 7)
+    "test_timecap.py",  # 17, 29 %
     "test_exercises_html.py",  # 13 (SHARED_PAGES: 60)
+    "test_kill_anywhere.py",  # 15, 45 %
     "test_lab.py",  # 34
+    "test_input_pipeline.py",  # 11, 50 %
     "test_plan_form.py",  # 17
     "test_exercises_js.py",  # 16
 )
