@@ -260,26 +260,12 @@ def chromium_browser():
         yield browser
 
 
-@pytest.fixture(scope="module")
-def offline_tab(book, chromium_browser):
-    """One tab a test module for built pages opened from file:// in the
-    1300 px window (helpers.browser.Tab: each page watched on its own, every
-    request outside the build blocked; test_book says what is allowed)."""
-    from test_book import ALLOWED_CONSOLE, WINDOW, in_build
-
-    from helpers.browser import Tab
-
-    tab = Tab(chromium_browser, in_build, ALLOWED_CONSOLE, viewport=WINDOW)
-    yield tab
-    tab.close()
-
-
 @pytest.fixture(scope="session")
 def chapter_pages(book, chromium_browser):
     """The built pages opened from file:// in the 1300 px window, each kept
-    open in a tab of its own for the tests in SHARED_PAGES
-    (helpers.browser.Pages: each page watched on its own, every request
-    outside the build blocked)."""
+    open in a tab of its own (helpers.browser.Pages: each page watched on its
+    own, every request outside the build blocked; test_book says what is
+    allowed), for the tests in SHARED_PAGES and test_book's other pages."""
     from test_book import ALLOWED_CONSOLE, WINDOW, in_build
 
     from helpers.browser import Pages

@@ -631,7 +631,7 @@ def test_page_in_browser(chapter_pages, name):
     w.assert_clean()
 
 
-def test_other_pages_in_browser(offline_tab):
+def test_other_pages_in_browser(chapter_pages):
     """The pages that are not executed (front page, notation, references,
     search, index): same rules."""
     executed = {page_of(n) for n in CHAPTERS}
@@ -639,7 +639,7 @@ def test_other_pages_in_browser(offline_tab):
     assert others
     problems, seen = [], set()
     for path in others:
-        page, w = offline_tab.open(path.as_uri())
+        page, w = chapter_pages.get(path.as_uri())
         settle(page, path.read_text())
         problems += [f"{path.relative_to(HTML)}: {p}" for p in w.problems()]
         seen |= w.seen_allowed
@@ -711,8 +711,7 @@ def test_widget_fonts_load(browser):
 
 def test_solutions_hidden_until_opened(chapter_pages):
     url = (HTML / "notebooks" / "mfu.html").as_uri()
-    page, w = chapter_pages.get(url, untouched=("solutions",))
-    chapter_pages.touch(url, "solutions")
+    page, w = chapter_pages.get(url, changes=("solutions",))
     solution = page.locator(".solution").first
     body = solution.locator(".cell_output").first
     assert not body.is_visible(), (

@@ -152,9 +152,8 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record)
     data = spec(record.id)
     # an exercise's boxes, verdicts and button are its own block's: checking
     # one leaves the rest of the page as it was drawn
-    url, answered = page_of(record.chapter).as_uri(), f"answers {record.id}"
-    page, w = chapter_pages.get(url, untouched=(answered,))
-    chapter_pages.touch(url, answered)
+    url = page_of(record.chapter).as_uri()
+    page, w = chapter_pages.get(url, changes=(f"answers {record.id}",))
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
     for name in record.fields:
         block.locator(f'input[name="{name}"]').fill(repr(key[name]))
@@ -183,8 +182,7 @@ def test_a_choice_is_checked_in_the_page(chapter_pages):
     if ONLY is not None and "capstone" not in ONLY:
         pytest.skip("the capstone page is not in this build")
     url = page_of("capstone").as_uri()
-    page, w = chapter_pages.get(url, untouched=("answers capstone-1",))
-    chapter_pages.touch(url, "answers capstone-1")
+    page, w = chapter_pages.get(url, changes=("answers capstone-1",))
     block = page.locator('.mlbook-answers[data-exercise="capstone-1"]')
     for name in ("fused_adamw", "sdpa"):
         block.locator(f'input[value="{name}"]').check()
@@ -208,8 +206,7 @@ SPLIT_NOTES = """[...document.querySelectorAll('.mlbook-fold-note')]
 @pytest.mark.parametrize("how", ["predict", "open"])
 def test_the_result_stays_folded_until_a_prediction(chapter_pages, record, how):
     url = page_of(record.chapter).as_uri()
-    page, w = chapter_pages.get(url, untouched=("folds", f"answers {record.id}"))
-    chapter_pages.touch(url, "folds", f"answers {record.id}")
+    page, w = chapter_pages.get(url, changes=("folds", f"answers {record.id}"))
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
     folded = page.locator(".tag_after-prediction")
     assert folded.count() >= 1

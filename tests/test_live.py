@@ -509,9 +509,8 @@ def test_live_figures_follow_their_controls(served_tab, served, name):
 @pytest.mark.parametrize("name", live_sources())
 def test_opened_from_a_file_every_figure_draws_its_default(chapter_pages, name):
     _has_live(name)
-    url = (HTML / name).as_uri()
-    page, w = chapter_pages.get(url, untouched=("figures",))
-    chapter_pages.touch(url, "figures")  # it types into every figure below
+    # it types into every figure below
+    page, w = chapter_pages.get((HTML / name).as_uri(), changes=("figures",))
     page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
     for fig in page.evaluate(FIGURES):
         got = read(page, fig["id"])

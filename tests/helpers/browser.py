@@ -205,6 +205,11 @@ class Tab:
         self.opened = 0  # pages opened so far
         _attach(self.page, local, lambda: self._watch)
 
+    @property
+    def watch(self) -> Watch:
+        """The Watch of the page loaded last."""
+        return self._watch
+
     def open(self, url: str):
         """(page, its Watch) with ``url`` loaded."""
         self.page.goto("about:blank")
@@ -225,38 +230,32 @@ class Pages:
     """Built pages kept open, a tab each, for the tests that read a page
     someone else may have opened already: a chapter is loaded once for its
     page check, its answer boxes and its live figures' defaults, not once
-    each (a load takes 1-3 s here). A test that changes what another test
-    reads names it, ``touch(url, "folds")``, and a test that needs it as the
-    page drew it asks ``get(url, untouched=("folds",))``: the page is then
-    loaded again, with a fresh Watch. Each Watch covers its page from its
-    load to now, so a test also answers for what the page did before it."""
+    each (a load takes 1-3 s here). A test names what of the page it
+    changes, ``get(url, changes=("folds",))``: it gets the page as drawn
+    there (loaded again, with a fresh Watch, if an earlier test changed it
+    too). Each Watch covers its page from its load to now, so a test also
+    answers for what the page did before it."""
 
     def __init__(self, browser, local, allowed_console, **context_options):
         self.context = browser.new_context(**context_options)
         self._args = (browser, local, allowed_console)
-        self._tabs: dict[str, tuple[Tab, list]] = {}  # url -> (tab, [page, watch])
-        self._touched: dict[str, set[str]] = {}
-        self.loads = 0  # pages loaded so far
+        self._tabs: dict[str, Tab] = {}
+        self._changed: dict[str, set[str]] = {}  # url -> changed since its load
 
-    def get(self, url: str, untouched: tuple[str, ...] = ()):
-        """(page, its Watch) with ``url`` loaded, as it is now if none of
-        ``untouched`` was changed since its load, else loaded again."""
+    def get(self, url: str, changes: tuple[str, ...] = ()):
+        """(page, its Watch) with ``url`` loaded, as it is now if no earlier
+        test changed any of ``changes`` since its load, else loaded again."""
         if url not in self._tabs:
-            self._tabs[url] = (Tab(*self._args, context=self.context), [])
-        tab, opened = self._tabs[url]
+            self._tabs[url] = Tab(*self._args, context=self.context)
+        tab = self._tabs[url]
         # the tab in front: a tab behind another draws no animation frames,
         # and every Playwright action waits for two (1-6 s a test here)
         tab.page.bring_to_front()
-        if not opened or self._touched[url] & set(untouched):
-            opened[:] = tab.open(url)
-            self._touched[url] = set()
-            self.loads += 1
-        return opened[0], opened[1]
-
-    def touch(self, url: str, *aspects: str) -> None:
-        """Say that the page at ``url`` no longer shows ``aspects`` as it
-        drew them."""
-        self._touched.setdefault(url, set()).update(aspects)
+        if tab.opened == 0 or self._changed[url] & set(changes):
+            tab.open(url)
+            self._changed[url] = set()
+        self._changed[url].update(changes)
+        return tab.page, tab.watch
 
     def close(self) -> None:
         self.context.close()
