@@ -98,19 +98,17 @@ def book():
     return BUILD.once()
 
 
-def _reads_book(session) -> bool:
-    return any("book" in item.fixturenames for item in session.items)
-
-
 @pytest.fixture(scope="session", autouse=True)
-def _pages_before_any_test(request):
-    """Where any selected test reads the book, the first worker to get here
-    builds it (its pages, then the HTML) before its first test. The build
-    pins its pages to the cores, and no test may run beside a timed page
-    (``_after_or_beside_pages``). A failed build fails only the tests that
-    read the book."""
-    if _reads_book(request.session):
+def _pages_before_any_test(request) -> bool:
+    """Where any selected test reads the book (then True), the first worker
+    to get here builds it (its pages, then the HTML) before its first test.
+    The build pins its pages to the cores, and no test may run beside a
+    timed page (``_after_or_beside_pages``). A failed build fails only the
+    tests that read the book."""
+    reads_book = any("book" in item.fixturenames for item in request.session.items)
+    if reads_book:
         BUILD.start()
+    return reads_book
 
 
 # Test files that may run on a core the test build's pages leave free (while
@@ -155,23 +153,41 @@ BESIDE_PAGES = (
     "test_hypothesis_profiles.py",
     *(
         f"test_{c}_live.py"
-        for c in ("scaling", "precision", "faults", "recompute", "capstone")
-        + ("cadence", "input_pipeline", "accumulation")
+        for c in (
+            "scaling",
+            "precision",
+            "faults",
+            "recompute",
+            "capstone",
+            "cadence",
+            "input_pipeline",
+            "accumulation",
+        )
     ),
     *(
         f"test_keys_{c}.py"
-        for c in ("faults", "recompute", "accumulation", "cadence", "precision")
-        + ("input_pipeline", "scaling", "mfu", "capstone", "plan")
+        for c in (
+            "faults",
+            "recompute",
+            "accumulation",
+            "cadence",
+            "precision",
+            "input_pipeline",
+            "scaling",
+            "mfu",
+            "capstone",
+            "plan",
+        )
     ),
 )
 
 
 @pytest.fixture(autouse=True)
-def _after_or_beside_pages(request):
+def _after_or_beside_pages(request, _pages_before_any_test):
     """In a worker that did not build, each test starts once the pages have
     run, or, in BESIDE_PAGES, on a CPU they leave free. The wait is reported
     as the pages' (a shared wait, not the test's own time)."""
-    if BUILD.built_here or not _reads_book(request.session):
+    if BUILD.built_here or not _pages_before_any_test:
         yield
         return
     light = (

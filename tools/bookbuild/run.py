@@ -151,12 +151,13 @@ def build(
     running: dict[Future, tuple[Path, int, float]] = {}
     # the lone pages first, the rest in order (each still after its dependencies)
     pending = sorted(order, key=lambda p: not pages.runs_alone(p))
-    told: list[list[int]] = []  # what on_free_cpus was last told
+    told: list[int] | None = None  # the CPUs on_free_cpus was last told were free
 
     def tell_free() -> None:
+        nonlocal told
         cpus = sorted(c for s in free for c in (plan[s]["cpus"] or []))
-        if on_free_cpus is not None and plan[0]["cpus"] and told != [cpus]:
-            told[:] = [cpus]
+        if on_free_cpus is not None and plan[0]["cpus"] and cpus != told:
+            told = cpus
             on_free_cpus(cpus)
 
     try:
@@ -192,9 +193,12 @@ def build(
                     continue  # it runs with no other page beside it
                 pending.remove(page)
                 # a slot whose CPUs were not said to be free, where there is one
-                said = set(told[0]) if told else set()
                 slot = next(
-                    (s for s in free if not said & set(plan[s]["cpus"] or [])),
+                    (
+                        s
+                        for s in free
+                        if not set(told or []) & set(plan[s]["cpus"] or [])
+                    ),
                     free[0],
                 )
                 free.remove(slot)
