@@ -191,8 +191,9 @@ class Tab:
     page in about half the time a new context takes (1.2 s against 2.3 s a
     page here): the compiled scripts are kept. Between pages the tab goes to
     about:blank, so what the last page still had in flight is recorded
-    against it, not the next. The pages share no storage the book uses (it
-    keeps nothing in cookies or web storage)."""
+    against it, not the next. The pages share what the book keeps in the
+    browser, as a reader's do: the Python snapshot live.js stores in
+    IndexedDB (nothing in cookies or web storage)."""
 
     def __init__(self, browser, local, allowed_console, context=None, **options):
         """A tab in a new context (``options`` are its options), or in

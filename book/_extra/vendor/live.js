@@ -14,7 +14,8 @@
 // 2. opened from file://, disables the controls and shows the hint (browsers
 //    refuse Pyodide's fetches from file://: `make serve` serves the book);
 // 3. on the first change of a control, boots Pyodide (once a page, shared by
-//    every figure), unpacks mlbook-py.zip, and from then on calls
+//    every figure; from the memory snapshot an earlier page kept, see
+//    startPyodide), unpacks mlbook-py.zip, and from then on calls
 //    mlbook.common.live.draw_json with the payload and the inputs' values: it
 //    clamps and snaps them, applies "ranges", calls the function, and returns
 //    the values drawn, the controls' ranges and the spec, which is drawn.
@@ -47,6 +48,8 @@
   var stats = (window.mlbookLive = {
     figures: 0,
     boot_ms: null, // Python's start (a reader's first approach or change) to ready
+    python_start: null, // "fresh", or "snapshot": from the copy an earlier page kept
+    snapshot_kept: null, // bytes of the copy this page kept, once stored
     first_live_ms: null, // first change to the first live draw finished
     draws: [] // {id, ms, python_ms}: change to redraw finished, for each live draw
   });
@@ -94,6 +97,79 @@
 
   // --- Python ------------------------------------------------------------------------
 
+  // Starting Pyodide takes about 4 s here, nearly all of it Python's own
+  // start-up. The first page a reader opens keeps a copy of the interpreter's
+  // memory as it stands then (Pyodide's memory snapshot, before any of the
+  // book's code is loaded) in the browser's IndexedDB, under Pyodide's version;
+  // every later page starts from that copy, in about 0.4 s. A copy that does
+  // not restore (another Pyodide build, storage refused) is dropped and Python
+  // starts as on the first page.
+  var SNAPSHOTS = { db: "mlbook-live", store: "pyodide-snapshots" };
+
+  function snapshotStore(mode) {
+    return new Promise(function (resolve, reject) {
+      if (!window.indexedDB) { reject(new Error("no IndexedDB")); return; }
+      var open = window.indexedDB.open(SNAPSHOTS.db, 1);
+      open.onupgradeneeded = function () { open.result.createObjectStore(SNAPSHOTS.store); };
+      open.onerror = function () { reject(open.error); };
+      open.onsuccess = function () {
+        var db = open.result;
+        var tx = db.transaction(SNAPSHOTS.store, mode);
+        tx.oncomplete = tx.onabort = function () { db.close(); };
+        resolve(tx.objectStore(SNAPSHOTS.store));
+      };
+    });
+  }
+
+  function request(make) {
+    return function (store) {
+      return new Promise(function (resolve, reject) {
+        var r = make(store);
+        r.onsuccess = function () { resolve(r.result); };
+        r.onerror = function () { reject(r.error); };
+      });
+    };
+  }
+
+  function storedSnapshot(key) {
+    return snapshotStore("readonly")
+      .then(request(function (s) { return s.get(key); }))
+      .catch(function () { return undefined; });
+  }
+
+  function keepSnapshot(key, bytes) {
+    return snapshotStore("readwrite")
+      .then(request(function (s) { s.clear(); return s.put(bytes, key); }))
+      .then(function () { stats.snapshot_kept = bytes.length; })
+      .catch(function () {});
+  }
+
+  function dropSnapshot(key) {
+    return snapshotStore("readwrite")
+      .then(request(function (s) { return s.delete(key); }))
+      .catch(function () {});
+  }
+
+  function startPyodide(mod, options) {
+    var key = "pyodide " + mod.version;
+    var fresh = function () {
+      stats.python_start = "fresh";
+      return mod.loadPyodide(Object.assign({ _makeSnapshot: true }, options))
+        .then(function (py) {
+          var bytes = null;
+          try { bytes = py.makeMemorySnapshot(); } catch (e) { /* started; no copy kept */ }
+          if (bytes) setTimeout(function () { keepSnapshot(key, bytes); }, 0);
+          return py;
+        });
+    };
+    return storedSnapshot(key).then(function (bytes) {
+      if (!bytes) return fresh();
+      return mod.loadPyodide(Object.assign({ _loadSnapshot: bytes }, options))
+        .then(function (py) { stats.python_start = "snapshot"; return py; })
+        .catch(function () { return dropSnapshot(key).then(fresh); });
+    });
+  }
+
   var pythonReady = null;
   var pythonStarted = null;
   function python() {
@@ -104,7 +180,7 @@
       .then(function (mod) {
         // packageBaseUrl: packages (none is loaded) would come from the book too,
         // never from the CDN that pyodide.mjs names as its default
-        return mod.loadPyodide({
+        return startPyodide(mod, {
           indexURL: indexURL, packageBaseUrl: indexURL,
           stdout: function () {}, stderr: function () {}
         });
