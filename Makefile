@@ -72,19 +72,22 @@ format: $(STAMP)
 gpu-check: $(STAMP)
 	$(PY) tools/gpu_check.py
 
-# The venv (tools/install.py: uv installs the pinned stack from pip's configured
-# sources in seconds, where pip takes about 85 s here; pip if uv cannot), the
-# package (editable), the scripts the book serves itself (widgets; vega and
+# The venv (tools/install.py: uv installs the pinned stack, pip and the package,
+# editable, from pip's configured sources in seconds, where pip takes about
+# 85 s here; pip if uv cannot), the scripts the book serves itself (widgets; vega and
 # Pyodide for the live figures), JupyterLab's "open text notebooks as
 # notebooks" setting, and Chromium for the browser checks (Debian's, driven by
 # pip's playwright; skipped if present). Without Chromium the browser checks
 # skip, except under CI (CI=true), where they are mandatory: there a failed
 # install stops here.
 $(STAMP): requirements.txt pyproject.toml tools/install.py tools/vendor_js.py tools/lab_settings.py
-	$(PYTHON) -m venv $(VENV)
-	$(PY) tools/install.py requirements.txt
-	$(PY) -m pip install --quiet --no-deps -e .
-	$(PY) tools/vendor_js.py
+	$(PYTHON) -m venv --without-pip $(VENV)
+	@# vendor_js.py needs only the standard library (and npm): it runs while
+	@# the packages install, and its status is checked once both have ended
+	@$(PYTHON) tools/vendor_js.py & vendor=$$!; \
+	$(PY) tools/install.py requirements.txt; installed=$$?; \
+	wait $$vendor; vendored=$$?; \
+	[ $$installed -eq 0 ] && [ $$vendored -eq 0 ]
 	$(PY) tools/lab_settings.py
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { echo "installing Debian's chromium for the browser checks"; \

@@ -1,6 +1,8 @@
-"""tools/install.py: pip's configured sources become uv's options."""
+"""tools/install.py: pip's configured sources become uv's options, and a venv
+without pip gets one that installs into it."""
 
 import install
+import pytest
 
 LISTING = """\
 :env:.default-timeout='180'
@@ -31,3 +33,20 @@ def test_each_source_once_with_uvs_option_and_nothing_else():
 def test_no_configuration_means_no_options():
     assert install.pip_sources("") == []
     assert install.pip_sources("global.timeout='60'\nnot a setting\n") == []
+
+
+def test_a_venv_without_pip_is_served_by_the_base_interpreters_pip(tmp_path):
+    import subprocess
+    import sys
+
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(tmp_path)], check=True)
+    python = str(tmp_path / "bin" / "python")
+    assert not install._works([python, "-m", "pip"])  # the venv has none
+    if not install._works([base, "-m", "pip", "--python", python]):
+        pytest.skip(f"{base} has no pip that takes --python (pip 22.3 or later)")
+    pip = install.a_pip(python)
+    assert pip == [base, "-m", "pip", "--python", python]
+    # it lists the venv's packages, not the base's: none yet
+    listed = subprocess.run([*pip, "list", "--format=freeze"], capture_output=True)
+    assert listed.returncode == 0 and listed.stdout.strip() == b""
