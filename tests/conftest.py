@@ -385,7 +385,9 @@ def pytest_terminal_summary(terminalreporter):
         for page, r in sorted(live.get("pages", {}).items()):
             tr.write_line(
                 f"{page:<18} boot {r['boot_s']:.2f} s "
-                f"({r.get('tab', 'new')} tab, Python {r.get('python')}), "
+                f"({r.get('tab', 'new')} tab, Python {r.get('python')}"
+                + (", a stored copy refused first" if r.get("refused") else "")
+                + "), "
                 "first live draw "
                 f"{r['first_live_draw_s']:.2f} s; "
                 f"page {r['page_bytes'] / 1e6:.2f} MB, "

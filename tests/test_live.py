@@ -93,17 +93,44 @@ def browser(book, chromium_browser):
     return chromium_browser
 
 
+# A stored Python snapshot that cannot restore, where live.js keeps its own
+# (IndexedDB): 4 KiB of sevens, no Pyodide memory.
+BAD_SNAPSHOT = """async () => {
+  const here = new URL("vendor/pyodide/", document.baseURI).href;
+  const key = "pyodide " + (await import(here + "pyodide.mjs")).version;
+  const db = await new Promise((ok, no) => {
+    const r = indexedDB.open("mlbook-live", 1);
+    r.onupgradeneeded = () => r.result.createObjectStore("pyodide-snapshots");
+    r.onsuccess = () => ok(r.result);
+    r.onerror = () => no(r.error);
+  });
+  await new Promise((ok, no) => {
+    const r = db.transaction("pyodide-snapshots", "readwrite")
+      .objectStore("pyodide-snapshots").put(new Uint8Array(4096).fill(7), key);
+    r.onsuccess = ok;
+    r.onerror = () => no(r.error);
+  });
+  db.close();
+}"""
+
+
 @pytest.fixture(scope="module")
 def served_tab(browser, served):
     """One tab for the served pages (helpers.browser.Tab), as a reader moves
     from page to page: Python starts in each page again, the first from
     nothing (about 7.5 s here in a new tab), the others from the snapshot the
-    first kept (under 1 s). The benchmarks say which was which."""
+    first kept (under 1 s). The benchmarks say which was which. Before the
+    first, the tab's storage holds a copy that does not restore, which that
+    page must refuse, drop and replace with its own."""
     tab = Tab(
         browser,
         lambda u: u.startswith((served + "/", "data:", "blob:")),
         ALLOWED_CONSOLE,
     )
+    page, w = tab.open(f"{served}/genindex.html")  # a page without live figures
+    page.evaluate(BAD_SNAPSHOT)
+    w.assert_clean()
+    tab.opened = 0  # what the tests count: the pages with live figures
     yield tab
     tab.close()
 
@@ -492,9 +519,10 @@ def test_live_figures_follow_their_controls(served_tab, served, name):
         _check_draw(page, fig)
 
     stats = page.evaluate("() => window.mlbookLive")
-    # the tab's first page starts Python and keeps its snapshot; the others
-    # start from it
+    # the tab's first page refuses the bad copy, starts Python and keeps its
+    # own snapshot; the others start from that
     assert stats["python_start"] == ("fresh" if new_tab else "snapshot"), stats
+    assert bool(stats["snapshot_refused"]) == new_tab, stats
     ids = {f["id"]: f["payload"]["function"] for f in figures}
     for d in stats["draws"]:
         RESULTS["redraws"].setdefault(ids[d["id"]], []).append(d)
@@ -502,69 +530,12 @@ def test_live_figures_follow_their_controls(served_tab, served, name):
         "boot_s": round(stats["boot_ms"] / 1e3, 2),
         "tab": "new" if new_tab else "warm",
         "python": stats["python_start"],
+        "refused": bool(stats["snapshot_refused"]),
         "first_live_draw_s": round(stats["first_live_ms"] / 1e3, 2),
         "page_bytes": page_bytes,
         "live_bytes": page.evaluate(BYTES) - page_bytes,
         "figures": len(figures),
     }
-    w.assert_clean()
-
-
-# the snapshot a page keeps, read and written as live.js does (IndexedDB)
-SNAPSHOT = """async (write) => {
-  const here = new URL("../vendor/pyodide/", location.href).href;
-  const key = "pyodide " + (await import(here + "pyodide.mjs")).version;
-  const db = await new Promise((ok, no) => {
-    const r = indexedDB.open("mlbook-live", 1);
-    r.onupgradeneeded = () => r.result.createObjectStore("pyodide-snapshots");
-    r.onsuccess = () => ok(r.result);
-    r.onerror = () => no(r.error);
-  });
-  const store = db.transaction("pyodide-snapshots", write ? "readwrite" : "readonly")
-    .objectStore("pyodide-snapshots");
-  const r = write ? store.put(new Uint8Array(4096).fill(7), key) : store.get(key);
-  const got = await new Promise((ok, no) => {
-    r.onsuccess = () => ok(r.result);
-    r.onerror = () => no(r.error);
-  });
-  db.close();
-  return write ? null : got ? got.length : 0;
-}"""
-
-
-def test_a_snapshot_that_does_not_restore_is_dropped_for_a_fresh_start(
-    served_tab, served
-):
-    """In the served pages' tab, after the pages above (or first, alone)."""
-    chapters = [n for n in live_sources() if n.startswith("notebooks/")]
-    if not chapters:
-        pytest.skip("no chapter with a live figure in this build")
-    url = f"{served}/{chapters[0]}"
-    _has_live(chapters[0])
-
-    def start_python(page) -> str:
-        page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
-        fig = page.evaluate(FIGURES)[0]
-        control = fig["payload"]["controls"][0]
-        attrs = read(page, fig["id"])["attrs"][control["name"]]
-        value = _target(control, attrs, 1.0)
-        _set_and_wait(page, fig, [(control["name"], value)], BOOT_TIMEOUT_MS)
-        _check_draw(page, fig)
-        return page.evaluate("() => window.mlbookLive.python_start")
-
-    if not served_tab.page.url.startswith(served + "/"):  # run first, or alone
-        served_tab.open(url)
-    served_tab.page.evaluate(SNAPSHOT, True)  # 4 KiB of sevens: no Pyodide memory
-    page, w = served_tab.open(url)
-    assert start_python(page) == "fresh"
-    # the bad copy is replaced by the page's own: the whole memory, MBs
-    page.wait_for_function(
-        "() => window.mlbookLive.snapshot_kept", timeout=DRAW_TIMEOUT_MS, polling=50
-    )
-    assert page.evaluate(SNAPSHOT, False) > 1e7
-    w.assert_clean()
-    page, w = served_tab.open(url)
-    assert start_python(page) == "snapshot"
     w.assert_clean()
 
 
@@ -649,7 +620,7 @@ def _page_with_both(figure_html: str) -> tuple[Path, str]:
 
 
 def test_every_kind_an_exception_and_require_js_on_one_page(
-    browser, served, kinds_figure
+    served_tab, served, kinds_figure
 ):
     from bookext.live import live_html
 
@@ -657,8 +628,8 @@ def test_every_kind_an_exception_and_require_js_on_one_page(
     where, html = _page_with_both(live_html(payload, "mlbook-live-test"))
     url = f"{served}/{where.relative_to(HTML).as_posix()}"
     archive = _archive_with_test_module()
-    context = browser.new_context()
-    page = context.new_page()
+    # a page beside the served tab's: Python starts from its snapshot, if kept
+    page = served_tab.context.new_page()
     w = watch(
         page, lambda u: u.startswith((served + "/", "data:", "blob:")), ALLOWED_CONSOLE
     )
@@ -726,4 +697,4 @@ def test_every_kind_an_exception_and_require_js_on_one_page(
         assert not [p for p in problems if "anonymous define" in p.lower()], problems
         w.assert_clean()
     finally:
-        context.close()
+        page.close()

@@ -50,6 +50,7 @@
     boot_ms: null, // Python's start (a reader's first approach or change) to ready
     python_start: null, // "fresh", or "snapshot": from the copy an earlier page kept
     snapshot_kept: null, // bytes of the copy this page kept, once stored
+    snapshot_refused: null, // why a stored copy did not restore (it was dropped)
     first_live_ms: null, // first change to the first live draw finished
     draws: [] // {id, ms, python_ms}: change to redraw finished, for each live draw
   });
@@ -166,7 +167,10 @@
       if (!bytes) return fresh();
       return mod.loadPyodide(Object.assign({ _loadSnapshot: bytes }, options))
         .then(function (py) { stats.python_start = "snapshot"; return py; })
-        .catch(function () { return dropSnapshot(key).then(fresh); });
+        .catch(function (e) {
+          stats.snapshot_refused = String(e && e.message || e).slice(0, 200);
+          return dropSnapshot(key).then(fresh);
+        });
     });
   }
 
