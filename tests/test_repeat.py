@@ -267,3 +267,29 @@ def test_the_build_retries_a_stuck_page_once_and_says_so(synthetic, monkeypatch)
     h = report["pages"]["h"]
     assert h["retried"] == 1 and h["passed"] == 0
     assert report["mode"] == "build (retry, work-around)"
+
+
+def test_in_the_build_papermill_writes_the_notebook_once_at_the_end(tmp_path):
+    import nbformat
+    from papermill.engines import NotebookExecutionManager
+
+    def manager(name):
+        cell = nbformat.v4.new_code_cell("1 + 1")
+        nb = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("x")])
+        nb.metadata.papermill = {}  # as papermill's execute_notebook prepares it
+        out = tmp_path / name
+        return NotebookExecutionManager(nb, str(out), progress_bar=False), cell, out
+
+    original = NotebookExecutionManager.save
+    with execution._written_at_the_end_only():
+        man, cell, out = manager("build.ipynb")
+        man.notebook_start()
+        man.cell_start(cell, 0)
+        man.cell_complete(cell, 0)
+        assert not out.exists()  # nothing written while it runs
+        man.notebook_complete()
+        assert nbformat.read(out, as_version=4).metadata.papermill["end_time"]
+    assert NotebookExecutionManager.save is original  # plain papermill again
+    man, cell, out = manager("plain.ipynb")
+    man.notebook_start()
+    assert out.exists()  # papermill's own: written as the run starts

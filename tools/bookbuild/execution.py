@@ -7,6 +7,7 @@ it (the HTML book draws those with its own inputs)."""
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import tempfile
@@ -27,6 +28,29 @@ STACKS_ENV = "MLBOOK_STACKS_DIR"
 
 
 POLL_SLICE_S = 0.5
+
+
+@contextlib.contextmanager
+def _written_at_the_end_only():
+    """papermill writes the whole executed notebook at the start and at the
+    end of every cell, markdown ones included (its live view of a run): two
+    writes a cell, 20-70 ms each for a chapter here, seconds a page in all.
+    The build reads the notebook only once the run has ended, so within this
+    block the writes before then are skipped. papermill still writes it at
+    the end, after a failed cell too (with the error) and after a timeout."""
+    from papermill.engines import NotebookExecutionManager
+
+    original = NotebookExecutionManager.save
+
+    def save(self, **kwargs):
+        if self.end_time is not None:  # set by notebook_complete, which then saves
+            original(self, **kwargs)
+
+    NotebookExecutionManager.save = save
+    try:
+        yield
+    finally:
+        NotebookExecutionManager.save = original
 
 
 def _poll_in_short_slices() -> None:
@@ -124,10 +148,11 @@ def execute(
     then {"first_attempt_s": ..., "error": ...}, so that a retried page is
     reported with the time its first attempt took, not only the retry's.
     ``retry=False`` fails the page instead; ``workaround=False`` leaves
-    nbclient's polling as it is (with both off, this is papermill as a
-    reader would run it). With ``stacks_dir``, the kernel and this process
-    write where they are stuck there (see _watched and kernel_watchdog.py),
-    and the kernel's descendants find the folder in MLBOOK_STACKS_DIR.
+    nbclient's polling and papermill's writes after every cell as they are
+    (with both off, this is papermill as a reader would run it). With
+    ``stacks_dir``, the kernel and this process write where they are stuck
+    there (see _watched and kernel_watchdog.py), and the kernel's
+    descendants find the folder in MLBOOK_STACKS_DIR.
     """
     import jupytext
     import nbformat
@@ -147,6 +172,7 @@ def execute(
     os.environ.update(env)
     retry_info = None
     watch, client_log = _watched(stacks_dir)
+    writes = _written_at_the_end_only if workaround else contextlib.nullcontext
     try:
         for attempt in (1, 2):
             with tempfile.TemporaryDirectory() as tmp:
@@ -155,17 +181,18 @@ def execute(
                 start = time.perf_counter()
                 error = None
                 try:
-                    papermill.execute_notebook(
-                        str(raw),
-                        str(out),
-                        parameters=parameters,
-                        kernel_name="python3",
-                        cwd=tmp,
-                        progress_bar=False,
-                        log_output=False,
-                        execution_timeout=CELL_TIMEOUT_S,
-                        **watch,
-                    )
+                    with writes():
+                        papermill.execute_notebook(
+                            str(raw),
+                            str(out),
+                            parameters=parameters,
+                            kernel_name="python3",
+                            cwd=tmp,
+                            progress_bar=False,
+                            log_output=False,
+                            execution_timeout=CELL_TIMEOUT_S,
+                            **watch,
+                        )
                 except papermill.PapermillExecutionError as exc:
                     error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index})"
                 except (CellTimeoutError, DeadKernelError) as exc:
