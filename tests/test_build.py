@@ -502,6 +502,29 @@ def test_html_is_rebuilt_unless_the_sources_match_the_last_clean_build(
     assert htmlbook.build_book(src, dest, reuse=True)["rebuilt"]  # output gone: rebuilt
 
 
+def test_pages_start_alone_first_then_longest_first(tmp_path):
+    alone = "mlbook:\n  runs_alone: true\n"
+    write_tree(
+        tmp_path,
+        {
+            f"notebooks/{n}.md": page_text(n, alone if n == "c" else "", "P.", "1")
+            for n in "abcd"
+        },
+    )
+    order = [tmp_path / "notebooks" / f"{n}.md" for n in "abcd"]
+    times = {"a": 1.0, "b": 30.0, "c": 5.0, "d": 2.0}
+    assert [p.stem for p in pages.start_order(order, times)] == list("cbda")
+    # not every page measured here: the book's typical times, which name
+    # none of these, so they keep their order after the lone one
+    assert [p.stem for p in pages.start_order(order, {"a": 1.0})] == list("cabd")
+
+
+def test_every_page_has_a_typical_time():
+    typical = json.loads(pages.TYPICAL_SECONDS.read_text())
+    missing = {p.stem for p in pages.chapters()} - set(typical)
+    assert not missing, f"page_seconds.json names no time for {sorted(missing)}"
+
+
 def test_a_page_that_runs_alone_shares_the_machine_with_no_other(tmp_path):
     """Three pages on two jobs, the middle one marked runs_alone: its kernel's
     time span (the wall clock, read inside each page) overlaps no other

@@ -7,6 +7,7 @@ partial build."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -14,6 +15,9 @@ from pathlib import Path
 from . import archive, paths
 
 DEFAULT_BUDGET_S = 60.0
+# What each page took in a fresh clone's `make test` here: the order pages
+# start in where this machine has not run them all yet (start_order)
+TYPICAL_SECONDS = Path(__file__).with_name("page_seconds.json")
 
 
 def front_matter(page: Path) -> dict:
@@ -103,6 +107,24 @@ def runs_alone(page: Path) -> bool:
     if not isinstance(value, bool):
         raise SystemExit(f"{page.name}: mlbook: runs_alone must be true or false")
     return value
+
+
+def start_order(order: list[Path], measured: dict[str, float]) -> list[Path]:
+    """The pages of ``order`` in the order to start them: the pages that run
+    alone first, then the longest first, so that no long page starts last
+    while the other cores have nothing left to run. How long a page takes is
+    what ``measured`` (the cache's record of this machine) says where it
+    knows every page, else page_seconds.json; a page neither names goes
+    last. Each page still starts only after the pages it depends on."""
+    names = [p.stem for p in order]
+    if all(n in measured for n in names):
+        seconds = measured
+    else:
+        seconds = json.loads(TYPICAL_SECONDS.read_text())
+    return sorted(
+        order,
+        key=lambda p: (not runs_alone(p), -float(seconds.get(p.stem, -1.0))),
+    )
 
 
 def budget_s(page: Path) -> float:

@@ -55,7 +55,7 @@ def build(
 
     A page that runs alone starts first, where its dependencies allow: it
     waits for no page to finish, and the core it leaves idle is free from
-    the start."""
+    the start. The others start longest first (pages.start_order)."""
     dest = Path(dest).resolve()
     src = pages.stage(dest)
     parameters = {"SMALL": True} if small else {}
@@ -149,8 +149,11 @@ def build(
     )
     free = list(range(len(executors)))
     running: dict[Future, tuple[Path, int, float]] = {}
-    # the lone pages first, the rest in order (each still after its dependencies)
-    pending = sorted(order, key=lambda p: not pages.runs_alone(p))
+    # the lone pages first, then the longest first (each after its dependencies)
+    measured = {
+        p.stem: e["seconds"] for p in order if (e := store.entry(p.stem)) is not None
+    }
+    pending = pages.start_order(order, measured)
     told: list[int] | None = None  # the CPUs on_free_cpus was last told were free
 
     def tell_free() -> None:
