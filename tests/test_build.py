@@ -519,7 +519,9 @@ def test_pages_start_alone_first_then_longest_first(tmp_path):
     assert [p.stem for p in pages.start_order(order, {"a": 1.0})] == list("cabd")
 
 
-def test_every_page_has_a_typical_time():
+def test_every_page_has_a_typical_time(monkeypatch):
+    # the book's pages (a module fixture here may point ROOT at a made-up one)
+    monkeypatch.setattr(paths, "ROOT", Path(__file__).resolve().parent.parent)
     typical = json.loads(pages.TYPICAL_SECONDS.read_text())
     missing = {p.stem for p in pages.chapters()} - set(typical)
     assert not missing, f"page_seconds.json names no time for {sorted(missing)}"

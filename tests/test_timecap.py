@@ -134,6 +134,11 @@ def test_under_xdist_the_controller_fails_reports_and_writes_every_time(run, pyt
     ]
     assert recorded["tests"]["test_suite.py::test_slow"] >= 1.3
     assert {f[0] for f in recorded["fixtures"]} >= {"book", "shared"}
+    # when each ended, and where: after the slow test's own time, in a worker
+    ended = recorded["ended"]
+    assert set(ended) == set(recorded["tests"])
+    assert {w for _, w in ended.values()} <= {"gw0", "gw1"}
+    assert ended["test_suite.py::test_slow"][0] >= 1.3
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 

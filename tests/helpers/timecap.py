@@ -15,7 +15,8 @@ cannot pass by measuring nothing.
 
     pytest --test-cap-s 60      the default (tests/conftest.py loads the plugin)
     pytest --test-times FILE    also write every test's and shared fixture's
-                                time to FILE (JSON), for a per-module account
+                                time to FILE (JSON), for a per-module account,
+                                and when each test ended, in which worker
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class DurationCap:
         self.over: list[str] = []  # messages, one per test or fixture over the cap
         self._flagged: set[str] = set()  # tests already failed for their time
         self.ran: set[str] = set()  # tests whose call phase pytest reported
+        # when each test's last report came here (s from the session's start),
+        # and from which worker: where the run's time went, in order
+        self.ended: dict[str, tuple[float, str]] = {}
         self._shared_s = 0.0  # shared fixtures' time in the phase running now
         self._phase_fixtures: list[FixtureTime] = []
         self._current = ""
@@ -182,6 +186,13 @@ class DurationCap:
     def pytest_runtest_logreport(self, report):
         if report.when == "call":
             self.ran.add(report.nodeid)
+        # under xdist the controller's reports carry their worker ("gw0")
+        gateway = getattr(getattr(report, "node", None), "gateway", None)
+        worker = getattr(gateway, "id", None) or "-"
+        self.ended[report.nodeid] = (
+            round(time.perf_counter() - self._started, 2),
+            worker,
+        )
         for name, value in report.user_properties:
             if name != USER_PROPERTY:
                 continue
@@ -229,6 +240,7 @@ class DurationCap:
                             [f.argname, f.scope, f.phase, f.seconds, f.during]
                             for f in self.fixtures
                         ],
+                        "ended": self.ended,
                     },
                     indent=1,
                 )
