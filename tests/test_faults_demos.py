@@ -39,29 +39,18 @@ def _alive_with(text: str) -> list[int]:
     return pids
 
 
-def test_elastic_restart_ends_identical_to_uninterrupted_run():
-    kw = dict(steps=12, ckpt_every=4, seed=0, timeout_s=HANG_GUARD_S)
-    ref = experiments.run_elastic(fail_step=None, launcher="fork", **kw)
-    run = experiments.run_elastic(fail_step=6, fail_rank=1, max_restarts=1, **kw)
-    s = run.summary
-    assert s.attempts == 2  # torchrun restarted the group once
-    # killed after step 6 with checkpoints every 4 steps: the newest is step 4
-    assert (
-        s.failed_at_step == 6
-        and s.last_checkpoint_step == 4
-        and s.resumed_from_step == 4
-    )
-    assert s.redone_steps == 2 and s.final_step == 12 and s.steps_done == 12 + 2
-    assert any(
-        e["kind"] == "fail" and e["rank"] == 1 and e["attempt"] == 0 for e in run.events
-    )
-    assert all(e["attempt"] == 0 for e in ref.events)
-    assert experiments.same_weights(ref.final_state, run.final_state)
-    assert experiments.max_abs_difference(ref.final_state, run.final_state) == 0.0
-    # and the check can fail: weights one float32 step away are not the same
-    other = {k: torch.nextafter(v, v + 1) for k, v in ref.final_state.items()}
-    assert not experiments.same_weights(ref.final_state, other)
-    assert experiments.max_abs_difference(ref.final_state, other) > 0
+# The restart that ends identical to the uninterrupted run is the faults
+# page's own demo at test sizes; its glued outcome is checked in
+# tests/test_faults_page.py (a third torchrun here took 23 s of every run).
+
+
+def test_same_weights_tells_weights_one_float_step_apart():
+    ref = toy_models.make_model(0).state_dict()
+    assert experiments.same_weights(ref, {k: v.clone() for k, v in ref.items()})
+    assert experiments.max_abs_difference(ref, ref) == 0.0
+    other = {k: torch.nextafter(v, v + 1) for k, v in ref.items()}
+    assert not experiments.same_weights(ref, other)
+    assert experiments.max_abs_difference(ref, other) > 0
 
 
 @pytest.mark.filterwarnings(
