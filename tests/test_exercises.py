@@ -9,6 +9,7 @@ listed; its independent key goes in tests/test_keys_<chapter>.py.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -51,9 +52,15 @@ def key_answers(record) -> dict:
     return {**measured_for(record.id), **record.key_values(**measured_for(record.id))}
 
 
+@functools.cache
+def _spec(ex_id: str) -> dict:
+    """spec() with the measured inputs, once a run (collection asks for each
+    exercise's twice: for its real answers and its integer ones)."""
+    return spec(ex_id, **measured_for(ex_id))
+
+
 def answer_specs(record, kinds=("real", "integer", "choice")):
-    data = spec(record.id, **measured_for(record.id))
-    return [a for a in data["answers"] if a["type"] in kinds]
+    return [a for a in _spec(record.id)["answers"] if a["type"] in kinds]
 
 
 def numeric_answers(kind):
