@@ -1,10 +1,11 @@
-"""A chapter read in JupyterLab, as `make lab` serves it.
+"""A page of the book read in JupyterLab, as `make lab` serves it.
 
 The test starts its own JupyterLab server (a free port on 127.0.0.1, a token,
 settings, runtime and config in a temporary folder, no browser, no news, no
 update check, no extension-manager queries, `--allow-root` only when root),
-opens the MFU chapter in headless Chromium with every request off that server
-blocked, runs all cells and waits for the kernel to go idle, then checks:
+opens the "Plan a run" page in headless Chromium with every request off that
+server blocked, runs all cells and waits for the kernel to go idle, then
+checks:
 
 - every code cell ran and none has an error output; widget outputs render;
 - every markdown cell is rendered by jupyterlab-myst, with no raw MyST left in
@@ -18,9 +19,14 @@ blocked, runs all cells and waits for the kernel to go idle, then checks:
   message);
 - each live figure (mlbook.plotting.live.show_live) shows one Vega-Lite chart,
   drawn by JupyterLab's own renderer, under its controls; moving one control
-  (the MFU calculator's model) draws a different chart.
+  (the first live figure's first dropdown) draws a different chart.
 
-The chapter is the MyST text notebook that JupyterLab opens through jupytext;
+The page has what JupyterLab must render (live figures with dropdowns, a
+form, exercises, math, MyST directives and roles) and runs in 3 s at test
+sizes, where the MFU chapter, used before, took 14 s of the same checks;
+what each chapter computes is the test build's to check.
+
+The page is the MyST text notebook that JupyterLab opens through jupytext;
 the test converts it with jupytext to .ipynb in the temporary folder (the
 same cells jupytext gives JupyterLab) with SMALL = True in its parameters cell,
 beside links to the repository's other folders so relative paths resolve as
@@ -45,9 +51,9 @@ from helpers.browser import Allowed, chromium_or_skip, watch
 from mlbook.common_torch.launch import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTER = ROOT / "notebooks" / "mfu.md"  # runs in seconds at test sizes
+CHAPTER = ROOT / "book" / "plan.md"  # 3 s at test sizes
 SERVER_START_S = 60  # generous: JupyterLab starts in 2-5 s here, longer under load
-RUN_ALL_S = 120  # the chapter takes about 10 s at test sizes
+RUN_ALL_S = 120  # the page takes about 3 s at test sizes
 
 # Console errors and page errors from JupyterLab that are harmless, each with
 # why. None: JupyterLab 4.6 with jupyterlab-myst 2.7 and jupytext logs no error
@@ -415,5 +421,5 @@ def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
         assert c["below"], f"live cell {i}'s chart is not under its controls"
     assert not problems, "JupyterLab misbehaved in the browser:\n" + "\n".join(problems)
     if moved:
-        print(f"moved the MFU calculator's model to {moved}: the chart redrew")
+        print(f"moved a live figure's dropdown to {moved}: the chart redrew")
     print(f"opened, ran and checked {CHAPTER.name} in JupyterLab in {seconds:.1f} s")
