@@ -216,24 +216,27 @@ def _after_or_beside_pages(request, _pages_before_any_test):
 # 45 s of a run). The SHARED_PAGES tests of test_live, test_book and
 # test_exercises_html run in this order too: a page is checked as loaded
 # before a prediction test unfolds it. Seconds in a 2-worker make test
-# (2026-12-01, the SHARED_PAGES tests apart), and for the files that read no
-# book, how busy each kept a core run on its own (CPU over wall time):
+# (2026-12-01, f24, the SHARED_PAGES tests apart), and for the files that
+# read no book, how busy each kept a core run on its own (CPU over wall
+# time). In that run timecap and kill_anywhere, one after the other in this
+# list, ran at the same time in the two workers, with both cores about 60 %
+# busy for 25 s; a browser file now stands between them:
 LONGEST_FIRST = (
     "test_faults_demos.py",  # 57, 92 %
     "test_build.py",  # 34, 88 %
     "test_accumulation.py",  # 12, 135 %
     "test_capstone.py",  # 16, 71 %
     # the book's, and the waiting files between them
-    "test_live.py",  # 117 (SHARED_PAGES: 37)
-    "test_repeat.py",  # 23, 45 %
-    "test_book.py",  # 12 (SHARED_PAGES: 7)
-    "test_timecap.py",  # 17, 29 %
-    "test_exercises_html.py",  # 13 (SHARED_PAGES: 60)
-    "test_kill_anywhere.py",  # 15, 45 %
-    "test_lab.py",  # 34
-    "test_input_pipeline.py",  # 11, 50 %
-    "test_plan_form.py",  # 17
-    "test_exercises_js.py",  # 16
+    "test_live.py",  # 90 (SHARED_PAGES: 39)
+    "test_repeat.py",  # 26, 45 %
+    "test_book.py",  # 11 (SHARED_PAGES: 7)
+    "test_exercises_html.py",  # 7 (SHARED_PAGES: 55)
+    "test_timecap.py",  # 16, 29 %
+    "test_lab.py",  # 25
+    "test_kill_anywhere.py",  # 20, 45 %
+    "test_plan_form.py",  # 24
+    "test_input_pipeline.py",  # 17, 50 %
+    "test_exercises_js.py",  # 12
 )
 
 
