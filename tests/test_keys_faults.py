@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from helpers.exercise_keys import assert_matches
 from mlbook.exercises import EXERCISES
@@ -24,8 +25,11 @@ MTBI_2048_H = 54 * 24 / 419 * (16_384 / 2048)
 
 
 def _phi(x):
-    """The standard normal CDF, elementwise, from math.erf."""
-    return 0.5 * (1 + np.vectorize(math.erf)(np.asarray(x) / math.sqrt(2)))
+    """The standard normal CDF, elementwise, from torch's float64 erf (the
+    same values as math.erf's to a few units in the last place, checked
+    below, and about 40 times as fast as np.vectorize(math.erf) here)."""
+    z = torch.from_numpy(np.asarray(x, dtype=np.float64) / math.sqrt(2))
+    return 0.5 * (1 + torch.special.erf(z).numpy())
 
 
 def expected_max(n, delta, sigma, points=200_001):
@@ -73,6 +77,12 @@ def test_keys_match_the_hand_computation():
     # integral is good to ~2e-7 of each (formulas._GRID), so to ~2e-5 of their
     # 1.1 % difference, and the bisections stop at 1e-5 and 1e-6 of delta
     assert_matches({"faults-3": INDEPENDENT["faults-3"]}, rel=1e-4)
+
+
+def test_the_normal_cdf_here_is_math_erfs():
+    xs = np.linspace(-8, 8, 1601)
+    want = [0.5 * (1 + math.erf(x / math.sqrt(2))) for x in xs]
+    assert np.allclose(_phi(xs), want, rtol=1e-13, atol=1e-16)
 
 
 def test_the_integral_here_is_right_where_it_is_known():
