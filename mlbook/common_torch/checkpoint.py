@@ -83,10 +83,40 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from mlbook.common import validate
+
+
+def _dcp():
+    """torch.distributed.checkpoint, imported where a save or a load needs it:
+    it brings in sympy, about 700 modules (2 s an import here, and 5.6 s more
+    the first time, when they are compiled), which a process importing this
+    module for anything else (every test worker's collection) need not pay.
+    ``checkpoint.dcp`` still names it (module __getattr__)."""
+    import torch.distributed.checkpoint as dcp
+
+    return dcp
+
+
+def _get_state_dict(*args, **kwargs):
+    """DCP's get_state_dict, imported as _dcp is."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    return get_state_dict(*args, **kwargs)
+
+
+def _set_state_dict(*args, **kwargs):
+    """DCP's set_state_dict, imported as _dcp is."""
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    return set_state_dict(*args, **kwargs)
+
+
+def __getattr__(name: str):
+    if name == "dcp":
+        return _dcp()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 MARKER = "COMPLETE"
 LATEST = "latest"
@@ -422,7 +452,7 @@ class Checkpointer:
             dist.barrier(group=self.pg)
 
     def _state(self, model, optimizer, scheduler, sampler, extra, step) -> dict:
-        model_sd, optim_sd = get_state_dict(model, optimizer)
+        model_sd, optim_sd = _get_state_dict(model, optimizer)
         own = {
             "step": step,
             "rng": _rng_state(),
@@ -468,7 +498,7 @@ class Checkpointer:
             tmp.mkdir(parents=True)
         self._barrier()
         state = self._state(model, optimizer, scheduler, sampler, extra, step)
-        writer = dcp.FileSystemWriter(tmp)
+        writer = _dcp().FileSystemWriter(tmp)
         kw = {
             "storage_writer": writer,
             "process_group": self.pg,
@@ -476,7 +506,7 @@ class Checkpointer:
         }
         stats = SaveStats(step=step, async_=bool(async_), blocking_s=0.0)
         if async_:
-            future = dcp.async_save(state, **kw)
+            future = _dcp().async_save(state, **kw)
             stats.blocking_s = time.perf_counter() - start
             pending = {
                 "step": step,
@@ -489,7 +519,7 @@ class Checkpointer:
             self._pending = pending
             future.add_done_callback(lambda f: self._finish_async(pending))
         else:
-            dcp.save(state, **kw)
+            _dcp().save(state, **kw)
             if self.rank == 0:
                 self._publish(step, tmp)
             self._barrier()
@@ -600,18 +630,18 @@ class Checkpointer:
                 raise FileNotFoundError(
                     f"no complete checkpoint for step {step} under {self.root}"
                 )
-        reader = dcp.FileSystemReader(path)
+        reader = _dcp().FileSystemReader(path)
         saved_keys = reader.read_metadata().state_dict_metadata.keys()
         key = f"train_state/rank{self.rank}"
         own_entry = key in saved_keys
         if not own_entry:
             key = "train_state/rank0"
-        model_sd, optim_sd = get_state_dict(model, optimizer)
+        model_sd, optim_sd = _get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd, key: io.BytesIO()}
-        dcp.load(
+        _dcp().load(
             state, storage_reader=reader, process_group=self.pg, no_dist=not self._dist
         )
-        set_state_dict(
+        _set_state_dict(
             model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd
         )
         blob = state[key]
@@ -644,15 +674,15 @@ class Checkpointer:
                 f"no complete checkpoint{'' if step is None else f' for step {step}'} "
                 f"under {self.root}"
             )
-        model_sd, _ = get_state_dict(model, [])
+        model_sd, _ = _get_state_dict(model, [])
         state = {"model": model_sd}
-        dcp.load(
+        _dcp().load(
             state,
-            storage_reader=dcp.FileSystemReader(path),
+            storage_reader=_dcp().FileSystemReader(path),
             process_group=self.pg,
             no_dist=not self._dist,
         )
-        set_state_dict(model, [], model_state_dict=model_sd, optim_state_dict={})
+        _set_state_dict(model, [], model_state_dict=model_sd, optim_state_dict={})
         self._barrier()
         return path
 
