@@ -218,9 +218,9 @@ def _after_or_beside_pages(request, _pages_before_any_test):
 # before a prediction test unfolds it. Seconds in a 2-worker make test
 # (2026-12-01, f24, the SHARED_PAGES tests apart), and for the files that
 # read no book, how busy each kept a core run on its own (CPU over wall
-# time). In that run timecap and kill_anywhere, one after the other in this
-# list, ran at the same time in the two workers, with both cores about 60 %
-# busy for 25 s; a browser file now stands between them:
+# time). The four files that mostly wait run as one unit, one after another,
+# at test_repeat's place (WAITING, below); their order here is their order
+# within it:
 LONGEST_FIRST = (
     "test_faults_demos.py",  # 57, 92 %
     "test_build.py",  # 34, 88 %
@@ -309,9 +309,23 @@ SHARED_PAGES = {
 }
 SHARED_PAGES_UNIT = "the chapters' pages (tests/conftest.py: SHARED_PAGES)"
 
+# The files that mostly wait (timeouts, killed and restarted processes; how
+# busy each keeps a core is in LONGEST_FIRST): one unit too, so that they run
+# one after another in one worker, beside the other worker's busy files, and
+# never two at once (in f26, test_repeat and test_timecap overlapped with
+# both cores 40-70 % busy for 25 s). Together about 75 s.
+WAITING = (
+    "tests/test_repeat.py",
+    "tests/test_timecap.py",
+    "tests/test_kill_anywhere.py",
+    "tests/test_input_pipeline.py",
+)
+WAITING_UNIT = "the files that mostly wait (tests/conftest.py: WAITING)"
+
 
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile, with the tests in SHARED_PAGES as one more unit."""
+    """--dist loadfile, with the tests in SHARED_PAGES as one more unit, and
+    the files in WAITING as another."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -320,6 +334,8 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.split("[", 1)[0] in SHARED_PAGES:
                 return SHARED_PAGES_UNIT
+            if nodeid.split("::", 1)[0] in WAITING:
+                return WAITING_UNIT
             return super()._split_scope(nodeid)
 
     return FilesAndSharedPages(config, log)
