@@ -112,8 +112,11 @@ def _pages_before_any_test(request) -> bool:
 
 
 # Test files that may run on a core the test build's pages leave free (while
-# the capstone runs alone, and while the last pages run): pure Python, nothing
-# timed, on one core (what they start, ruff or pip, inherits the pinning).
+# the capstone runs alone, and while the last pages run): pure Python or a few
+# small processes, nothing timed but hang guards, on one core (what they
+# start, ruff, pip or a fork server, inherits the pinning). In f27 the light
+# tests ran out 13 s before the capstone ended; test_install and
+# test_bounded_waits (7 s) came in then.
 # Three capstone builds at test sizes, each beside the exercise and property
 # tests among these on the other core, passed as quiet ones do (largest
 # residual 4.1-4.7 %, against 2.9-4.5 % quiet; bar 10 %). They go first, so
@@ -148,6 +151,8 @@ BESIDE_PAGES = (
     "test_memory.py",
     "test_interview_links.py",
     "test_format.py",
+    "test_install.py",
+    "test_bounded_waits.py",
     "test_live_stdlib.py",
     "test_layering.py",
     "test_hypothesis_profiles.py",
