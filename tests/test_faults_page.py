@@ -197,9 +197,10 @@ def test_the_elastic_resume_is_bitwise_and_from_the_last_checkpoint(v):
     restart allowed), which tests/test_faults_demos.py does not run again."""
     assert v["el_attempts"] == 2  # one failure, one restart
     # the rank experiments.run_elastic kills by default, in the first attempt
-    assert v["el_fail_rank"] == 1
+    assert v["el_fail_rank"] == 1 and v["el_fail_attempt"] == 0
     assert v["el_ref_attempts"] == 1  # the uninterrupted run: one attempt
-    # every step of progress once, and the redone ones twice
+    # it ran to the end, every step once and the redone ones twice
+    assert v["el_steps"] == v["el_steps_asked"]
     assert v["el_steps_done"] == v["el_steps"] + v["el_redone"]
     # killed after el_fail steps with a checkpoint every el_ckpt: the newest is the
     # largest multiple of el_ckpt at or below el_fail (test size: 6 and 4 give 4)
