@@ -209,38 +209,43 @@ def _after_or_beside_pages(request, _pages_before_any_test):
         yield
 
 
+# The files that mostly wait (timeouts, killed and restarted processes): one
+# xdist unit (pytest_xdist_make_scheduler below), so that they run one after
+# another in one worker, beside the other worker's busy files, and never two
+# at once (in f26, test_repeat and test_timecap overlapped with both cores
+# 40-70 % busy for 25 s). Together about 75 s. Seconds in a 2-worker make test
+# (f24) and how busy each kept a core run on its own (CPU over wall time):
+WAITING = (
+    "test_repeat.py",  # 26, 45 %
+    "test_timecap.py",  # 16, 29 %
+    "test_kill_anywhere.py",  # 20, 45 %
+    "test_input_pipeline.py",  # 17, 50 %
+)
+WAITING_UNIT = "the files that mostly wait (tests/conftest.py: WAITING)"
+
 # make test runs two xdist workers, a test file to a worker (--dist loadfile:
 # module fixtures such as an opened page or a server are set up once), handed
 # out in collection order (--no-loadscope-reorder), after BESIDE_PAGES. The
 # long files go first, so the short ones fill in at the end instead of one
 # long file running alone: first four that do not read the book, which start
 # while the test build writes its HTML, then the book's (browsers, busy on
-# both cores) taking turns with the files that mostly wait (timeouts, killed
-# and restarted processes), so that a worker waiting has the other's work
-# beside it rather than a second wait (two at once left a core idle for about
-# 45 s of a run). The SHARED_PAGES tests of test_live, test_book and
-# test_exercises_html run in this order too: a page is checked as loaded
-# before a prediction test unfolds it. Seconds in a 2-worker make test
-# (2026-12-01, f24, the SHARED_PAGES tests apart), and for the files that
-# read no book, how busy each kept a core run on its own (CPU over wall
-# time). The four files that mostly wait run as one unit, one after another,
-# at test_repeat's place (WAITING, below); their order here is their order
-# within it:
+# both cores), with the waiting files after the first of them. The
+# SHARED_PAGES tests of test_live, test_book and test_exercises_html run in
+# this order too: a page is checked as loaded before a prediction test
+# unfolds it. Seconds in a 2-worker make test (f24, the SHARED_PAGES tests
+# apart), and for the files that read no book, how busy each kept a core:
 LONGEST_FIRST = (
     "test_faults_demos.py",  # 57, 92 %
     "test_build.py",  # 34, 88 %
     "test_accumulation.py",  # 12, 135 %
     "test_capstone.py",  # 16, 71 %
-    # the book's, and the waiting files between them
+    # the book's, and the waiting files beside them
     "test_live.py",  # 90 (SHARED_PAGES: 39)
-    "test_repeat.py",  # 26, 45 %
+    *WAITING,
     "test_book.py",  # 11 (SHARED_PAGES: 7)
     "test_exercises_html.py",  # 7 (SHARED_PAGES: 55)
-    "test_timecap.py",  # 16, 29 %
     "test_lab.py",  # 25
-    "test_kill_anywhere.py",  # 20, 45 %
     "test_plan_form.py",  # 24
-    "test_input_pipeline.py",  # 17, 50 %
     "test_exercises_js.py",  # 12
 )
 
@@ -314,19 +319,6 @@ SHARED_PAGES = {
 }
 SHARED_PAGES_UNIT = "the chapters' pages (tests/conftest.py: SHARED_PAGES)"
 
-# The files that mostly wait (timeouts, killed and restarted processes; how
-# busy each keeps a core is in LONGEST_FIRST): one unit too, so that they run
-# one after another in one worker, beside the other worker's busy files, and
-# never two at once (in f26, test_repeat and test_timecap overlapped with
-# both cores 40-70 % busy for 25 s). Together about 75 s.
-WAITING = (
-    "tests/test_repeat.py",
-    "tests/test_timecap.py",
-    "tests/test_kill_anywhere.py",
-    "tests/test_input_pipeline.py",
-)
-WAITING_UNIT = "the files that mostly wait (tests/conftest.py: WAITING)"
-
 
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile, with the tests in SHARED_PAGES as one more unit, and
@@ -339,7 +331,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.split("[", 1)[0] in SHARED_PAGES:
                 return SHARED_PAGES_UNIT
-            if nodeid.split("::", 1)[0] in WAITING:
+            if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in WAITING:
                 return WAITING_UNIT
             return super()._split_scope(nodeid)
 

@@ -196,12 +196,9 @@ def build(
                     continue  # it runs with no other page beside it
                 pending.remove(page)
                 # a slot whose CPUs were not said to be free, where there is one
+                said = set(told or [])
                 slot = next(
-                    (
-                        s
-                        for s in free
-                        if not set(told or []) & set(plan[s]["cpus"] or [])
-                    ),
+                    (s for s in free if not said & set(plan[s]["cpus"] or [])),
                     free[0],
                 )
                 free.remove(slot)
