@@ -304,6 +304,68 @@ def chapter_pages(book, chromium_browser):
     pages.close()
 
 
+@pytest.fixture(scope="session")
+def served(book):
+    """The built book served on 127.0.0.1 (tools/serve.py, in a thread): its
+    base URL, for the served tests of test_live and test_plan_form."""
+    from test_book import HTML
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from serve import serve
+
+    httpd, base = serve(HTML)
+    yield base
+    httpd.shutdown()
+    httpd.server_close()
+
+
+# A stored Python snapshot that cannot restore, where live.js keeps its own
+# (IndexedDB): 4 KiB of sevens, no Pyodide memory.
+BAD_SNAPSHOT = """async () => {
+  const here = new URL("vendor/pyodide/", document.baseURI).href;
+  const key = "pyodide " + (await import(here + "pyodide.mjs")).version;
+  const db = await new Promise((ok, no) => {
+    const r = indexedDB.open("mlbook-live", 1);
+    r.onupgradeneeded = () => r.result.createObjectStore("pyodide-snapshots");
+    r.onsuccess = () => ok(r.result);
+    r.onerror = () => no(r.error);
+  });
+  await new Promise((ok, no) => {
+    const r = db.transaction("pyodide-snapshots", "readwrite")
+      .objectStore("pyodide-snapshots").put(new Uint8Array(4096).fill(7), key);
+    r.onsuccess = ok;
+    r.onerror = () => no(r.error);
+  });
+  db.close();
+}"""
+
+
+@pytest.fixture(scope="session")
+def served_tab(book, chromium_browser, served):
+    """One tab for the served pages (helpers.browser.Tab), as a reader moves
+    from page to page: Python starts in each page again, the first from
+    nothing (about 7.5 s here in a new tab), the others from the snapshot the
+    first kept (under 1 s). test_live's benchmarks say which was which.
+    Before the first, the tab's storage holds a copy that does not restore,
+    which that page must refuse, drop and replace with its own. test_live
+    and test_plan_form share it (one xdist unit: SERVED_WITH_LIVE)."""
+    from test_book import ALLOWED_CONSOLE
+
+    from helpers.browser import Tab
+
+    tab = Tab(
+        chromium_browser,
+        lambda u: u.startswith((served + "/", "data:", "blob:")),
+        ALLOWED_CONSOLE,
+    )
+    # on a page without live figures, loaded outside the tab's count of pages
+    tab.page.goto(f"{served}/genindex.html")
+    tab.page.evaluate(BAD_SNAPSHOT)
+    tab.watch.assert_clean()
+    yield tab
+    tab.close()
+
+
 # The tests that read the chapters through ``chapter_pages``, in whichever
 # file they are: under xdist they are one work unit, so that they run in one
 # worker and share its open pages. Each chapter is then loaded twice (a fold
@@ -318,11 +380,15 @@ SHARED_PAGES = {
     "tests/test_exercises_html.py::test_the_result_stays_folded_until_a_prediction",
 }
 SHARED_PAGES_UNIT = "the chapters' pages (tests/conftest.py: SHARED_PAGES)"
+# Files whose served pages open in test_live's served tab, after test_live's
+# (collection order): one xdist unit with test_live.py, so that their Python
+# starts from the snapshot its first page kept (under 1 s, against 7 s).
+SERVED_WITH_LIVE = ("test_plan_form.py",)
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile, with the tests in SHARED_PAGES as one more unit, and
-    the files in WAITING as another."""
+    """--dist loadfile, with the tests in SHARED_PAGES as one more unit, the
+    files in WAITING as another, and SERVED_WITH_LIVE in test_live.py's."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -331,8 +397,12 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.split("[", 1)[0] in SHARED_PAGES:
                 return SHARED_PAGES_UNIT
-            if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in WAITING:
+            file = nodeid.split("::", 1)[0]
+            name = file.rsplit("/", 1)[-1]
+            if name in WAITING:
                 return WAITING_UNIT
+            if name in SERVED_WITH_LIVE:
+                return file[: -len(name)] + "test_live.py"
             return super()._split_scope(nodeid)
 
     return FilesAndSharedPages(config, log)

@@ -47,7 +47,7 @@ import pytest
 from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN, widget_pages
 
 from conftest import BOOK_DEST, ONLY
-from helpers.browser import Tab, watch
+from helpers.browser import watch
 from helpers.live import close
 from mlbook.common import live
 
@@ -91,59 +91,6 @@ def live_pages() -> list[Path]:
 @pytest.fixture(scope="module")
 def browser(book, chromium_browser):
     return chromium_browser
-
-
-# A stored Python snapshot that cannot restore, where live.js keeps its own
-# (IndexedDB): 4 KiB of sevens, no Pyodide memory.
-BAD_SNAPSHOT = """async () => {
-  const here = new URL("vendor/pyodide/", document.baseURI).href;
-  const key = "pyodide " + (await import(here + "pyodide.mjs")).version;
-  const db = await new Promise((ok, no) => {
-    const r = indexedDB.open("mlbook-live", 1);
-    r.onupgradeneeded = () => r.result.createObjectStore("pyodide-snapshots");
-    r.onsuccess = () => ok(r.result);
-    r.onerror = () => no(r.error);
-  });
-  await new Promise((ok, no) => {
-    const r = db.transaction("pyodide-snapshots", "readwrite")
-      .objectStore("pyodide-snapshots").put(new Uint8Array(4096).fill(7), key);
-    r.onsuccess = ok;
-    r.onerror = () => no(r.error);
-  });
-  db.close();
-}"""
-
-
-@pytest.fixture(scope="module")
-def served_tab(browser, served):
-    """One tab for the served pages (helpers.browser.Tab), as a reader moves
-    from page to page: Python starts in each page again, the first from
-    nothing (about 7.5 s here in a new tab), the others from the snapshot the
-    first kept (under 1 s). The benchmarks say which was which. Before the
-    first, the tab's storage holds a copy that does not restore, which that
-    page must refuse, drop and replace with its own."""
-    tab = Tab(
-        browser,
-        lambda u: u.startswith((served + "/", "data:", "blob:")),
-        ALLOWED_CONSOLE,
-    )
-    # on a page without live figures, loaded outside the tab's count of pages
-    tab.page.goto(f"{served}/genindex.html")
-    tab.page.evaluate(BAD_SNAPSHOT)
-    tab.watch.assert_clean()
-    yield tab
-    tab.close()
-
-
-@pytest.fixture(scope="module")
-def served(book):
-    sys.path.insert(0, str(ROOT / "tools"))
-    from serve import serve
-
-    httpd, base = serve(HTML)
-    yield base
-    httpd.shutdown()
-    httpd.server_close()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,5 +1,6 @@
 """The plan page's planner form in a real browser (the run's one Chromium),
-the built book served on 127.0.0.1: the form's fields set to several valid
+the built book served on 127.0.0.1 (conftest's served tab, which test_live's
+served pages use before it): the form's fields set to several valid
 settings and to bad values, each compared with ``python -m mlbook plan`` run
 as a process for the same flags:
 
@@ -26,9 +27,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN, open_offline
+from test_book import HTML, LIVE_DRAWN, open_offline
 
-from helpers.browser import watch
 from helpers.live import close
 from mlbook.plan import live as plan_live
 
@@ -136,17 +136,6 @@ def _typed(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-@pytest.fixture(scope="module")
-def served(book):
-    sys.path.insert(0, str(ROOT / "tools"))
-    from serve import serve
-
-    httpd, base = serve(HTML)
-    yield base
-    httpd.shutdown()
-    httpd.server_close()
-
-
 def _set(page, uid, change: dict, timeout=DRAW_TIMEOUT_MS) -> dict:
     before = page.evaluate(READ, uid)
     typed = [(k, _typed(v)) for k, v in change.items()]
@@ -177,8 +166,12 @@ def _same_as_the_command(got: dict) -> None:
     assert got["drawn"]
 
 
-def test_the_form_is_the_command(browser_for_form, served):
-    page, w, uid = browser_for_form(f"{served}/{PAGE}")
+def test_the_form_is_the_command(served_tab, served):
+    # the served tab's next page: Python starts from the snapshot test_live's
+    # pages kept (conftest: SERVED_WITH_LIVE), or, run alone, from nothing
+    page, w = served_tab.open(f"{served}/{PAGE}")
+    page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
+    (uid,) = page.evaluate(FIND, FORM)
     static = page.evaluate(READ, uid)
     assert static["state"] == "static" and static["drawn"]
     defaults = dict(static["values"])
@@ -238,27 +231,3 @@ def test_opened_from_a_file_the_form_shows_the_commands_default(browser):
 @pytest.fixture(scope="module")
 def browser(book, chromium_browser):
     return chromium_browser
-
-
-@pytest.fixture
-def browser_for_form(browser, served):
-    """Open a served page and find the form: (page, watch, element id)."""
-    contexts = []
-
-    def open_(url):
-        context = browser.new_context(viewport={"width": 1300, "height": 900})
-        contexts.append(context)
-        page = context.new_page()
-        w = watch(
-            page,
-            lambda u: u.startswith((served + "/", "data:", "blob:")),
-            ALLOWED_CONSOLE,
-        )
-        page.goto(url)
-        page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
-        (uid,) = page.evaluate(FIND, FORM)
-        return page, w, uid
-
-    yield open_
-    for context in contexts:
-        context.close()
