@@ -45,7 +45,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.distributed.checkpoint.filesystem as dcp_fs
 
 from mlbook.common_torch.checkpoint import Checkpointer, ShardedSampler
 
@@ -121,6 +120,10 @@ def _short(root: str, path) -> str:
 
 
 def _install(counter: _Counter) -> None:
+    # imported here, not with the module: the tests that import this module
+    # (collection, in every worker) need none of DCP (and its sympy)
+    import torch.distributed.checkpoint.filesystem as dcp_fs
+
     real = {
         name: getattr(os, name)
         for name in ("fsync", "replace", "rename", "unlink", "rmdir", "mkdir")
@@ -214,6 +217,7 @@ def serve(conn) -> None:
     made while this process runs one Python thread and no more native threads
     than importing torch left (as in multiprocessing's forkserver), so no child
     inherits a lock that a busy thread held."""
+    importlib.import_module("torch.distributed.checkpoint.filesystem")
     imported = _threads()
     importlib.import_module("torch._dynamo")  # so that no child imports it
     torch.set_num_threads(1)
