@@ -40,6 +40,7 @@ def tiny_sizes(**kw) -> cf.LadderSizes:
         corpus_bytes=60_000,
         log_every=20,
         cpu_threads=1,
+        again_budget_s=5.0,
     )
     return cf.LadderSizes(**{**base, **kw})
 
@@ -433,6 +434,36 @@ def test_a_tiny_ladder_reports_every_rung(data):
         )
     # the ceiling was re-probed between rungs: refine never lowers it
     assert ladder.ceilings["fp32"].flops_per_s >= ceilings["fp32"].flops_per_s
+
+
+def test_measuring_again_stops_when_its_seconds_run_out(data):
+    """A rung over the residual bar (here every rung: a bar of 1e-12) is
+    measured again up to max_attempts times while the ladder's seconds for
+    measuring again last; with none, each rung keeps its first measurement."""
+    ceilings = ex.probe_ceilings(
+        tiny_sizes(), "cpu", budget_s=0.02, min_run_time_s=0.005
+    )
+
+    def ladder(again_budget_s):
+        return ex.run_ladder(
+            tiny_sizes(again_budget_s=again_budget_s),
+            "cpu",
+            data,
+            ceilings,
+            cf.ladder_fixes(False, False)[:1],
+            min_run_time_s=0.005,
+            residual_tol=1e-12,
+            max_attempts=3,
+        )
+
+    none = ladder(0.0)
+    assert [r.attempts for r in none.rungs] == [1, 1] and none.again_s == 0
+    plenty = ladder(60.0)
+    assert [r.attempts for r in plenty.rungs] == [3, 3]
+    assert [r.times.attempts for r in plenty.rungs] == [3, 3]  # pooled
+    assert 0 < plenty.again_s < 60
+    with pytest.raises(ValueError, match="again_budget_s"):
+        ladder(-1.0)
 
 
 def test_a_beaten_ceiling_is_swept_again_and_never_lowered():

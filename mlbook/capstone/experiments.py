@@ -755,6 +755,7 @@ class Ladder:
         default=()
     )  # dtypes whose ceiling a rung beat, so they were swept again
     widenings: int = 0  # how many sweeps that took, all dtypes together
+    again_s: float = 0.0  # seconds spent measuring rungs again, all rungs together
 
 
 # A rung whose residual is above the bar is measured again, this many times in all
@@ -783,12 +784,16 @@ def run_ladder(
     for the step. A rung whose residual is above ``residual_tol`` is measured again, up
     to ``max_attempts`` times in all, and the samples pooled (the median of more steps
     is a better estimate; a residual the profiler itself causes does not go away, and
-    stays). A ceiling that a rung still beats is swept again, twice as long each time
-    (widen_ceiling), up to LADDER_MAX_WIDENINGS sweeps: a short sweep on a busy
-    machine can miss the best shape, while the step's own clock skips the time
-    other processes held the core."""
+    stays), while ``sizes.again_budget_s`` seconds, for all rungs together, still
+    cover one more measurement as long as the rung's last: after that a rung keeps
+    what it has, and its residual is what the page shows. A ceiling that a rung
+    still beats is swept again, twice as long each time (widen_ceiling), up to
+    LADDER_MAX_WIDENINGS sweeps: a short sweep on a busy machine can miss the best
+    shape, while the step's own clock skips the time other processes held the
+    core."""
     validate.positive("residual_tol", residual_tol)
     validate.positive_int("max_attempts", max_attempts)
+    validate.non_negative("sizes.again_budget_s", sizes.again_budget_s)
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
         return _run_ladder(
             sizes,
@@ -821,7 +826,7 @@ def _run_ladder(
     for fix in fixes:
         config = apply_fix(config, fix.name, sizes)
         plan.append((fix.name, fix.label, config))
-    measured = []
+    measured, again_s = [], 0.0
     tokens = sizes.batch * sizes.seq_len
     per_token = flops.flops_per_token(model_config(sizes), sizes.seq_len)
     for i, (name, label, config) in enumerate(plan):
@@ -836,17 +841,28 @@ def _run_ladder(
         times = time_and_profile(
             loop.step, sizes.steps, sizes.profiled_steps, device, warmup, clock
         )
-        attempts = 1
+        attempts, last_s = 1, time.perf_counter() - start
         while abs(times.residual) > residual_tol and attempts < max_attempts:
+            left_s = sizes.again_budget_s - again_s
+            if last_s > left_s:
+                log(
+                    f"rung {i}: residual {times.residual:+.1%}, above "
+                    f"{residual_tol:.0%}, kept: {max(left_s, 0):.1f} s left of the "
+                    f"{sizes.again_budget_s:g} s for measuring again"
+                )
+                break
             log(
                 f"rung {i}: residual {times.residual:+.1%}, above {residual_tol:.0%}: "
                 "measuring more steps ..."
             )
+            begun = time.perf_counter()
             times = times.pooled(
                 time_and_profile(
                     loop.step, sizes.steps, sizes.profiled_steps, device, 0, clock
                 )
             )
+            last_s = time.perf_counter() - begun
+            again_s += last_s
             attempts += 1
         log(
             f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
@@ -897,6 +913,7 @@ def _run_ladder(
         device_description(device),
         tuple(sorted(widened)),
         widenings,
+        again_s,
     )
 
 

@@ -390,6 +390,7 @@ class LadderSizes:
     cpu_threads: (
         int | None
     )  # CPU threads the ladder and its ceiling run on (None: torch's default)
+    again_budget_s: float  # seconds for measuring rungs again, all rungs together
 
     @property
     def accumulation(self) -> int:
@@ -403,20 +404,42 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
     small GPT that fits a 2-core CPU's budget, run on one thread (a second
     thread that another process is using stalls every parallel operator, so a
     shared machine measures one thread far more steadily; the ceiling is then
-    probed on one thread too). ``small`` gives test sizes."""
+    probed on one thread too). ``small`` gives test sizes. The seconds for
+    measuring rungs again (``again_budget_s``) and, at reader sizes on a CPU,
+    two profiled steps a rung keep the page within its 90 s budget: on a
+    2-core CPU it took 82-129 s with three and no bound in time, 77-92 s with
+    three and 10 s, 80-84 s with two and 8 s (issue 26, four runs each)."""
     validate.one_of("device", device, ("cpu", "cuda"))
     validate.boolean("small", small)
     if device == "cuda":
         if small:
             return LadderSizes(
-                2, 256, 4, 2000, 128, 8, 2, 3, 2, 1.0, 1000, 400_000, 20, None
+                2, 256, 4, 2000, 128, 8, 2, 3, 2, 1.0, 1000, 400_000, 20, None, 10.0
             )
         return LadderSizes(
-            12, 1536, 12, 50257, 1024, 16, 2, 6, 3, 10.0, 4000, 2_000_000, 20, None
+            12,
+            1536,
+            12,
+            50257,
+            1024,
+            16,
+            2,
+            6,
+            3,
+            10.0,
+            4000,
+            2_000_000,
+            20,
+            None,
+            30.0,
         )
     if small:
-        return LadderSizes(1, 768, 6, 1000, 128, 2, 1, 3, 3, 0.8, 1000, 400_000, 20, 1)
-    return LadderSizes(2, 512, 4, 2000, 64, 8, 2, 3, 3, 2.5, 2000, 1_000_000, 20, 1)
+        return LadderSizes(
+            1, 768, 6, 1000, 128, 2, 1, 3, 3, 0.8, 1000, 400_000, 20, 1, 15.0
+        )
+    return LadderSizes(
+        2, 512, 4, 2000, 64, 8, 2, 3, 2, 2.5, 2000, 1_000_000, 20, 1, 8.0
+    )
 
 
 # --- the waterfall ----------------------------------------------------------------
