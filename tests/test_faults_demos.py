@@ -110,6 +110,9 @@ def test_torchrun_timeout_kills_every_process(tmp_path):
 
 
 def test_fork_group_timeout_names_where_each_rank_was_stuck(tmp_path):
+    # the fork server first, so that the 5 s below are the ranks' (its start
+    # took over 5 s once, with three test workers on this 2-core machine)
+    fork_group(stuck.returns, [], nproc=1, timeout_s=HANG_GUARD_S)
     with pytest.raises(TimeoutError, match="timeout_s") as err:
         fork_group(stuck.stuck_forever, [str(tmp_path)], nproc=2, timeout_s=5)
     text = str(err.value)

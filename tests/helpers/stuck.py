@@ -15,3 +15,8 @@ def stuck_forever(argv):
     )
     while True:
         time.sleep(0.05)
+
+
+def returns(argv):
+    """Return at once: a group of it starts the fork server (imports torch,
+    seconds on a loaded machine) before a group whose timeout is timed."""
