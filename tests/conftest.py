@@ -227,21 +227,23 @@ WAITING_UNIT = "the files that mostly wait (tests/conftest.py: WAITING)"
 # module fixtures such as an opened page or a server are set up once), handed
 # out in collection order (--no-loadscope-reorder), after BESIDE_PAGES. The
 # long files go first, so the short ones fill in at the end instead of one
-# long file running alone: first four that do not read the book, which start
-# while the test build writes its HTML, then the book's (browsers, busy on
-# both cores), with the waiting files after the first of them. The
-# SHARED_PAGES tests of test_live, test_book and test_exercises_html run in
-# this order too: a page is checked as loaded before a prediction test
-# unfolds it. Seconds in a 2-worker make test (f24, the SHARED_PAGES tests
-# apart), and for the files that read no book, how busy each kept a core:
+# long file running alone: first the files that do not read the book, which
+# start while the test build writes its HTML (the waiting ones first, in one
+# worker, beside the HTML build and the busy ones in the other: in f35 they
+# ran last, 91 s with both cores 65-90 % busy at times), then the book's
+# (browsers, busy on both cores). The SHARED_PAGES tests of test_live,
+# test_book and test_exercises_html run in this order too: a page is checked
+# as loaded before a prediction test unfolds it. Seconds in a 2-worker make
+# test (f24, the SHARED_PAGES tests apart), and for the files that read no
+# book, how busy each kept a core:
 LONGEST_FIRST = (
+    *WAITING,
     "test_faults_demos.py",  # 57, 92 %
     "test_build.py",  # 34, 88 %
     "test_accumulation.py",  # 12, 135 %
     "test_capstone.py",  # 16, 71 %
-    # the book's, and the waiting files beside them
+    # the book's
     "test_live.py",  # 90 (SHARED_PAGES: 39)
-    *WAITING,
     "test_book.py",  # 11 (SHARED_PAGES: 7)
     "test_exercises_html.py",  # 7 (SHARED_PAGES: 55)
     "test_lab.py",  # 25
