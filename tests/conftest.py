@@ -343,7 +343,7 @@ BAD_SNAPSHOT = """async () => {
 
 
 @pytest.fixture(scope="session")
-def served_tab(book, chromium_browser, served):
+def served_tab(chromium_browser, served):
     """One tab for the served pages (helpers.browser.Tab), as a reader moves
     from page to page: Python starts in each page again, the first from
     nothing (about 7.5 s here in a new tab), the others from the snapshot the

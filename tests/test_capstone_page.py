@@ -19,6 +19,14 @@ def v(book):
     return page_values("capstone")
 
 
+@pytest.fixture(scope="module")
+def sizes(v):
+    """The package's test sizes for the device that ran the test build."""
+    from mlbook.capstone.formulas import ladder_sizes
+
+    return ladder_sizes("cuda" if v["device_name"].startswith("GPU:") else "cpu", True)
+
+
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
     assert set(labels) == {
@@ -38,7 +46,7 @@ def test_the_device_is_named(v):
     assert v["comm_device"].startswith("CPU:")  # the gloo run is a CPU run everywhere
 
 
-def test_the_must_show_claims(v):
+def test_the_must_show_claims(v, sizes):
     # Issue 17: the final rung reaches at least 60 % of the MAMF ceiling measured in
     # the same run (the page asserts it), and no step beats its ceiling (asserted too:
     # a ceiling is an upper bound, so 1 is the physical limit).
@@ -56,10 +64,7 @@ def test_the_must_show_claims(v):
     # page keeps to its budget. A measurement starts only while the seconds
     # left cover one as long as the rung's last, so the count can pass the
     # bound by what one measurement overran its last (seconds at test sizes)
-    from mlbook.capstone.formulas import ladder_sizes
-
-    gpu = v["device_name"].startswith("GPU:")
-    budget = ladder_sizes("cuda" if gpu else "cpu", True).again_budget_s
+    budget = sizes.again_budget_s
     assert v["ladder_again_budget_s"] == budget
     assert 0 <= v["ladder_again_s"] <= budget + 10
     assert (v["ladder_again_s"] == 0) == (v["ladder_tries"] == 1)
@@ -179,11 +184,8 @@ def test_fix_shares_are_shares(v):
             assert x < 1, k
 
 
-def test_sizes_and_ceiling_shares_as_the_package_sets_them(v):
+def test_sizes_and_ceiling_shares_as_the_package_sets_them(v, sizes):
     # The sizes the prose quotes are the package's test sizes for the device that ran.
-    from mlbook.capstone.formulas import ladder_sizes
-
-    sizes = ladder_sizes("cuda" if v["device_name"].startswith("GPU:") else "cpu", True)
     assert (v["batch"], v["log_every"], v["vocab_raw"], v["small_micro_batch"]) == (
         sizes.batch,
         sizes.log_every,

@@ -407,8 +407,9 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
     probed on one thread too). ``small`` gives test sizes. The seconds for
     measuring rungs again (``again_budget_s``) and, at reader sizes on a CPU,
     two profiled steps a rung keep the page within its 90 s budget: on a
-    2-core CPU it took 82-129 s with three and no bound in time, 77-92 s with
-    three and 10 s, 80-84 s with two and 8 s (issue 26, four runs each)."""
+    2-core CPU it took 82-129 s with three and no bound in time (11 runs),
+    77-92 s with three and 10 s (4 runs), 78-87 s with two and 8 s (8 runs;
+    issue 26)."""
     validate.one_of("device", device, ("cpu", "cuda"))
     validate.boolean("small", small)
     if device == "cuda":

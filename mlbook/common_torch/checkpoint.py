@@ -676,9 +676,10 @@ class Checkpointer:
             )
         model_sd, _ = _get_state_dict(model, [])
         state = {"model": model_sd}
-        _dcp().load(
+        dcp = _dcp()
+        dcp.load(
             state,
-            storage_reader=_dcp().FileSystemReader(path),
+            storage_reader=dcp.FileSystemReader(path),
             process_group=self.pg,
             no_dist=not self._dist,
         )
