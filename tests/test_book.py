@@ -25,7 +25,7 @@ import pytest
 
 from bookbuild import pages
 from conftest import BOOK_DEST as DEST
-from helpers.browser import Allowed, watch
+from helpers.browser import Allowed, Watch, wait_until_quiet, watch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -552,9 +552,19 @@ def open_offline(browser, page_path: Path, on_page=None):
     return context, page, w
 
 
-def settle(page, html: str):
+REFRESH = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"')
+
+
+def settle(page, html: str, w: Watch):
     """Wait for what the page draws after load: MathJax, the widgets and the
-    live figures' default drawings."""
+    live figures' default drawings, then for its requests to end (``w`` saw
+    them start). A page that only redirects (index.html) is followed to the
+    page it names, which is then settled in its place."""
+    redirect = REFRESH.match(html)
+    if redirect is not None:
+        target = (Path(unquote(urlparse(page.url).path)).parent / redirect[1]).resolve()
+        page.wait_for_url(target.as_uri(), wait_until="load", timeout=15_000)
+        html = target.read_text()
     if "math notranslate" in html:
         page.wait_for_selector("mjx-container", timeout=15_000)
         page.evaluate(
@@ -565,7 +575,7 @@ def settle(page, html: str):
         page.wait_for_selector(".widget-subarea", timeout=15_000)
     if "data-mlbook-live" in html:
         page.wait_for_function(LIVE_DRAWN, timeout=30_000, polling=100)
-    page.wait_for_load_state("networkidle")
+    wait_until_quiet(page, w)
 
 
 # Code cell inputs and outputs whose content is wider than their box (they
@@ -602,7 +612,7 @@ def test_page_in_browser(chapter_pages, name):
     path = page_of(name)
     page, w = chapter_pages.get(path.as_uri())
     html = path.read_text()
-    settle(page, html)
+    settle(page, html, w)
     if "math notranslate" in html:
         assert page.locator("mjx-merror").count() == 0, (
             "MathJax could not typeset some math"
@@ -640,7 +650,7 @@ def test_other_pages_in_browser(chapter_pages):
     problems, seen = [], set()
     for path in others:
         page, w = chapter_pages.get(path.as_uri())
-        settle(page, path.read_text())
+        settle(page, path.read_text(), w)
         problems += [f"{path.relative_to(HTML)}: {p}" for p in w.problems()]
         seen |= w.seen_allowed
     assert not problems, "\n".join(problems)
@@ -686,7 +696,7 @@ def test_widget_fonts_load(browser):
 
     context, page, w = open_offline(browser, path, record_fonts)
     try:
-        settle(page, path.read_text())
+        settle(page, path.read_text(), w)
         page.evaluate("() => document.fonts.ready.then(() => true)")
         declared = page.evaluate(FONT_FACES)
         manager = [u for u in declared if "/vendor/html-manager/" in u]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -114,6 +115,18 @@ class Watch:
     seen_allowed: set[str] = field(
         default_factory=set
     )  # patterns of allowlist entries that matched
+    in_flight: dict = field(default_factory=dict)  # request -> its URL, until it ends
+    last_request_s: float = field(
+        default_factory=time.monotonic
+    )  # when a request last started or ended (time.monotonic)
+
+    def request_started(self, request) -> None:
+        self.in_flight[request] = request.url
+        self.last_request_s = time.monotonic()
+
+    def request_ended(self, request) -> None:
+        self.in_flight.pop(request, None)
+        self.last_request_s = time.monotonic()
 
     def _unexplained(self, messages: list[tuple[str, str]]) -> list[str]:
         out = []
@@ -160,6 +173,7 @@ def _attach(page, local: Callable[[str], bool], current: Callable[[], Watch]) ->
             r.abort()
 
     def request_failed(req):
+        current().request_ended(req)
         if req.url not in current().blocked:
             current().failed.append(f"{req.url} ({req.failure})")
 
@@ -173,6 +187,8 @@ def _attach(page, local: Callable[[str], bool], current: Callable[[], Watch]) ->
             current().console_errors.append((msg.text, where))
 
     page.route("**/*", route)
+    page.on("request", lambda req: current().request_started(req))
+    page.on("requestfinished", lambda req: current().request_ended(req))
     page.on("requestfailed", request_failed)
     page.on("response", response)
     page.on("console", console)
@@ -183,6 +199,22 @@ def _attach(page, local: Callable[[str], bool], current: Callable[[], Watch]) ->
         ws.close()
 
     page.route_web_socket(lambda url: not local(url), refuse_websocket)
+
+
+def wait_until_quiet(page, w: Watch, quiet_s=0.5, timeout_s=30.0) -> None:
+    """Wait until ``page`` has had no request open for ``quiet_s``, by the
+    requests ``w`` saw start and end: Playwright's "networkidle", with a
+    failure that names the page and what it still waited for (in CI that wait
+    once ran 30 s on a page no test could name)."""
+    deadline = time.monotonic() + timeout_s
+    while w.in_flight or time.monotonic() - w.last_request_s < quiet_s:
+        if time.monotonic() > deadline:
+            open_ = sorted(set(w.in_flight.values()))
+            raise AssertionError(
+                f"{page.url}: the network was not quiet for {quiet_s} s within "
+                f"{timeout_s:.0f} s; requests still open: {open_ or 'none'}"
+            )
+        page.wait_for_timeout(50)
 
 
 class Tab:
