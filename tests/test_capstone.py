@@ -466,6 +466,37 @@ def test_measuring_again_stops_when_its_seconds_run_out(data):
         ladder(-1.0)
 
 
+def test_a_final_rung_below_its_share_of_the_ceiling_is_measured_again(data):
+    """With final_at_least, the last rung (and only it) is measured again while
+    its share of the ceiling is below the bar, up to max_attempts in all,
+    whatever the seconds for residuals say; met at once, it is measured once."""
+    sizes = tiny_sizes(again_budget_s=0.0)
+    ceilings = ex.probe_ceilings(sizes, "cpu", budget_s=0.02, min_run_time_s=0.005)
+
+    def ladder(final_at_least):
+        return ex.run_ladder(
+            sizes,
+            "cpu",
+            data,
+            ceilings,
+            cf.ladder_fixes(False, False)[:2],
+            min_run_time_s=0.005,
+            residual_tol=1.0,  # no residual is measured again
+            max_attempts=3,
+            final_at_least=final_at_least,
+        )
+
+    unmet = ladder(1.0)  # a tiny model's step is far from the ceiling
+    assert unmet.rungs[-1].rates.vs_ceiling < 1
+    assert [r.attempts for r in unmet.rungs] == [1, 1, 3]
+    assert unmet.rungs[-1].times.attempts == 3  # pooled
+    assert unmet.again_s == 0  # the residuals' seconds stay untouched
+    met = ladder(1e-9)
+    assert [r.attempts for r in met.rungs] == [1, 1, 1]
+    with pytest.raises(ValueError, match="final_at_least"):
+        ladder(1.5)
+
+
 def test_a_beaten_ceiling_is_swept_again_and_never_lowered():
     """A ceiling that a step beat (here: one recorded far too low)
     is widened by a longer sweep that re-times its shapes and adds more;

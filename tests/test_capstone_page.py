@@ -49,8 +49,16 @@ def test_the_device_is_named(v):
 def test_the_must_show_claims(v, sizes):
     # Issue 17: the final rung reaches at least 60 % of the MAMF ceiling measured in
     # the same run (the page asserts it), and no step beats its ceiling (asserted too:
-    # a ceiling is an upper bound, so 1 is the physical limit).
-    assert 0.6 <= v["ladder_final_vs_ceiling"] <= 1
+    # a ceiling is an upper bound, so 1 is the physical limit). Issue 26: on a CPU
+    # the bar is 50 %: a bf16 final rung measured 57.5-69.1 % on an AVX-512 CPU
+    # (14 runs), fp32 ones 63.9-78.6 % on an AVX2 CPU (13 runs); 60 % stays the
+    # GPU's. A final rung below it is measured again, its steps pooled, at most
+    # four measurements in all (LADDER_MAX_ATTEMPTS); the page glues how many.
+    bar = {"GPU": 0.6, "CPU": 0.5}[v["device_name"].split(":")[0]]
+    assert v["ladder_final_vs_ceiling_at_least"] == bar
+    assert bar <= v["ladder_final_vs_ceiling"] <= 1
+    assert v["ladder_final_tries_at_most"] == 4
+    assert 1 <= v["ladder_final_tries"] <= 4
     # Issue 17: the residual stays at most 5 % of the step time on every rung, a
     # rung above it being measured again (the goal). The test build runs at test
     # sizes (one small block, a smoke run) with a 10 % bar, asserted on the page.
