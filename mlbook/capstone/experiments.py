@@ -868,21 +868,22 @@ def _run_ladder(
         ceiling_s = tokens * per_token / ceilings[config.dtype].flops_per_s
         while attempts < max_attempts:
             share = ceiling_s / times.step_s  # of the ceiling, as rung_rates has it
-            if abs(times.residual) > residual_tol:
+            over = abs(times.residual) > residual_tol
+            left_s = sizes.again_budget_s - again_s
+            if over and last_s <= left_s:
                 why = f"residual {times.residual:+.1%}, above {residual_tol:.0%}"
-                left_s = sizes.again_budget_s - again_s
-                if last_s > left_s:
-                    log(
-                        f"rung {i}: {why}, kept: {max(left_s, 0):.1f} s left of the "
-                        f"{sizes.again_budget_s:g} s for measuring again"
-                    )
-                    break
                 counted = True
             elif final and share < final_at_least:
                 why = f"{share:.1%} of the {config.dtype} ceiling, below "
                 why += f"{final_at_least:.0%}"
                 counted = False
             else:
+                if over:
+                    log(
+                        f"rung {i}: residual {times.residual:+.1%}, above "
+                        f"{residual_tol:.0%}, kept: {max(left_s, 0):.1f} s left of "
+                        f"the {sizes.again_budget_s:g} s for measuring again"
+                    )
                 break
             log(f"rung {i}: {why}: measuring more steps ...")
             begun = time.perf_counter()
