@@ -683,3 +683,57 @@ def test_lab_host_shows_an_exception_and_keeps_the_last_figure(quiet):
     assert view.spec["title"]["text"] == "x = 3"  # the last good figure stays
     view.controls["x"].value = 4
     assert view.error is None and view.message.value == "" and view.draws == 4
+
+
+def test_the_lab_host_replaces_its_figure_as_the_output_widgets_state(quiet):
+    from mlbook.plan import live as plan_live
+    from mlbook.plotting import live as host
+
+    view = host.LiveView(mfu_live.mfu_calculator)
+    view.controls["n_gpus"].value = 1
+    (shown,) = view.output.outputs  # replaced, not appended to
+    assert shown["data"][live.VEGALITE_MIME_TYPE] == view.spec
+    form = host.LiveView(plan_live.planner_form)
+    text, *figure = form.output.outputs  # a form: its text, then its figure
+    assert text["data"]["text/html"].startswith('<pre class="mlbook-live-text">')
+    assert [f["data"][live.VEGALITE_MIME_TYPE] for f in figure] == (
+        [form.display["spec"]] if form.display.get("spec") else []
+    )
+
+
+def test_live_figures_under_papermill_send_nothing_back_on_the_shell_socket(
+    monkeypatch,
+):
+    """The hang that set_outputs avoids: where an Output widget captures a
+    display, nbclient's stand-in for it sends a state update on the shell
+    socket while the cell runs, which can swallow the wake-up of the cell's
+    reply (60 live cells before the fix: 60 such sends, 15 replies seen late).
+    Executed by nbclient, a live figure and a form make no such send, and
+    the stored Output widgets still hold what they show."""
+    import nbclient.output_widget as ow
+    import nbformat
+    from nbclient import NotebookClient
+
+    sends = []
+    monkeypatch.setattr(ow.OutputWidget, "send", lambda self, *a, **k: sends.append(a))
+    cells = [
+        "from mlbook.plotting.live import show_live\n"
+        "from mlbook.mfu import live\nfrom mlbook.plan import live as plan_live",
+        "show_live(live.mfu_calculator, n_gpus=16384)",
+        "show_live(plan_live.planner_form)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    root = Path(__file__).resolve().parent.parent
+    NotebookClient(
+        nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": root}}
+    ).execute()
+    assert sends == []
+    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    held = [
+        [o["data"] for o in m["state"]["outputs"]]
+        for m in state.values()
+        if m["model_name"] == "OutputModel"
+    ]
+    assert len(held) == 2
+    assert "MFU" in held[0][0][live.VEGALITE_MIME_TYPE]["title"]["text"]
+    assert "text/html" in held[1][0]

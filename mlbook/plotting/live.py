@@ -105,6 +105,25 @@ def _set(widget, control) -> None:
         widget.value = control.value
 
 
+def set_outputs(out, *shown: dict | tuple[dict, dict]) -> None:
+    """Make ``shown`` the outputs of the Output widget ``out``, replacing
+    what it held: each a bundle (mime type -> data, as
+    ``display(..., raw=True)`` takes) or a (bundle, metadata) pair.
+
+    The outputs are set as the widget's state, never captured with
+    ``with out:``. Under papermill, captured output makes nbclient's stand-in
+    for the Output widget send a state update to the kernel on the shell
+    socket while the cell runs; jupyter_client sends it through a synchronous
+    shadow of the asyncio socket, which can swallow the wake-up of the cell's
+    reply, so papermill then waits out its whole cell timeout for a reply it
+    already holds. Setting the state sends nothing back."""
+    pairs = [item if isinstance(item, tuple) else (item, {}) for item in shown]
+    out.outputs = tuple(
+        {"output_type": "display_data", "data": dict(data), "metadata": dict(meta)}
+        for data, meta in pairs
+    )
+
+
 def _spec_bundle(spec: dict) -> dict:
     title = spec.get("title", {})
     text = title.get("text", "") if isinstance(title, dict) else str(title)
@@ -168,23 +187,26 @@ class LiveView:
                 self.message,
             ]
         )
-        with self.output:
-            self._display(self.spec, self.display)
+        self._show(self.spec, self.display)
         self.draws = 1
 
-    @staticmethod
-    def _display(spec: dict, display: dict | None = None) -> None:
-        from IPython.display import HTML
-        from IPython.display import display as show
-
+    def _show(self, spec: dict, display: dict | None = None) -> None:
+        """The figure (a form: its text, then its figure, if any) as the
+        Output widget's outputs: set as its state, never captured
+        (``set_outputs`` says why: captured output can hang papermill)."""
         if display is None:
-            show(_spec_bundle(spec), raw=True)
+            set_outputs(self.output, _spec_bundle(spec))
             return
-        show(
-            HTML(f'<pre class="mlbook-live-text">{_escape(_view_text(display))}</pre>')
-        )
+        text = _view_text(display)
+        shown = [
+            {
+                "text/html": f'<pre class="mlbook-live-text">{_escape(text)}</pre>',
+                "text/plain": text,
+            }
+        ]
         if display.get("spec"):
-            show(_spec_bundle(display["spec"]), raw=True)
+            shown.append(_spec_bundle(display["spec"]))
+        set_outputs(self.output, *shown)
 
     def values(self) -> dict:
         return {name: w.value for name, w in self.controls.items()}
@@ -224,9 +246,7 @@ class LiveView:
         self.message.value = ""
         for line in self.field_errors.values():
             line.value = ""
-        with self.output:
-            self.output.clear_output(wait=True)
-            self._display(drawn.spec, drawn.display)
+        self._show(drawn.spec, drawn.display)
         self.draws += 1
 
     def bundle(self) -> dict:

@@ -22,18 +22,12 @@ import time
 
 import matplotlib.pyplot as plt
 
+from mlbook.plotting.live import set_outputs
+
 
 def _show(fig, out=None):
     """Display ``fig`` in the cell, or make it the one output of the Output
-    widget ``out``.
-
-    ``out`` gets the figure as its state (its ``outputs``), not by capturing a
-    display (``with out:``). Under papermill, captured output makes nbclient's
-    stand-in for the Output widget send a state update to the kernel on the
-    shell socket while the cell runs; jupyter_client sends it through a
-    synchronous shadow of the asyncio socket, which can swallow the wake-up of
-    the cell's reply, so papermill then waits out its whole cell timeout for
-    a reply it already holds. Setting the state sends nothing back."""
+    widget ``out`` (as its state: ``set_outputs`` says why)."""
     if out is None:
         from IPython.display import display
 
@@ -41,10 +35,7 @@ def _show(fig, out=None):
     else:
         from IPython.core.interactiveshell import InteractiveShell
 
-        data, metadata = InteractiveShell.instance().display_formatter.format(fig)
-        out.outputs = (
-            {"output_type": "display_data", "data": data, "metadata": metadata},
-        )
+        set_outputs(out, InteractiveShell.instance().display_formatter.format(fig))
     plt.close(fig)
 
 
