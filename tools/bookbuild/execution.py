@@ -61,6 +61,14 @@ def _poll_in_short_slices() -> None:
     already arrived and sleeps until its timeout (forever without one), while
     the kernel sits idle. Polling in slices of half a second re-checks the
     socket, so a missed wake-up costs at most that.
+
+    The cause found so far is a send on the shell socket while the reply is
+    in flight: nbclient's stand-in for an Output widget that captured a
+    display sends a state update, through jupyter_client's synchronous shadow
+    of the asyncio socket, whose libzmq send takes the socket's wake-up.
+    The book's widgets no longer capture (``mlbook.plotting.live.set_outputs``),
+    so a reader's plain papermill does not meet it; the slices stay as a
+    guard for any other send that does the same.
     """
     from queue import Empty
 
