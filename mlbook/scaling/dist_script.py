@@ -91,6 +91,21 @@ def _rounds(
     return medians
 
 
+def _far_from_fit(sizes: list, blocks: list, world: int) -> bool:
+    """Whether some size's best block lies more than CHECK_BAND from the
+    alpha-beta fit of the best blocks, or no fit exists (times that do not
+    grow with the message size, which only interference makes)."""
+    best = [min(b) for b in blocks]
+    try:
+        fit = formulas.fit_alpha_beta(sizes, best, world)
+    except ValueError:
+        return True
+    return any(
+        abs(t / fit.predict_s(s) - 1) > CHECK_BAND
+        for s, t in zip(sizes, best, strict=True)
+    )
+
+
 def task_allreduce(args) -> dict:
     sizes = [int(s) for s in args.sizes.split(",")]
     world = dist.get_world_size()
@@ -105,13 +120,7 @@ def task_allreduce(args) -> dict:
     for rounds in range(1, args.rounds + 1):
         far = 0.0
         if dist.get_rank() == 0:
-            fit = formulas.fit_alpha_beta(sizes, [min(b) for b in blocks], world)
-            far = float(
-                any(
-                    abs(min(b) / fit.predict_s(s) - 1) > CHECK_BAND
-                    for s, b in zip(sizes, blocks, strict=True)
-                )
-            )
+            far = float(_far_from_fit(sizes, blocks, world))
         if not _decide(far):
             rounds -= 1
             break
