@@ -131,3 +131,23 @@ def test_the_wait_curve_rises_from_one_and_the_verdict_follows_it(n, delta, sigm
     assert chosen["drain"] == pytest.approx(drain, rel=1e-12)
     verdict = "drain it" if drain < chosen["ratio"] else "wait for it"
     assert spec["title"]["subtitle"].endswith(verdict)
+
+
+def test_moving_delta_alone_costs_one_integral(monkeypatch):
+    # the curves, the drained step and the break-even do not depend on the
+    # chosen delta (below a third): they are kept, and a drag of the delta
+    # slider draws the same figure a fresh computation would
+    n, sigma = 1000, 0.04  # settings no other test draws, so nothing is kept yet
+    live.straggler_explorer(n, 0.1, sigma)
+    calls = []
+    integral = faults.expected_step_time
+    monkeypatch.setattr(
+        faults,
+        "expected_step_time",
+        lambda *a, **k: calls.append(a) or integral(*a, **k),
+    )
+    kept = live.straggler_explorer(n, 0.2, sigma)
+    assert len(calls) == 1  # the chosen point's
+    live._curves.cache_clear()
+    assert live.straggler_explorer(n, 0.2, sigma) == kept
+    assert len(calls) > 20  # the curve's 25 points, and the bisection's
