@@ -33,7 +33,7 @@ def delta_grid(delta: float) -> list[float]:
 def _curves(n: int, sigma: float, grid: tuple[float, ...]) -> tuple:
     """What the chosen delta does not move: the step time without the slow
     rank, the waiting curve on ``grid`` and the drained step relative to it,
-    and the break-even. Kept for the last settings, so that moving delta
+    and the break-even. Kept for the last 64 settings, so that moving delta
     alone (the usual drag) costs one integral, not about forty."""
     base = faults.expected_step_time(n, 0.0, sigma)
     wait = tuple(faults.expected_step_time(n, d, sigma) / base for d in grid)
