@@ -251,33 +251,57 @@ def test_device_names_must_be_strings(bad):
         accelerators.match_cuda_name(bad)
 
 
-CHIPS = ("H200", "H100", "A100", "V100")
-no_chip = st.text(max_size=20).filter(
-    lambda t: not any(c in t.upper() for c in CHIPS + ("PCIE",))
-)
+def _words(text):
+    """The whole upper-case words of a name, as match_cuda_name reads them."""
+    upper = text.upper()
+    return set(
+        "".join(c if c.isascii() and c.isalnum() else " " for c in upper).split()
+    )
+
+
+# Each chip as torch spells it inside a device name, and its table row
+CUDA_CHIPS = [
+    ("H200", "H200 SXM"),
+    ("H100", "H100 SXM"),
+    ("H100 NVL", "H100 NVL"),
+    ("H200 NVL", "H200 NVL"),
+    ("A100", "A100 SXM"),
+    ("V100", "V100 SXM2"),
+    ("B200", "B200 SXM"),
+    ("L40S", "L40S PCIe"),
+    ("L4", "L4 PCIe"),
+    ("A10G", "A10G PCIe"),
+    ("T4", "T4 PCIe"),
+    ("RTX 3090", "GeForce RTX 3090"),
+    ("RTX 4090", "GeForce RTX 4090"),
+    ("RTX 6000 Ada Generation", "RTX 6000 Ada"),
+    ("RTX A6000", "RTX A6000"),
+]
+# Words that name a chip, or that after a chip name another card ("3090 Ti")
+CHIP_WORDS = set().union(*(_words(chip) for chip, _ in CUDA_CHIPS)) | {
+    "PCIE",
+    "NVL",
+    "TI",
+    "SUPER",
+    "D",
+    "LAPTOP",
+}
+no_chip = st.text(max_size=20).filter(lambda t: not _words(t) & CHIP_WORDS)
 
 
 @FEW
-@given(
-    no_chip,
-    no_chip,
-    st.sampled_from(
-        [
-            ("H200", "H200 SXM"),
-            ("H100", "H100 SXM"),
-            ("A100", "A100 SXM"),
-            ("V100", "V100 SXM2"),
-        ]
-    ),
-)
-def test_cuda_names_match_the_chip_they_contain(prefix, suffix, chip_row):
+@given(no_chip, no_chip, st.sampled_from(CUDA_CHIPS), st.sampled_from("GX0"))
+def test_cuda_names_match_the_chip_they_contain(prefix, suffix, chip_row, glue):
     chip, row = chip_row
-    assert accelerators.match_cuda_name(f"{prefix}{chip}{suffix}").name == row
-    assert accelerators.match_cuda_name(
-        f"{prefix}{chip.lower()} PCIe{suffix}"
-    ).name == ("H100 PCIe" if chip == "H100" else row)
-    if not any(c in f"{prefix}{suffix}".upper() for c in CHIPS):
-        assert accelerators.match_cuda_name(f"{prefix}{suffix}") is None
+    match = accelerators.match_cuda_name
+    assert match(f"{prefix} {chip} {suffix}").name == row
+    # "PCIe" after the chip moves only a plain H100 to another row
+    assert match(f"{prefix} {chip.lower()} PCIe {suffix}").name == (
+        "H100 PCIe" if chip == "H100" else row
+    )
+    # glued into a longer word the chip is another one ("GH200", "XA100", "0T4")
+    assert match(f"{prefix} {glue}{chip} {suffix}") is None
+    assert match(f"{prefix} {suffix}") is None
 
 
 @FEW

@@ -72,7 +72,8 @@ def test_cuda_name_matching():
     assert hardware.match_cuda_name("NVIDIA H100 80GB HBM3").name == "H100 SXM"
     assert hardware.match_cuda_name("NVIDIA H100 PCIe").name == "H100 PCIe"
     assert hardware.match_cuda_name("NVIDIA H200").name == "H200 SXM"
-    assert hardware.match_cuda_name("Tesla T4") is None
+    assert hardware.match_cuda_name("Tesla T4").name == "T4 PCIe"
+    assert hardware.match_cuda_name("NVIDIA GH200 480GB") is None
     with pytest.raises(ValueError, match="cuda_name must be a string"):
         hardware.match_cuda_name(None)
 
