@@ -307,10 +307,9 @@ def test_cuda_names_match_the_chip_they_contain(prefix, suffix, chip_row, glue):
 @FEW
 @given(st.sampled_from(["fp32", "bf16"]))
 def test_cpu_peak_is_finite_and_bf16_is_no_slower(dtype):
-    try:
-        peak, how = accelerators.cpu_nominal_peak_flops_per_s(dtype)
-    except ValueError as e:  # a CPU whose /proc/cpuinfo does not say enough
-        pytest.skip(str(e))
+    peak, how = accelerators.cpu_nominal_peak_flops_per_s(dtype)
+    if peak is None:  # a CPU whose /proc/cpuinfo does not say enough
+        pytest.skip(how)
     assert math.isfinite(peak) and peak > 0 and "GHz" in how
     assert (
         accelerators.cpu_nominal_peak_flops_per_s("bf16")[0]
@@ -341,10 +340,9 @@ def test_cpu_peak_scales_with_cores_and_is_bounded(
     vendor, family, model, name, flags, cores
 ):
     text = _cpuinfo_text(vendor, family, model, name, " ".join(flags))
-    try:
-        fp32, how = accelerators.cpu_peak_from_cpuinfo(text, cores, "fp32")
-    except ValueError as e:  # no fp32 vector unit the table knows
-        assert "none of the vector units" in str(e)
+    fp32, how = accelerators.cpu_peak_from_cpuinfo(text, cores, "fp32")
+    if fp32 is None:  # no fp32 vector unit the table knows: an unknown peak
+        assert "none of the vector units" in how
         assert not {"avx2", "avx512f"} & set(flags)
         return
     one, _ = accelerators.cpu_peak_from_cpuinfo(text, 1, "fp32")

@@ -26,6 +26,54 @@ from mlbook.common.units import GIB, GIGA, MIB, TERA
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
+# What a nominal peak rests on, as a short label a page can quote:
+# "datasheet": a GPU's table row; "upper bound": cores x the fastest cited boost
+# clock x the FLOPs a cycle of a core design the table knows; "assumed clock": a
+# core design the table does not know, its FLOPs a cycle read from its flags and
+# its clock assumed (the fastest of any x86 part); "unknown": nothing to compute
+# one from (an ARM core or a GPU the table has no row for, no /proc/cpuinfo).
+# A share of a datasheet peak is an efficiency; a share of a bound or of an
+# assumed peak is only a lower limit on one; an unknown peak gives no share.
+PEAK_BASES = ("datasheet", "upper bound", "assumed clock", "unknown")
+
+
+@dataclass(frozen=True)
+class NominalPeak:
+    """A device's nominal peak FLOP/s for one dtype (None where unknown), how
+    it was worked out, and its basis (one of PEAK_BASES). It unpacks as
+    ``flops_per_s, how``."""
+
+    flops_per_s: float | None
+    how: str
+    basis: str
+
+    def __post_init__(self):
+        validate.one_of("basis", self.basis, PEAK_BASES)
+        if (self.flops_per_s is None) != (self.basis == "unknown"):
+            raise ValueError(
+                f"a peak of {self.flops_per_s!r} cannot have the basis "
+                f"{self.basis!r}: only an unknown peak is None"
+            )
+        if self.flops_per_s is not None:
+            validate.positive("flops_per_s", self.flops_per_s)
+
+    def __iter__(self):
+        return iter((self.flops_per_s, self.how))
+
+    def __getitem__(self, i):
+        return (self.flops_per_s, self.how)[i]
+
+    def __len__(self) -> int:
+        return 2
+
+    @property
+    def known(self) -> bool:
+        return self.flops_per_s is not None
+
+    def share(self, flops_per_s: float) -> float:
+        """``flops_per_s`` as a fraction of this peak; NaN where it is unknown."""
+        return flops_per_s / self.flops_per_s if self.known else float("nan")
+
 
 @dataclass(frozen=True)
 class Accelerator:
@@ -531,9 +579,11 @@ def interconnect(name: str) -> Interconnect:
 # cycle is a property of the core's design, not of its instruction set: Zen 4
 # runs AVX-512 on 256-bit units (two passes an instruction), so its AVX-512
 # flag buys no more fp32 FLOPs than Zen 3's AVX2. So a peak is keyed on the
-# design (vendor, family and model in /proc/cpuinfo), and the flags then say
-# which of its units the kernel may use. An FMA is 2 FLOPs per lane; a bf16
-# dot product (VDPBF16PS) 4 FLOPs per fp32 lane (two products, two adds).
+# design (vendor, family and model in /proc/cpuinfo; for Intel's AMX parts,
+# whose model a hypervisor may misreport, the amx_bf16 flag), and the flags
+# then say which of its units the kernel may use. An FMA is 2 FLOPs per lane;
+# a bf16 dot product (VDPBF16PS) 4 FLOPs per fp32 lane (two products, two
+# adds).
 #
 # The clock is the highest the part is rated to boost to, so that the peak is
 # an upper bound that no measurement may beat: the SKU's own cited max boost
@@ -560,6 +610,9 @@ class CpuCore:
     max_boost_part: str  # the part rated at it
     source: str
     as_of: str
+    # a flag only this design (and its successors of the same layout) has, for
+    # a model number the table does not list
+    marker_flag: str | None = None
 
 
 CPU_CORES = (
@@ -616,6 +669,25 @@ CPU_CORES = (
         "2026-12",
     ),
     CpuCore(
+        "Zen 5",
+        "EPYC 9005 (Turin, Turin Dense)",
+        "AuthenticAMD",
+        26,
+        (2, 17),
+        {
+            # the server core executes AVX-512 on full 512-bit data paths
+            "fp32": (("avx512f", 2 * 16 * 2), ("avx2", 2 * 8 * 2)),
+            "bf16": (("avx512_bf16", 2 * 16 * 4),),
+        },
+        "two 512-bit FMA pipes",
+        5.0,
+        "EPYC 9175F",
+        "AMD, Software Optimization Guide for the AMD Zen5 Microarchitecture: "
+        "512-bit data paths, two FMA pipes; AMD EPYC 9175F specifications: "
+        "max boost 5.0 GHz, the fastest of the 9005 series",
+        "2026-12",
+    ),
+    CpuCore(
         "Golden Cove / Raptor Cove",
         "4th and 5th Gen Xeon Scalable (Sapphire Rapids, Emerald Rapids)",
         "GenuineIntel",
@@ -636,6 +708,9 @@ CPU_CORES = (
         "and model as Sapphire Rapids): max turbo 4.8 GHz, above every Xeon "
         "Scalable part of either generation",
         "2026-12",
+        # Under some hypervisors an AMX Xeon reports model 167 (Rocket Lake's
+        # id); no core without this layout has AMX
+        marker_flag="amx_bf16",
     ),
 )
 
@@ -670,9 +745,10 @@ CPU_MAX_BOOST_SOURCE = (
     "9654 specifications"
 )
 
-# A core the table does not know: at most two FMA units of the widest vector its
-# flags name (no x86 core has more), at the fastest boost any x86 part is rated
-# for. An upper bound, not an estimate.
+# A core the table does not know: two FMA units of the widest vector its flags
+# name (a common layout, though not a bound: a design may have more), at an
+# assumed clock, the fastest boost any x86 part is rated for. The page says
+# the clock is assumed and shows no share of this peak as an efficiency.
 _UNKNOWN_CPU_FLOPS_PER_CYCLE = {
     "fp32": (("avx512f", 2 * 16 * 2), ("avx2", 2 * 8 * 2), ("avx", 2 * 8 * 2)),
     "bf16": (("amx_bf16", 16 * 16 * 32 * 2 // 16), ("avx512_bf16", 2 * 16 * 4)),
@@ -681,16 +757,27 @@ X86_MAX_BOOST_GHZ = 6.2
 X86_MAX_BOOST_PART = "Core i9-14900KS (Intel ARK: max turbo 6.2 GHz)"
 CPU_DTYPES = tuple(_UNKNOWN_CPU_FLOPS_PER_CYCLE)
 
+# ARM cores list their vector units under "Features" in /proc/cpuinfo (asimd
+# is NEON; sve, sve2; bf16 the BFloat16 dot and matrix instructions) and give
+# no clock there, and their FMA pipe counts differ by design, so the book
+# computes no nominal peak for them: it names the units and holds a step
+# against the measured ceiling alone.
+ARM_FEATURES = ("asimd", "sve", "sve2", "bf16", "i8mm")
+
 
 @dataclass(frozen=True)
 class CpuInfo:
-    """What /proc/cpuinfo says about the first processor."""
+    """What /proc/cpuinfo says about the first processor. ``features`` is
+    ARM's list of units (empty on x86, whose list is ``flags``)."""
 
     vendor: str
     family: int | None
     model: int | None
     model_name: str
     flags: frozenset
+    features: frozenset = frozenset()
+    implementer: str = ""  # ARM's "CPU implementer" (0x41 is Arm Ltd.)
+    part: str = ""  # ARM's "CPU part" (the core design's number)
 
 
 def _parse_cpuinfo(text: str) -> CpuInfo:
@@ -712,16 +799,22 @@ def _parse_cpuinfo(text: str) -> CpuInfo:
         model=integer("model"),
         model_name=field_("model name") or "",
         flags=frozenset((field_("flags") or "").split()),
+        features=frozenset((field_("Features") or "").split()),
+        implementer=field_("CPU implementer") or "",
+        part=field_("CPU part") or "",
     )
 
 
 def _cpu_core(info: CpuInfo) -> CpuCore | None:
-    """The table's row for this CPU's design, or None."""
+    """The table's row for this CPU's design, or None: by model number, else
+    by a flag only that design's layout has."""
     validate.instance_of("info", info, CpuInfo)
-    for core in CPU_CORES:
-        if (info.vendor, info.family) == (core.vendor, core.family) and (
-            info.model in core.models
-        ):
+    same = [c for c in CPU_CORES if (info.vendor, info.family) == (c.vendor, c.family)]
+    for core in same:
+        if info.model in core.models:
+            return core
+    for core in same:
+        if core.marker_flag and core.marker_flag in info.flags:
             return core
     return None
 
@@ -731,46 +824,69 @@ def _sku(model_name: str) -> str | None:
     return f"EPYC {m.group(1)}" if m else None
 
 
-def cpu_peak_from_cpuinfo(
-    text: str, cores: int, dtype: str = "fp32"
-) -> tuple[float, str]:
+def describe_cpu(info: CpuInfo) -> str:
+    """What a page can say of this CPU: the design the table matched, else
+    the vendor, family and model, or an ARM core's vector features."""
+    validate.instance_of("info", info, CpuInfo)
+    core = _cpu_core(info)
+    if core is not None:
+        return f"{core.name} ({core.parts})"
+    if info.features:
+        units = [f for f in ARM_FEATURES if f in info.features]
+        part = f" part {info.part}" if info.part else ""
+        return f"ARM core{part} ({', '.join(units) or 'no vector units listed'})"
+    if info.vendor:
+        return f"{info.vendor} family {info.family} model {info.model}"
+    return "a CPU /proc/cpuinfo does not describe"
+
+
+def cpu_peak_from_cpuinfo(text: str, cores: int, dtype: str = "fp32") -> NominalPeak:
     """The nominal peak FLOP/s of ``cores`` cores of the CPU /proc/cpuinfo
-    ``text`` describes, for ``dtype``, and how it was worked out.
+    ``text`` describes, for ``dtype``, how it was worked out, and its basis.
 
     FLOPs per cycle come from the core design's row (vendor, family and
     model), using the best unit its flags enable; the clock is the SKU's cited
     max boost, or where the SKU is hidden or not in the table, the fastest max
-    boost of any part of that design. A CPU the table has no row for gets
-    two FMA units of the widest vector its flags name at the fastest boost of
-    any x86 part: an upper bound, and the explanation says so. Raises
-    ValueError where neither gives a figure.
+    boost of any part of that design: an upper bound. An x86 design the table
+    has no row for gets two FMA units of the widest vector its flags name at
+    an assumed clock, the fastest boost of any x86 part (basis "assumed
+    clock"). An ARM core, or an x86 one with no vector unit the table knows,
+    has an unknown peak (None), and the explanation names what was read.
     """
     validate.one_of("dtype", dtype, CPU_DTYPES)
     cores = validate.positive_int("cores", cores)
     info = _parse_cpuinfo(text)
     core = _cpu_core(info)
+    what = describe_cpu(info)
+    if info.features and not info.flags:
+        return NominalPeak(
+            None,
+            f"{what}: the table has no row for ARM core designs and /proc/cpuinfo "
+            "gives no clock, so no nominal peak; the step is held against the "
+            "measured ceiling",
+            "unknown",
+        )
     rates = core.flops_per_cycle if core else _UNKNOWN_CPU_FLOPS_PER_CYCLE
     found = next(((f, r) for f, r in rates[dtype] if f in info.flags), None)
     if found is None and dtype == "bf16":
         # no bf16 unit: bf16 is converted and multiplied at the fp32 rate at best
-        peak, how = cpu_peak_from_cpuinfo(text, cores, "fp32")
-        return peak, f"{how}; no bf16 unit, so bf16 at the fp32 rate"
+        fp32 = cpu_peak_from_cpuinfo(text, cores, "fp32")
+        how = f"{fp32.how}; no bf16 unit, so bf16 at the fp32 rate"
+        return NominalPeak(fp32.flops_per_s, how, fp32.basis)
     if found is None:
-        what = core.name if core else "this CPU"
-        raise ValueError(
-            f"{what} has none of the vector units the table knows for {dtype} "
-            f"(vendor {info.vendor!r}, family {info.family}, model {info.model}), "
-            "so it has no nominal peak"
+        return NominalPeak(
+            None,
+            f"{what} has none of the vector units the table knows for {dtype}, "
+            "so no nominal peak; the step is held against the measured ceiling",
+            "unknown",
         )
     flag, per_cycle = found
     if core is None:
-        ghz = X86_MAX_BOOST_GHZ
-        design = (
-            f"{info.vendor} family {info.family} model {info.model}, not in the "
-            f"table: at most two FMA units ({flag})"
-        )
-        clock = f"the fastest boost of any x86 part, {X86_MAX_BOOST_PART}"
+        ghz, basis = X86_MAX_BOOST_GHZ, "assumed clock"
+        design = f"{what}, not in the table: two FMA units assumed ({flag})"
+        clock = f"assumed, the fastest boost of any x86 part, {X86_MAX_BOOST_PART}"
     else:
+        basis = "upper bound"
         design = f"{core.name}, {core.parts}: {core.units} ({flag})"
         sku = _sku(info.model_name)
         if sku in CPU_MAX_BOOST_GHZ:
@@ -787,21 +903,37 @@ def cpu_peak_from_cpuinfo(
         f"{cores} cores x {ghz:.2f} GHz x {per_cycle} FLOP/cycle: {design}; "
         f"clock: {clock}, an upper bound"
     )
-    return peak, how
+    return NominalPeak(peak, how, basis)
 
 
-def cpu_nominal_peak_flops_per_s(dtype: str = "fp32") -> tuple[float, str]:
-    """This CPU's nominal peak FLOP/s for ``dtype`` and how it was worked out
-    (cpu_peak_from_cpuinfo on /proc/cpuinfo, for the cores this process may
-    run on). Raises ValueError where /proc/cpuinfo cannot be read or does not
-    say enough to compute one.
-    """
-    validate.one_of("dtype", dtype, CPU_DTYPES)
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its affinity where the OS has
+    one (Linux), else every core the OS reports (macOS, Windows)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def read_cpuinfo() -> str | None:
+    """/proc/cpuinfo's text, or None where there is none (macOS, Windows)."""
     try:
         with open("/proc/cpuinfo") as f:
-            text = f.read()
-    except OSError as e:
-        raise ValueError(
-            f"cannot read /proc/cpuinfo ({e}), so this CPU has no nominal peak"
-        ) from None
-    return cpu_peak_from_cpuinfo(text, len(os.sched_getaffinity(0)), dtype)
+            return f.read()
+    except OSError:
+        return None
+
+
+def cpu_nominal_peak_flops_per_s(dtype: str = "fp32") -> NominalPeak:
+    """This CPU's nominal peak FLOP/s for ``dtype`` (cpu_peak_from_cpuinfo on
+    /proc/cpuinfo, for the cores this process may run on). Where there is no
+    /proc/cpuinfo the peak is unknown (None), and says so."""
+    validate.one_of("dtype", dtype, CPU_DTYPES)
+    text = read_cpuinfo()
+    if text is None:
+        return NominalPeak(
+            None,
+            "no /proc/cpuinfo on this system, so no nominal peak; the step is "
+            "held against the measured ceiling",
+            "unknown",
+        )
+    return cpu_peak_from_cpuinfo(text, usable_cores(), dtype)

@@ -6,7 +6,12 @@ from __future__ import annotations
 import re
 
 from mlbook.common import validate
-from mlbook.common.accelerators import cpu_nominal_peak_flops_per_s, match_cuda_name
+from mlbook.common.accelerators import (
+    NominalPeak,
+    cpu_nominal_peak_flops_per_s,
+    match_cuda_name,
+    read_cpuinfo,
+)
 
 # --- the device a notebook runs on ---------------------------------------------
 
@@ -32,27 +37,45 @@ def device_description(device: str) -> str:
     validate.one_of("device", device, ("cpu", "cuda"))
     if device == "cuda":
         return f"GPU: {torch.cuda.get_device_name()}"
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            m = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
-            name = m.group(1).strip() if m else name
-    except OSError:
-        pass
+    name = platform.processor() or platform.machine() or "unknown"
+    m = re.search(r"^model name\s*:\s*(.*)$", read_cpuinfo() or "", re.M)
+    name = m.group(1).strip() if m else name
     n = torch.get_num_threads()
     return f"CPU: {name}, {n} thread" + ("s" if n != 1 else "")
 
 
-def nominal_peak_flops_per_s(device: str, dtype: str) -> tuple[float, str]:
-    """The nominal peak of the device a notebook runs on, and where it came from."""
+def gpu_nominal_peak(cuda_name: str, dtype: str) -> NominalPeak:
+    """The datasheet peak of the GPU torch names ``cuda_name``, or an unknown
+    peak (None) that says so where the table has no row for it."""
+    row = match_cuda_name(cuda_name)
+    if row is None:
+        return NominalPeak(
+            None,
+            f"no table row for GPU {cuda_name!r}, so no nominal peak; the step is "
+            "held against the measured ceiling",
+            "unknown",
+        )
+    if dtype not in row.peak_flops_per_s:  # a T4 or V100 in bf16: no such units
+        return NominalPeak(
+            None,
+            f"the {row.name} datasheet gives no {dtype} peak (it lists "
+            f"{', '.join(sorted(row.peak_flops_per_s))}), so none; the step is held "
+            "against the measured ceiling",
+            "unknown",
+        )
+    return NominalPeak(
+        row.peak(dtype), f"{row.name} datasheet ({row.source})", "datasheet"
+    )
+
+
+def nominal_peak_flops_per_s(device: str, dtype: str) -> NominalPeak:
+    """The nominal peak of the device a notebook runs on, where it came from,
+    and its basis (mlbook.common.accelerators.PEAK_BASES); None where unknown."""
     validate.one_of("device", device, ("cpu", "cuda"))
     if device == "cuda":
         import torch
 
-        row = match_cuda_name(torch.cuda.get_device_name())
-        if row is None:
-            raise ValueError(f"no table row for GPU {torch.cuda.get_device_name()!r}")
-        return row.peak(dtype), f"{row.name} datasheet ({row.source})"
+        return gpu_nominal_peak(torch.cuda.get_device_name(), dtype)
     return cpu_nominal_peak_flops_per_s(dtype)
 
 
