@@ -466,35 +466,27 @@ def test_measuring_again_stops_when_its_seconds_run_out(data):
         ladder(-1.0)
 
 
-def test_a_final_rung_below_its_share_of_the_ceiling_is_measured_again(data):
-    """With final_at_least, the last rung (and only it) is measured again while
-    its share of the ceiling is below the bar, up to max_attempts in all,
-    whatever the seconds for residuals say; met at once, it is measured once."""
+def test_every_rung_s_mfu_divides_by_the_final_dtype_s_peak(data):
+    """One denominator for the whole ladder: the nominal peak of the final
+    rung's dtype, so MFU is tokens/s times a constant along the ladder, and
+    the faster rung always has the higher MFU whatever dtypes the rungs use."""
     sizes = tiny_sizes(again_budget_s=0.0)
     ceilings = ex.probe_ceilings(sizes, "cpu", budget_s=0.02, min_run_time_s=0.005)
-
-    def ladder(final_at_least):
-        return ex.run_ladder(
-            sizes,
-            "cpu",
-            data,
-            ceilings,
-            cf.ladder_fixes(False, False)[:2],
-            min_run_time_s=0.005,
-            residual_tol=1.0,  # no residual is measured again
-            max_attempts=3,
-            final_at_least=final_at_least,
-        )
-
-    unmet = ladder(1.0)  # a tiny model's step is far from the ceiling
-    assert unmet.rungs[-1].rates.vs_ceiling < 1
-    assert [r.attempts for r in unmet.rungs] == [1, 1, 3]
-    assert unmet.rungs[-1].times.attempts == 3  # pooled
-    assert unmet.again_s == 0  # the residuals' seconds stay untouched
-    met = ladder(1e-9)
-    assert [r.attempts for r in met.rungs] == [1, 1, 1]
-    with pytest.raises(ValueError, match="final_at_least"):
-        ladder(1.5)
+    ladder = ex.run_ladder(
+        sizes,
+        "cpu",
+        data,
+        ceilings,
+        cf.ladder_fixes(False, False)[:2],
+        min_run_time_s=0.005,
+        residual_tol=1.0,
+    )
+    assert ladder.mfu_dtype == ladder.rungs[-1].dtype
+    peak = ladder.peaks[ladder.mfu_dtype]
+    for r in ladder.rungs:
+        by_hand = r.tokens_per_step / r.step_s * r.flops_per_token / peak.flops_per_s
+        assert r.rates.mfu == pytest.approx(by_hand, rel=1e-12)
+    assert [r.attempts for r in ladder.rungs] == [1, 1, 1]  # no bar to chase
 
 
 def test_a_beaten_ceiling_is_swept_again_and_never_lowered():

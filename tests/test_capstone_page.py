@@ -31,10 +31,14 @@ def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
     assert set(labels) == {
         "device_name",
+        "peak_basis",
+        "matmul_kind",
         "ceil_fp32_shape",
         "ceil_bf16_shape",
         "ladder_final_label",
         "ladder_final_dtype",
+        "ladder_mfu_dtype",
+        "final_bound",
         "comm_device",
     }
     assert all(len(x) < 80 for x in labels.values())  # a label, not a sentence
@@ -46,36 +50,44 @@ def test_the_device_is_named(v):
     assert v["comm_device"].startswith("CPU:")  # the gloo run is a CPU run everywhere
 
 
-def test_the_must_show_claims(v, sizes):
-    # Issue 17: the final rung reaches at least 60 % of the MAMF ceiling measured in
-    # the same run (the page asserts it), and no step beats its ceiling (asserted too:
-    # a ceiling is an upper bound, so 1 is the physical limit). Issue 26: on a CPU
-    # the bar is 50 %: a bf16 final rung measured 57.5-69.1 % on an AVX-512 CPU
-    # (14 runs), fp32 ones 63.9-78.6 % on an AVX2 CPU (13 runs); 60 % stays the
-    # GPU's. A final rung below it is measured again, its steps pooled, at most
-    # four measurements in all (LADDER_MAX_ATTEMPTS); the page glues how many.
-    bar = {"GPU": 0.6, "CPU": 0.5}[v["device_name"].split(":")[0]]
-    assert v["ladder_final_vs_ceiling_at_least"] == bar
-    assert bar <= v["ladder_final_vs_ceiling"] <= 1
-    assert v["ladder_final_tries_at_most"] == 4
-    assert 1 <= v["ladder_final_tries"] <= 4
-    # Issue 17: the residual stays at most 5 % of the step time on every rung, a
-    # rung above it being measured again (the goal). The test build runs at test
-    # sizes (one small block, a smoke run) with a 10 % bar, asserted on the page.
-    # Issue 26: at reader sizes on a CPU the page states the residual instead of
-    # asserting 5 % (no number of measurements made it sure on a 2-core CPU).
-    assert v["ladder_residual_goal"] == 0.05
-    assert v["ladder_measured_again_above"] == 0.10  # the test-size bar
-    assert v["ladder_residual_bar"] == 0.10
-    assert 0 <= v["ladder_max_residual"] <= 0.10
-    # Issue 26: measuring again is bounded in time as well as in count, so the
-    # page keeps to its budget. A measurement starts only while the seconds
-    # left cover one as long as the rung's last, so the count can pass the
-    # bound by what one measurement overran its last (seconds at test sizes)
-    budget = sizes.again_budget_s
-    assert v["ladder_again_budget_s"] == budget
-    assert 0 <= v["ladder_again_s"] <= budget + 10
-    assert (v["ladder_again_s"] == 0) == (v["ladder_tries"] == 1)
+def test_what_holds_on_every_machine(v):
+    """The page asserts only physical bounds: no rung above its ceiling by more
+    than its own steps' spread (a ceiling is an upper bound; a beaten one is
+    swept again), and a faster step once the fixes removed work. The final
+    rung's share of the ceiling, the residual and the bucket that bounds the
+    step are stated: they depend on the machine (18 % of the bf16 ceiling on
+    an AMX CPU whose bf16 matmuls ran 8 x fp32; 53-72 % on AMD CPUs)."""
+    assert v["ladder_max_vs_ceiling"] <= 1 + v["ladder_max_spread"]
+    assert v["ladder_max_spread"] >= 0
+    assert 0 < v["ladder_final_vs_ceiling"] <= v["ladder_max_vs_ceiling"]
+    assert v["ladder_speedup"] > 1 and v["ladder_speedup_above"] == 1
+    assert 0 <= v["ladder_widenings"] <= v["ladder_widenings_at_most"] == 3
+    assert v["ladder_residual_goal"] == 0.05 and v["ladder_max_residual"] >= 0
+    assert v["ladder_measured_again_above"] == 0.10  # test sizes re-measure above it
+    assert 1 <= v["ladder_tries"] <= 4
+    for gone in ("ladder_final_vs_ceiling_at_least", "ladder_residual_bar"):
+        assert gone not in v  # no bar tuned on one machine
+
+
+def test_the_machine_is_explained_by_what_it_measured(v):
+    from mlbook.capstone import formulas as cf
+    from mlbook.common.machine import matmul_kind
+
+    # the label is the package's verdict on the measured ratio
+    assert v["matmul_kind"] == matmul_kind(v["bf16_over_fp32"])
+    # the bucket that bounds the final step is its largest, so at least the
+    # matmuls' share and at least 1/9 (nine buckets)
+    assert v["final_bound"] in cf.BUCKET_LABELS.values()
+    assert v["final_matmul_share"] <= v["final_bound_share"] <= 1
+    assert v["final_bound_share"] >= 1 / len(cf.BUCKETS)
+    # one MFU denominator: the final rung's dtype, so MFU follows tokens/s
+    assert v["ladder_mfu_dtype"] == v["ladder_final_dtype"]
+    assert v["ladder_final_mfu"] / v["ladder_first_mfu"] == pytest.approx(
+        v["ladder_speedup"], rel=1e-9
+    )
+    from mlbook.common.accelerators import PEAK_BASES
+
+    assert v["peak_basis"] in PEAK_BASES
 
 
 def test_the_ladder_is_faster_and_below_the_peak(v):
@@ -115,9 +127,12 @@ def test_the_rungs_follow_the_probe(v):
 
 
 def test_measured_ceilings_are_below_the_datasheet(v):
-    # A matmul faster than the nominal peak means a broken probe or a wrong table row.
+    # A matmul faster than a datasheet peak or a cited-clock bound means a broken
+    # probe or a wrong table row; a peak at an assumed clock is no such bound.
     for d in ("fp32", "bf16"):
-        assert 0 < v[f"ceil_{d}_of_peak"] <= 1 and v[f"ceil_{d}"] > 0
+        if v["peak_basis"] in ("datasheet", "upper bound"):
+            assert 0 < v[f"ceil_{d}_of_peak"] <= 1
+        assert v[f"ceil_{d}"] > 0
         assert all(int(x) > 0 for x in v[f"ceil_{d}_shape"].split(" x "))
 
 
@@ -201,8 +216,9 @@ def test_sizes_and_ceiling_shares_as_the_package_sets_them(v, sizes):
         sizes.small_micro_batch,
     )
     assert v["raw_chars"] == 16_384  # TextData's default: about one source file
-    # Every rung's share of its ceiling is at most 1 (the page asserts no rung beat it).
-    assert 0 < v["ladder_first_vs_ceiling"] <= 1
+    # Every rung's share of its ceiling is at most 1 plus its steps' spread (the
+    # page asserts it).
+    assert 0 < v["ladder_first_vs_ceiling"] <= 1 + v["ladder_max_spread"]
 
 
 def test_the_core_count_is_the_runs(v, book):

@@ -42,6 +42,7 @@ from torch.utils.checkpoint import checkpoint
 
 from mlbook.capstone import formulas as cf
 from mlbook.common import validate
+from mlbook.common.accelerators import NominalPeak, usable_cores
 from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch import mamf
 from mlbook.common_torch.device import device_description, nominal_peak_flops_per_s
@@ -489,6 +490,11 @@ class StepTimes:
         return min(self.unprofiled_s)
 
     @property
+    def spread(self) -> float:
+        """The unprofiled steps' relative spread: slowest / fastest - 1."""
+        return max(self.unprofiled_s) / min(self.unprofiled_s) - 1
+
+    @property
     def account(self) -> StepAccount:
         """The median profiled step (by its window; the lower middle of
         an even count)."""
@@ -697,19 +703,24 @@ def widen_ceiling(
     return mamf.merge(ceiling, more)
 
 
-def nominal_peak(device: str, dtype: str, cpu_threads_used: int | None = None) -> tuple:
-    """The datasheet (nominal) peak of what the ladder runs on, and where it
-    came from: a GPU's table row, or on a CPU the cores x clock x vector
-    width of mlbook.common.accelerators, scaled to the cores the ladder's
-    threads occupy (one thread keeps one core busy, not two)."""
-    peak, how = nominal_peak_flops_per_s(device, dtype)
-    cores = len(os.sched_getaffinity(0))
-    if device == "cpu" and cpu_threads_used is not None and cpu_threads_used < cores:
-        return (
-            peak * cpu_threads_used / cores,
-            f"{how}, x {cpu_threads_used}/{cores} cores used",
+def nominal_peak(
+    device: str, dtype: str, cpu_threads_used: int | None = None
+) -> NominalPeak:
+    """The nominal peak of what the ladder runs on, where it came from and its
+    basis: a GPU's table row, or on a CPU the cores x clock x vector width of
+    mlbook.common.accelerators, scaled to the cores the ladder's threads
+    occupy (one thread keeps one core busy, not two). Unknown (None) where
+    the device's is."""
+    peak = nominal_peak_flops_per_s(device, dtype)
+    cores = usable_cores()
+    used = cpu_threads_used
+    if device == "cpu" and peak.known and used is not None and used < cores:
+        return NominalPeak(
+            peak.flops_per_s * used / cores,
+            f"{peak.how}, x {used}/{cores} cores used",
+            peak.basis,
         )
-    return peak, how
+    return peak
 
 
 # --- the ladder ----------------------------------------------------------------------
@@ -749,7 +760,8 @@ class Ladder:
     ceilings: (
         dict  # dtype -> MatmulCeiling, refined between rungs (and widened if beaten)
     )
-    peaks: dict  # dtype -> (nominal peak FLOP/s, where it came from)
+    peaks: dict  # dtype -> NominalPeak (FLOP/s or None, how, basis)
+    mfu_dtype: str  # every rung's MFU divides by this dtype's peak (the final rung's)
     device: str  # who measured
     widened: tuple = field(
         default=()
@@ -764,18 +776,6 @@ class Ladder:
 LADDER_MAX_ATTEMPTS = 4
 LADDER_MAX_WIDENINGS = 3
 LADDER_RESIDUAL_GOAL = 0.05  # a rung whose residual is above it is measured again
-# The final rung reaches at least this share of its dtype's MAMF ceiling, by device
-# (the page asserts it); a final rung below it is measured again, up to
-# LADDER_MAX_ATTEMPTS measurements in all, outside the seconds for residuals. On a
-# GPU, 0.6 (issue 17; not measured here, no GPU lent). On a CPU the share depends
-# on the CPU: where bf16 is fast its matmuls run about 2.2 times as fast as fp32's,
-# while autocast's casts and the elementwise work gain less, and the bf16 final
-# rung's share of the bf16 ceiling measured 0.575-0.691 in 14 test-size runs on an
-# AVX-512 CPU (median 0.64; a larger batch or a narrower, longer model moved it by
-# 0.04 at most); fp32 final rungs on an AVX2 CPU measured 0.639-0.786 (13 runs).
-# Below 0.6 in 3 of those 14, and measuring again did not lift them (pooled over
-# four measurements one stayed at 0.589): 0.5 holds below both spreads (issue 26).
-LADDER_FINAL_VS_CEILING_AT_LEAST = {"cuda": 0.6, "cpu": 0.5}
 
 
 def run_ladder(
@@ -789,7 +789,6 @@ def run_ladder(
     min_run_time_s: float = 0.05,
     residual_tol: float = LADDER_RESIDUAL_GOAL,
     max_attempts: int = LADDER_MAX_ATTEMPTS,
-    final_at_least: float | None = None,
 ) -> Ladder:
     """Measure the slow loop, then each fix in ``fixes`` (formulas.Fix) applied on
     top of the ones before. Between rungs the ceiling of the next rung's dtype is
@@ -803,15 +802,12 @@ def run_ladder(
     still beats is swept again, twice as long each time (widen_ceiling), up to
     LADDER_MAX_WIDENINGS sweeps: a short sweep on a busy machine can miss the best
     shape, while the step's own clock skips the time other processes held the
-    core. With ``final_at_least`` (a share of the ceiling), the final rung is
-    also measured again, pooled the same way and up to ``max_attempts`` times in
-    all, while its share of its dtype's ceiling is below it (one step's time
-    moves by a tenth or more from step to step on a 2-core CPU). Those
-    measurements do not draw on ``sizes.again_budget_s``, which residuals of
-    earlier rungs may have spent; the count bounds them."""
+    core.
+
+    Every rung's MFU divides by the nominal peak of the final rung's dtype (the
+    fastest the device trains in), so that MFU moves with tokens/s along the
+    ladder; each rung's share of the ceiling is against its own dtype's."""
     validate.positive("residual_tol", residual_tol)
-    if final_at_least is not None:
-        validate.fraction("final_at_least", final_at_least)
     validate.positive_int("max_attempts", max_attempts)
     validate.non_negative("sizes.again_budget_s", sizes.again_budget_s)
     with cpu_threads(sizes.cpu_threads, device, "cpu_threads"):
@@ -826,7 +822,6 @@ def run_ladder(
             min_run_time_s,
             residual_tol,
             max_attempts,
-            final_at_least,
         )
 
 
@@ -841,7 +836,6 @@ def _run_ladder(
     min_run_time_s,
     residual_tol,
     max_attempts,
-    final_at_least,
 ) -> Ladder:
     config = slow_loop(sizes)
     plan = [("slow loop", "slow loop (all defects)", config)]
@@ -864,19 +858,11 @@ def _run_ladder(
             loop.step, sizes.steps, sizes.profiled_steps, device, warmup, clock
         )
         attempts, last_s = 1, time.perf_counter() - start
-        final = i == len(plan) - 1 and final_at_least is not None
-        ceiling_s = tokens * per_token / ceilings[config.dtype].flops_per_s
         while attempts < max_attempts:
-            share = ceiling_s / times.step_s  # of the ceiling, as rung_rates has it
             over = abs(times.residual) > residual_tol
             left_s = sizes.again_budget_s - again_s
             if over and last_s <= left_s:
                 why = f"residual {times.residual:+.1%}, above {residual_tol:.0%}"
-                counted = True
-            elif final and share < final_at_least:
-                why = f"{share:.1%} of the {config.dtype} ceiling, below "
-                why += f"{final_at_least:.0%}"
-                counted = False
             else:
                 if over:
                     log(
@@ -893,7 +879,7 @@ def _run_ladder(
                 )
             )
             last_s = time.perf_counter() - begun
-            again_s += last_s if counted else 0.0
+            again_s += last_s
             attempts += 1
         log(
             f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
@@ -917,6 +903,7 @@ def _run_ladder(
             if dtype not in widened:
                 widened.append(dtype)
     peaks = {d: nominal_peak(device, d, sizes.cpu_threads) for d in ceilings}
+    mfu_dtype = measured[-1][2].dtype
     rungs = tuple(
         Rung(
             name,
@@ -931,7 +918,7 @@ def _run_ladder(
                 tokens,
                 times.step_s,
                 per_token,
-                peaks[config.dtype][0],
+                peaks[mfu_dtype].flops_per_s,
                 ceilings[config.dtype].flops_per_s,
             ),
         )
@@ -941,6 +928,7 @@ def _run_ladder(
         rungs,
         ceilings,
         peaks,
+        mfu_dtype,
         device_description(device),
         tuple(sorted(widened)),
         widenings,

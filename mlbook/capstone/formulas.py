@@ -271,7 +271,7 @@ def gemm_shapes(cfg: TransformerConfig, tokens: int) -> tuple:
 class RungRates:
     tokens_per_s: float
     achieved_flops_per_s: float  # model FLOPs (6N + 12Lhs per token) per second
-    mfu: float  # against the datasheet (nominal) peak
+    mfu: float  # against the nominal peak; NaN where the device's peak is unknown
     vs_ceiling: float  # against the MAMF ceiling; above 1 means the ceiling was beaten
 
 
@@ -279,20 +279,26 @@ def rung_rates(
     tokens_per_step: int,
     step_s: float,
     flops_per_token: float,
-    peak_flops_per_s: float,
+    peak_flops_per_s: float | None,
     ceiling_flops_per_s: float,
 ) -> RungRates:
     """Throughput, MFU and the fraction of the measured ceiling of a step of
     ``tokens_per_step`` tokens that took ``step_s`` seconds. An MFU above 1
-    is refused (the peak or the FLOP count is wrong); a fraction of the
-    ceiling above 1 is returned, since a probe can miss the best shape."""
+    is refused (the peak or the FLOP count is wrong); a peak of None (a
+    device whose nominal peak is unknown) gives an MFU of NaN; a fraction of
+    the ceiling above 1 is returned, since a probe can miss the best shape."""
     tokens_per_step = validate.positive_int("tokens_per_step", tokens_per_step)
     validate.positive("step_s", step_s)
     validate.positive("flops_per_token", flops_per_token)
-    validate.positive("peak_flops_per_s", peak_flops_per_s)
+    if peak_flops_per_s is not None:
+        validate.positive("peak_flops_per_s", peak_flops_per_s)
     validate.positive("ceiling_flops_per_s", ceiling_flops_per_s)
     tokens_per_s = tokens_per_step / step_s
     achieved = tokens_per_s * flops_per_token
+    if peak_flops_per_s is None:
+        return RungRates(
+            tokens_per_s, achieved, math.nan, achieved / ceiling_flops_per_s
+        )
     mfu = achieved / peak_flops_per_s
     if mfu > 1 + 1e-9:
         raise ValueError(
@@ -301,6 +307,47 @@ def rung_rates(
             f"flops_per_token={flops_per_token!r} must be wrong"
         )
     return RungRates(tokens_per_s, achieved, mfu, achieved / ceiling_flops_per_s)
+
+
+# --- what kind of machine, and what bounds its step ---------------------------------
+
+
+@dataclass(frozen=True)
+class StepBound:
+    """What a step's time went to: the largest bucket (the one that bounds it
+    now) and its share, and the weight matmuls' share."""
+
+    bucket: str
+    share: float
+    matmul_share: float
+
+    @property
+    def label(self) -> str:
+        return BUCKET_LABELS[self.bucket]
+
+
+def step_bound(buckets: dict) -> StepBound:
+    """The bucket that takes the largest share of a step's accounted time
+    ({bucket: seconds}, as account returns), ties going to BUCKETS order."""
+    if not isinstance(buckets, dict) or not buckets:
+        raise ValueError(f"buckets must be a non-empty dict, got {buckets!r}")
+    for name, value in buckets.items():
+        validate.one_of("bucket", name, BUCKETS)
+        validate.non_negative(f"buckets[{name!r}]", value)
+    total = sum(buckets.values())
+    if total <= 0:
+        raise ValueError(f"buckets must add up to more than 0 s, got {buckets!r}")
+    top = max((b for b in BUCKETS if b in buckets), key=lambda b: buckets[b])
+    return StepBound(top, buckets[top] / total, buckets.get("matmul", 0.0) / total)
+
+
+def within_ceiling(vs_ceiling: float, spread: float) -> bool:
+    """Whether a step's share of its ceiling is at most 1, allowing the
+    relative spread of its own repeated steps (slowest / fastest - 1): a
+    physical bound, checked with the margin the same run measured."""
+    validate.non_negative("vs_ceiling", vs_ceiling)
+    validate.non_negative("spread", spread)
+    return vs_ceiling <= 1 + spread
 
 
 def fix_savings(step_times_s) -> tuple:

@@ -72,7 +72,9 @@ def waterfall_rows(run: dict, applied: list[str], comm_s: float = 0.0) -> list[d
         applied,
     )
     peak = "datasheet peak"
-    rows = [{"bar": peak, "lo": 0.0, "hi": 1.0, "change": 1.0, "kind": peak}]
+    # a device with no datasheet peak starts from its ceiling (run's peak_label)
+    top = run.get("peak_label", peak)
+    rows = [{"bar": top, "lo": 0.0, "hi": 1.0, "change": 1.0, "kind": peak}]
     for b in bars:
         lo, hi = sorted((b.top, b.bottom))
         rows.append(
@@ -114,7 +116,7 @@ def mfu_waterfall(run: dict | None = None, comm_pct: float = 0, **applied) -> di
     }
     y = vl.channel(
         "lo",
-        vl.title_of("MFU", "% of the datasheet peak"),
+        vl.title_of("MFU", f"% of the {run.get('peak_label', 'datasheet peak')}"),
         domain=[0, 1.08],
         percent=True,
     )
