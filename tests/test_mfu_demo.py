@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from mlbook.common_torch import device as devices
@@ -143,3 +145,60 @@ def test_measure_mfu_on_cpu():
     assert 0 < m.mfu_nominal <= 1 and m.step_s > 0
     assert 0 < m.step_vs_ceiling < 1 and m.ceiling.flops_per_s < m.peak_flops_per_s
     assert flops.flops_per_token(CFG, 32) == CFG_TRAIN_FLOPS_PER_TOKEN
+
+
+def test_an_unknown_peak_still_measures_the_step_against_the_ceiling(monkeypatch):
+    """A device the table does not know (an ARM CPU, a GPU with no row): no MFU,
+    but the step against the measured ceiling, and the spread of its steps
+    (slowest 1.0 s / fastest 0.25 s - 1 = 3) that bounds how far a noisy step
+    may pass the ceiling."""
+    from mlbook.common.accelerators import NominalPeak
+    from mlbook.common_torch import mamf
+
+    monkeypatch.setattr(
+        measure, "time_steps", lambda step, steps, warmup, device: [0.25, 0.5, 1.0]
+    )
+    monkeypatch.setattr(devices, "measure_matmul_flops_per_s", lambda *a, **k: 2e9)
+    monkeypatch.setattr(
+        devices,
+        "nominal_peak_flops_per_s",
+        lambda device, dtype: NominalPeak(None, "no row", "unknown"),
+    )
+    monkeypatch.setattr(mamf, "find_ceiling", lambda *a, **k: _stub_ceiling(4e9))
+    monkeypatch.setattr(mamf, "refine", lambda c, **k: c)
+    m = mfu_demo.measure_mfu(CFG, 32, 2, steps=3, device="cpu", gemm_n=128, rounds=1)
+    assert math.isnan(m.mfu_nominal) and math.isnan(m.peak_flops_per_s)
+    assert m.peak_basis == "unknown" and m.peak_how == "no row"
+    assert m.step_vs_ceiling == pytest.approx(0.01179648, rel=1e-12)
+    assert m.step_spread == pytest.approx(3.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("ratio", [0.01, 0.6, 1.0, 2.2, 9.0])
+def test_the_step_against_its_ceiling_on_every_kind_of_machine(monkeypatch, ratio):
+    """The MFU page measures an fp32 step on a CPU, so the bf16 / fp32 ratio of
+    a machine does not move it: with an fp32 ceiling of 4e9 FLOP/s the same
+    step is 1.18 % of it whatever bf16 does, and the bf16 peak is never read."""
+    from mlbook.common.accelerators import NominalPeak
+    from mlbook.common_torch import mamf
+
+    asked = []
+    monkeypatch.setattr(
+        measure, "time_steps", lambda step, steps, warmup, device: [0.5]
+    )
+    monkeypatch.setattr(devices, "measure_matmul_flops_per_s", lambda *a, **k: 2e9)
+
+    def peak(device, dtype):
+        asked.append(dtype)
+        flops = {"fp32": 1e9, "bf16": 1e9 * max(ratio, 1)}[dtype]
+        return NominalPeak(flops, "stub", "upper bound")
+
+    monkeypatch.setattr(devices, "nominal_peak_flops_per_s", peak)
+    monkeypatch.setattr(
+        mamf,
+        "find_ceiling",
+        lambda dtype, *a, **k: _stub_ceiling(4e9 * (ratio if dtype == "bf16" else 1)),
+    )
+    monkeypatch.setattr(mamf, "refine", lambda c, **k: c)
+    m = mfu_demo.measure_mfu(CFG, 32, 2, steps=1, device="cpu", gemm_n=128, rounds=1)
+    assert asked == ["fp32"] and m.dtype == "fp32" and m.peak_basis == "upper bound"
+    assert m.step_vs_ceiling == pytest.approx(0.01179648, rel=1e-12)

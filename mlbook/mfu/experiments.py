@@ -3,6 +3,7 @@ MFU of the small GPT's training step on the current device."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -70,9 +71,9 @@ def gemm_shapes(cfg: TransformerConfig, batch: int, seq_len: int) -> tuple:
 class MfuMeasurement:
     device: str  # what produced the numbers, e.g. "CPU: ..., 2 threads"
     dtype: str
-    peak_flops_per_s: (
-        float  # nominal, from the datasheet table or the CPU's vector units
-    )
+    # nominal, from the datasheet table or the CPU's vector units; NaN where the
+    # device's peak is unknown (then so is mfu_nominal)
+    peak_flops_per_s: float
     peak_how: str
     square_flops_per_s: float  # one n^3 matmul measured in the same run (not a ceiling)
     ceiling: (
@@ -84,6 +85,8 @@ class MfuMeasurement:
     step_vs_square: float  # achieved / the square matmul; may pass 1
     step_vs_ceiling: float  # achieved / MAMF ceiling
     sweeps: int  # how many sweeps it took for the ceiling to hold
+    step_spread: float = 0.0  # the timed steps' slowest / fastest - 1
+    peak_basis: str = "datasheet"  # accelerators.PEAK_BASES
 
 
 # How many ceiling sweeps measure_mfu makes at most while the step still beats
@@ -125,7 +128,9 @@ def measure_mfu(
     square = devices.measure_matmul_flops_per_s(
         dtype, n=gemm_n, device=device, min_run_time_s=min_run_time_s
     )
-    peak, how = devices.nominal_peak_flops_per_s(device, dtype)
+    nominal = devices.nominal_peak_flops_per_s(device, dtype)
+    peak, how = nominal
+    basis = "unknown" if peak is None else getattr(nominal, "basis", "datasheet")
 
     model = GPT(cfg, max_seq_len=seq_len).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -175,16 +180,20 @@ def measure_mfu(
     return MfuMeasurement(
         device=devices.device_description(device),
         dtype=dtype,
-        peak_flops_per_s=peak,
+        peak_flops_per_s=math.nan if peak is None else peak,
         peak_how=how,
         square_flops_per_s=square,
         ceiling=ceiling,
         step_s=step_s,
         tokens_per_s=tokens_per_s,
-        mfu_nominal=mfu.mfu(tokens_per_s, cfg, seq_len, peak),
+        mfu_nominal=math.nan
+        if peak is None
+        else mfu.mfu(tokens_per_s, cfg, seq_len, peak),
         # Not mfu(): these are measurements, not peaks; the page asserts
         # the ceiling held.
         step_vs_square=achieved / square,
         step_vs_ceiling=achieved / ceiling.flops_per_s,
         sweeps=sweeps,
+        step_spread=max(times) / min(times) - 1,
+        peak_basis=basis,
     )
