@@ -659,3 +659,29 @@ def test_sleep_is_never_shorter_than_asked():
     assert experiments.sleep_s(0.001, repeats=5) >= 0.001
     with pytest.raises(ValueError, match="duration_s"):
         experiments.sleep_s(0)
+
+
+@pytest.mark.parametrize(
+    "w0_wait_s,w2_wait_s,verdict",
+    [
+        # steady state with workers that keep up: only the warm-up remains
+        (1.0, 0.004, "workers hid most of the wait"),
+        (1.0, 0.3, "workers hid most of the wait"),  # test sizes: short runs
+        # one core for the trainer and two workers: they share it
+        (1.0, 0.7, "workers hid some of the wait"),
+        # process start-up and pickling cost more than the load they hide
+        (1.0, 1.2, "workers hid none of the wait"),
+        (1.0, 0.0, "workers hid most of the wait"),
+    ],
+)
+def test_the_wait_verdict_on_synthetic_waits(w0_wait_s, w2_wait_s, verdict):
+    from mlbook.input_pipeline.formulas import wait_verdict
+
+    assert wait_verdict(w2_wait_s / w0_wait_s) == verdict
+
+
+def test_the_wait_verdict_refuses_a_negative_ratio():
+    from mlbook.input_pipeline.formulas import wait_verdict
+
+    with pytest.raises(ValueError, match="wait_ratio"):
+        wait_verdict(-0.1)

@@ -71,9 +71,9 @@ def test_what_an_h100_eats_by_hand(v):
     assert v["gpt_need"] == pytest.approx(
         0.4 * 989e12 / 1_258_291_200, rel=1e-9
     )  # 314,395
-    # the prose: one tokenizer thread feeds a node of eight 8B GPUs (the
-    # page asserts it too)
-    assert v["8b_cores"] < 1
+    # threads a node needs: the node's appetite over this machine's measured
+    # tokenizer rate, stated on the page (a slow CPU may need more than one)
+    assert v["8b_cores"] > 0
     # tokenising in the loop: the hungrier the trainer, the more the device waits
     assert 0 < v["70b_idle"] < v["8b_idle"] < v["gpt_idle"] < 1
     assert v["gpt_cores"] > v["8b_cores"] > v["70b_cores"] > 0
@@ -130,7 +130,13 @@ def test_step_time_ab(v):
 def test_timeline(v):
     # each batch of the slow loader sleeps tl_load_ms in all; a sleep is never shorter
     assert v["tl_w0_wait_ms"] >= v["tl_load_ms"]
-    assert v["tl_w2_wait_ms"] < v["tl_w0_wait_ms"]  # the page asserts it
+    # the wait with two workers is measured and judged, not held to a bar
+    from mlbook.input_pipeline.formulas import wait_verdict
+
+    assert v["tl_wait_ratio"] == pytest.approx(
+        v["tl_w2_wait_ms"] / v["tl_w0_wait_ms"], rel=1e-9
+    )
+    assert v["tl_verdict"] == wait_verdict(v["tl_wait_ratio"])
 
 
 def test_bekman_numbers_are_the_published_ones(v):

@@ -18,7 +18,7 @@ GRAD_LAYERS, GRAD_H, GRAD_B, GRAD_S = 2, 64, 2, 64
 SCALER_STEPS, SCALER_INTERVAL, MASTER_STEPS, FP8_STEPS = 300, 20, 150, 60
 LLAMA2_VOCAB = 32_000  # Touvron et al. 2023 (Llama 2), Sec. 2.1: a 32k-token vocabulary
 
-LABELS = {"device_name"}
+LABELS = {"device_name", "mm_kind"}
 GLUED = LABELS | {
     # formats
     "fp16_max",
@@ -295,6 +295,10 @@ def test_matmul_and_the_h100_datasheet(v):
     assert v["mm_fp16_n"] in (128, v["mm_n"])  # the probe size, or full
     assert min(v["mm_fp32"], v["mm_bf16"], v["mm_fp16"]) > 0
     assert v["mm_bf16_over_fp32"] > 0 and v["mm_fp16_over_fp32"] > 0
+    # the page states the kind of machine it measured, not a claim about CPUs
+    from mlbook.common.machine import matmul_kind
+
+    assert v["mm_kind"] == matmul_kind(v["mm_bf16_over_fp32"])
     # NVIDIA H100 Tensor Core GPU datasheet, SXM5, dense: fp32 67 TFLOPS, bf16 989.4,
     # fp8 1,978.9; the table keeps three or four digits (989, 1979), so 1e-3 relative
     assert v["h100_bf16_over_fp32"] == pytest.approx(989.4 / 67, rel=1e-3)

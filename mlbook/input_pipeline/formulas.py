@@ -56,6 +56,27 @@ def device_idle_fraction(load_s: float, compute_s: float, workers: int) -> float
     return max(0.0, 1.0 - compute_s / loader_step_s(load_s, compute_s, workers))
 
 
+# What two workers did to the wait before each step, by the ratio of their
+# measured wait to the wait with none. The steady-state model says they remove
+# it when a batch loads no slower than a step computes; what remains is the
+# warm-up (the first batches, loaded before any step ran) and, on a machine with
+# fewer free cores than workers plus the trainer, the cores they share. Seen on
+# 2-core CPUs: 0.003-0.007 at reader sizes, 0.22-0.32 at test sizes (fewer steps
+# to spread the warm-up over).
+WAIT_VERDICTS = (
+    (0.5, "workers hid most of the wait"),
+    (1.0, "workers hid some of the wait"),
+    (math.inf, "workers hid none of the wait"),
+)
+
+
+def wait_verdict(wait_ratio: float) -> str:
+    """The label of the first WAIT_VERDICTS bound ``wait_ratio`` (the wait
+    with workers over the wait without) is below."""
+    validate.non_negative("wait_ratio", wait_ratio)
+    return next(label for bound, label in WAIT_VERDICTS if wait_ratio < bound)
+
+
 def loader_epoch_s(
     n_batches: int, load_s: float, compute_s: float, workers: int
 ) -> float:
