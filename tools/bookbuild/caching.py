@@ -220,6 +220,7 @@ def machine_inputs() -> dict:
             }
         ),
         "cpu": machine.cpu_model(),
+        "isa caps": json.dumps(machine.isa_settings(), sort_keys=True),
     }
 
 

@@ -59,14 +59,26 @@ def main(argv=None) -> int:
         help="with --repeat: papermill as a reader runs it (no retry, no "
         "work-around for the client's lost wake-ups)",
     )
+    ap.add_argument(
+        "--isa-cap",
+        choices=sorted(machine.ISA_CAPS),
+        default=None,
+        help="cap the CPU instruction sets torch's kernels use, to build as a CPU "
+        "without AMX (avx512_bf16) or with AVX2 only (avx2) would; into its own "
+        "folder (default _build/<book|test>-<cap>), the cap in the cache key",
+    )
     args = ap.parse_args(argv)
+    suffix = ""
+    if args.isa_cap:
+        os.environ.update(machine.ISA_CAPS[args.isa_cap])  # every kernel inherits it
+        suffix = f"-{args.isa_cap}"
     # The kernels, ranks and workers this starts write bytecode as make's do
     # (the Makefile says why): with PYTHONDONTWRITEBYTECODE=1 inherited, each
     # compiled torch again; a reader-size repeat of faults took 61 s, not 28 s.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if args.repeat is not None:
         dest = args.dest or paths.ROOT / "_build" / (
-            "repeat-small" if args.small else "repeat"
+            ("repeat-small" if args.small else "repeat") + suffix
         )
         report = repeat.repeat(
             dest,
@@ -82,7 +94,9 @@ def main(argv=None) -> int:
         return 0 if passed else 1
     if args.no_retry or args.plain:
         ap.error("--no-retry and --plain go with --repeat")
-    dest = args.dest or paths.ROOT / "_build" / ("test" if args.small else "book")
+    dest = args.dest or paths.ROOT / "_build" / (
+        ("test" if args.small else "book") + suffix
+    )
     started = time.perf_counter()
     report = run.build(
         dest,

@@ -12,6 +12,41 @@ CORES_PER_JOB = (
     4  # the default --jobs gives each chapter at least this many physical cores
 )
 
+# The variables that cap the instruction sets torch's CPU kernels use (oneDNN for
+# matmuls and convolutions, ATen's own vectorised kernels, MKL), and the caps
+# tools/build.py --isa-cap sets: on an Intel CPU with AMX they make it compute as
+# a CPU without AMX (avx512_bf16) or with AVX2 only (avx2) would. A cap only
+# takes instructions away. Measured on such a CPU, one thread, a 1024^3 matmul:
+# fp32 / bf16 GFLOP/s 139 / 988 uncapped, 138 / 81 at avx512_bf16, 91 / 1 at avx2.
+ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+ISA_CAPS = {
+    "avx512_bf16": {
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16",
+        "ATEN_CPU_CAPABILITY": "avx512",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+    },
+    "avx2": {
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    },
+}
+
+
+def isa_settings() -> dict:
+    """The ISA-cap variables as this process's environment sets them (None
+    where unset): part of every page's cache key, since they change what the
+    kernels measure."""
+    return {name: os.environ.get(name) for name in ISA_VARIABLES}
+
+
+def cpus() -> set[int]:
+    """The CPUs this process may run on (every CPU where the OS keeps no
+    affinity, as on macOS)."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
 
 def cpu_model() -> str:
     try:
@@ -52,7 +87,7 @@ def physical_cores() -> list[list[int]]:
     """The CPUs this process may use, grouped by physical core (hyperthreads
     of one core together); each CPU alone when the topology is unknown."""
     groups: dict[tuple, list[int]] = {}
-    for cpu in sorted(os.sched_getaffinity(0)):
+    for cpu in sorted(cpus()):
         topo = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
         try:
             core = (
@@ -68,7 +103,7 @@ def physical_cores() -> list[list[int]]:
 def default_jobs() -> int:
     """1 on two CPUs or fewer; else one job per CORES_PER_JOB physical cores,
     and no more jobs than GPUs on a machine that has any."""
-    if len(os.sched_getaffinity(0)) <= 2:
+    if len(cpus()) <= 2:
         return 1
     jobs = max(1, len(physical_cores()) // CORES_PER_JOB)
     gpus = len(gpu_models())
