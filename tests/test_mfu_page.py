@@ -21,7 +21,7 @@ def v(book):
 
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
-    assert set(labels) == {"device_name", "meas_dtype"}
+    assert set(labels) == {"device_name", "meas_dtype", "meas_peak_basis"}
     assert all(len(x) < 80 for x in labels.values())  # a label, not a sentence
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
 
