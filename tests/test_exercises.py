@@ -147,6 +147,46 @@ def test_five_tolerances_off_is_wrong_and_half_a_tolerance_is_right(record, answ
         assert check(record.id, **{**base, name: key * factor}).correct
 
 
+def _three_figures(x: float) -> float:
+    """``x`` rounded to three significant figures, as a reader writes it."""
+    return round(x, 2 - math.floor(math.log10(abs(x))))
+
+
+# Every real-valued key a reader computes from the statement alone: a
+# measurement, a function and a prediction have no key of this kind.
+STATED = [
+    pytest.param(r, a, id=f"{r.id}:{a['name']}")
+    for r in CHECKED
+    if r.kind not in ("measure", "code", "predict") and not r.measured
+    for a in answer_specs(r, ("real",))
+]
+
+
+def test_three_figures_rounds_as_a_reader_does():
+    assert _three_figures(1 / 511) == 0.00196 and _three_figures(13.8896) == 13.9
+    assert _three_figures(107.51) == 108 and _three_figures(-0.04567) == -0.0457
+
+
+@pytest.mark.parametrize(("record", "answer"), STATED)
+def test_a_right_answer_to_three_significant_figures_is_accepted(record, answer):
+    """A reader who computes the key right and writes it to three significant
+    figures is told it is right, and every named mistake is refused: a key
+    whose mistakes sit closer than that rounding must ask for its answer
+    another way (faults-4 asks for 1/delta*, not delta*)."""
+    three = _three_figures(answer["key"])
+    verdict = judge(answer, three)
+    assert verdict.correct, (
+        f"{record.id} {answer['name']}: {three} (the key {answer['key']!r} to three "
+        f"figures) is refused: {verdict.hint}"
+    )
+    for m in answer["mistakes"]:
+        assert not judge(answer, m["value"]).correct, (record.id, m["name"])
+
+
+def test_every_stated_real_key_is_checked_at_three_figures():
+    assert len(STATED) >= 68  # the count when this test was written
+
+
 @pytest.mark.parametrize(("record", "answer"), numeric_answers("integer"))
 def test_an_integer_is_exact(record, answer):
     base = key_answers(record)
