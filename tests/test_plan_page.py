@@ -104,3 +104,28 @@ def test_the_rest_of_the_70b_and_llama3_numbers(v):
     assert v["l3_interval_min"] == pytest.approx(13.26, abs=0.05)
     # 2.3 binary terabytes are 2.3 x 2^40 bytes
     assert v["bloom_vs_tib"] == pytest.approx(v["bloom_tb"] * 1e12 / (2.3 * 2**40) - 1)
+
+
+def test_plan_3_where_the_lost_time_goes(v):
+    """plan-3's solution, by hand: T = 10,800 s, C = 30 s, I = R = 600 s. Each
+    failure costs R + (I + C)/2 = 600 + 315 = 915 s; wall / W = 1.05 / (1 -
+    915/10,800) = 11,340 / 9,885. Per second of useful work the writes cost
+    C/I = 5.0 %, the rework (wall/W)(315/10,800) = 3.35 % and the restarts
+    (wall/W)(600/10,800) = 6.37 %: restarts are the largest single loss, but
+    writes and rework together (8.35 %) cost more, which the old solution
+    denied. Per failure R = 600 s is more than the half segment, 315 s."""
+    wall = 11_340 / 9_885
+    assert v["plan3_half_segment_s"] == 315
+    assert v["plan3_writes"] == pytest.approx(0.05)
+    assert v["plan3_rework"] == pytest.approx(wall * 315 / 10_800)  # 0.03346
+    assert v["plan3_restarts"] == pytest.approx(wall * 600 / 10_800)  # 0.06373
+    assert v["plan3_writes"] + v["plan3_rework"] > v["plan3_restarts"]
+    # halving R: (1 - (300 + 315) / 10,800) / 1.05 = 0.898148
+    assert v["plan3_goodput_half_r"] == pytest.approx((1 - 615 / 10_800) / 1.05)
+
+    def goodput(i):  # the first-order account at 10-minute restarts, written out
+        return (1 - (600 + (i + 30) / 2) / 10_800) / (1 + 30 / i)
+
+    best = max(goodput(i) for i in range(60, 3601, 10))  # at 750 s
+    assert v["plan3_goodput_best_i"] == pytest.approx(best)
+    assert goodput(600) < best < v["plan3_goodput_half_r"]
