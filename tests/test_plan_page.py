@@ -129,3 +129,53 @@ def test_plan_3_where_the_lost_time_goes(v):
     best = max(goodput(i) for i in range(60, 3601, 10))  # at 750 s
     assert v["plan3_goodput_best_i"] == pytest.approx(best)
     assert goodput(600) < best < v["plan3_goodput_half_r"]
+
+
+def test_one_run_has_one_number_of_days_on_every_page(v):
+    """Llama-3-70B on 15T tokens and 4,096 H100s at 40 % MFU, s = 8192, in the
+    MFU equation's count (6 N_matmul + 12Lhs), on the four places that plan it:
+    the MFU chapter's table, its live planner, the interview's Q1 and this page.
+    By hand: N_matmul = 80 (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672)
+    + 128256 x 8192 = 69,501,714,432; 12Lhs = 12 x 80 x 8192 x 8192 =
+    64,424,509,440; (6 N_matmul + 12Lhs) = 481,434,796,032 FLOPs a token, x 15e12
+    tokens / (4096 x 989e12 x 0.40 x 86,400) = 51.5821 days. (The pages used to
+    give 51.9 with N = 70e9, 52.3 with all 70,553,706,496 parameters, 51.6 here.)
+    The 8B and 405B cases, by the same count: 8B, N_matmul = 32 (2 x 4096^2 +
+    2 x 4096 x 1024 + 3 x 4096 x 14336) + 128256 x 4096 = 7,504,658,432 on 1,024
+    GPUs; 405B, N_matmul = 126 (2 x 16384^2 + 2 x 16384 x 1024 + 3 x 16384 x
+    53248) + 128256 x 16384 = 403,747,897,344 on 16,384 GPUs and 15.6T tokens."""
+    from mlbook.mfu import live
+
+    def days(n_mm, n_layers, h, tokens, gpus):
+        per_token = 6 * n_mm + 12 * n_layers * h * 8192
+        return per_token * tokens / (gpus * 989e12 * 0.40 * 86_400)
+
+    want = {
+        "8B": days(7_504_658_432, 32, 4096, 15e12, 1024),  # 24.8197
+        "70B": days(69_501_714_432, 80, 8192, 15e12, 4096),  # 51.5821
+        "405B": days(403_747_897_344, 126, 16384, 15.6e12, 16384),  # 73.1365
+    }
+    assert want["70B"] == pytest.approx(51.5821, abs=1e-4)
+    mfu_page, interview = page_values("mfu"), page_values("interview")
+    for k, expected in want.items():
+        assert v[f"case_{k}_full"] == pytest.approx(expected, rel=1e-12), k
+        assert mfu_page[f"plan_{k}_attn"] == pytest.approx(expected, rel=1e-12), k
+    assert v["p70_ideal_days"] == pytest.approx(want["70B"], rel=1e-12)
+    assert interview["q1_days_40"] == pytest.approx(want["70B"], rel=1e-12)
+    shown = live.training_days_planner.live.values()  # the figure's default
+    assert shown == {
+        "model": "Llama-3-70B",
+        "tokens_trillions": 15,
+        "seq_len": 8192,
+        "gpu": "H100 SXM",
+        "n_gpus": 4096,
+        "mfu_value": 0.4,
+    }
+    figure = live.training_days_planner(**shown)
+    (point,) = next(
+        lay["data"]["values"]
+        for lay in figure["layer"]
+        if lay["mark"]["type"] == "point"
+    )
+    assert point["days"] == pytest.approx(want["70B"], rel=1e-12)
+    assert f"{want['70B']:.1f} days on 4,096" in figure["title"]["text"]
