@@ -256,6 +256,8 @@ def test_the_hint_gives_the_direction_and_rough_size_not_the_answer(capsys):
         ("cadence-1", "daly_s", "Young's interval"),
         ("scaling-1", "n_dp", "gradients (or weights) sharded too"),
         ("recompute-1", "seq_len", "the core's share of the forward, not of the step"),
+        ("plan-1", "memory_gib", "34 sbh for a SwiGLU model"),
+        ("plan-2", "memory_gib", "34 sbh for a SwiGLU model"),
     ],
 )
 def test_the_issues_named_mistakes_are_named(ex_id, answer, mistake):
