@@ -588,6 +588,26 @@ def test_a_prediction_sits_just_before_the_result_it_predicts(record):
     )
 
 
+def test_input_pipeline_5_statement_and_solution_take_the_same_sleeps():
+    """The statement says how many sleeps experiments.sleep_s averages; the
+    solution must average that many (it once passed repeats=20 against the
+    statement's 50)."""
+    from mlbook.input_pipeline import experiments
+
+    default = inspect.signature(experiments.sleep_s).parameters["repeats"].default
+    _, _, body, _ = EXERCISES_ON_PAGES["input_pipeline-5"]
+    (stated,) = re.findall(r"takes the mean of (\d+) sleeps", " ".join(body.split()))
+    calls = [
+        call
+        for cell in solutions(PAGES["input_pipeline"])["input_pipeline-5"]
+        for call in re.findall(r"sleep_s\(([^()]*(?:\([^()]*\)[^()]*)*)\)", cell.source)
+    ]
+    assert calls, "the solution calls experiments.sleep_s"
+    for call in calls:
+        given = re.search(r"repeats=(\d+)", call)
+        assert int(given[1] if given else default) == int(stated), call
+
+
 def test_the_interview_questions_link_to_the_exercises_that_drill_them():
     text = (ROOT / "book" / "interview.md").read_text()
     linked = re.findall(r"\{ref\}`([a-z_]+-\d+)`", text)
