@@ -147,6 +147,46 @@ def test_five_tolerances_off_is_wrong_and_half_a_tolerance_is_right(record, answ
         assert check(record.id, **{**base, name: key * factor}).correct
 
 
+def _three_figures(x: float) -> float:
+    """``x`` rounded to three significant figures, as a reader writes it."""
+    return round(x, 2 - math.floor(math.log10(abs(x))))
+
+
+# Every real-valued key a reader computes from the statement alone: a
+# measurement, a function and a prediction have no key of this kind.
+STATED = [
+    pytest.param(r, a, id=f"{r.id}:{a['name']}")
+    for r in CHECKED
+    if r.kind not in ("measure", "code", "predict") and not r.measured
+    for a in answer_specs(r, ("real",))
+]
+
+
+def test_three_figures_rounds_as_a_reader_does():
+    assert _three_figures(1 / 511) == 0.00196 and _three_figures(13.8896) == 13.9
+    assert _three_figures(107.51) == 108 and _three_figures(-0.04567) == -0.0457
+
+
+@pytest.mark.parametrize(("record", "answer"), STATED)
+def test_a_right_answer_to_three_significant_figures_is_accepted(record, answer):
+    """A reader who computes the key right and writes it to three significant
+    figures is told it is right, and every named mistake is refused: a key
+    whose mistakes sit closer than that rounding must ask for its answer
+    another way (faults-4 asks for 1/delta*, not delta*)."""
+    three = _three_figures(answer["key"])
+    verdict = judge(answer, three)
+    assert verdict.correct, (
+        f"{record.id} {answer['name']}: {three} (the key {answer['key']!r} to three "
+        f"figures) is refused: {verdict.hint}"
+    )
+    for m in answer["mistakes"]:
+        assert not judge(answer, m["value"]).correct, (record.id, m["name"])
+
+
+def test_every_stated_real_key_is_checked_at_three_figures():
+    assert len(STATED) >= 68  # the count when this test was written
+
+
 @pytest.mark.parametrize(("record", "answer"), numeric_answers("integer"))
 def test_an_integer_is_exact(record, answer):
     base = key_answers(record)
@@ -216,6 +256,8 @@ def test_the_hint_gives_the_direction_and_rough_size_not_the_answer(capsys):
         ("cadence-1", "daly_s", "Young's interval"),
         ("scaling-1", "n_dp", "gradients (or weights) sharded too"),
         ("recompute-1", "seq_len", "the core's share of the forward, not of the step"),
+        ("plan-1", "memory_gib", "34 sbh for a SwiGLU model"),
+        ("plan-2", "memory_gib", "34 sbh for a SwiGLU model"),
     ],
 )
 def test_the_issues_named_mistakes_are_named(ex_id, answer, mistake):
@@ -544,6 +586,26 @@ def test_a_prediction_sits_just_before_the_result_it_predicts(record):
         f"{record.id}: tag the measurement's cell after the prediction "
         "`:tags: [after-prediction]` (the HTML folds it until the reader predicts)"
     )
+
+
+def test_input_pipeline_5_statement_and_solution_take_the_same_sleeps():
+    """The statement says how many sleeps experiments.sleep_s averages; the
+    solution must average that many (it once passed repeats=20 against the
+    statement's 50)."""
+    from mlbook.input_pipeline import experiments
+
+    default = inspect.signature(experiments.sleep_s).parameters["repeats"].default
+    _, _, body, _ = EXERCISES_ON_PAGES["input_pipeline-5"]
+    (stated,) = re.findall(r"takes the mean of (\d+) sleeps", " ".join(body.split()))
+    calls = [
+        call
+        for cell in solutions(PAGES["input_pipeline"])["input_pipeline-5"]
+        for call in re.findall(r"sleep_s\(([^()]*(?:\([^()]*\)[^()]*)*)\)", cell.source)
+    ]
+    assert calls, "the solution calls experiments.sleep_s"
+    for call in calls:
+        given = re.search(r"repeats=(\d+)", call)
+        assert int(given[1] if given else default) == int(stated), call
 
 
 def test_the_interview_questions_link_to_the_exercises_that_drill_them():

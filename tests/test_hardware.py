@@ -253,6 +253,11 @@ def test_notation_page_states_binary_capacities_as_the_table_has_them():
     )
     assert "print decimal GB" not in text
     assert '"80 GB" of an H100 is 80 GiB' in text
+    # HBM stacks do not come in powers of two: the H200 has six 24 GB stacks
+    # (144 GB, 141 enabled), an H100 SXM five active ones; the binary units
+    # stand on the DRAM dies, which hold whole gibibits
+    assert "stacks come in powers of two" not in text
+    assert "dies are made and counted in binary units" in text
     (mib,) = re.findall(r"([\d,]+) MiB", text)
     assert (
         int(mib.replace(",", "")) * 2**20

@@ -62,10 +62,10 @@ INDEPENDENT = {
     "faults-1": {"delta_no_noise": 1 / 1023, "delta": NOISY},
     "faults-2": {"mtbi_h": MTBI_2048_H, "interruptions": 30 * 24 / MTBI_2048_H},
     "faults-3": {"slowdown": SLOWDOWN3, "break_even": BREAK_EVEN3},
-    # faults-4: 512 ranks, one at half speed (delta = 1): delta* = 1/511; the
+    # faults-4: 512 ranks, one at half speed (delta = 1): 1/delta* = 511; the
     # drained step is 512/511 of a healthy one against 2 waiting, so it saves
     # 1 - 512 / (511 x 2) = 0.49902.
-    "faults-4": {"delta_star": 1 / 511, "saved": 1 - 512 / (511 * 2)},
+    "faults-4": {"inverse_delta_star": 511, "saved": 1 - 512 / (511 * 2)},
 }
 
 

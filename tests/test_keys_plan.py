@@ -132,6 +132,44 @@ def test_the_hand_numbers_are_what_the_statements_say():
     assert WALL4F / WALL4S == pytest.approx(4 / 3, rel=0.01)
 
 
+def test_the_statements_give_the_counts_the_keys_take():
+    """plan-1 and plan-2 say which N each formula takes and which block the
+    activations count; the numbers they print are the hand counts above, to the
+    figures they print (70.55 B, where a reader left to guess takes 70e9 and
+    gets a Young interval of 13.835 min against the key's 13.890)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "plan.md").read_text()
+
+    def statement(label):
+        start = text.index(f":label: {label}\n")
+        return " ".join(text[start : text.index("```", start)].split())
+
+    for label, n, n_mm in (("plan-1", N70, NMM70), ("plan-2", N405, NMM405)):
+        body = statement(label)
+        assert f"$N$ = {n / 1e9:.2f} B" in body, label
+        assert f"$N_\\text{{matmul}}$ = {n_mm / 1e9:.2f} B" in body, label
+        assert "$(16 + 8d_{ff}/h)\\,sbh$" in body, label
+    assert "$34\\,sbh$" in statement("plan-1")
+    assert math.sqrt(70e9 / N70) * I1 / 60 == pytest.approx(13.835, abs=1e-3)
+
+
+def test_the_34_sbh_mistake_is_the_gpt_blocks_count():
+    """plan-1 and plan-2 with 34 sbh a layer (Korthikanti's GPT block) instead of
+    Llama's 44 and 42: 54.49 and 92.18 GiB, refused with a hint, not taken as
+    right (the keys are 60.74 and 108.18)."""
+    from mlbook.exercises import spec
+
+    gpt1 = MEM1 - 80 * (44 - 34) * 8192 * 8192 / 8
+    gpt2 = MEM2 - 128 * (42 - 34) * 8192 * 16_384 / 8
+    assert gpt1 / GIB == pytest.approx(54.49, abs=0.01)
+    assert gpt2 / GIB == pytest.approx(92.18, abs=0.01)
+    for ex_id, want in (("plan-1", gpt1), ("plan-2", gpt2)):
+        (memory,) = [a for a in spec(ex_id)["answers"] if a["name"] == "memory_gib"]
+        named = {m["name"]: m["value"] for m in memory["mistakes"]}
+        assert named["34 sbh for a SwiGLU model"] == pytest.approx(want / GIB)
+
+
 def test_there_are_at_least_three_planning_problems():
     plans = [r for r in EXERCISES.values() if r.chapter == "plan"]
     assert len(plans) >= 3 and all(r.checked for r in plans)

@@ -19,6 +19,7 @@ from conftest import examples
 from mlbook.cadence import live as cadence_live
 from mlbook.common import accelerators, live, transformer
 from mlbook.common import vegalite as vl
+from mlbook.mfu import flops
 from mlbook.mfu import live as mfu_live
 
 PROPERTY_COVERS = {
@@ -275,7 +276,12 @@ def test_planner_days_fall_as_one_over_the_gpus(model, d, s, g, u):
     }
     assert any(r["GPUs"] == g for r in six)
     ratio = {attn[r["GPUs"]] / r["days"] for r in six}
-    assert max(ratio) == pytest.approx(min(ratio), rel=1e-9) and min(ratio) > 1
+    # (6 N_matmul + 12Lhs) / 6N, N all parameters: the same at every GPU count
+    cfg = transformer.PRESETS[model]
+    n_mm, n_all = flops.matmul_params(cfg), flops.n_params(cfg)
+    want = (6 * n_mm + 12 * cfg.n_layers * cfg.d_model * s) / (6 * n_all)
+    assert max(ratio) == pytest.approx(min(ratio), rel=1e-9)
+    assert min(ratio) == pytest.approx(want, rel=1e-9)
     assert all(
         r["days"] * r["GPUs"] == pytest.approx(six[0]["days"] * six[0]["GPUs"])
         for r in six

@@ -174,7 +174,8 @@ def test_measured_mfu_is_physical_and_consistent(v):
 
 
 def test_days_at_40_percent_mfu(v):
-    # BRIEF planning cases on H100 (989 TFLOP/s), 40 % MFU, 86,400 s a day, by hand:
+    # BRIEF planning cases on H100 (989 TFLOP/s), 40 % MFU, 86,400 s a day, by the
+    # rule of thumb 6ND with the N each model is named for, by hand:
     #   8B:   6 * 8e9 * 15e12 = 7.2e23
     #         / (1024 * 989e12 * 0.4 * 86400 = 3.50002e22) = 20.5713
     #   70B:  6 * 70e9 * 15e12 = 6.3e24 / (4096 * ... = 1.40004e23) = 44.9998
@@ -186,18 +187,32 @@ def test_days_at_40_percent_mfu(v):
 
 
 def test_days_with_the_attention_term(v):
-    # Issue 11, item 1: at s = 8192 the attention term 12Lhs adds about 15 % for 70B and
-    # about 8 % for 405B. By hand:
-    #   8B:   12 * 32 * 4096 * 8192 = 12,884,901,888 / 48e9      = 0.268435
-    #   70B:  12 * 80 * 8192 * 8192 = 64,424,509,440 / 420e9     = 0.153392
-    #   405B: 12 * 126 * 16384 * 8192 = 202,937,204,736 / 2.43e12 = 0.083513
-    assert v["plan_8B_extra"] == pytest.approx(0.268435, abs=1e-6)
-    assert v["plan_70B_extra"] == pytest.approx(0.153392, abs=1e-6)
-    assert v["plan_405B_extra"] == pytest.approx(0.083513, abs=1e-6)
-    # the same 40 % counted with attention: 20.5713 * 1.268435 = 26.0934;
-    # 44.9998 * 1.153392 = 51.9024; 67.6926 * 1.083513 = 73.3458
-    assert v["plan_8B_attn"] == pytest.approx(26.0934, abs=1e-4)
-    assert v["plan_70B_attn"] == pytest.approx(51.9024, abs=1e-4)
-    assert v["plan_405B_attn"] == pytest.approx(73.3458, abs=1e-4)
-    # "the smaller the model, the larger the difference"
+    # Equation eq-mfu's count: 6 N_matmul + 12Lhs, N_matmul from the shapes (GQA:
+    # K and V are h x 1024 with 8 KV heads of 128; V = 128,256; the embedding is
+    # a gather), by hand:
+    #   8B:   32 (2 * 4096^2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 128256 * 4096
+    #         = 7,504,658,432
+    #   70B:  80 (2 * 8192^2 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 128256 * 8192
+    #         = 69,501,714,432
+    #   405B: 126 (2 * 16384^2 + 2 * 16384 * 1024 + 3 * 16384 * 53248)
+    #         + 128256 * 16384 = 403,747,897,344
+    n_mm = {"8B": 7_504_658_432, "70B": 69_501_714_432, "405B": 403_747_897_344}
+    for k, n in n_mm.items():
+        assert v[f"plan_{k}_nmm"] == pytest.approx(n / 1e9, rel=EXACT)
+    # at s = 8192 the attention term 12Lhs against 6 N_matmul:
+    #   8B:   12 * 32 * 4096 * 8192 = 12,884,901,888 / 45,027,950,592 = 0.286153
+    #   70B:  12 * 80 * 8192 * 8192 = 64,424,509,440 / 417,010,286,592 = 0.154491
+    #   405B: 12 * 126 * 16384 * 8192 = 202,937,204,736 / 2,422,487,384,064
+    #         = 0.083772
+    assert v["plan_8B_extra"] == pytest.approx(0.286153, abs=1e-6)
+    assert v["plan_70B_extra"] == pytest.approx(0.154491, abs=1e-6)
+    assert v["plan_405B_extra"] == pytest.approx(0.083772, abs=1e-6)
+    # the same 40 % counted as eq-mfu counts: (6 N_matmul + 12Lhs) D / (G x 989e12
+    # x 0.4 x 86400): 57,912,852,480 x 15e12 / 3.50002e22 = 24.8197;
+    # 481,434,796,032 x 15e12 / 1.40001e23 = 51.5821;
+    # 2,625,424,588,800 x 15.6e12 / 5.60002e23 = 73.1365
+    assert v["plan_8B_attn"] == pytest.approx(24.8197, abs=1e-4)
+    assert v["plan_70B_attn"] == pytest.approx(51.5821, abs=1e-4)
+    assert v["plan_405B_attn"] == pytest.approx(73.1365, abs=1e-4)
+    # "the smaller the model, the larger the attention's share"
     assert v["plan_8B_extra"] > v["plan_70B_extra"] > v["plan_405B_extra"]

@@ -104,3 +104,95 @@ def test_the_rest_of_the_70b_and_llama3_numbers(v):
     assert v["l3_interval_min"] == pytest.approx(13.26, abs=0.05)
     # 2.3 binary terabytes are 2.3 x 2^40 bytes
     assert v["bloom_vs_tib"] == pytest.approx(v["bloom_tb"] * 1e12 / (2.3 * 2**40) - 1)
+
+
+def test_plan_3_where_the_lost_time_goes(v):
+    """plan-3's solution, by hand: T = 10,800 s, C = 30 s, I = R = 600 s. Each
+    failure costs R + (I + C)/2 = 600 + 315 = 915 s; wall / W = 1.05 / (1 -
+    915/10,800) = 11,340 / 9,885. Per second of useful work the writes cost
+    C/I = 5.0 %, the rework (wall/W)(315/10,800) = 3.35 % and the restarts
+    (wall/W)(600/10,800) = 6.37 %: restarts are the largest single loss, but
+    writes and rework together (8.35 %) cost more, which the old solution
+    denied. Per failure R = 600 s is more than the half segment, 315 s."""
+    wall = 11_340 / 9_885
+    assert v["plan3_half_segment_s"] == 315
+    assert v["plan3_writes"] == pytest.approx(0.05)
+    assert v["plan3_rework"] == pytest.approx(wall * 315 / 10_800)  # 0.03346
+    assert v["plan3_restarts"] == pytest.approx(wall * 600 / 10_800)  # 0.06373
+    assert v["plan3_writes"] + v["plan3_rework"] > v["plan3_restarts"]
+    # halving R: (1 - (300 + 315) / 10,800) / 1.05 = 0.898148
+    assert v["plan3_goodput_half_r"] == pytest.approx((1 - 615 / 10_800) / 1.05)
+
+    def goodput(i):  # the first-order account at 10-minute restarts, written out
+        return (1 - (600 + (i + 30) / 2) / 10_800) / (1 + 30 / i)
+
+    best = max(goodput(i) for i in range(60, 3601, 10))  # at 750 s
+    assert v["plan3_goodput_best_i"] == pytest.approx(best)
+    assert goodput(600) < best < v["plan3_goodput_half_r"]
+
+
+def test_one_run_has_one_number_of_days_on_every_page(v):
+    """Llama-3-70B on 15T tokens and 4,096 H100s at 40 % MFU, s = 8192, in the
+    MFU equation's count (6 N_matmul + 12Lhs), on the four places that plan it:
+    the MFU chapter's table, its live planner, the interview's Q1 and this page.
+    By hand: N_matmul = 80 (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672)
+    + 128256 x 8192 = 69,501,714,432; 12Lhs = 12 x 80 x 8192 x 8192 =
+    64,424,509,440; (6 N_matmul + 12Lhs) = 481,434,796,032 FLOPs a token, x 15e12
+    tokens / (4096 x 989e12 x 0.40 x 86,400) = 51.5821 days. (The pages used to
+    give 51.9 with N = 70e9, 52.3 with all 70,553,706,496 parameters, 51.6 here.)
+    The 8B and 405B cases, by the same count: 8B, N_matmul = 32 (2 x 4096^2 +
+    2 x 4096 x 1024 + 3 x 4096 x 14336) + 128256 x 4096 = 7,504,658,432 on 1,024
+    GPUs; 405B, N_matmul = 126 (2 x 16384^2 + 2 x 16384 x 1024 + 3 x 16384 x
+    53248) + 128256 x 16384 = 403,747,897,344 on 16,384 GPUs and 15.6T tokens."""
+    from mlbook.mfu import live
+
+    def days(n_mm, n_layers, h, tokens, gpus):
+        per_token = 6 * n_mm + 12 * n_layers * h * 8192
+        return per_token * tokens / (gpus * 989e12 * 0.40 * 86_400)
+
+    want = {
+        "8B": days(7_504_658_432, 32, 4096, 15e12, 1024),  # 24.8197
+        "70B": days(69_501_714_432, 80, 8192, 15e12, 4096),  # 51.5821
+        "405B": days(403_747_897_344, 126, 16384, 15.6e12, 16384),  # 73.1365
+    }
+    assert want["70B"] == pytest.approx(51.5821, abs=1e-4)
+    mfu_page, interview = page_values("mfu"), page_values("interview")
+    for k, expected in want.items():
+        assert v[f"case_{k}_full"] == pytest.approx(expected, rel=1e-12), k
+        assert mfu_page[f"plan_{k}_attn"] == pytest.approx(expected, rel=1e-12), k
+    assert v["p70_ideal_days"] == pytest.approx(want["70B"], rel=1e-12)
+    assert interview["q1_days_40"] == pytest.approx(want["70B"], rel=1e-12)
+    shown = live.training_days_planner.live.values()  # the figure's default
+    assert shown == {
+        "model": "Llama-3-70B",
+        "tokens_trillions": 15,
+        "seq_len": 8192,
+        "gpu": "H100 SXM",
+        "n_gpus": 4096,
+        "mfu_value": 0.4,
+    }
+    figure = live.training_days_planner(**shown)
+    (point,) = next(
+        lay["data"]["values"]
+        for lay in figure["layer"]
+        if lay["mark"]["type"] == "point"
+    )
+    assert point["days"] == pytest.approx(want["70B"], rel=1e-12)
+    assert f"{want['70B']:.1f} days on 4,096" in figure["title"]["text"]
+
+
+def test_plan_4_tensor_parallelism_is_what_saves_the_memory(v):
+    """plan-4 with selective recompute, by hand: Llama-3-70B (N = 70,553,706,496)
+    on 4,096 H100s, ZeRO-1 over dp = 4096 / tp. Per GPU: bf16 weights and
+    gradients 4N / tp, Adam 12N / (tp dp) = 12N / 4096, activations 80 layers x
+    44 sbh (Llama's block) x 8192 x 8192 / tp. tp = 1: 262.83 + 0.19 + 220 =
+    483.0 GiB; tp = 8: 32.85 + 0.19 + 27.5 = 60.5 GiB. The old solution called
+    tensor parallelism nearly free in memory terms; it is what saves it."""
+    n, gib = 70_553_706_496, 2**30
+
+    def memory(tp):
+        return (4 * n / tp + 12 * n / 4096 + 80 * 44 * 8192 * 8192 / tp) / gib
+
+    assert memory(1) == pytest.approx(483.03, abs=0.01)
+    assert v["plan4_mem_tp1_gib"] == pytest.approx(memory(1))
+    assert v["plan4_mem_tp8_gib"] == pytest.approx(memory(8))  # 60.54

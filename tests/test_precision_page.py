@@ -91,6 +91,10 @@ GLUED = LABELS | {
     "mw_master_error",
     "mw_pure_error",
     "master_bytes",
+    "p5_gap",
+    "p5_step_error",
+    "p5_lost",
+    "p5_decay",
     # fp8
     "f8_grad_std",
     "f8_E5M2_plain",
@@ -315,3 +319,19 @@ def test_model_state_bytes(v):
         assert v[f"state_{n}b"] == pytest.approx(
             gib, abs=0.005
         )  # the hand values' last digit
+
+
+def test_precision_5_a_typical_weight_still_moves_coarsely(v):
+    """precision-5's solution, by hand. A weight of 0.02 (GPT-2's and Llama's
+    initialisation std) lies in [2^-6, 2^-5), where bf16's 8 significant bits
+    space numbers 2^-13 = 1.2207e-4 apart; stored, it is 164 x 2^-13 =
+    0.0200195. Adding 0.0003 gives 166.46 steps, rounded to 166: the weight
+    moves 2 x 2^-13 = 2.4414e-4, 18.6 % short of the update. An update below
+    half a step, 2^-14 = 6.1035e-5 (0.0003 / 4.92), is lost. The old solution
+    said the weights that stall at this rate (from 2^-3 = 0.125 on) hold most
+    weights of a trained network; at 0.02 they move, coarsely."""
+    assert v["p5_gap"] == 2.0**-13
+    assert v["p5_step_error"] == pytest.approx(1 - 2 * 2.0**-13 / 0.0003, rel=1e-12)
+    assert v["p5_step_error"] == pytest.approx(0.1862, abs=1e-4)
+    assert v["p5_lost"] == 2.0**-14
+    assert v["p5_decay"] == pytest.approx(0.0003 * 2**14, rel=1e-12)  # 4.92

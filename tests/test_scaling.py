@@ -410,6 +410,43 @@ def test_figures_draw_with_labelled_axes():
     plt.close(fig)
 
 
+def test_sizes_divided_by_kib_and_mib_are_labelled_kib_and_mib():
+    """The sweep's sizes are 1024 x 4^i bytes and every figure divides them by
+    KIB or MIB: the labels say KiB and MiB (the book's KB and MB are decimal),
+    and so does the page's sweep section."""
+    import re
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    from mlbook.scaling import experiments, figures, formulas
+
+    sizes = experiments.DEFAULT_SIZES
+    assert sizes[0] == 1024 and sizes[-1] == 64 * 2**20
+    times = [2e-5 + s / 1e9 for s in sizes]  # alpha = 10 us on 2 ranks, 1 GB/s
+    sweep = experiments.AllReduceSweep(2, sizes, tuple(times), (), 0, 0, 0.0, 0)
+    fig = figures.allreduce_fit(sweep, formulas.fit_alpha_beta(sizes, times, 2), "x")
+    ticks = {t.get_text() for ax in fig.axes for t in ax.get_xticklabels()}
+    legend = " ".join(t.get_text() for t in fig.axes[1].get_legend().get_texts())
+    plt.close(fig)
+    assert ticks == {"1 KiB", "16 KiB", "256 KiB", "4 MiB", "64 MiB"}
+    assert "checked above 64 KiB" in legend
+    caps = ((1, 4), (1000, 1))  # (bucket_cap_mb, buckets)
+    rows = tuple(experiments.OverlapRow(c, n, 2e-3, 1e-3, 1e-3) for c, n in caps)
+    run = experiments.OverlapRun(2, 10, 3 * 2**20, 64, rows, 1e-3, 2, 0.0, 0)
+    fig = figures.overlap_bars(run, "x")
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    legend = " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    plt.close(fig)
+    assert ticks == ["1 MiB\n(4 buckets)", "1000 MiB\n(1 bucket)"]
+    assert "all 3 MiB of gradients" in legend
+    page = Path(__file__).resolve().parent.parent / "notebooks" / "scaling.md"
+    text = page.read_text()
+    assert not re.search(r"\bKB\b", text), "the page has no decimal kilobytes to name"
+    sweep_section = text[text.index("### The α-β model") : text.index("## DDP")]
+    assert "KiB" in sweep_section and not re.search(r"\bMB\b", sweep_section)
+
+
 def test_ddp_bucket_cap_mb_is_mebibytes(tmp_path):
     """Issue 22, item 15: DDP multiplies bucket_cap_mb by 1024^2, so its 25 is
     25 MiB (26,214,400 bytes), not 25 MB; the scaling and accumulation pages

@@ -65,10 +65,15 @@ def test_alpha_beta_fit(v):
     )
     assert v["ar_max_dev"] <= 0.5
     # physical: a latency is not negative, a bandwidth is positive, and beta is 1/B
-    # (ns per KB = 1024 / (GB/s))
+    # (ns per KiB = 1024 / (GB/s))
     assert v["ar_alpha_us"] >= 0 and v["ar_bw_gbs"] > 0
     assert v["ar_beta_ns_per_kb"] == pytest.approx(1024 / v["ar_bw_gbs"], rel=EXACT)
     assert 0 <= v["ar_rounds"] <= 3  # allreduce_sweep's default
+    # the crossover of this fit, S* = N alpha B (scaling-3), in KiB: 2 ranks x
+    # alpha (us -> s) x B (GB/s -> bytes/s) / 1024; the page says it is this
+    # machine's, not a rule (scaling-3's ring of 16 at 8 us and 25 GB/s: 3.2 MB)
+    s_star_bytes = 2 * v["ar_alpha_us"] * 1e-6 * v["ar_bw_gbs"] * 1e9
+    assert v["ar_s_star_kib"] == pytest.approx(s_star_bytes / 1024, rel=EXACT)
 
 
 def test_ddp_overlap_run(v):

@@ -250,7 +250,7 @@ def _faults_4(n_ranks, speed):
     delta = formulas.delta_from_speed(speed)
     wait = formulas.expected_step_time(n_ranks, delta, 0.0)
     return {
-        "delta_star": formulas.drain_threshold(n_ranks, 0.0),
+        "inverse_delta_star": 1 / formulas.drain_threshold(n_ranks, 0.0),
         "saved": 1 - formulas.drop_step_time(n_ranks, 0.0) / wait,
     }
 
@@ -260,18 +260,22 @@ FAULTS_4 = exercise(
     level=2,
     kind="derive",
     inputs={"n_ranks": 512, "speed": 0.5},
+    # 1/delta* is asked, not delta*: delta* = 1/511 = 0.0019569 and the named
+    # mistake 1/512 = 0.0019531 differ by 0.2 %, so a right answer rounded to
+    # three figures (0.00196) would sit closer to the mistake than a tolerance
+    # that tells them apart; 511 and 512 are told apart at any rounding.
     answers={
-        "delta_star": Real("fraction", "the break-even delta*", 0.0005),
+        "inverse_delta_star": Real("count", "1/delta*, the inverse break-even", 0.0005),
         "saved": Real("fraction", "the share of the step time draining saves", 0.0005),
     },
     key=_faults_4,
     mistakes=(
         Mistake(
-            "delta_star",
+            "inverse_delta_star",
             "1/N instead of 1/(N - 1)",
             "after the drain N - 1 ranks share the work: each does N/(N - 1) "
             "of a share.",
-            lambda n_ranks, **_: 1 / n_ranks,
+            lambda n_ranks, **_: n_ranks,
         ),
         Mistake(
             "saved",

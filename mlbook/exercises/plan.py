@@ -9,6 +9,7 @@ from mlbook.common.units import DAY_S, GIB, HOUR_S, MINUTE_S, TERA
 from mlbook.exercises._core import Integer, Mistake, Real, exercise, register
 from mlbook.faults.formulas import LLAMA3_405B_LOG
 from mlbook.plan.planner import RunSpec, plan, restart_for_goodput, wall_clock_s
+from mlbook.recompute.formulas import activation_bytes_per_layer, layer_bytes
 
 H100, H200 = "H100 SXM", "H200 SXM"
 
@@ -73,6 +74,36 @@ def _changed_1(inputs, **change):
     return plan(replace(_spec_1(**inputs), **change))
 
 
+# The mistake of counting a SwiGLU model's activations with Korthikanti et al.'s
+# GPT block, 34 sbh a layer under selective recompute, where the planner (and the
+# statements) count Llama's own block, 16 + 8 d_ff/h sbh.
+_GPT_SBH_NAME = "34 sbh for a SwiGLU model"
+_GPT_SBH_HINT = (
+    "34 sbh a layer is Korthikanti's GPT block; Llama's SwiGLU block keeps four "
+    "d_ff-wide tensors where a GELU MLP keeps two: (16 + 8 d_ff/h) sbh under "
+    "selective recompute."
+)
+
+
+def _gpt_sbh_gib(p) -> float:
+    """The plan's memory per GPU (GiB) with its activations counted at
+    Korthikanti's 34 sbh a layer instead of the model's own block."""
+    spec, cfg, m = p.spec, p.spec.config, p.memory
+    own = layer_bytes(
+        spec.seq_len,
+        spec.micro_batch,
+        cfg.d_model,
+        cfg.n_heads,
+        dropout=False,
+        d_ff_mult=cfg.d_ff / cfg.d_model,
+        mlp="swiglu",
+    ).selective
+    gpt = activation_bytes_per_layer(
+        spec.seq_len, spec.micro_batch, cfg.d_model, cfg.n_heads, "selective"
+    )
+    return (m.total_bytes - m.activations_bytes * (1 - gpt / own)) / GIB
+
+
 PLAN_1 = exercise(
     "plan-1",
     level=1,
@@ -125,6 +156,12 @@ PLAN_1 = exercise(
             "every activation kept (no recompute)",
             "under selective recompute the attention scores are recomputed, not kept.",
             lambda **i: _changed_1(i, recompute="none").memory.total_bytes / GIB,
+        ),
+        Mistake(
+            "memory_gib",
+            _GPT_SBH_NAME,
+            _GPT_SBH_HINT,
+            lambda **i: _gpt_sbh_gib(plan(_spec_1(**i))),
         ),
         Mistake(
             "interval_min",
@@ -260,6 +297,12 @@ PLAN_2 = exercise(
             "the model split over tp only",
             "weights, gradients and optimizer state are split over tp x pp GPUs.",
             lambda **i: _memory_2(i, state=i["pp"]),
+        ),
+        Mistake(
+            "memory_gib",
+            _GPT_SBH_NAME,
+            _GPT_SBH_HINT,
+            lambda **i: _gpt_sbh_gib(plan(_spec_2(**i))),
         ),
         Mistake(
             "expected_days",

@@ -110,7 +110,7 @@ def _gpu_grid(n_gpus: int) -> list[int]:
     return sorted({max(1, int(2**e)) for e in vl.linspace(lo, hi, 60)} | {n_gpus})
 
 
-SIX_ND = "6ND (MFU without attention)"
+SIX_ND = "6ND, N = all parameters (MFU without attention)"
 
 
 @live.figure(
@@ -130,24 +130,25 @@ def training_days_planner(
     mfu_value: float,
 ) -> dict:
     """Days to train against GPU count at a fixed MFU, the chosen cluster
-    marked: (6N + 12Lhs) D at the sequence length, and 6ND (MFU counted
-    without attention) beside it."""
+    marked: (6 N_matmul + 12Lhs) D at the sequence length, the MFU equation's
+    count, and beside it the rule of thumb 6ND (MFU counted without
+    attention) with N = all the preset's parameters."""
     cfg = config.PRESETS[model]
-    n = flops.n_params(cfg)
+    n_all, n_mm = flops.n_params(cfg), flops.matmul_params(cfg)
     attn = 3 * flops.attention_flops_per_token(cfg, seq_len)  # 12 L h s per token
     peak = sixteen_bit_peak(gpu)
     tokens = tokens_trillions * 1e12
-    with_attention = f"(6N + 12Lhs)D, s={seq_len:,}"
+    with_attention = f"(6N_matmul + 12Lhs)D, s={seq_len:,}"
 
-    def days(g: int, attention: float) -> float:
+    def days(g: int, n: float, attention: float) -> float:
         return mfu.training_days(n, tokens, peak, g, mfu_value, attention)
 
     rows = [
-        {"curve": curve, "GPUs": g, "days": days(g, a)}
-        for curve, a in ((with_attention, attn), (SIX_ND, 0.0))
+        {"curve": curve, "GPUs": g, "days": days(g, n, a)}
+        for curve, n, a in ((with_attention, n_mm, attn), (SIX_ND, n_all, 0.0))
         for g in _gpu_grid(n_gpus)
     ]
-    chosen, chosen_6n = days(n_gpus, attn), days(n_gpus, 0.0)
+    chosen, chosen_6n = days(n_gpus, n_mm, attn), days(n_gpus, n_all, 0.0)
     x = vl.channel(
         "GPUs", vl.title_of("GPUs", "count"), scale="log", base=2, format=","
     )
@@ -178,8 +179,8 @@ def training_days_planner(
                 y,
                 tooltip=[
                     vl.tip("GPUs", "GPUs", ","),
-                    vl.tip("days", "days, (6N + 12Lhs)D"),
-                    vl.tip("days_6nd", "days, 6ND"),
+                    vl.tip("days", "days, (6N_matmul + 12Lhs)D"),
+                    vl.tip("days_6nd", "days, 6ND (N all parameters)"),
                 ],
                 shape="circle",
                 color=vl.C[3],

@@ -21,7 +21,7 @@ from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch.launch import fork_group_formed
 from mlbook.scaling import dist_script
 
-# 1 KB to 64 MB, a factor of 4 apart
+# 1 KiB to 64 MiB, a factor of 4 apart
 DEFAULT_SIZES = tuple(1024 * 4**i for i in range(9))
 
 

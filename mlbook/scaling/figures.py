@@ -16,8 +16,8 @@ STAGE_COLOURS = {0: "#444444", 1: "#1f77b4", 2: "#2ca02c", 3: "#d62728"}
 
 def _size_label(n_bytes: float) -> str:
     if n_bytes >= MIB:
-        return f"{n_bytes / MIB:g} MB"
-    return f"{n_bytes / KIB:g} KB"
+        return f"{n_bytes / MIB:g} MiB"
+    return f"{n_bytes / KIB:g} KiB"
 
 
 def allreduce_fit(
@@ -88,7 +88,7 @@ def overlap_bars(run, device: str):
     gradients on its own."""
     fig, ax = new_figure()
     labels = [
-        f"{r.bucket_cap_mb:g} MB\n({r.buckets} bucket{'s' if r.buckets != 1 else ''})"
+        f"{r.bucket_cap_mb:g} MiB\n({r.buckets} bucket{'s' if r.buckets != 1 else ''})"
         for r in run.rows
     ]
     x = range(len(run.rows))
@@ -108,7 +108,7 @@ def overlap_bars(run, device: str):
         run.allreduce_s * 1e3,
         color="C0",
         ls="--",
-        label=f"one all-reduce of all {run.grad_bytes / MIB:.0f} MB of gradients",
+        label=f"one all-reduce of all {run.grad_bytes / MIB:.0f} MiB of gradients",
     )
     ax.set_xticks(list(x), labels, fontsize=8)
     ax.set_xlabel("DDP bucket_cap_mb")

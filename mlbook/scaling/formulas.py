@@ -273,7 +273,7 @@ def fit_alpha_beta(n_bytes, seconds, n_ranks: int) -> AlphaBeta:
     """Fit T = 2 (N - 1) alpha + 2 (N - 1) / N * S / B to measured all-reduce
     times by least squares on the relative error.
 
-    Times span four decades from 1 KB to 64 MB, so plain least squares would
+    Times span four decades from 1 KiB to 64 MiB, so plain least squares would
     fit the largest messages only; minimising sum((T_fit / T - 1)^2) weighs
     every size alike. The model is linear in (2 (N - 1) alpha, 2 (N - 1) / N / B),
     so the fit is a 2 x 2 linear solve. A negative latency or bandwidth term
