@@ -159,3 +159,12 @@ def test_a_gpu_without_bf16_units_has_no_bf16_peak():
         bf16 = devices.gpu_nominal_peak(name, "bf16")
         assert bf16.basis == "unknown" and "no bf16 peak" in bf16.how
         assert devices.gpu_nominal_peak(name, "fp16").basis == "datasheet"
+
+
+def test_an_unknown_design_s_units_are_named_for_what_they_are():
+    """An AMX rate is a tile unit's, not FMA units': the explanation says so."""
+    amx_unknown = cpuinfo("GenuineIntel", 19, 1, "Intel", "avx2 avx512f amx_bf16")
+    bf16 = hw.cpu_peak_from_cpuinfo(amx_unknown, 1, "bf16")
+    assert "AMX tile unit" in bf16.how and "FMA" not in bf16.how.split(":")[1]
+    fp32 = hw.cpu_peak_from_cpuinfo(amx_unknown, 1, "fp32")
+    assert "two 512-bit FMA units assumed" in fp32.how

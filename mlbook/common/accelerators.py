@@ -3,8 +3,10 @@
 Every hardware number the book uses lives here, once, with its source and the
 date it was read. Peaks are dense tensor-core throughput (no 2:4 sparsity).
 
-HBM capacities are binary, because HBM stacks come in powers of two: the "80
-GB" of an A100 or H100 is 80 GiB (2^30 bytes), the "141 GB" of an H200 141 GiB.
+GPU memory capacities are binary: DRAM dies are made and counted in whole
+gibibits, so a stack, and a card, holds a whole number of GiB however many
+stacks it has (an H200 has six, an H100 SXM five active). The "80 GB" of an
+A100 or H100 is 80 GiB (2^30 bytes), the "141 GB" of an H200 141 GiB.
 Each row stores that capacity, and beside it the part the driver hands to CUDA,
 nvidia-smi's total (torch.cuda.get_device_properties(0).total_memory reports
 the same): the rest is reserved by the driver and the GPU. That usable figure
@@ -753,6 +755,15 @@ _UNKNOWN_CPU_FLOPS_PER_CYCLE = {
     "fp32": (("avx512f", 2 * 16 * 2), ("avx2", 2 * 8 * 2), ("avx", 2 * 8 * 2)),
     "bf16": (("amx_bf16", 16 * 16 * 32 * 2 // 16), ("avx512_bf16", 2 * 16 * 4)),
 }
+# What each flag's rate above assumes, in words, for a design the table lacks.
+_UNKNOWN_CPU_UNITS = {
+    "amx_bf16": "an AMX tile unit assumed (one TDPBF16PS, 16,384 FLOPs, every 16 "
+    "cycles)",
+    "avx512_bf16": "two 512-bit FMA units assumed (VDPBF16PS)",
+    "avx512f": "two 512-bit FMA units assumed",
+    "avx2": "two 256-bit FMA units assumed",
+    "avx": "two 256-bit FMA units assumed",
+}
 X86_MAX_BOOST_GHZ = 6.2
 X86_MAX_BOOST_PART = "Core i9-14900KS (Intel ARK: max turbo 6.2 GHz)"
 CPU_DTYPES = tuple(_UNKNOWN_CPU_FLOPS_PER_CYCLE)
@@ -883,7 +894,7 @@ def cpu_peak_from_cpuinfo(text: str, cores: int, dtype: str = "fp32") -> Nominal
     flag, per_cycle = found
     if core is None:
         ghz, basis = X86_MAX_BOOST_GHZ, "assumed clock"
-        design = f"{what}, not in the table: two FMA units assumed ({flag})"
+        design = f"{what}, not in the table: {_UNKNOWN_CPU_UNITS[flag]} ({flag})"
         clock = f"assumed, the fastest boost of any x86 part, {X86_MAX_BOOST_PART}"
     else:
         basis = "upper bound"
