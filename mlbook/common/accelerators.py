@@ -194,6 +194,11 @@ ACCELERATORS = {
         # parts run at half that rate, so their rows keep the FP32-accumulate
         # figure. Data-center and workstation Ada/Ampere parts run FP32
         # accumulate at the full rate.
+        # NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column (per GPU, PCIe with
+        # NVLink bridge): FP32 60; TF32 835, BF16/FP16 1,671, FP8 3,341 TFLOPS with
+        # sparsity, halved here; 94 GB HBM3, 3.9 TB/s. No copy
+        # of the datasheet text; 94 GB and 3.9 TB/s were confirmed on third-party spec
+        # pages, the peaks were not
         Accelerator(
             "H100 NVL",
             {
@@ -206,15 +211,15 @@ ACCELERATORS = {
             94 * GIB,
             95_830 * MIB,
             3900 * GIGA,
-            "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column (per GPU, "
-            "PCIe with NVLink bridge): FP32 60; TF32 835, BF16/FP16 1,671, FP8 "
-            "3,341 TFLOPS with sparsity, halved here; 94 GB HBM3, 3.9 TB/s. The "
-            "search corpora held no copy of the datasheet text; 94 GB and 3.9 "
-            "TB/s were confirmed on third-party spec pages, the peaks were not",
+            "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column (sparse halved)",
             "nvidia-smi on an H100 NVL: 95,830 MiB (NVIDIA/gpu-admin-tools#4, "
             "driver 535.183.01)",
             "2026-12",
         ),
+        # NVIDIA H200 Tensor Core GPU datasheet, H200 NVL column (PCIe, 600 W): the H100
+        # NVL's compute (FP32 60; TF32 835, BF16/FP16 1,671, FP8 3,341 TFLOPS with
+        # sparsity, halved here) with 141 GB HBM3e at 4.8 TB/s. No copy of the datasheet text; 141 GB and 4.8 TB/s were confirmed on third-
+        # party pages, the peaks were not
         Accelerator(
             "H200 NVL",
             {
@@ -227,17 +232,16 @@ ACCELERATORS = {
             141 * GIB,
             143_771 * MIB,
             4800 * GIGA,
-            "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL column (PCIe, "
-            "600 W): the H100 NVL's compute (FP32 60; TF32 835, BF16/FP16 1,671, "
-            "FP8 3,341 TFLOPS with sparsity, halved here) with 141 GB HBM3e at "
-            "4.8 TB/s. The search corpora held no copy of the datasheet text; "
-            "141 GB and 4.8 TB/s were confirmed on third-party pages, the peaks "
-            "were not",
+            "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL column (sparse halved)",
             "143,771 MiB, as the SXM part, reported for H200 NVL machines in "
             "public run notes (a LeRobot reproduction README, driver 570.195.03; "
             "a vLLM probe log, 8 x H200 NVL); no raw nvidia-smi printout found",
             "2026-12",
         ),
+        # NVIDIA HGX B200 datasheet, per-GPU column: FP32 75 TFLOPS; TF32 2.2, FP16/BF16
+        # 4.5, FP8 9 PFLOPS with sparsity, halved here; 180 GB HBM3e at 7.7 TB/s (the
+        # DGX B200's 1,440 GB and 64 TB/s for eight give 8 TB/s; the per-GPU 7.7 is
+        # kept, and pytorch/ao#4002 measured a 7,680-bit bus at 3,996 MHz, 7.67 TB/s)
         Accelerator(
             "B200 SXM",
             {
@@ -250,15 +254,14 @@ ACCELERATORS = {
             180 * GIB,
             183_359 * MIB,
             7700 * GIGA,
-            "NVIDIA HGX B200 datasheet, per-GPU column: FP32 75 TFLOPS; TF32 2.2, "
-            "FP16/BF16 4.5, FP8 9 PFLOPS with sparsity, halved here; 180 GB "
-            "HBM3e at 7.7 TB/s (the DGX B200's 1,440 GB and 64 TB/s for eight "
-            "give 8 TB/s; the per-GPU 7.7 is kept, and pytorch/ao#4002 measured "
-            "a 7,680-bit bus at 3,996 MHz, 7.67 TB/s)",
+            "NVIDIA HGX B200 datasheet, per-GPU column (sparse halved)",
             "nvidia-smi on a B200: 183,359 MiB (NVIDIA/TensorRT-LLM#10278, "
             "driver 580.95.05)",
             "2026-12",
         ),
+        # NVIDIA L40S datasheet (dense column, as reproduced by resellers): FP32 91.6;
+        # TF32 183; BF16/FP16 362.05; FP8 733 TFLOPS (366, 733 and 1,466 with sparsity);
+        # 48 GB GDDR6 with ECC at 864 GB/s
         Accelerator(
             "L40S PCIe",
             {
@@ -271,13 +274,15 @@ ACCELERATORS = {
             48 * GIB,
             46_068 * MIB,
             864 * GIGA,
-            "NVIDIA L40S datasheet (dense column, as reproduced by resellers): "
-            "FP32 91.6; TF32 183; BF16/FP16 362.05; FP8 733 TFLOPS (366, 733 "
-            "and 1,466 with sparsity); 48 GB GDDR6 with ECC at 864 GB/s",
+            "NVIDIA L40S datasheet (dense column)",
             "nvidia-smi on an L40S: 46,068 MiB (akash-network/provider-configs#99, "
             "driver 595.71.05; modal-labs/modal-client#2797)",
             "2026-12",
         ),
+        # NVIDIA L4 datasheet: FP32 30.3; TF32 120, BF16/FP16 242, FP8 485 TFLOPS with
+        # sparsity, halved here; 24 GB GDDR6 at 300 GB/s (the TF32 120 and 300 GB/s seen
+        # in a reseller's copy of the datasheet; the other sparse figures are the
+        # datasheet's as recalled, not confirmed against a copy of it)
         Accelerator(
             "L4 PCIe",
             {
@@ -290,15 +295,17 @@ ACCELERATORS = {
             24 * GIB,
             23_034 * MIB,
             300 * GIGA,
-            "NVIDIA L4 datasheet: FP32 30.3; TF32 120, BF16/FP16 242, FP8 485 "
-            "TFLOPS with sparsity, halved here; 24 GB GDDR6 at 300 GB/s (the "
-            "TF32 120 and 300 GB/s seen in a reseller's copy of the datasheet; "
-            "the other sparse figures are the datasheet's as recalled, not "
-            "confirmed in the search corpora)",
+            "NVIDIA L4 datasheet (sparse halved)",
             "nvidia-smi on an L4: 23,034 MiB (speaches-ai/speaches#438; "
             "modal-labs/modal-client#2797)",
             "2026-12",
         ),
+        # NVIDIA A10 datasheet (dense), used for the A10G: NVIDIA publishes no A10G
+        # datasheet (an AWS-only part) and no NVIDIA figure for it was found. Baseten's
+        # A10-vs-A10G comparison says both have 24 GB GDDR6 at 600 GB/s and that the
+        # A10G has less tensor and more CUDA-core throughput than the A10; third-party
+        # tables disagree (62.5, 70 or 125 TFLOPS BF16). So the tensor peaks are the
+        # A10's, likely above the A10G's: an MFU against them may understate
         Accelerator(
             "A10G PCIe",
             {
@@ -310,30 +317,28 @@ ACCELERATORS = {
             24 * GIB,
             23_028 * MIB,
             600 * GIGA,
-            "NVIDIA A10 datasheet (dense), used for the A10G: NVIDIA publishes "
-            "no A10G datasheet (an AWS-only part) and no NVIDIA figure for it "
-            "was found. Baseten's A10-vs-A10G comparison says both have 24 GB "
-            "GDDR6 at 600 GB/s and that the A10G has less tensor and more "
-            "CUDA-core throughput than the A10; third-party tables disagree "
-            "(62.5, 70 or 125 TFLOPS BF16). So the tensor peaks are the A10's, "
-            "likely above the A10G's: an MFU against them may understate",
+            "NVIDIA A10 datasheet (no A10G datasheet exists): an upper bound",
             "nvidia-smi on an A10G: 23,028 MiB (NVIDIA/DCGM#232, driver 535.247.01)",
             "2026-12",
         ),
+        # NVIDIA T4 datasheet: single precision 8.1 TFLOPS; mixed precision (FP16
+        # products, FP32 accumulate) 65 TFLOPS; no BF16, TF32 or FP8 on Turing; 16 GB
+        # GDDR6. 320 GB/s is the 256-bit bus at 10 Gbps from third-party spec tables;
+        # the datasheet's own bandwidth figure was not found
         Accelerator(
             "T4 PCIe",
             {"fp32": 8.1 * TERA, "fp16": 65 * TERA},
             16 * GIB,
             15_360 * MIB,
             320 * GIGA,
-            "NVIDIA T4 datasheet: single precision 8.1 TFLOPS; mixed precision "
-            "(FP16 products, FP32 accumulate) 65 TFLOPS; no BF16, TF32 or FP8 "
-            "on Turing; 16 GB GDDR6. 320 GB/s is the 256-bit bus at 10 Gbps "
-            "from third-party spec tables; the datasheet's own bandwidth figure "
-            "was not found in the search corpora",
+            "NVIDIA T4 datasheet (FP16 products, FP32 accumulate)",
             "nvidia-smi on a T4: 15,360 MiB (modal-labs/modal-client#2797)",
             "2026-12",
         ),
+        # NVIDIA Ampere GA102 GPU architecture whitepaper, appendix A (GeForce RTX 3090,
+        # dense): FP32 35.6; TF32 35.6; FP16 and BF16 tensor with FP32 accumulate 71
+        # TFLOPS (the FP16-accumulate 142 is not what training uses); no FP8; 24 GB
+        # GDDR6X at 936 GB/s
         Accelerator(
             "GeForce RTX 3090",
             {
@@ -345,14 +350,15 @@ ACCELERATORS = {
             24 * GIB,
             24_576 * MIB,
             936 * GIGA,
-            "NVIDIA Ampere GA102 GPU architecture whitepaper, appendix A "
-            "(GeForce RTX 3090, dense): FP32 35.6; TF32 35.6; FP16 and BF16 "
-            "tensor with FP32 accumulate 71 TFLOPS (the FP16-accumulate 142 is "
-            "not what training uses); no FP8; 24 GB GDDR6X at 936 GB/s",
+            "NVIDIA Ampere GA102 whitepaper, appendix A (FP32 accumulate, not FP16-accumulate)",
             "nvidia-smi on a GeForce RTX 3090: 24,576 MiB "
             "(noonghunna/club-3090#1128, driver 595.84)",
             "2026-12",
         ),
+        # NVIDIA Ada GPU architecture whitepaper, appendix (GeForce RTX 4090, dense):
+        # FP32 82.6; TF32 82.6; FP16 and BF16 tensor with FP32 accumulate 165.2, FP8
+        # with FP32 accumulate 330.3 TFLOPS (the FP16-accumulate 330.3 and 660.6 are not
+        # what training uses); 24 GB GDDR6X at 1,008 GB/s
         Accelerator(
             "GeForce RTX 4090",
             {
@@ -365,15 +371,15 @@ ACCELERATORS = {
             24 * GIB,
             24_564 * MIB,
             1008 * GIGA,
-            "NVIDIA Ada GPU architecture whitepaper, appendix (GeForce RTX "
-            "4090, dense): FP32 82.6; TF32 82.6; FP16 and BF16 tensor with FP32 "
-            "accumulate 165.2, FP8 with FP32 accumulate 330.3 TFLOPS (the "
-            "FP16-accumulate 330.3 and 660.6 are not what training uses); 24 "
-            "GB GDDR6X at 1,008 GB/s",
+            "NVIDIA Ada GPU architecture whitepaper (FP32 accumulate, not FP16-accumulate)",
             "nvidia-smi on a GeForce RTX 4090: 24,564 MiB (RLinf/RLinf#255, "
             "driver 550.163.01)",
             "2026-12",
         ),
+        # NVIDIA Ada GPU architecture whitepaper, appendix (RTX 6000 Ada Generation,
+        # dense; workstation parts run FP32 accumulate at full rate) and its datasheet
+        # (FP32 91.1 TFLOPS, 1,457 TFLOPS FP8 tensor with sparsity, 48 GB GDDR6 with ECC
+        # at 960 GB/s): TF32 182.1, FP16/BF16 364.2, FP8 728.5 TFLOPS
         Accelerator(
             "RTX 6000 Ada",
             {
@@ -386,15 +392,14 @@ ACCELERATORS = {
             48 * GIB,
             49_140 * MIB,
             960 * GIGA,
-            "NVIDIA Ada GPU architecture whitepaper, appendix (RTX 6000 Ada "
-            "Generation, dense; workstation parts run FP32 accumulate at full "
-            "rate) and its datasheet (FP32 91.1 TFLOPS, 1,457 TFLOPS FP8 tensor "
-            "with sparsity, 48 GB GDDR6 with ECC at 960 GB/s): TF32 182.1, "
-            "FP16/BF16 364.2, FP8 728.5 TFLOPS",
+            "NVIDIA Ada GPU architecture whitepaper; RTX 6000 Ada datasheet",
             "nvidia-smi on an RTX 6000 Ada Generation: 49,140 MiB (a two-GPU "
             "printout in an Advantech EdgeSync container README)",
             "2026-12",
         ),
+        # NVIDIA Ampere GA102 GPU architecture whitepaper, appendix C (RTX A6000, dense;
+        # a workstation part, FP32 accumulate at full rate): FP32 38.7; TF32 77.4;
+        # FP16/BF16 154.8 TFLOPS; no FP8; 48 GB GDDR6 with ECC at 768 GB/s
         Accelerator(
             "RTX A6000",
             {
@@ -406,10 +411,7 @@ ACCELERATORS = {
             48 * GIB,
             49_140 * MIB,
             768 * GIGA,
-            "NVIDIA Ampere GA102 GPU architecture whitepaper, appendix C (RTX "
-            "A6000, dense; a workstation part, FP32 accumulate at full rate): "
-            "FP32 38.7; TF32 77.4; FP16/BF16 154.8 TFLOPS; no FP8; 48 GB GDDR6 "
-            "with ECC at 768 GB/s",
+            "NVIDIA Ampere GA102 whitepaper, appendix C",
             "nvidia-smi on an RTX A6000: 49,140 MiB (the printout in Sionna's "
             "'Discover Sionna' tutorial, driver 535.183.01)",
             "2026-12",
