@@ -25,23 +25,24 @@ book: $(STAMP)
 	$(PY) tools/build.py
 
 # Timed from make's start (MAKE_START is read when make parses this file), so
-# the venv set-up a fresh clone does first is included; pytest's own summary
-# gives the page times, the ten slowest tests and the shared fixtures' times,
-# and fails any test over 60 s of its own (tests/helpers/timecap.py); every
-# test's time is written to _build/test-times.json.
+# the venv set-up a fresh clone does first is included. First the test book
+# (every page at test sizes, two at a time, and the HTML); then pytest with two
+# xdist workers, a test file to a worker (tests/conftest.py), the slowest tests
+# listed, each test capped at 60 s (pytest-timeout); last, on their own, the
+# tests marked `alone`, which measure what another test's load would change.
 MAKE_START := $(shell date +%s)
-
-# Two workers (pytest-xdist), a test file each, in the order tests/conftest.py
-# gives; the book's pages run before any test runs in either, and the tests
-# that do not read the book start while its HTML is written.
 TEST_WORKERS ?= 2
+PYTEST := MLBOOK_TEST_REUSE=1 $(PY) -m pytest tests -p no:cacheprovider --durations=10
 
 test: $(STAMP)
 	@ready=$$(date +%s); \
-	mkdir -p _build; $(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile \
-	  --no-loadscope-reorder --test-times _build/test-times.json; rc=$$?; \
+	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
+	booked=$$(date +%s); \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m "not alone"; rc=$$?; \
+	$(PYTEST) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
+	[ $$rc -eq 0 ] && rc=$$alone; [ $$rc -eq 0 ] && rc=$$built; \
 	end=$$(date +%s); \
-	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((end - ready)) s pytest), exit status $$rc"; \
+	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((booked - ready)) s test book, $$((end - booked)) s pytest), exit status $$rc"; \
 	exit $$rc
 
 # The built HTML book on 127.0.0.1 only (PORT=0 picks a free port); it prints the

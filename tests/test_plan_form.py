@@ -168,7 +168,7 @@ def _same_as_the_command(got: dict) -> None:
 
 def test_the_form_is_the_command(served_tab, served):
     # the served tab's next page: Python starts from the snapshot test_live's
-    # pages kept (conftest: SERVED_WITH_LIVE), or, run alone, from nothing
+    # pages kept (the served_tab group, tests/conftest.py), or, run alone, from nothing
     page, w = served_tab.open(f"{served}/{PAGE}")
     page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
     (uid,) = page.evaluate(FIND, FORM)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
@@ -39,19 +38,11 @@ def build(
     html: bool = True,
     cache: bool = False,
     jobs: int | None = None,
-    on_pages_done: Callable[[], None] | None = None,
-    on_free_cpus: Callable[[list[int]], None] | None = None,
 ) -> dict:
     """Execute the pages and build the book; returns the report (also in
     <dest>/timings.json). With ``cache``, pages whose key is unchanged are
     taken from <dest>/cache instead of executed, and an unchanged book is not
     rebuilt. Successful executions are stored in the cache either way.
-    ``on_pages_done()`` is called once every page has run, before the HTML
-    is built (the test suite starts its other tests then: nothing timed runs
-    while Sphinx writes the HTML). With jobs pinned to cores,
-    ``on_free_cpus(cpus)`` is told the CPUs no page is running on or about to
-    run on, whenever that changes; when a page is to start on CPUs it said
-    were free, it must return only once nothing else uses them.
 
     A page that runs alone starts first, where its dependencies allow: it
     waits for no page to finish, and the core it leaves idle is free from
@@ -154,15 +145,6 @@ def build(
         p.stem: e["seconds"] for p in order if (e := store.entry(p.stem)) is not None
     }
     pending = pages.start_order(order, measured)
-    told: list[int] | None = None  # the CPUs on_free_cpus was last told were free
-
-    def tell_free() -> None:
-        nonlocal told
-        cpus = sorted(c for s in free for c in (plan[s]["cpus"] or []))
-        if on_free_cpus is not None and plan[0]["cpus"] and cpus != told:
-            told = cpus
-            on_free_cpus(cpus)
-
     try:
         while pending or running:
             for page in list(pending):
@@ -195,14 +177,7 @@ def build(
                 if any(alone) or (running and pages.runs_alone(page)):
                     continue  # it runs with no other page beside it
                 pending.remove(page)
-                # a slot whose CPUs were not said to be free, where there is one
-                said = set(told or [])
-                slot = next(
-                    (s for s in free if not said & set(plan[s]["cpus"] or [])),
-                    free[0],
-                )
-                free.remove(slot)
-                tell_free()  # its CPUs are no longer free
+                slot = free.pop(0)
                 reason = ""
                 if cache:
                     if why == "changed":
@@ -241,7 +216,6 @@ def build(
                     break  # it has run: see what that made ready
             if not running:
                 continue
-            tell_free()  # the slots no page could start on
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
                 page, slot, started = running.pop(future)
@@ -264,8 +238,6 @@ def build(
     if only:  # a partial build: the other chapters appear as their title alone
         for other in set(pages.chapters()) - set(order):
             pages.stub_page(other, src / other.parent.relative_to(paths.ROOT))
-    if on_pages_done is not None:
-        on_pages_done()
     if html:
         started = time.perf_counter()
         report["html"] = htmlbook.build_book(src, dest, reuse=cache)
