@@ -11,9 +11,11 @@ module is checked without being listed anywhere:
 - every other module imports neither, so it loads instantly and can run
   inside a slider.
 
-A chapter's exercises (``mlbook/<chapter>/exercises.py``) reach the judge
-through ``mlbook.exercises._core`` only, and only ``mlbook.exercises`` imports
-them.
+A chapter package's ``__init__`` names the chapter's torch-free calculators
+(``from mlbook import cadence``; ``cadence.young_interval(...)``) and loads no
+numpy either: the HTML book imports it in the browser. A chapter's exercises
+(``mlbook/<chapter>/exercises.py``) reach the judge through
+``mlbook.exercises._core`` only, and only ``mlbook.exercises`` imports them.
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ def test_no_import_cycles():
 # --- chapter packages and their exercises --------------------------------------------
 
 SHARED = ("common", "common_torch", "plotting", "exercises")  # not chapters
+HEAVY = ("torch", "numpy", "matplotlib", "ipywidgets", "pandas", "scipy")
 
 
 def chapter_packages() -> list[str]:
@@ -259,6 +262,78 @@ def test_a_chapters_exercises_imported_first_still_register_every_record():
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0, f"importing {n} first failed"
         assert json.loads(out.strip().splitlines()[-1]) == sorted(EXERCISES), n
+
+
+def test_chapter_packages_load_neither_torch_numpy_nor_matplotlib():
+    """``from mlbook import cadence`` runs in the browser's Python (Pyodide,
+    standard library only): each chapter's __init__, imported one after
+    another in one fresh interpreter, leaves every heavy package unloaded."""
+    code = (
+        "import importlib, json, sys\n"
+        "bad = {}\n"
+        f"for n in {chapter_packages()!r}:\n"
+        "    importlib.import_module(n)\n"
+        f"    heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "    if heavy:\n"
+        "        bad[n] = heavy\n"
+        "        break\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    bad = json.loads(out.stdout.strip().splitlines()[-1])
+    assert bad == {}, f"a chapter package pulled in a heavy import: {bad}"
+
+
+def _public_names(path: Path) -> set[str]:
+    """Functions, classes and constants a module defines at its top level."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return {n for n in names if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("package", chapter_packages())
+def test_a_chapter_package_names_its_calculators(package):
+    """The chapter's ``__init__`` imports its ``formulas`` (where it has one)
+    and names every public function, class and constant of each module it
+    imports from, in ``__all__``; no name hides a submodule."""
+    import importlib
+
+    mods = all_modules()
+    init = importlib.import_module(package)
+    sources = {
+        node.module
+        for node in ast.parse(mods[package].read_text()).body
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith(package + ".")
+    }
+    if f"{package}.formulas" in mods:
+        assert f"{package}.formulas" in sources, (
+            f"{package} does not import its formulas"
+        )
+    exported = set(getattr(init, "__all__", ()))
+    for source in sorted(sources):
+        missing = _public_names(mods[source]) - exported
+        assert not missing, f"{package}.__all__ lacks {sorted(missing)} of {source}"
+        module = importlib.import_module(source)
+        assert all(
+            getattr(init, n) is getattr(module, n) for n in _public_names(mods[source])
+        )
+    submodules = {n.rsplit(".", 1)[1] for n in mods if n.startswith(package + ".")}
+    assert not exported & submodules, (
+        f"{package} names hide submodules: {exported & submodules}"
+    )
+    assert all(hasattr(init, n) for n in exported)
 
 
 @pytest.fixture(scope="module")
