@@ -25,13 +25,18 @@ and what several chapters share, once::
                      checkpointer and sampler
     plotting/        matplotlib: figure style and slider figures; the JupyterLab
                      host of live figures (live.py, ipywidgets)
+    exercises/       the judge: check() and the registry that every chapter's
+                     exercises.py adds its records to
 
 Inside a chapter package, ``formulas.py`` (and any other plain module) holds
 pure-number calculators that import neither torch nor matplotlib;
 ``live.py`` holds the chapter's live figures (standard library only: the HTML
 book runs them in the reader's browser); ``experiments*.py`` run torch;
 ``figures.py`` draw; ``*_script.py`` are what
-torchrun starts. tests/test_layering.py enforces that rule.
+torchrun starts. tests/test_layering.py enforces that rule. A chapter's
+``__init__`` names its torch-free calculators (``from mlbook import cadence``,
+then ``cadence.young_interval(...)``), and its ``exercises.py`` holds its
+problem set, which ``mlbook.exercises`` registers and checks.
 
 The package returns numbers and typed results. It does not print, word
 sentences or glue values into pages: the pages do that.

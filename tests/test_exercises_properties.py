@@ -28,8 +28,8 @@ from mlbook.exercises import (
     spec,
 )
 from mlbook.exercises._core import MESSAGES, UNIT_MISTAKES, mistake_values
-from mlbook.exercises.precision import scale_window
-from mlbook.exercises.recompute import first_s_above
+from mlbook.precision.exercises import scale_window
+from mlbook.recompute.exercises import first_s_above
 
 PROPERTY_COVERS = {
     "mlbook.exercises._check.check",
@@ -40,8 +40,8 @@ PROPERTY_COVERS = {
     "mlbook.exercises._core.register",
     "mlbook.exercises._core.spec",
     "mlbook.exercises._page.answer_key",
-    "mlbook.exercises.precision.scale_window",
-    "mlbook.exercises.recompute.first_s_above",
+    "mlbook.precision.exercises.scale_window",
+    "mlbook.recompute.exercises.first_s_above",
 }
 
 FAST = examples(60)

@@ -44,7 +44,7 @@ def test_input_pipeline_4_by_hand():
     """Documents of 100, 300 and 50 tokens in rows of 128: 1 + 3 + 1 = 5 rows,
     640 slots for 450 tokens, 190 of padding: 29.6875 %."""
     from mlbook.exercises import check
-    from mlbook.exercises.input_pipeline import EXAMPLE_WASTE
+    from mlbook.input_pipeline.exercises import EXAMPLE_WASTE
 
     assert EXAMPLE_WASTE == 190 / 640
 

@@ -118,7 +118,7 @@ def test_the_hysteresis_example_by_hand():
       4 ok    good 1                          32,768
       5 ok    good 2: grow, refill to 2       65,536
       6 inf   1 left                          65,536"""
-    from mlbook.exercises import precision as ex
+    from mlbook.precision import exercises as ex
 
     steps = [False, True, True, False, False, True]
     want = [65536.0, 65536.0, 32768.0, 32768.0, 65536.0, 65536.0]

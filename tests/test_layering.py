@@ -10,6 +10,12 @@ module is checked without being listed anywhere:
   ``figures.py`` in a chapter package;
 - every other module imports neither, so it loads instantly and can run
   inside a slider.
+
+A chapter package's ``__init__`` names the chapter's torch-free calculators
+(``from mlbook import cadence``; ``cadence.young_interval(...)``) and loads no
+numpy either: the HTML book imports it in the browser. A chapter's exercises
+(``mlbook/<chapter>/exercises.py``) reach the judge through
+``mlbook.exercises._core`` only, and only ``mlbook.exercises`` imports them.
 """
 
 from __future__ import annotations
@@ -165,6 +171,169 @@ def test_no_import_cycles():
     lazily are still one tangle."""
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# --- chapter packages and their exercises --------------------------------------------
+
+SHARED = ("common", "common_torch", "plotting", "exercises")  # not chapters
+HEAVY = ("torch", "numpy", "matplotlib", "ipywidgets", "pandas", "scipy")
+
+
+def chapter_packages() -> list[str]:
+    return [
+        n
+        for n, p in all_modules().items()
+        if p.name == "__init__.py"
+        and n.count(".") == 1
+        and n.split(".")[1] not in SHARED
+    ]
+
+
+def chapter_exercises() -> list[str]:
+    return [
+        f"{c}.exercises"
+        for c in chapter_packages()
+        if f"{c}.exercises" in all_modules()
+    ]
+
+
+def test_every_chapter_has_its_exercises_and_the_registry_imports_them():
+    chapters, exercises = chapter_packages(), chapter_exercises()
+    assert "mlbook.mfu" in chapters and "mlbook.plan" in chapters
+    assert [e.rsplit(".", 1)[0] for e in exercises] == chapters, (
+        "a chapter without exercises.py"
+    )
+    missing = set(exercises) - import_graph()["mlbook.exercises"]
+    assert not missing, (
+        f"mlbook/exercises/__init__.py does not import {sorted(missing)}"
+    )
+
+
+def test_chapter_exercises_reach_the_judge_through_its_core_only():
+    """A chapter's exercises module imports ``mlbook.exercises._core`` (the
+    record types and the registry), not the package's names, _check or
+    _page, and no other chapter's exercises."""
+    graph, exercises = import_graph(), set(chapter_exercises())
+    bad = {
+        n: sorted(
+            e
+            for e in graph[n]
+            if (e == "mlbook.exercises" or e.startswith("mlbook.exercises."))
+            and e != "mlbook.exercises._core"
+            or e in exercises
+        )
+        for n in exercises
+    }
+    assert not {n: e for n, e in bad.items() if e}, bad
+
+
+def test_only_the_registry_imports_a_chapters_exercises():
+    """Nothing in mlbook but ``mlbook.exercises`` imports a chapter's exercises
+    module: a chapter's own modules importing it would tie the chapter to the
+    registry of every chapter, in a circle."""
+    exercises = set(chapter_exercises())
+    bad = {
+        n: sorted(edges & exercises)
+        for n, edges in import_graph().items()
+        if n != "mlbook.exercises" and edges & exercises
+    }
+    assert bad == {}, f"only mlbook.exercises may import a chapter's exercises: {bad}"
+
+
+def test_a_chapters_exercises_imported_first_still_register_every_record():
+    """Python runs mlbook/exercises/__init__.py on the way to ``_core``, so a
+    chapter's exercises module imported before mlbook.exercises re-enters
+    itself half-loaded; every record must be registered all the same."""
+    code = (
+        "import importlib, json, sys\n"
+        "importlib.import_module(sys.argv[1])\n"
+        "from mlbook.exercises import EXERCISES\n"
+        "print(json.dumps(sorted(EXERCISES)))\n"
+    )
+    from mlbook.exercises import EXERCISES
+
+    runs = {
+        n: subprocess.Popen(
+            [sys.executable, "-c", code, n], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        for n in chapter_exercises()
+    }
+    for n, proc in runs.items():
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"importing {n} first failed"
+        assert json.loads(out.strip().splitlines()[-1]) == sorted(EXERCISES), n
+
+
+def test_chapter_packages_load_neither_torch_numpy_nor_matplotlib():
+    """``from mlbook import cadence`` runs in the browser's Python (Pyodide,
+    standard library only): each chapter's __init__, imported one after
+    another in one fresh interpreter, leaves every heavy package unloaded."""
+    code = (
+        "import importlib, json, sys\n"
+        "bad = {}\n"
+        f"for n in {chapter_packages()!r}:\n"
+        "    importlib.import_module(n)\n"
+        f"    heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "    if heavy:\n"
+        "        bad[n] = heavy\n"
+        "        break\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    bad = json.loads(out.stdout.strip().splitlines()[-1])
+    assert bad == {}, f"a chapter package pulled in a heavy import: {bad}"
+
+
+def _public_names(path: Path) -> set[str]:
+    """Functions, classes and constants a module defines at its top level."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return {n for n in names if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("package", chapter_packages())
+def test_a_chapter_package_names_its_calculators(package):
+    """The chapter's ``__init__`` imports its ``formulas`` (where it has one)
+    and names every public function, class and constant of each module it
+    imports from, in ``__all__``; no name hides a submodule."""
+    import importlib
+
+    mods = all_modules()
+    init = importlib.import_module(package)
+    sources = {
+        node.module
+        for node in ast.parse(mods[package].read_text()).body
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith(package + ".")
+    }
+    if f"{package}.formulas" in mods:
+        assert f"{package}.formulas" in sources, (
+            f"{package} does not import its formulas"
+        )
+    exported = set(getattr(init, "__all__", ()))
+    for source in sorted(sources):
+        missing = _public_names(mods[source]) - exported
+        assert not missing, f"{package}.__all__ lacks {sorted(missing)} of {source}"
+        module = importlib.import_module(source)
+        assert all(
+            getattr(init, n) is getattr(module, n) for n in _public_names(mods[source])
+        )
+    submodules = {n.rsplit(".", 1)[1] for n in mods if n.startswith(package + ".")}
+    assert not exported & submodules, (
+        f"{package} names hide submodules: {exported & submodules}"
+    )
+    assert all(hasattr(init, n) for n in exported)
 
 
 @pytest.fixture(scope="module")

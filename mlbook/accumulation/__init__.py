@@ -1,1 +1,36 @@
-"""Chapter: gradient accumulation."""
+"""Chapter: gradient accumulation.
+
+The torch-free calculators (``formulas``) are named here too, so a page or a
+reader can write ``from mlbook import accumulation`` and call
+``accumulation.largest_unscaled_k(...)``; importing the package loads neither
+torch, numpy nor matplotlib (tests/test_layering.py), and the HTML book imports
+it in the browser.
+"""
+
+from mlbook.accumulation.formulas import (
+    KSweep,
+    StepCostModel,
+    SweepRow,
+    check_k,
+    divisors,
+    fit_cost_model,
+    fit_line,
+    largest_unscaled_k,
+    loss_scale_log2,
+    naive_token_losses,
+    token_normalised_losses,
+)
+
+__all__ = [
+    "KSweep",
+    "StepCostModel",
+    "SweepRow",
+    "check_k",
+    "divisors",
+    "fit_cost_model",
+    "fit_line",
+    "largest_unscaled_k",
+    "loss_scale_log2",
+    "naive_token_losses",
+    "token_normalised_losses",
+]

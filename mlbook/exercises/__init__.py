@@ -14,22 +14,19 @@ whose ``.correct`` is True only when every answer is right.
 exercises) on known cases and on hypothesis-generated ones against the
 reference. ``check("mfu-1")`` says what an exercise expects.
 
-One module per chapter holds its records (``mlbook/exercises/mfu.py``...);
-docs/exercises.md says how to add one.
+Each chapter holds its own records, in its package (``mlbook/mfu/exercises.py``,
+``mlbook/plan/exercises.py``...), and registers them when that module loads;
+importing this package loads every chapter's. docs/exercises.md says how to
+add one.
+
+A chapter's exercises module imports ``mlbook.exercises._core`` (the record
+types and the registry), never this package's names, and nothing but this
+package imports a chapter's exercises module (tests/test_layering.py). Python
+still runs this file on the way to ``_core``: a chapter's exercises module
+imported first finds itself here half-loaded, which the imports below allow
+(they read nothing from it), and registers its records when it resumes.
 """
 
-from mlbook.exercises import (  # noqa: F401 (each module registers its records)
-    accumulation,
-    cadence,
-    capstone,
-    faults,
-    input_pipeline,
-    mfu,
-    plan,
-    precision,
-    recompute,
-    scaling,
-)
 from mlbook.exercises._check import Result, check
 from mlbook.exercises._core import (
     EXERCISES,
@@ -52,6 +49,20 @@ from mlbook.exercises._core import (
     spec,
 )
 from mlbook.exercises._page import MIME_TYPE, AnswerKey, answer_key
+
+# isort: split
+# The chapters' records, after the registry: each module registers its own
+# when it loads.
+from mlbook.accumulation import exercises as _accumulation  # noqa: F401
+from mlbook.cadence import exercises as _cadence  # noqa: F401
+from mlbook.capstone import exercises as _capstone  # noqa: F401
+from mlbook.faults import exercises as _faults  # noqa: F401
+from mlbook.input_pipeline import exercises as _input_pipeline  # noqa: F401
+from mlbook.mfu import exercises as _mfu  # noqa: F401
+from mlbook.plan import exercises as _plan  # noqa: F401
+from mlbook.precision import exercises as _precision  # noqa: F401
+from mlbook.recompute import exercises as _recompute  # noqa: F401
+from mlbook.scaling import exercises as _scaling  # noqa: F401
 
 __all__ = [
     "EXERCISES",

@@ -11,5 +11,41 @@ keep the device fed).
 ``shards``     memory-mapped token shards with a small index;
 ``experiments`` torch: the map-style dataset over the shards, the step-time
                A/B, the profiler timeline, the DataLoader sweep, pinned copies;
-``figures``    matplotlib.
+``figures``    matplotlib;
+``exercises``  the chapter's problem set (mlbook.exercises registers it).
+
+The loader model (``formulas``) is named here too, so a page or a reader can
+write ``from mlbook import input_pipeline`` and call
+``input_pipeline.workers_needed(...)``; importing the package loads neither
+torch, numpy nor matplotlib (tests/test_layering.py), and the HTML book imports
+it in the browser. ``packing`` and ``shards`` use numpy and stay in their
+modules.
 """
+
+from mlbook.input_pipeline.formulas import (
+    BEKMAN_NUM_WORKERS,
+    BEKMAN_PIN_MEMORY_S,
+    WAIT_VERDICTS,
+    PublishedLoaderBench,
+    device_idle_fraction,
+    loader_epoch_s,
+    loader_overhead_s,
+    loader_step_s,
+    trainer_tokens_per_s,
+    wait_verdict,
+    workers_needed,
+)
+
+__all__ = [
+    "BEKMAN_NUM_WORKERS",
+    "BEKMAN_PIN_MEMORY_S",
+    "WAIT_VERDICTS",
+    "PublishedLoaderBench",
+    "device_idle_fraction",
+    "loader_epoch_s",
+    "loader_overhead_s",
+    "loader_step_s",
+    "trainer_tokens_per_s",
+    "wait_verdict",
+    "workers_needed",
+]

@@ -167,7 +167,7 @@ def add_answer_boxes(app, doctree) -> None:
             logger.warning(
                 f"exercise {label!r} has no record in mlbook.exercises: label it "
                 f"with its id ('{page}-<n>') and add the record to "
-                f"mlbook/exercises/{page}.py (docs/exercises.md)",
+                f"mlbook/{page}/exercises.py (docs/exercises.md)",
                 location=node,
             )
             continue
