@@ -47,7 +47,7 @@ from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch import mamf
 from mlbook.common_torch.device import device_description, nominal_peak_flops_per_s
 from mlbook.common_torch.gpt import GPT, tiny_config
-from mlbook.common_torch.timing import cpu_threads, sync
+from mlbook.common_torch.timing import cpu_threads, measure_until, sync
 from mlbook.mfu import flops
 
 P = cf.SCOPE_PREFIX
@@ -854,33 +854,23 @@ def _run_ladder(
         warmup = 2 if config.compile else 1
         start = time.perf_counter()
         clock = step_clock(device, sizes.cpu_threads)
-        times = time_and_profile(
-            loop.step, sizes.steps, sizes.profiled_steps, device, warmup, clock
-        )
-        attempts, last_s = 1, time.perf_counter() - start
-        while attempts < max_attempts:
-            over = abs(times.residual) > residual_tol
-            left_s = sizes.again_budget_s - again_s
-            if over and last_s <= left_s:
-                why = f"residual {times.residual:+.1%}, above {residual_tol:.0%}"
-            else:
-                if over:
-                    log(
-                        f"rung {i}: residual {times.residual:+.1%}, above "
-                        f"{residual_tol:.0%}, kept: {max(left_s, 0):.1f} s left of "
-                        f"the {sizes.again_budget_s:g} s for measuring again"
-                    )
-                break
-            log(f"rung {i}: {why}: measuring more steps ...")
-            begun = time.perf_counter()
-            times = times.pooled(
-                time_and_profile(
-                    loop.step, sizes.steps, sizes.profiled_steps, device, 0, clock
-                )
+        warm = [warmup]  # the first measurement warms the loop up, the rest not
+
+        def measure(loop=loop, clock=clock, warm=warm):
+            w, warm[0] = warm[0], 0
+            return time_and_profile(
+                loop.step, sizes.steps, sizes.profiled_steps, device, w, clock
             )
-            last_s = time.perf_counter() - begun
-            again_s += last_s
-            attempts += 1
+
+        got = measure_until(
+            measure,
+            lambda t: abs(t.residual) <= residual_tol,
+            lambda t, more: t.pooled(more),
+            max_attempts,
+            max(0.0, sizes.again_budget_s - again_s),
+            lambda line, i=i: log(f"rung {i}: {line}"),
+        )
+        times, attempts, again_s = got.value, got.attempts, again_s + got.again_s
         log(
             f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
             f"{times.residual:+.1%} ({time.perf_counter() - start:.1f} s)"

@@ -5,9 +5,11 @@ Torch is imported here, never by the calculators.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -62,6 +64,53 @@ def time_steps(step, steps: int, warmup: int = 1, device: str = "cpu") -> list[f
 
 def median_s(times: list[float]) -> float:
     return statistics.median(times)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What measure_until kept: the pooled ``value``, how many measurements
+    it pools, and the seconds spent measuring again (after the first)."""
+
+    value: object
+    attempts: int
+    again_s: float
+
+
+def measure_until(
+    measure,
+    settled,
+    pool,
+    max_attempts: int,
+    budget_s: float = math.inf,
+    log=None,
+) -> Measured:
+    """Measure once with ``measure()``; while ``settled(value)`` is False,
+    measure again and ``pool(value, more)`` the samples, up to
+    ``max_attempts`` measurements in all, and while ``budget_s`` seconds still
+    cover one more measurement as long as the last one took. Interference from
+    other processes only adds time, and the median of more samples settles, so
+    more samples can only help; a number that does not settle in that many is
+    kept as it is, and the page states it. ``log`` (for example ``print``) is
+    told why each measurement is taken again, and why the last one stays."""
+    validate.positive_int("max_attempts", max_attempts)
+    if budget_s != math.inf:
+        validate.non_negative("budget_s", budget_s)
+    log = log or (lambda *_: None)
+    start = time.perf_counter()
+    value = measure()
+    last_s, again_s, attempts = time.perf_counter() - start, 0.0, 1
+    while not settled(value):
+        if attempts >= max_attempts or last_s > budget_s - again_s:
+            left = max(budget_s - again_s, 0)
+            log(f"kept after {attempts} measurements ({left:.1f} s left to measure)")
+            break
+        log(f"measuring again ({attempts + 1} of at most {max_attempts}) ...")
+        start = time.perf_counter()
+        value = pool(value, measure())
+        last_s = time.perf_counter() - start
+        again_s += last_s
+        attempts += 1
+    return Measured(value, attempts, again_s)
 
 
 def counted_flops(model, idx, targets=None, backward: bool = True) -> dict:
