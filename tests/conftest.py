@@ -420,6 +420,23 @@ def page_values(page: str) -> dict:
     return values.read_values(BOOK_DEST, page)
 
 
+def live_payloads(page: str) -> dict:
+    """The live figures of a page's executed notebook in the test build (the
+    `book` fixture must have run): "module:function" -> the payload its cell
+    displayed (application/vnd.mlbook.live+json: fixed data, controls and the
+    default spec)."""
+    import json
+
+    nb = json.loads((BOOK_DEST / "src" / "notebooks" / f"{page}.ipynb").read_text())
+    mime = "application/vnd.mlbook.live+json"
+    return {
+        out["data"][mime]["function"]: out["data"][mime]
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if mime in out.get("data", {})
+    }
+
+
 def _seconds(x: dict) -> str:
     if x.get("cached"):
         return "cached"
