@@ -1,7 +1,7 @@
 """The mixed-precision chapter's static figures (matplotlib): the formats'
-ranges, a loss scaler's run, master weights, fp8 errors, delayed scaling and
-matmul throughput. The figures a reader moves are live figures, in
-mlbook.precision.live."""
+ranges, master weights, fp8 errors, delayed scaling and matmul throughput.
+The figures a reader moves are live figures, in mlbook.precision.live (the
+loss scaler's run among them, with GradScaler's measured scale on it)."""
 
 from __future__ import annotations
 
