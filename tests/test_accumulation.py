@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlbook.accumulation import experiments as acc
-from mlbook.accumulation import experiments_ddp
+from mlbook.accumulation import experiments_ddp, live
 from mlbook.accumulation import figures as figs
 from mlbook.accumulation import formulas as cost
 from mlbook.common_torch.gpt import GPT, random_batch, tiny_config
@@ -260,8 +260,12 @@ def test_measure_k_sweep_on_cpu():
     assert saved[0] > saved[1] > saved[2]
     model = cost.fit_cost_model(sweep)
     assert model.per_example_bytes > 0
-    fig = figs.k_sweep(sweep, model, "CPU test")
-    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    # the live figure draws the sweep (no CUDA peak on a CPU: no squares)
+    fixed = live.cost_data(model, sweep, "CPU test")
+    spec = live.cost_explorer(4, 2, **fixed)
+    grey = [lay for lay in spec["layer"] if lay["mark"].get("color") == "#666666"]
+    assert [[r["k"] for r in lay["data"]["values"]] for lay in grey] == [[1, 2, 4]] * 2
+    assert spec["title"]["subtitle"][1] == "measured on CPU test"
 
 
 def test_accumulation_step_averages_micro_batch_losses():

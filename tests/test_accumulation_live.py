@@ -82,7 +82,7 @@ def test_the_measured_points_are_the_sweep_in_ms_and_mib():
     assert [r["k"] for r in rows] == list(MEASURED_KS)
     assert rows[1]["step_ms"] == pytest.approx(5 + 12 + 3.2)  # k = 4 at B = 16
     assert rows[2]["act_mib"] == pytest.approx((100 + 2048) / MIB)  # b = 1
-    assert spec["title"]["subtitle"].endswith("grey: measured at B=16")
+    assert spec["title"]["subtitle"][0].endswith("grey: measured at B=16")
 
 
 def test_two_y_axes_left_and_right_over_one_k_axis_with_units():
@@ -161,8 +161,9 @@ def test_the_browser_entry_point_draws_what_cpython_draws():
 
 def test_without_the_pages_fit_it_draws_the_example_and_says_so():
     spec = live.cost_explorer(64, 16)
-    assert spec["title"]["subtitle"].startswith("an example model, not a fit.")
-    assert spec["title"]["subtitle"].endswith("none measured")
+    (key,) = spec["title"]["subtitle"]
+    assert key.startswith("an example model, not a fit.")
+    assert key.endswith("none measured")
     assert not layers_of(spec, "point", live.MEASURED_COLOR)
     m = cost.StepCostModel(**live.EXAMPLE_MODEL)
     (chosen, _) = layers_of(spec, "point", live.CHOICE_COLOR)
@@ -179,3 +180,42 @@ def test_k_is_ticked_at_the_powers_of_two_and_the_y_axes_read_plainly():
     for lay in spec["layer"]:  # 900 reads "900", not "9e+2"
         y = lay["encoding"]["y"]
         assert y["axis"] is None or y["axis"]["format"] == ",.4~g"
+
+
+def test_a_gpus_peak_is_drawn_as_squares_on_the_memory_axis():
+    # on a GPU the sweep carries torch.cuda.max_memory_allocated above the model
+    # state: 3 MiB, 1.5 MiB and 1 MiB here; a CPU's rows have none (the others)
+    peaks = {1: 3 * MIB, 4: 1.5 * MIB, 16: MIB}
+    s = sweep()
+    gpu = cost.KSweep(
+        s.global_batch,
+        tuple(
+            cost.SweepRow(
+                r.k, r.micro_batch, r.step_s, r.saved_bytes, peak_bytes=peaks[r.k]
+            )
+            for r in s.rows
+        ),
+        optimizer_s=s.optimizer_s,
+    )
+    fixed = live.cost_data(MODEL, gpu, "GPU: test")
+    assert [r["peak_mib"] for r in fixed["measured"]["rows"]] == [3.0, 1.5, 1.0]
+    spec = live.cost_explorer(16, 4, **fixed)
+    (squares,) = layers_of(spec, "point", live.PEAK_COLOR)
+    assert squares["mark"]["shape"] == "square"
+    assert squares["encoding"]["y"]["field"] == "peak_mib"
+    assert [(r["k"], r["peak_mib"]) for r in squares["data"]["values"]] == [
+        (1, 3.0),
+        (4, 1.5),
+        (16, 1.0),
+    ]
+    # the memory axis reaches the highest square: 1.08 x 3 MiB
+    assert squares["encoding"]["y"]["scale"]["domain"] == [0, pytest.approx(3.24)]
+    assert spec["title"]["subtitle"][1:] == [
+        "measured on GPU: test",
+        "purple squares: CUDA peak above the model state",
+    ]
+    # without a peak (a CPU, FIXED) no squares and no line about them
+    cpu = live.cost_explorer(16, 4, **FIXED)
+    assert layers_of(cpu, "point", live.PEAK_COLOR) == []
+    assert len(cpu["title"]["subtitle"]) == 1
+    assert "peak_mib" not in json.dumps(FIXED)

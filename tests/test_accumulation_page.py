@@ -7,6 +7,7 @@ says where it comes from."""
 import pytest
 
 from conftest import page_values
+from helpers.live import live_payloads
 
 pytestmark = pytest.mark.book
 
@@ -133,6 +134,34 @@ def test_the_sweep_keeps_its_units_and_physical_bounds(v):
         v["acc_overhead_ms"] >= 0 and v["acc_example_ms"] >= 0
     )  # the fit clips noise at 0
     assert 0 <= v["acc_overhead_share"] <= 1
+
+
+def test_the_live_figure_carries_the_measured_sweep(v):
+    # The page passes its sweep as fixed data; the default spec (the figure opened
+    # from disk, and in the executed notebook) draws it in grey at the sweep's B, the
+    # same numbers the prose quotes for k = 1 and the largest k.
+    payload = live_payloads("accumulation")["mlbook.accumulation.live:cost_explorer"]
+    measured = payload["fixed"]["measured"]
+    assert measured["global_batch"] == v["acc_sweep_B"] == SWEEP_B
+    assert measured["device"] == v["device_name"]
+    rows = measured["rows"]
+    assert [r["k"] for r in rows] == list(SWEEP_KS)
+    first, last = rows[0], rows[-1]
+    assert (first["act_mib"], last["act_mib"]) == (v["acc_mem_k1"], v["acc_mem_kmax"])
+    assert first["step_ms"] == v["acc_step_k1_ms"]
+    assert last["step_ms"] == v["acc_step_kmax_ms"]
+    # a CUDA peak only where a GPU measured one
+    assert all(("peak_mib" in r) == v["device_name"].startswith("GPU:") for r in rows)
+    grey = [
+        lay["data"]["values"]
+        for lay in payload["spec"]["layer"]
+        if lay["mark"].get("color") == "#666666"
+    ]
+    assert grey == [rows, rows]  # step time and memory, one layer each
+    assert {c["name"]: c["value"] for c in payload["controls"]} == {
+        "global_batch": SWEEP_B,
+        "micro_batch": SWEEP_B // 4,
+    }
 
 
 def test_no_sync_cuts_the_allreduces_from_k_to_one_per_bucket(v):

@@ -256,7 +256,6 @@ def test_figures_have_labelled_axes():
         samples_per_step=4,
     )
     for fig in (
-        figs.waste_curve(30, 3 * H),
         figs.interval_vs_cluster(1000 * H, [30]),
         figs.save_stall(modes, "CPU"),
         figs.resume_losses(res),

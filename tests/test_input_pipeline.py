@@ -624,17 +624,6 @@ def test_figures_draw_labelled_axes(packed):
             ],
             "CPU",
         ),
-        figs.sweep(
-            [
-                experiments.SweepPoint(
-                    experiments.LoaderSetting(w), 10, 0.04, (1.0, 1.2)
-                )
-                for w in (0, 2)
-            ],
-            [1.4, 0.59],
-            {0: 1.0, 2: 0.27},
-            "CPU",
-        ),
     ]
     for fig in figures:
         for ax in fig.axes:  # a labelled axis, or categories named by their tick labels

@@ -1,7 +1,8 @@
 """The input-pipeline chapter's live figure (mlbook.input_pipeline.live
 .loader_explorer) against the loader model worked out by hand: the chosen
-point, the curves, the measured squares, the title, the axes with their
-units, and the size of the fixed data the page passes. It replaces the
+point, the curves, the measured squares, the other settings and Bekman's
+published run, the title, the axes with their units, and the size of the
+fixed data the page passes. It replaces the
 matplotlib slider figure (figures.loader_model) and its test. The browser
 runs are tests/test_live.py."""
 
@@ -20,6 +21,7 @@ from mlbook.input_pipeline import live
 PROPERTY_COVERS = {
     "mlbook.input_pipeline.live.loader_curves",
     "mlbook.input_pipeline.live.loader_explorer",
+    "mlbook.input_pipeline.live.published_rows",
 }
 FEW = examples(60)
 
@@ -159,3 +161,72 @@ def test_properties_of_the_model_curves(w, item_ms, compute_ms, batch, n_batches
     need = math.ceil(batch * item_ms / compute_ms * (1 - 1e-9))
     assert point["need"] == max(1, need)
     json.dumps(spec, allow_nan=False)  # JSON without NaN or inf
+
+
+# --- the other settings and the published run (the page's fixed data) -----------------
+
+
+def marks(spec, panel, shape):
+    return [
+        lay for lay in layers(spec, panel, "point") if lay["mark"]["shape"] == shape
+    ]
+
+
+def test_published_rows_by_hand():
+    """Bekman's run (10 batches of 0.2 s compute) at 1/4 of his batch: compute
+    0.05 s a step; with no workers he measured 5.388 s of overhead an epoch, so
+    5.388 / 4 / 10 = 0.1347 s a step on top: 184.7 ms, idle 1 - 50 / 184.7 =
+    72.9291 %. With 3 workers: 0.839 / 40 = 20.975 ms on top: 70.975 ms."""
+    rows = live.published_rows({3: 0.839, 0: 5.388}, 10, 0.2, 4)
+    assert [r["workers"] for r in rows] == [0, 3]
+    assert rows[0]["step_ms"] == pytest.approx(184.7)
+    assert rows[0]["idle"] == pytest.approx(0.729291, abs=1e-6)
+    assert rows[1]["step_ms"] == pytest.approx(70.975)
+    with pytest.raises(ValueError, match="at least one worker count"):
+        live.published_rows({}, 10, 0.2)
+
+
+def test_variants_as_diamonds_and_the_published_run_as_crosses():
+    variants = [{"workers": 2, "step_ms": 55.0, "idle": 0.27, "setting": "w=2 pin"}]
+    published = live.published_rows({0: 5.388, 2: 1.333}, 10, 0.2, 4)
+    spec = live.loader_explorer(
+        2, 5.0, 50, batch_size=25, variants=variants, published=published
+    )
+    for panel in (0, 1):
+        (diamonds,) = marks(spec, panel, "diamond")
+        assert diamonds["data"]["values"] == variants
+        (crosses,) = marks(spec, panel, "cross")
+        assert [r["workers"] for r in crosses["data"]["values"]] == [0, 2]
+        assert {r["label"] for r in crosses["data"]["values"]} == {live.PUBLISHED}
+    # the step axis reaches above the highest: 1.1 x 184.7 ms
+    top = spec["hconcat"][0]["layer"][0]["encoding"]["y"]["scale"]["domain"][1]
+    assert top == pytest.approx(1.1 * 184.7)
+    assert spec["title"]["subtitle"] == (
+        "diamonds: the other settings measured; "
+        "crosses: Bekman's run, scaled to this batch"
+    )
+
+
+def test_without_fixed_data_no_points_and_no_subtitle():
+    spec = live.loader_explorer.live.payload()["spec"]
+    assert "subtitle" not in spec["title"]
+    for shape in ("square", "diamond", "cross"):
+        assert marks(spec, 0, shape) == [] == marks(spec, 1, shape)
+
+
+@FEW
+@given(
+    st.dictionaries(st.integers(0, 16), st.floats(0, 100), min_size=1),
+    st.integers(1, 100),
+    st.floats(0.001, 10),
+    st.sampled_from([1, 2, 4, 10]),
+)
+def test_published_rows_are_steps_no_shorter_than_compute(over, n, compute_s, scale):
+    rows = live.published_rows(over, n, compute_s, scale)
+    assert [r["workers"] for r in rows] == sorted(over)
+    for r in rows:
+        assert r["step_ms"] >= compute_s / scale * 1e3 * (1 - 1e-12)
+        assert 0 <= r["idle"] < 1
+        # back to the published overhead: (step - compute) x n x scale
+        back = (r["step_ms"] / 1e3 - compute_s / scale) * n * scale
+        assert back == pytest.approx(over[r["workers"]], rel=1e-9, abs=1e-9)

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from conftest import page_values
+from helpers.live import live_payloads
 
 pytestmark = pytest.mark.book
 
@@ -176,6 +177,37 @@ def test_sweep_against_lower_bounds(v):
         v["sweep_w2_persistent_ratio"]
         >= (load + n * c) / (load + (n - 1) * max(c, load / 2) + c) - 1e-9
     )
+
+
+def test_the_live_figure_carries_the_sweep_and_bekmans_run(v):
+    """The page passes every measured setting and Bekman's published run as fixed
+    data; the default spec (the figure opened from disk, and in the executed
+    notebook) draws them. At test sizes: 10 batches of 5 items of 5 ms, 10 ms of
+    compute. Bekman's overheads at 1/20 of his batch, by hand: with no workers
+    5.388 s / 20 / 10 = 26.94 ms a step on top of 10 ms: 36.94 ms; with four
+    0.875 / 200 = 4.375 ms: 14.375 ms."""
+    payload = live_payloads("input_pipeline")[
+        "mlbook.input_pipeline.live:loader_explorer"
+    ]
+    fixed = payload["fixed"]
+    assert (fixed["batch_size"], fixed["n_batches"]) == (5, 10)
+    assert [r["workers"] for r in fixed["measured"]] == [0, 1, 2]
+    # the plain settings' steps: compute plus the overhead the prose quotes, per batch
+    for r in fixed["measured"]:
+        over = v[f"here_w{r['workers']}_overhead"]
+        assert r["step_ms"] == pytest.approx(10 + over / 10 * 1e3, rel=1e-9)
+    assert [r["setting"] for r in fixed["variants"]][0] == "w=2 persistent"
+    assert [r["workers"] for r in fixed["published"]] == [0, 1, 2, 3, 4]
+    assert fixed["published"][0]["step_ms"] == pytest.approx(36.94)
+    assert fixed["published"][4]["step_ms"] == pytest.approx(14.375)
+    for panel in payload["spec"]["hconcat"]:
+        drawn = {
+            lay["mark"].get("shape"): len(lay["data"]["values"])
+            for lay in panel["layer"]
+            if lay["mark"]["type"] == "point"
+        }
+        assert drawn["square"] == 3 and drawn["cross"] == 5
+        assert drawn["diamond"] == len(fixed["variants"])
 
 
 def test_exercise_by_hand(v):

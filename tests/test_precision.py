@@ -611,10 +611,8 @@ def test_capture_gradients_shapes_and_sampling():
 
 
 def test_static_figures_have_labelled_axes():
-    g = F.drifting_grad_max(100)
     figures = [
         figs.format_ranges(),
-        figs.scaler_trace(g, F.simulate_scaler(g, growth_interval=10)),
         figs.master_weights(
             P.master_weight_experiment(steps=20, n_features=8, batch_size=16)
         ),

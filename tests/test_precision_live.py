@@ -1,7 +1,8 @@
 """The mixed-precision chapter's live figures (mlbook.precision.live) against
 what they are drawn from, worked out here: the fp16 zone edges from IEEE 754
 binary16, the zone fractions of made-up gradients counted by hand, a loss
-scaler's run stepped through by hand, and the 16 bytes per parameter of
+scaler's run stepped through by hand (and GradScaler's measured scale drawn
+on it), and the 16 bytes per parameter of
 mixed-precision Adam (ZeRO, Rajbhandari et al. 2020, Sec. 3.1). The summary
 the histogram figure carries is checked against real fp16 casts."""
 
@@ -13,11 +14,16 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
+from conftest import examples
 from mlbook.common import live as live_core
 from mlbook.precision import experiments as P
 from mlbook.precision import formulas as F
 from mlbook.precision import live
+
+PROPERTY_COVERS = {"mlbook.precision.live.measured_scales"}
 
 # IEEE 754 binary16: values at or below half the smallest subnormal 2^-24 round to
 # zero, the normals start at 2^-14, and the largest finite 65,504 plus half the top
@@ -208,3 +214,78 @@ def test_the_scaler_figure_draws_a_long_ceiling_as_its_lower_envelope():
     spikes = np.argsort(g)[-4:]
     lowest = sorted(ceiling, key=lambda r: r["log2"])[:4]
     assert sorted((r["step"] - 1) // 4 for r in lowest) == sorted(spikes // 4)
+
+
+# --- the measured GradScaler (the page's fixed data) ----------------------------------
+
+
+def _circles(spec):
+    return [
+        (r["step"], r["log2"])
+        for lay in _layers(spec, "point")
+        if "color" in lay["encoding"]
+        for r in lay["data"]["values"]
+    ]
+
+
+def test_the_measured_scale_is_kept_where_it_changed():
+    # the run worked by hand above: 2^15 after step 1, 2^16 after 11, 2^15 after 12,
+    # ...; kept where it changed and at the first and last steps
+    scales = [2.0**15] * 10 + [2.0**16] + [2.0**15] * 10 + [2.0**16] + [2.0**15] * 3
+    data = live.measured_scales(scales, 10, 0.5, "CPU: test")
+    assert (data["step"], data["log2"]) == (
+        [1, 11, 12, 22, 23, 25],
+        [15, 16, 15, 16, 15, 15],
+    )
+    assert (data["growth_interval"], data["backoff_factor"]) == (10, 0.5)
+    with pytest.raises(ValueError, match="positive numbers"):
+        live.measured_scales([], 10, 0.5, "CPU: test")
+
+
+def test_the_measured_circles_sit_on_the_simulations_corners_at_its_settings():
+    g = [1.0] * 25
+    trace = F.simulate_scaler(g, growth_interval=10)
+    measured = live.measured_scales(list(trace.scales), 10, 0.5, "CPU: test")
+    spec = live.scaler_run(10, 0.5, grad_max=g, measured=measured)
+    scale = _layers(spec, "line")[1]["data"]["values"]
+    assert _circles(spec) == [(r["step"], r["log2"]) for r in scale]
+    # named in the legend, on the curves' colour scale; the subtitle says where it ran
+    assert (
+        live.MEASURED
+        in (_layers(spec, "line")[1]["encoding"]["color"]["scale"]["domain"])
+    )
+    assert spec["title"]["subtitle"] == (
+        "circles: torch.amp.GradScaler on CPU: test, growth interval 10, "
+        "backoff 0.5, where its scale changed"
+    )
+    # other settings move the line, not the circles
+    other = live.scaler_run(30, 0.25, grad_max=g, measured=measured)
+    assert _circles(other) == _circles(spec)
+
+
+def test_without_a_measurement_no_circles_and_no_subtitle():
+    spec = live.scaler_run(10, 0.5, grad_max=[1.0] * 25)
+    assert _circles(spec) == [] and "subtitle" not in spec["title"]
+    assert (
+        live.MEASURED
+        not in (_layers(spec, "line")[1]["encoding"]["color"]["scale"]["domain"])
+    )
+    assert _circles(live.scaler_run.live.payload()["spec"]) == []
+
+
+@examples(40)
+@given(
+    st.lists(st.integers(-10, 24), min_size=1, max_size=200),
+    st.integers(10, 500),
+    st.floats(0.1, 0.9),
+)
+def test_measured_scales_drops_only_repeats(exponents, interval, backoff):
+    data = live.measured_scales([2.0**e for e in exponents], interval, backoff, "x")
+    # stepping through the kept points gives back every step's scale
+    back = [
+        data["log2"][max(i for i, s in enumerate(data["step"]) if s <= t + 1)]
+        for t in range(len(exponents))
+    ]
+    assert back == exponents
+    assert data["step"][0] == 1 and data["step"][-1] == len(exponents)
+    json.dumps(data, allow_nan=False)

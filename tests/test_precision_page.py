@@ -10,6 +10,7 @@ import math
 import pytest
 
 from conftest import page_values
+from helpers.live import live_payloads
 
 pytestmark = pytest.mark.book
 
@@ -335,3 +336,32 @@ def test_precision_5_a_typical_weight_still_moves_coarsely(v):
     assert v["p5_step_error"] == pytest.approx(0.1862, abs=1e-4)
     assert v["p5_lost"] == 2.0**-14
     assert v["p5_decay"] == pytest.approx(0.0003 * 2**14, rel=1e-12)  # 4.92
+
+
+def test_the_scaler_figure_carries_gradscalers_measured_scale(v):
+    # The page passes GradScaler's scale, where it changed, as fixed data; the default
+    # spec (the figure opened from disk, and in the executed notebook) draws it as
+    # circles on the simulation's corners: the two agree at every step (sc_same).
+    payload = live_payloads("precision")["mlbook.precision.live:scaler_run"]
+    measured = payload["fixed"]["measured"]
+    assert measured["growth_interval"] == v["sc_interval"] == SCALER_INTERVAL
+    assert measured["backoff_factor"] == v["gs_backoff"] == 0.5
+    assert measured["device"].startswith(("CPU:", "GPU:"))
+    steps, log2 = measured["step"], measured["log2"]
+    assert steps[0] == 1 and steps[-1] == v["sc_steps"]
+    assert 2.0 ** log2[-1] == v["sc_final"]
+    # every skipped step halves the scale, so the scale changes at least that often
+    assert len(steps) >= v["sc_skipped"]
+    scale = next(
+        lay
+        for lay in payload["spec"]["layer"]
+        if lay["mark"]["type"] == "line" and "interpolate" in lay["mark"]
+    )
+    circles = next(
+        lay
+        for lay in payload["spec"]["layer"]
+        if lay["mark"]["type"] == "point" and "color" in lay["encoding"]
+    )
+    corners = [(r["step"], r["log2"]) for r in scale["data"]["values"]]
+    assert [(r["step"], r["log2"]) for r in circles["data"]["values"]] == corners
+    assert corners == list(zip(steps, log2, strict=True))

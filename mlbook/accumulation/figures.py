@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from mlbook.accumulation.formulas import KSweep, StepCostModel, divisors
 from mlbook.common import validate
-from mlbook.common.units import MIB
 from mlbook.plotting.style import new_figure
 
 
@@ -79,67 +77,4 @@ def token_weights(counts, k: int):
     right.set_ylabel("weight per token (x 1/N)")
     right.legend(fontsize=8)
     right.set_title("Weight of one token in the loss")
-    return fig
-
-
-def k_sweep(sweep: KSweep, model: StepCostModel, device_label: str):
-    """Measured step time and activation memory against k at a fixed global
-    batch, with the fitted cost model drawn through them."""
-    rows = sweep.rows
-    B = sweep.global_batch
-    ks = np.array([r.k for r in rows])
-    fine = np.array(divisors(B))
-    fine = fine[(fine >= ks.min()) & (fine <= ks.max())]
-    fig, (ax_t, ax_m) = new_figure(ncols=2, layout="constrained")
-    ax_t.plot(
-        ks, [r.step_s * 1e3 for r in rows], "o", color="C0", label="measured (median)"
-    )
-    ax_t.plot(
-        fine,
-        [model.step_s(B, int(k)) * 1e3 for k in fine],
-        "-",
-        color="C0",
-        alpha=0.6,
-        label=f"fit: +{model.per_micro_batch_s * 1e3:.2f} ms per micro-batch",
-    )
-    _plain_log2(ax_t)
-    ax_t.set_xlabel("accumulation steps k")
-    ax_t.set_ylabel("step time (ms)")
-    ax_t.set_ylim(bottom=0)
-    ax_t.legend(fontsize=8)
-    ax_t.set_title(f"Step time, global batch B={B}")
-    ax_m.plot(
-        ks,
-        [r.saved_bytes / MIB for r in rows],
-        "o",
-        color="C1",
-        label="saved for backward, one micro-batch",
-    )
-    ax_m.plot(
-        fine,
-        [model.activation_bytes(B // int(k)) / MIB for k in fine],
-        "-",
-        color="C1",
-        alpha=0.6,
-        label="fit: bytes per example x b",
-    )
-    if any(r.peak_bytes is not None for r in rows):
-        ax_m.plot(
-            ks,
-            [r.peak_bytes / MIB for r in rows],
-            "s",
-            color="C4",
-            label="CUDA peak above model state",
-        )
-    _plain_log2(ax_m)
-    _plain_log2(ax_m, "y")
-    ax_m.set_xlabel("accumulation steps k")
-    ax_m.set_ylabel("activation memory (MiB)")
-    lo, hi = ax_m.get_ylim()
-    ax_m.set_ylim(
-        lo / 1.3, hi * 4
-    )  # headroom: the legend sits above the falling points
-    ax_m.legend(fontsize=8, loc="upper right")
-    ax_m.set_title("Activation memory")
-    fig.suptitle(device_label, fontsize=9)
     return fig

@@ -5,8 +5,9 @@ drawn on it. Standard library and mlbook's torch-free modules only: the HTML
 book runs it in the reader's browser.
 
 The page fits ``StepCostModel`` to its own sweep and passes both, as a compact
-summary (``cost_data``: the model's five numbers and one row per measured k,
-well under a kilobyte of JSON), as the figure's fixed data.
+summary (``cost_data``: the model's five numbers, the device, and one row per
+measured k, with the CUDA peak where a GPU measured one; well under a
+kilobyte of JSON), as the figure's fixed data.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from mlbook.common import vegalite as vl
 from mlbook.common.units import MIB
 
 TIME_COLOR, MEMORY_COLOR = vl.C[0], vl.C[1]
-MEASURED_COLOR, CHOICE_COLOR = "#666666", vl.C[3]
+MEASURED_COLOR, CHOICE_COLOR, PEAK_COLOR = "#666666", vl.C[3], vl.C[4]
 MODEL_FIELDS = (
     "optimizer_s",
     "per_micro_batch_s",
@@ -36,22 +37,25 @@ EXAMPLE_MODEL = {
 }
 
 
-def cost_data(model: cost.StepCostModel, sweep: cost.KSweep) -> dict:
+def cost_data(
+    model: cost.StepCostModel, sweep: cost.KSweep, device: str | None = None
+) -> dict:
     """The figure's fixed data: the fitted model's numbers, and the measured
-    sweep as one row per k (step time in ms, activations in MiB)."""
+    sweep as one row per k (step time in ms, activations in MiB, and
+    ``peak_mib``, the CUDA peak above the model state, where it was measured),
+    with the ``device`` it ran on."""
+    rows = []
+    for r in sweep.rows:
+        row = {"k": int(r.k), "step_ms": r.step_s * 1e3, "act_mib": r.saved_bytes / MIB}
+        if r.peak_bytes is not None:
+            row["peak_mib"] = r.peak_bytes / MIB
+        rows.append(row)
+    measured = {"global_batch": int(sweep.global_batch), "rows": rows}
+    if device is not None:
+        measured["device"] = str(device)
     return {
         "model": {name: float(getattr(model, name)) for name in MODEL_FIELDS},
-        "measured": {
-            "global_batch": int(sweep.global_batch),
-            "rows": [
-                {
-                    "k": int(r.k),
-                    "step_ms": r.step_s * 1e3,
-                    "act_mib": r.saved_bytes / MIB,
-                }
-                for r in sweep.rows
-            ],
-        },
+        "measured": measured,
     }
 
 
@@ -73,10 +77,16 @@ def _line(rows, x, y, color, tooltip) -> dict:
     }
 
 
-def _points(rows, x, y, tooltip) -> dict:
+def _points(rows, x, y, tooltip, color=MEASURED_COLOR, shape="circle") -> dict:
     return {
         "data": {"values": rows},
-        "mark": {"type": "point", "filled": True, "color": MEASURED_COLOR, "size": 30},
+        "mark": {
+            "type": "point",
+            "filled": True,
+            "color": color,
+            "shape": shape,
+            "size": 30,
+        },
         "encoding": {"x": x, "y": y, "tooltip": tooltip},
     }
 
@@ -119,6 +129,7 @@ def cost_explorer(
         for k in cost.divisors(B)
     ]
     seen = measured["rows"] if measured else []
+    peaks = [r for r in seen if "peak_mib" in r]
     k_top = max([B] + [r["k"] for r in seen])
     x = vl.channel(
         "k",
@@ -131,7 +142,9 @@ def cost_explorer(
     )
     x["axis"]["values"] = [2**e for e in range(k_top.bit_length())]  # 1, 2, 4, ...
     top_t = 1.08 * max(r["step_ms"] for r in mine + seen)
-    top_m = 1.08 * max(r["act_mib"] for r in mine + seen)
+    top_m = 1.08 * max(
+        [r["act_mib"] for r in mine + seen] + [r["peak_mib"] for r in peaks]
+    )
     t_axis, t_same = _y(
         "step_ms", vl.title_of("step time", "ms"), top_t, TIME_COLOR, "left"
     )
@@ -163,10 +176,19 @@ def cost_explorer(
             _points(seen, x, t_same, seen_tip),
             _points(seen, x, m_same, seen_tip),
         ]
+    if peaks:
+        peak_tip = [k_tip, vl.tip("peak_mib", "CUDA peak above model state (MiB)")]
+        peak_y = {**m_same, "field": "peak_mib"}
+        layers.append(_points(peaks, x, peak_y, peak_tip, PEAK_COLOR, "square"))
     key = "blue: step time, left axis; orange: activations, right axis; grey: "
     key += f"measured at B={measured['global_batch']}" if seen else "none measured"
+    lines = [key]  # the subtitle's lines: the key, then where it was measured
+    if seen and "device" in measured:
+        lines.append(f"measured on {measured['device']}")
+    if peaks:
+        lines.append("purple squares: CUDA peak above the model state")
     if model is None:
-        key = f"an example model, not a fit. {key}"
+        lines[0] = f"an example model, not a fit. {key}"
     if b <= B and B % b == 0:
         k = B // b
         chosen = {
@@ -204,7 +226,7 @@ def cost_explorer(
     else:
         title = f"b={b} does not divide B={B}: no whole number of micro-batches"
         spec = vl.chart(layers, title=title, title_color=CHOICE_COLOR)
-    spec["title"]["subtitle"] = key
+    spec["title"]["subtitle"] = lines
     spec["title"]["subtitleColor"] = "#555555"
     # two y scales over one k axis: step time left, memory right
     spec["resolve"] = {"scale": {"y": "independent"}}

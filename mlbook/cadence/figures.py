@@ -5,74 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from mlbook.cadence import formulas as cadence
 from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
 
 MIN = 60.0
-
-
-def waste_curve(
-    checkpoint_s: float,
-    mtbf_s: float,
-    restart_s: float = 0.0,
-    seed: int = 0,
-    horizon_s: float | None = None,
-    ax=None,
-    title: str | None = None,
-    monte_carlo: bool = True,
-):
-    """Waste fraction against the checkpoint interval: Young's first-order
-    form, the exact expectation, a Monte Carlo estimate, the optima marked."""
-    young = cadence.young_interval(checkpoint_s, mtbf_s)
-    daly = cadence.daly_interval(checkpoint_s, mtbf_s)
-    grid = np.geomspace(young / 8, young * 8, 120)
-    points = np.geomspace(young / 6, young * 6, 17)
-    first = cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s)
-    exact = cadence.waste_fraction(grid, checkpoint_s, mtbf_s, restart_s, exact=True)
-    if ax is None:
-        fig, ax = new_figure()
-    else:
-        fig = ax.figure
-    ax.plot(grid / MIN, first, color="C0", label="first order  C/I + I/(2T) + R/T")
-    ax.plot(
-        grid / MIN, exact, color="C1", label="exact expectation (exponential failures)"
-    )
-    if monte_carlo:
-        mc = cadence.simulate_waste(
-            points, checkpoint_s, mtbf_s, restart_s, horizon_s=horizon_s, seed=seed
-        )
-        ax.plot(points / MIN, mc, "o", color="C3", ms=4, label="Monte Carlo")
-    w_daly = cadence.waste_fraction(daly, checkpoint_s, mtbf_s, restart_s, exact=True)
-    ax.axvline(young / MIN, color="C0", ls="--", lw=1)
-    ax.plot([daly / MIN], [w_daly], "*", color="k", ms=13, zorder=5)
-    ax.annotate(
-        f"Daly optimum {daly / MIN:.1f} min: {w_daly:.1%} lost\n"
-        f"Young sqrt(2CT) = {young / MIN:.1f} min (dashed)",
-        (daly / MIN, w_daly),
-        xytext=(0, -28),
-        textcoords="offset points",
-        ha="center",
-        va="top",
-        fontsize=8,
-        bbox={"boxstyle": "round", "fc": "white", "ec": "none", "alpha": 0.8},
-    )
-    ax.set_xscale("log")
-    # 1-2-5 ticks with plain labels, no minor ticks: readable, and cheap to redraw
-    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("checkpoint interval I (minutes of training between saves)")
-    ax.set_ylabel("fraction of time lost")
-    ax.set_ylim(0, min(1.0, 2.5 * max(w_daly, 1e-3)))
-    percent_axis(ax)
-    ax.legend(fontsize=7, loc="upper center", frameon=False)
-    ax.set_title(
-        title
-        or f"C = {checkpoint_s:g} s, T = {mtbf_s / 3600:.2g} h, R = {restart_s:g} s"
-    )
-    return fig
 
 
 def interval_vs_cluster(

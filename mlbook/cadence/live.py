@@ -1,9 +1,17 @@
 """The checkpoint-cadence chapter's live figure (mlbook.common.live): the
 waste of a cluster's run against the checkpoint interval, from the closed
-forms, with Daly's optimum marked. Standard library and mlbook's torch-free
-modules only: the HTML book runs it in the reader's browser."""
+forms, with Daly's optimum marked and the page's Monte Carlo run drawn on
+it. Standard library and mlbook's torch-free modules only: the HTML book runs
+it in the reader's browser.
+
+The page passes its Monte Carlo run as fixed data, ``simulated``: the C, T
+and R it simulated and the waste at 17 intervals (well under a kilobyte of
+JSON). The dots are drawn while the controls give that C, T and R; at any
+other cluster the subtitle says where they were simulated."""
 
 from __future__ import annotations
+
+import math
 
 from mlbook.cadence import formulas as cadence
 from mlbook.common import live
@@ -12,7 +20,9 @@ from mlbook.common.units import HOUR_S, MINUTE_S
 
 FIRST_ORDER = "first order  C/I + I/(2T) + R/T"
 EXACT = "exact expectation (exponential failures)"
+MONTE_CARLO = "Monte Carlo"
 CURVES = {FIRST_ORDER: {"color": vl.C[0]}, EXACT: {"color": vl.C[1]}}
+MONTE_CARLO_COLOR = vl.C[3]
 STEP = 10 ** (1 / 20)  # log sliders: 20 steps a decade
 
 
@@ -23,12 +33,17 @@ STEP = 10 ** (1 / 20)  # log sliders: 20 steps a decade
     live.slider("n_nodes", "nodes", 128, 1, 4096, 1),
 )
 def waste_explorer(
-    checkpoint_s: float, node_mtbf_h: float, restart_s: float, n_nodes: int
+    checkpoint_s: float,
+    node_mtbf_h: float,
+    restart_s: float,
+    n_nodes: int,
+    simulated: dict | None = None,
 ) -> dict:
     """Waste against the interval I for a cluster of ``n_nodes`` nodes of the
     given MTBF (T = node MTBF / nodes): Young's first order and the exact
-    expectation, Young's sqrt(2CT) dashed, Daly's optimum starred. Closed
-    forms only; the chapter's static figure carries the Monte Carlo."""
+    expectation, Young's sqrt(2CT) dashed, Daly's optimum starred, and a
+    Monte Carlo run as dots. ``simulated`` is ``monte_carlo_data``'s; its dots
+    are drawn when C, T and R are the ones it simulated (None: no dots)."""
     mtbf_s = cadence.cluster_mtbf(node_mtbf_h * HOUR_S, int(n_nodes))
     young = cadence.young_interval(checkpoint_s, mtbf_s)
     daly = cadence.daly_interval(checkpoint_s, mtbf_s)
@@ -57,6 +72,7 @@ def waste_explorer(
         "W", vl.title_of("fraction of time lost", "%"), domain=[0, top], percent=True
     )
     interval_tip = vl.tip("I_min", "I (min)")
+    dots, note = _monte_carlo(simulated, checkpoint_s, mtbf_s, restart_s)
     optimum = {"I_min": daly / MINUTE_S, "W": w_daly, "T_h": mtbf_s / HOUR_S}
     title = (
         f"{int(n_nodes):,} nodes x {vl.sig3(node_mtbf_h)} h: "
@@ -64,15 +80,32 @@ def waste_explorer(
         f"C = {vl.sig3(checkpoint_s)} s, R = {restart_s:g} s -> "
         f"I* = {daly / MINUTE_S:.1f} min, {w_daly:.1%} lost"
     )
-    return vl.chart(
+    styles = {**CURVES, MONTE_CARLO: {"color": MONTE_CARLO_COLOR}} if dots else CURVES
+    curves = vl.lines(
+        rows, x, y, styles=styles, tooltip=[interval_tip, vl.tip("W", "lost", ".3%")]
+    )
+    layers = []
+    if dots:  # on the curves' colour scale, so the legend names them
+        layers.append(
+            {
+                "data": {"values": dots},
+                "mark": {"type": "point", "filled": True, "size": 30, "clip": True},
+                "encoding": {
+                    "x": x,
+                    "y": y,
+                    "color": curves["encoding"]["color"],
+                    "tooltip": [
+                        vl.tip("curve", "", nominal=True),
+                        interval_tip,
+                        vl.tip("W", "lost, simulated", ".3%"),
+                    ],
+                },
+            }
+        )
+    spec = vl.chart(
         [
-            vl.lines(
-                rows,
-                x,
-                y,
-                styles=CURVES,
-                tooltip=[interval_tip, vl.tip("W", "lost", ".3%")],
-            ),
+            curves,
+            *layers,
             vl.vrule(
                 {"I_min": young / MINUTE_S, "label": "Young sqrt(2CT)"},
                 x,
@@ -91,3 +124,51 @@ def waste_explorer(
         ],
         title=title,
     )
+    if note:
+        spec["title"]["subtitle"] = note
+        spec["title"]["subtitleColor"] = "#555555"
+    return spec
+
+
+def monte_carlo_data(
+    interval_s: list, waste: list, checkpoint_s: float, mtbf_s: float, restart_s=0.0
+) -> dict:
+    """The figure's fixed data: a Monte Carlo run's waste at each interval
+    (``formulas.simulate_waste``), and the C, T and R it simulated."""
+    if len(interval_s) != len(waste):
+        raise ValueError(
+            f"one waste per interval: got {len(interval_s)} intervals and "
+            f"{len(waste)} wastes"
+        )
+    return {
+        "checkpoint_s": float(checkpoint_s),
+        "mtbf_s": float(mtbf_s),
+        "restart_s": float(restart_s),
+        "points": [
+            {"I_min": float(i) / MINUTE_S, "W": float(w)}
+            for i, w in zip(interval_s, waste, strict=True)
+        ],
+    }
+
+
+def _monte_carlo(simulated, checkpoint_s, mtbf_s, restart_s) -> tuple[list, str]:
+    """The dots to draw (none unless C, T and R are the simulated ones, to
+    float rounding) and the subtitle that says where they were simulated."""
+    if not simulated:
+        return [], ""
+    where = (
+        f"C = {vl.sig3(simulated['checkpoint_s'])} s, "
+        f"T = {simulated['mtbf_s'] / HOUR_S:.2f} h, R = {simulated['restart_s']:g} s"
+    )
+    same = all(
+        math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        for a, b in (
+            (checkpoint_s, simulated["checkpoint_s"]),
+            (mtbf_s, simulated["mtbf_s"]),
+            (restart_s, simulated["restart_s"]),
+        )
+    )
+    if not same:
+        return [], f"Monte Carlo dots: simulated at {where} only"
+    dots = [{"curve": MONTE_CARLO, **p} for p in simulated["points"]]
+    return dots, f"Monte Carlo: {len(dots)} intervals, one failure trace, at {where}"

@@ -6,7 +6,10 @@ browser.
 
 The page passes its measured sweep as fixed data: one row per worker count
 (workers, step time in ms, idle share), with the batch size and batches an
-epoch it was measured at; well under a kilobyte of JSON.
+epoch it was measured at; the other settings it measured (persistent
+workers, prefetch depth, pinned memory) as ``variants``, rows that also name
+their setting; and Bekman's published run scaled to the same batch as
+``published``. Well under a kilobyte of JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ MAX_WORKERS = 16  # the slider's and the curves' range of workers
 STEADY = "model, steady state"
 COMPUTE = "compute alone"
 CHOICE_COLOR, MEASURED_COLOR = vl.C[3], vl.C[0]
+VARIANT_COLOR, PUBLISHED_COLOR = vl.C[1], vl.C[4]
+PUBLISHED = "Bekman's run, scaled to this batch"
 PANEL_WIDTH, PANEL_HEIGHT = 270, 260
 
 
@@ -49,19 +54,39 @@ def loader_curves(
     return rows
 
 
-def _points(rows, x, y, tooltip) -> dict:
+def _points(rows, x, y, tooltip, shape="square", color=MEASURED_COLOR) -> dict:
     return {
         "data": {"values": rows},
         "mark": {
             "type": "point",
-            "shape": "square",
+            "shape": shape,
             "filled": False,
-            "color": MEASURED_COLOR,
+            "color": color,
             "size": 70,
             "clip": True,
         },
         "encoding": {"x": x, "y": y, "tooltip": tooltip},
     }
+
+
+def published_rows(
+    overhead_s: dict, n_batches: int, compute_s: float, scale: float = 1.0
+) -> list[dict]:
+    """A published loader benchmark (epoch time minus compute, per worker
+    count, over ``n_batches`` steps of ``compute_s``) as the figure's rows,
+    scaled to a batch ``scale`` times smaller (every per-batch time shrinks
+    with it): step time = compute + overhead / n_batches, and the idle share
+    of that step."""
+    if not overhead_s:
+        raise ValueError("overhead_s must name at least one worker count")
+    step = compute_s / scale
+    rows = []
+    for w, over in sorted(overhead_s.items(), key=lambda kv: int(kv[0])):
+        step_s = step + over / scale / n_batches
+        rows.append(
+            {"workers": int(w), "step_ms": step_s * 1e3, "idle": 1 - step / step_s}
+        )
+    return rows
 
 
 def _panel(layers: list[dict], title: str) -> dict:
@@ -86,17 +111,21 @@ def loader_explorer(
     n_batches: int = 10,
     measured: list | None = None,
     measured_label: str = "measured",
+    variants: list | None = None,
+    published: list | None = None,
 ) -> dict:
     """The loader model for batches of ``batch_size`` items of
     ``item_cost_ms`` each and ``compute_ms`` of compute a step: step time
     (left) and the device's idle share (right) against workers, in the
     steady state and averaged over an epoch of ``n_batches`` (what a measured
     epoch gives), the chosen count marked. ``measured`` rows
-    ({"workers", "step_ms", "idle"}) are drawn as squares."""
+    ({"workers", "step_ms", "idle"}) are drawn as squares, ``variants``
+    (the same, with a "setting" label) as diamonds, and ``published``
+    (``published_rows``'s) as crosses; the subtitle says which is which."""
     w, batch_size, n_batches = int(workers), int(batch_size), int(n_batches)
     load_s, compute_s = batch_size * item_cost_ms / 1e3, compute_ms / 1e3
     rows = loader_curves(item_cost_ms, compute_ms, batch_size, n_batches)
-    seen = list(measured or [])
+    seen, others, theirs = list(measured or []), variants or [], published or []
     step = formulas.loader_step_s(load_s, compute_s, w)
     idle = formulas.device_idle_fraction(load_s, compute_s, w)
     need = formulas.workers_needed(load_s, compute_s)
@@ -109,7 +138,7 @@ def loader_explorer(
         {"curve": COMPUTE, "workers": k, "step_ms": compute_ms, "idle": 0.0}
         for k in (0, MAX_WORKERS)
     ]
-    top = 1.1 * max(r["step_ms"] for r in rows + seen)
+    top = 1.1 * max(r["step_ms"] for r in rows + seen + others + theirs)
     x = vl.channel(
         "workers",
         vl.title_of("num_workers", "processes"),
@@ -155,14 +184,29 @@ def loader_explorer(
         seen = [{**r, "label": measured_label} for r in seen]
         left.append(_points(seen, x, t, seen_tips))
         right.append(_points(seen, x, i, seen_tips))
+    key = [f"squares: {measured_label}"] if seen else []
+    if others:
+        tips_of = [vl.tip("setting", "setting", nominal=True), *tips]
+        for panel, y in ((left, t), (right, i)):
+            panel.append(_points(others, x, y, tips_of, "diamond", VARIANT_COLOR))
+        key.append("diamonds: the other settings measured")
+    if theirs:
+        pub = [{**r, "label": PUBLISHED} for r in theirs]
+        pub_tips = [vl.tip("label", "", nominal=True), *tips]
+        for panel, y in ((left, t), (right, i)):
+            panel.append(_points(pub, x, y, pub_tips, "cross", PUBLISHED_COLOR))
+        key.append(f"crosses: {PUBLISHED}")
     title = (
         f"load {load_s * 1e3:,.0f} ms/batch ({batch_size} x {item_cost_ms:g} ms), "
         f"compute {compute_ms:g} ms: {w} workers -> {step * 1e3:,.0f} ms/step, "
         f"idle {idle:.0%}; {need} keep the device busy"
     )
+    heading = {"text": title, "fontSize": 12, "fontWeight": "normal"}
+    if key:
+        heading |= {"subtitle": "; ".join(key), "subtitleColor": "#555555"}
     return {
         "$schema": vl.SCHEMA,
-        "title": {"text": title, "fontSize": 12, "fontWeight": "normal"},
+        "title": heading,
         "hconcat": [
             _panel(left, "step time"),
             _panel(right, "device idle share"),

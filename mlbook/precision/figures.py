@@ -1,7 +1,7 @@
 """The mixed-precision chapter's static figures (matplotlib): the formats'
-ranges, a loss scaler's run, master weights, fp8 errors, delayed scaling and
-matmul throughput. The figures a reader moves are live figures, in
-mlbook.precision.live."""
+ranges, master weights, fp8 errors, delayed scaling and matmul throughput.
+The figures a reader moves are live figures, in mlbook.precision.live (the
+loss scaler's run among them, with GradScaler's measured scale on it)."""
 
 from __future__ import annotations
 
@@ -9,28 +9,6 @@ import numpy as np
 
 from mlbook.plotting.style import new_figure
 from mlbook.precision import formulas as P
-
-
-def _pow2_axis(ax, axis: str, lo_log2: float, hi_log2: float, max_ticks: int = 7):
-    """A base-2 log axis from 2^lo to 2^hi with plain "2^k" tick labels:
-    matplotlib's default labels go through mathtext, which costs tens of ms a
-    redraw."""
-    from matplotlib.ticker import NullLocator
-
-    lo, hi = int(np.floor(lo_log2)), int(np.ceil(hi_log2))
-    step = max(1, int(np.ceil((hi - lo) / max_ticks)))
-    ks = np.arange(lo - lo % step, hi + 1, step)
-    ks = ks[(ks >= lo) & (ks <= hi)]
-    if axis == "x":
-        ax.set_xscale("log", base=2)
-        ax.set_xlim(2.0**lo, 2.0**hi)
-        ax.set_xticks(2.0**ks, [f"2^{k}" for k in ks])
-        ax.xaxis.set_minor_locator(NullLocator())
-    else:
-        ax.set_yscale("log", base=2)
-        ax.set_ylim(2.0**lo, 2.0**hi)
-        ax.set_yticks(2.0**ks, [f"2^{k}" for k in ks])
-        ax.yaxis.set_minor_locator(NullLocator())
 
 
 def format_ranges(formats=None):
@@ -67,39 +45,6 @@ def format_ranges(formats=None):
     ax.set_title(
         "Range of each format (from the bit layouts, checked against torch.finfo)"
     )
-    return fig
-
-
-def _draw_scaler(ax, grad_max, trace, title):
-    steps = np.arange(1, len(trace.scales) + 1)
-    ceiling = P.float_format("fp16").max / np.asarray(grad_max, dtype=float)
-    ax.plot(steps, ceiling, color="0.6", lw=0.8, label="fp16 max / largest gradient")
-    ax.step(steps, trace.scales, where="post", color="C0", lw=1.5, label="loss scale")
-    skipped = np.flatnonzero(trace.skipped)
-    if skipped.size:
-        ax.plot(
-            steps[skipped],
-            np.asarray(trace.scales)[skipped],
-            "v",
-            color="C3",
-            ms=5,
-            label=f"skipped steps ({skipped.size})",
-        )
-    both = np.concatenate(
-        [np.log2(trace.scales), np.log2(ceiling[np.isfinite(ceiling) & (ceiling > 0)])]
-    )
-    _pow2_axis(ax, "y", both.min() - 0.5, both.max() + 0.5)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("loss scale (log)")
-    ax.set_title(title, fontsize=9, y=1.01)  # a fixed y skips the title's layout pass
-    ax.legend(fontsize=7, loc="lower right")
-
-
-def scaler_trace(grad_max, trace, title="dynamic loss scale"):
-    """A loss scaler's run: scale per step, skipped steps marked, and the
-    largest scale that would not overflow fp16 at each step."""
-    fig, ax = new_figure()
-    _draw_scaler(ax, grad_max, trace, title)
     return fig
 
 

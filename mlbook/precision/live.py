@@ -7,9 +7,11 @@ the HTML book runs them in the reader's browser.
 Their build-time data are summaries: the histogram figure takes the share of
 values per bin and the zone fractions per loss scale
 (``formulas.histogram_summary``), not the gradients; the scaler figure takes
-the largest gradient of each step, which its simulation replays. Without
-them (``payload()`` with no fixed data) each draws a small example of its
-own, made here with the standard library."""
+the largest gradient of each step, which its simulation replays, and the
+scale torch.amp.GradScaler measured on the page (``measured_scales``: the
+steps where it changed). Without them (``payload()`` with no fixed data)
+each draws a small example of its own, made here with the standard
+library, and no measured scale."""
 
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ SCALER_CURVES = {
     "loss scale": {"color": vl.C[0]},
     "fp16 max / largest gradient": {"color": "#999999"},
 }
+MEASURED = "torch.amp.GradScaler, measured"
+MEASURED_STYLE = {"color": vl.C[1]}
 
 
 def _pow2_channel(field: str, title: str, domain: list) -> dict:
@@ -206,13 +210,19 @@ def _example_grad_max(n_steps: int = 600, seed: int = 0) -> list[float]:
     live.slider("backoff_factor", "backoff factor (x scale)", 0.5, 0.1, 0.9, 0.05),
 )
 def scaler_run(
-    growth_interval: int, backoff_factor: float, grad_max: list | None = None
+    growth_interval: int,
+    backoff_factor: float,
+    grad_max: list | None = None,
+    measured: dict | None = None,
 ) -> dict:
     """The scaler's decisions on a script of largest gradients (one per step;
     None: an example script), simulated without tensors
     (``formulas.simulate_scaler``, GradScaler's rules): the loss scale per
     step, the skipped steps, and the largest scale fp16 could hold at each
-    step (over long runs the lowest of every few steps), all in log2."""
+    step (over long runs the lowest of every few steps), all in log2.
+    ``measured`` (``measured_scales``'s) adds the scale a real GradScaler
+    kept on the same script, as dots where it changed, and says in the
+    subtitle where and at which settings it ran."""
     grad_max = grad_max or _example_grad_max()
     trace = formulas.simulate_scaler(
         grad_max, backoff_factor=backoff_factor, growth_interval=int(growth_interval)
@@ -232,17 +242,27 @@ def scaler_run(
         {"curve": "loss scale", "step": t + 1, "log2": scales[t]}
         for t in [*changes, n - 1]
     ]
-    lo = math.floor(min(min(scales), min(ceiling))) - 1
-    hi = math.ceil(max(max(scales), max(ceiling))) + 1
+    dots = (
+        [
+            {"curve": MEASURED, "step": t, "log2": v}
+            for t, v in zip(measured["step"], measured["log2"], strict=True)
+        ]
+        if measured
+        else []
+    )
+    seen = [r["log2"] for r in dots]
+    lo = math.floor(min(min(scales), min(ceiling), *seen)) - 1
+    hi = math.ceil(max(max(scales), max(ceiling), *seen)) + 1
     x = vl.channel(
         "step", vl.title_of("training step", "steps"), domain=[1, n], format=",.4~g"
     )
     y = _pow2_channel("log2", "loss scale (log2 scale, powers of two)", [lo, hi])
+    styles = {**SCALER_CURVES, MEASURED: MEASURED_STYLE} if dots else SCALER_CURVES
     scale_line = vl.lines(
         rows,
         x,
         y,
-        styles=SCALER_CURVES,
+        styles=styles,
         tooltip=[vl.tip("step", "from step"), vl.tip("log2", "log2 of the scale")],
     )
     scale_line["mark"]["interpolate"] = "step-after"
@@ -289,11 +309,59 @@ def scaler_run(
             )
         )
         layers[-1]["data"]["values"] = skipped
+    if dots:  # on the curves' colour scale, so the legend names them
+        layers.append(
+            {
+                "data": {"values": dots},
+                "mark": {"type": "point", "filled": False, "size": 45, "clip": True},
+                "encoding": {
+                    "x": x,
+                    "y": y,
+                    "color": scale_line["encoding"]["color"],
+                    "tooltip": [
+                        vl.tip("curve", "", nominal=True),
+                        vl.tip("step", "from step"),
+                        vl.tip("log2", "log2 of the scale"),
+                    ],
+                },
+            }
+        )
     title = (
         f"growth interval {int(growth_interval)}, backoff {backoff_factor:g}: "
         f"{trace.n_skipped} of {n} steps skipped"
     )
-    return vl.chart(layers, title=title)
+    spec = vl.chart(layers, title=title)
+    if dots:
+        spec["title"]["subtitle"] = (
+            f"circles: torch.amp.GradScaler on {measured['device']}, growth "
+            f"interval {measured['growth_interval']}, backoff "
+            f"{measured['backoff_factor']:g}, where its scale changed"
+        )
+        spec["title"]["subtitleColor"] = "#555555"
+    return spec
+
+
+def measured_scales(
+    scales: list, growth_interval: int, backoff_factor: float, device: str
+) -> dict:
+    """The scaler figure's ``measured``: a real scaler's scale after each
+    step, kept where it changed (and at the first and last steps, as the
+    figure draws its own), in log2, with the settings and the device it ran
+    on. Scales are powers of two, so a few hundred bytes hold a long run."""
+    if not scales or any(not s > 0 for s in scales):
+        raise ValueError(
+            f"scales must be a non-empty list of positive numbers, got {scales!r:.80}"
+        )
+    log2 = [math.log2(float(s)) for s in scales]
+    n = len(log2)
+    keep = [t for t in range(n) if t in (0, n - 1) or log2[t] != log2[t - 1]]
+    return {
+        "device": str(device),
+        "growth_interval": int(growth_interval),
+        "backoff_factor": float(backoff_factor),
+        "step": [t + 1 for t in keep],
+        "log2": [log2[t] for t in keep],
+    }
 
 
 # --- the memory bill ----------------------------------------------------------------

@@ -56,3 +56,22 @@ def close(a, b, rel=1e-9, path="result") -> list[str]:
             for d in close(x, y, rel, f"{path}[{i}]")
         ]
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+def live_payloads(page: str) -> dict:
+    """The live figures of a page's executed notebook in the test build (the
+    `book` fixture must have run): "module:function" -> the payload its cell
+    displayed (application/vnd.mlbook.live+json: fixed data, controls and the
+    default spec)."""
+    import json
+
+    from conftest import BOOK_DEST
+
+    nb = json.loads((BOOK_DEST / "src" / "notebooks" / f"{page}.ipynb").read_text())
+    mime = "application/vnd.mlbook.live+json"
+    return {
+        out["data"][mime]["function"]: out["data"][mime]
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if mime in out.get("data", {})
+    }
