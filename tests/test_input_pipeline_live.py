@@ -1,9 +1,8 @@
 """The input-pipeline chapter's live figure (mlbook.input_pipeline.live
 .loader_explorer) against the loader model worked out by hand: the chosen
 point, the curves, the measured squares, the title, the axes with their
-units, and the size of the fixed data the page passes. It replaces the
-matplotlib slider figure (figures.loader_model) and its test. The browser
-runs are tests/test_live.py."""
+units, and the size of the fixed data the page passes. The browser runs are
+tests/test_live.py."""
 
 from __future__ import annotations
 
