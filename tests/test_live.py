@@ -1,5 +1,5 @@
 """The built book's live figures in a real browser (Debian's Chromium under
-Playwright, never `playwright install`), with the Contract of issue 23:
+Playwright, never `playwright install`):
 
 - served on 127.0.0.1 (tools/serve.py, in a thread): on every page, every
   live figure's controls are set to seeded random valid values, the range
