@@ -75,7 +75,7 @@ gpu-check: $(STAMP)
 
 # The venv (tools/install.py: uv installs the pinned stack, pip and the package,
 # editable, from pip's configured sources in seconds, where pip takes about
-# 85 s here; pip if uv cannot), the scripts the book serves itself (widgets; vega and
+# 85 s here; pip if uv cannot), the scripts the book serves itself (vega and
 # Pyodide for the live figures), JupyterLab's "open text notebooks as
 # notebooks" setting, and Chromium for the browser checks (Debian's, driven by
 # pip's playwright; skipped if present). Without Chromium the browser checks

@@ -23,8 +23,8 @@ and what several chapters share, once::
     common_torch/    torch: the small GPT, toy models, dtypes, timing and device
                      helpers, the matmul ceiling (MAMF), process launch, the
                      checkpointer and sampler
-    plotting/        matplotlib: figure style and slider figures; the JupyterLab
-                     host of live figures (live.py, ipywidgets)
+    plotting/        matplotlib: figure style; the JupyterLab host of live
+                     figures (live.py, ipywidgets)
     exercises/       the judge: check() and the registry that every chapter's
                      exercises.py adds its records to
 

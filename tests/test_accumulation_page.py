@@ -190,7 +190,7 @@ def test_fp16_loss_scaling_exercise(v):
 
 
 def test_fp16_underflow_threshold_is_half_the_smallest_subnormal(v):
-    """Issue 22, item 3. IEEE 754 binary16's smallest subnormal is 2^-24. Round to
+    """IEEE 754 binary16's smallest subnormal is 2^-24. Round to
     nearest, ties to even: a value above 2^-25 is nearer 2^-24 than 0 and rounds up
     to it; exactly 2^-25 is a tie and goes to the even neighbour, 0. So a gradient
     becomes zero at or below 2^-25, not below 2^-24."""

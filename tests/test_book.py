@@ -117,53 +117,6 @@ INERT_URLS = [
         "and the book has none (launch_buttons.thebe: false; test_thebe_is_off checks "
         "that no page loads or offers thebe)",
     ),
-    # the widget manager (tools/vendor_js.py: @jupyter-widgets/html-manager's
-    # embed-amd.js)
-    Inert(
-        "vendor/html-manager/embed-amd.js",
-        r"https://cdn\.jsdelivr\.net/npm/",
-        "the manager's CDN for widget modules it does not bundle; every widget "
-        "in the book comes from @jupyter-widgets/base, controls or output, "
-        "which it bundles (test_widgets_need_only_bundled_modules), and the browser "
-        "tests block and fail any request it would make",
-    ),
-    Inert(
-        "vendor/html-manager/embed-amd.js",
-        r"https?://json-schema\.org/(draft-0[47]/)?schema#?",
-        "JSON Schema $schema identifiers in the manager's state validator (ajv), "
-        "which carries these meta-schemas and is given no loadSchema, "
-        "so it never fetches one",
-    ),
-    Inert(
-        "vendor/html-manager/embed-amd.js",
-        r"https://raw\.githubusercontent\.com/ajv-validator/ajv/master/lib/refs/data\.json#",
-        "the $id of ajv's bundled $data meta-schema: an identifier, never fetched",
-    ),
-    Inert(
-        "vendor/html-manager/embed-amd.js",
-        r"https://fonts\.googleapis\.com/css\?family=Roboto\+Mono",
-        'inside a CSS comment in a stylesheet string ("Commented out in ipywidgets '
-        "since we don't need it\")",
-    ),
-    Inert(
-        "vendor/html-manager/embed-amd.js",
-        r"https://",
-        "the scheme the output renderer puts in front of a 'www.' link it turns into "
-        "an <a href> for the reader to click",
-    ),
-    Inert(
-        "vendor/html-manager/embed-amd.js",
-        r"https://fontawesome\.com(/license/free)?|https?://github\.com/.+|https://meyerweb\.com/eric/tools/.+"
-        r"|http://stackoverflow\.com/a/\d+|https://tools\.ietf\.org/html/rfc\d+#.+"
-        r"|https://evilmartians\.com/chronicles/.+|https://www\.w3ctech\.com/topic/\d+",
-        COMMENT,
-    ),
-    Inert(
-        "vendor/require.js",
-        r"https://github\.com/requirejs/requirejs/.+|https://requirejs\.org/docs/errors\.html#|http://dev\.jquery\.com/ticket/\d+"
-        r"|https://connect\.microsoft\.com/IE/feedback/.+|https://webkit\.org/b/\d+",
-        COMMENT,
-    ),
     # live figures (tools/vendor_js.py: vega, vega-lite and vega-embed; Pyodide's core)
     Inert(
         "vendor/vega/vega-embed.min.js",
@@ -281,8 +234,8 @@ def css_urls(text: str):
 class FetchedURLs(HTMLParser):
     """Every URL an HTML (or SVG) document would fetch: attributes that load,
     srcset candidates, CSS in <style> and style="", and every URL named in an
-    inline <script> (JSON data blocks included: the widget manager renders
-    what they hold)."""
+    inline <script> (JSON data blocks included: a script may render what
+    they hold)."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -432,22 +385,17 @@ def test_pages_load_local_mathjax(book):
             ), src
 
 
-def test_widgets_need_only_bundled_modules(book):
-    """Every widget model and view in the book comes from a module the manager
-    bundles, so it never turns to its CDN."""
-    bundled = {
-        "@jupyter-widgets/base",
-        "@jupyter-widgets/controls",
-        "@jupyter-widgets/output",
-    }
+def test_no_page_loads_widget_scripts(book):
+    """No page keeps ipywidgets state (the build strips the live figures'
+    widget views), so none loads require.js or the widget manager: _config.yml
+    gives myst-nb no widget scripts, and a page with widget state would show
+    its widgets as nothing."""
     for page in pages():
-        modules = set(
-            re.findall(r'"_(?:model|view)_module": "([^"]+)"', page.read_text())
+        html = page.read_text()
+        assert "application/vnd.jupyter.widget" not in html, (
+            f"{page.name} carries ipywidgets state or views"
         )
-        assert modules <= bundled, (
-            f"{page.name} uses widget modules the manager would fetch: "
-            f"{modules - bundled}"
-        )
+        assert "require.js" not in html and "embed-amd.js" not in html, page.name
 
 
 def test_injected_parameters_do_not_show(book):
@@ -461,50 +409,6 @@ def test_chapters_downloadable_as_notebooks(book):
         assert re.search(rf'href="[^"]*_sources/[^"]*{name}\.ipynb"', page), (
             f"{name} has no .ipynb download"
         )
-
-
-def test_widget_scripts_are_served_locally(book):
-    page = widget_page().read_text()
-    scripts = [
-        "vendor/require.js",
-        "vendor/widgets-setup.js",
-        "vendor/html-manager/embed-amd.js",
-    ]
-    positions = [page.find(s) for s in scripts]
-    assert all(p >= 0 for p in positions) and positions == sorted(positions), (
-        "the widget scripts are missing or out of order: "
-        f"{dict(zip(scripts, positions, strict=True))}"
-    )
-    for s in scripts:
-        assert (HTML / s).is_file(), f"{s} is not in the build"
-    assert "application/vnd.jupyter.widget-state+json" in page
-
-
-def test_pages_without_widgets_load_no_widget_scripts(book):
-    """A page whose sliders all became live figures keeps no widget state, so
-    it loads neither require.js nor the widget manager."""
-    for page in pages():
-        html = page.read_text()
-        if "widget-state+json" not in html:
-            assert "vendor/require.js" not in html, page.name
-            assert "html-manager/embed-amd.js" not in html, page.name
-
-
-def test_widget_fonts_are_in_the_build(book):
-    """Every font file the widget manager names (webpack's publicPath + name)
-    is served beside it, where widgets-setup.js points the manager."""
-    manager = HTML / "vendor" / "html-manager"
-    names = set(
-        re.findall(
-            r'\w\.p\+"([0-9a-f]{20}\.(?:woff2?|ttf|eot|svg))"',
-            (manager / "embed-amd.js").read_text(),
-        )
-    )
-    assert names, "no font references found in embed-amd.js (has the manager changed?)"
-    missing = sorted(n for n in names if not (manager / n).is_file())
-    assert not missing, (
-        f"fonts the widget manager requests but the build lacks: {missing}"
-    )
 
 
 # --- in a real browser -----------------------------------------------------------
@@ -521,12 +425,6 @@ ALLOWED_CONSOLE = [
         "the copies are identical). Thebe is off, so nothing reads them.",
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser(book, chromium_browser):
-    """The run's one Chromium (conftest), once the book is built."""
-    return chromium_browser
 
 
 def in_build(url: str) -> bool:
@@ -556,8 +454,8 @@ REFRESH = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"')
 
 
 def settle(page, html: str, w: Watch):
-    """Wait for what the page draws after load: MathJax, the widgets and the
-    live figures' default drawings, then for its requests to end (``w`` saw
+    """Wait for what the page draws after load: MathJax and the live
+    figures' default drawings, then for its requests to end (``w`` saw
     them start). A page that only redirects (index.html) is followed to the
     page it names, which is then settled in its place."""
     redirect = REFRESH.match(html)
@@ -571,8 +469,6 @@ def settle(page, html: str, w: Watch):
             "() => window.MathJax && MathJax.startup "
             "? MathJax.startup.promise.then(() => true) : true"
         )
-    if "widget-state+json" in html:
-        page.wait_for_selector(".widget-subarea", timeout=15_000)
     if "data-mlbook-live" in html:
         page.wait_for_function(LIVE_DRAWN, timeout=30_000, polling=100)
     wait_until_quiet(page, w)
@@ -593,20 +489,6 @@ LIVE_DRAWN = """() => [...document.querySelectorAll("[data-mlbook-live]")].every
     && e.querySelector(".mlbook-live-chart canvas, .mlbook-live-chart svg"))"""
 
 
-def widget_pages() -> list[Path]:
-    """The built pages that still carry ipywidgets state (matplotlib slider
-    figures not yet converted to live figures)."""
-    return [p for p in pages() if "widget-state+json" in p.read_text()]
-
-
-def widget_page() -> Path:
-    found = widget_pages()
-    if not found:
-        pytest.skip("no page of this build has widgets")
-    mfu = HTML / "notebooks" / "mfu.html"
-    return mfu if mfu in found else found[0]
-
-
 @pytest.mark.parametrize("name", ["intro"] + [c for c in CHAPTERS if c != "intro"])
 def test_page_in_browser(chapter_pages, name):
     path = page_of(name)
@@ -623,21 +505,6 @@ def test_page_in_browser(chapter_pages, name):
     assert all(w > 0 for w in widths), f"broken or unloaded images: {widths}"
     wide = page.evaluate(OVERFLOWING)
     assert not wide, f"{name}: code cells wider than the page at 1300 px: {wide}"
-    if "widget-state+json" in html:
-        assert (
-            page.locator(
-                ".widget-slider, .widget-dropdown, .widget-text, .widget-checkbox"
-            ).count()
-            > 0
-        )
-        # the live widget carries its own figure; the static copy
-        # beside it is hidden
-        assert page.locator(".widget-subarea img").count() > 0
-        duplicates = page.eval_on_selector_all(
-            ".cell_output:has(.widget-subarea) > img",
-            "imgs => imgs.filter(i => i.offsetParent !== null).length",
-        )
-        assert duplicates == 0
     w.assert_clean()
 
 
@@ -659,64 +526,6 @@ def test_other_pages_in_browser(chapter_pages):
     assert not stale, (
         f"ALLOWED_CONSOLE entries no page logs any more (remove them): {stale}"
     )
-
-
-FONT_FACES = """() => {
-  const urls = [];
-  for (const sheet of document.styleSheets) {
-    let rules;
-    try { rules = sheet.cssRules; } catch (e) { continue; }
-    for (const rule of rules) {
-      if (!(rule instanceof CSSFontFaceRule)) continue;
-      for (const m of rule.style.getPropertyValue("src")
-                       .matchAll(/url\\("?([^")]+)"?\\)/g))
-        urls.push(new URL(m[1], sheet.href || document.baseURI).href);
-    }
-  }
-  return urls;
-}"""
-
-
-def test_widget_fonts_load(browser):
-    """On a page with widgets, every @font-face the page declares (the theme's
-    and the widget manager's, whichever the widgets end up using) points at a
-    file of the build, and the fonts the page does request all load."""
-    path = widget_page()
-    fonts = []
-
-    def record_fonts(page):
-        page.on(
-            "response",
-            lambda r: (
-                fonts.append(r.url)
-                if re.search(r"\.(woff2?|ttf|eot)$", r.url)
-                else None
-            ),
-        )
-
-    context, page, w = open_offline(browser, path, record_fonts)
-    try:
-        settle(page, path.read_text(), w)
-        page.evaluate("() => document.fonts.ready.then(() => true)")
-        declared = page.evaluate(FONT_FACES)
-        manager = [u for u in declared if "/vendor/html-manager/" in u]
-        assert manager, (
-            "the widget manager's @font-face rules do not point into "
-            f"vendor/html-manager/: {declared}"
-        )
-        for url in declared:
-            if url.startswith("data:"):
-                continue
-            assert url.startswith(HTML.as_uri()), f"a font outside the build: {url}"
-            assert Path(unquote(urlparse(url).path)).is_file(), (
-                f"a declared font the build lacks: {url}"
-            )
-        assert any("/vendor/html-manager/" in u for u in fonts), (
-            f"no widget font was loaded: {fonts}"
-        )
-        w.assert_clean()
-    finally:
-        context.close()
 
 
 def test_solutions_hidden_until_opened(chapter_pages):

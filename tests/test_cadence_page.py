@@ -156,7 +156,7 @@ def test_storage_claims(v):
     assert v["s_n_sat"] == pytest.approx(200e9 / bw, rel=EXACT)
     for n in (1, 64, 512):  # C = bytes / min(n * writer, storage)
         assert v[f"s_c_{n}"] == pytest.approx(980e9 / min(n * bw, 200e9), rel=EXACT)
-    # Issue 22, item 12: with a fixed number of writers C grows linearly with the
+    # With a fixed number of writers C grows linearly with the
     # model (the same formula, twice the bytes); it falls as writers are added,
     # down to the storage floor.
     assert v["s_c_64_twice"] == pytest.approx(

@@ -222,7 +222,7 @@ def test_sizes_and_ceiling_shares_as_the_package_sets_them(v, sizes):
 
 
 def test_the_core_count_is_the_runs(v, book):
-    """Issue 22, item 11: pages run with --jobs on more cores, and on a GPU
+    """Pages run with --jobs on more cores, and on a GPU
     machine with 16, so a sentence that explains a measurement by the core
     count quotes the run's own count (the test runs where the build ran:
     the CPUs its page was given)."""

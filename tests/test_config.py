@@ -66,7 +66,7 @@ def test_scaled_rechecks():
     "preset", [config.LLAMA3_8B, config.LLAMA3_70B, config.LLAMA3_405B]
 )
 def test_llama3_vocabulary_cites_the_released_config(preset):
-    """Issue 22, item 4: Table 3 of the Llama 3 paper (arXiv:2407.21783) prints a
+    """Table 3 of the Llama 3 paper (arXiv:2407.21783) prints a
     vocabulary of 128,000; the released checkpoints' config.json says
     vocab_size 128256 (128,000 BPE tokens + 256 reserved special tokens). The
     preset uses the released figure, so its source must name the config."""

@@ -355,7 +355,7 @@ def test_determinism_demo_reruns_bitwise():
 
 
 def test_what_the_installed_torch_says_about_the_cublas_check():
-    """Issue 22, item 16: state only what the installed torch shows. Its CPU
+    """State only what the installed torch shows. Its CPU
     build cannot run a cuBLAS call, but its headers and docs can be read: older
     releases declared at::Context::alertCuBLASConfigNotDeterministic in
     ATen/Context.h (the function that raised when CUBLAS_WORKSPACE_CONFIG was

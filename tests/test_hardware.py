@@ -46,7 +46,7 @@ def test_h200_has_more_and_faster_memory_than_h100():
 def test_hbm_is_binary_and_the_usable_part_is_what_nvidia_smi_reports(
     device, gib, smi_mib
 ):
-    """Issue 22, item 1: HBM capacities are binary. nvidia-smi reports more than
+    """HBM capacities are binary. nvidia-smi reports more than
     the decimal reading of the datasheet (81,559 MiB = 85.5e9 bytes > 80e9 for an
     H100), so "80 GB" cannot be 10^9-byte gigabytes; it is 80 GiB, of which the
     driver hands 81,559 MiB (79.65 GiB) to CUDA."""
@@ -87,7 +87,7 @@ def cpuinfo(vendor, family, model, name, flags, bogomips=4890.86):
     )
 
 
-# This machine's text (issue 22, item 8): Zen 3, SKU hidden, BogoMIPS 4890.86.
+# A build machine's /proc/cpuinfo: Zen 3, SKU hidden, BogoMIPS 4890.86.
 ZEN3_HIDDEN = cpuinfo("AuthenticAMD", 25, 1, "AMD EPYC", "avx fma avx2")
 ZEN3_7763 = cpuinfo(
     "AuthenticAMD", 25, 1, "AMD EPYC 7763 64-Core Processor", "avx fma avx2"
@@ -165,7 +165,7 @@ def test_cpu_peak_says_where_its_clock_comes_from():
 
 
 def test_cpu_peak_is_above_the_ceilings_measured_on_these_machines():
-    """A peak below a measured matmul is wrong. Issue 22: on a Zen 4 EPYC one
+    """A peak below a measured matmul is wrong. On a Zen 4 EPYC one
     thread ran fp32 matmuls at 103 GFLOP/s and bf16 at 224; on this Zen 3
     machine two threads reached 1.04-1.12 x the old peak, 2 x 2.445 GHz (BogoMIPS
     / 2) x 32 = 156.5 GFLOP/s, so up to 175 GFLOP/s."""
@@ -242,7 +242,7 @@ def test_device_helpers_reject_unknown_devices(fn):
 
 def test_notation_page_states_binary_capacities_as_the_table_has_them():
     """book/notation.md is not executed, so the one figure it types must match the
-    table, and it must not call HBM capacities decimal (issue 22, item 1)."""
+    table, and it must not call HBM capacities decimal (they are binary)."""
     import re
     from pathlib import Path
 

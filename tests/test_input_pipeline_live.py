@@ -2,9 +2,7 @@
 .loader_explorer) against the loader model worked out by hand: the chosen
 point, the curves, the measured squares, the other settings and Bekman's
 published run, the title, the axes with their units, and the size of the
-fixed data the page passes. It replaces the
-matplotlib slider figure (figures.loader_model) and its test. The browser
-runs are tests/test_live.py."""
+fixed data the page passes. The browser runs are tests/test_live.py."""
 
 from __future__ import annotations
 

@@ -127,7 +127,7 @@ def test_drill_lines_link_exercises_only(question):
 
 
 def test_most_questions_have_exercises_to_drill_them():
-    """Issue 24: the questions link to the exercises that drill them; each
+    """The questions link to the exercises that drill them; each
     chapter's set grows, so at least five of the six questions do, and more
     than one exercise in all per question on average."""
     drilled = {q: exercise_links(t) for q, t in sections(INTERVIEW.read_text()).items()}

@@ -47,7 +47,7 @@ def test_tokenising_in_the_loop(intro):
     # BRIEF: "the GPU sits at ~10 % MFU"; the page prints whole percent,
     # so within 0.5 points.
     assert intro["intro_mfu"] == pytest.approx(0.10, abs=0.005)
-    # Issue 22, item 13: a GPU twice as fast makes the step faster (0.4 + 1.3333 =
+    # A GPU twice as fast makes the step faster (0.4 + 1.3333 =
     # 1.7333 s -> 0.2 + 1.3333 = 1.5333 s) but MFU and the idle share worse:
     # busy 0.2 / 1.5333 = 13.04 %, so idle 86.96 % and MFU 13.04 % * 45 % = 5.87 %.
     assert intro["intro_step_s"] == pytest.approx(0.4 + 4 / 3, rel=EXACT)
@@ -83,7 +83,7 @@ def test_summary_card(intro):
     assert intro["card_young_min"] == pytest.approx(13.4164, abs=1e-4)
     # Llama 3 Sec. 3.3.4: 419 unexpected interruptions in a 54-day snapshot.
     assert intro["card_llama3_unexpected"] == 419 and intro["card_llama3_days"] == 54
-    # PaLM Sec. 5.1, what it did report (issue 22, item 10): a restart about 100
+    # PaLM Sec. 5.1, what it did report: a restart about 100
     # steps before each spike, skipping 200 to 500 batches.
     assert intro["card_palm_rewind"] == 100
     assert (intro["card_palm_skip_lo"], intro["card_palm_skip_hi"]) == (200, 500)
@@ -115,7 +115,7 @@ def test_q2_one_all_reduce_per_step(interview):
     # all-reduce; without no_sync each of the 8 micro-batches all-reduces them.
     assert interview["q2_k"] == 8
     assert interview["q2_grad_gb"] == pytest.approx(141.107413, abs=1e-6)
-    # Issue 22, item 7: traffic is counted as the scaling chapter and the intro
+    # Traffic is counted as the scaling chapter and the intro
     # card count it, what a ring all-reduce sends from each rank: 2(N-1)/N S. Over
     # 4,096 / 8 = 512 ranks: 2 * 511/512 * 141.107413 = 281.663625 GB a step with
     # no_sync, 8 times that (2,253.3 GB) without.
@@ -134,7 +134,7 @@ def test_q3_float_formats(interview):
         and interview["q3_fp16_tiny"] == 2.0**-24
     )
     assert interview["q3_bf16_eps"] == 2.0**-7
-    # Issue 22, item 3: round to nearest (ties to even) takes a value above
+    # Round to nearest (ties to even) takes a value above
     # 2^-25 up to 2^-24; only at or below 2^-25 is a gradient zero.
     assert interview["q3_fp16_flush"] == 2.0**-25
     # torch.amp.GradScaler's documented defaults: init_scale 2^16, growth_interval 2000.
@@ -268,7 +268,7 @@ def _paragraph_with(page: str, words: str) -> str:
 
 
 def test_the_spike_replay_starts_from_an_earlier_checkpoint():
-    """Issue 22, item 6: a deterministic replay from the same checkpoint
+    """A deterministic replay from the same checkpoint
     reproduces a state-caused spike too; PaLM (Sec. 5.1) replayed the batches
     from an earlier checkpoint, and the faults chapter says so."""
     q5 = _paragraph_with("interview.md", "To tell data from state")
@@ -279,7 +279,7 @@ def test_the_spike_replay_starts_from_an_earlier_checkpoint():
 
 
 def test_palm_is_cited_only_for_what_it_did():
-    """Issue 22, item 10: PaLM Sec. 5.1 reports rewinding and skipping batches,
+    """PaLM Sec. 5.1 reports rewinding and skipping batches,
     not an order of remedies; the card cites it for those numbers."""
     card = _paragraph_with("intro.md", "**Loss spikes**")
     card = card[card.index("**Loss spikes**") : card.index("**Determinism")]
@@ -288,7 +288,7 @@ def test_palm_is_cited_only_for_what_it_did():
 
 
 def test_a_faster_gpu_is_said_to_speed_the_step():
-    """Issue 22, item 13: the step gets faster; MFU and the idle share get worse."""
+    """The step gets faster; MFU and the idle share get worse."""
     para = _paragraph_with("intro.md", "A GPU twice as fast")
     assert "would make this worse, not better" not in para
     assert "makes MFU and the idle share worse" in para

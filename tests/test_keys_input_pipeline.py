@@ -12,7 +12,7 @@ from helpers.exercise_keys import assert_matches
 # s = 4096, A100 SXM at 312 TFLOP/s bf16 dense (NVIDIA datasheet), MFU 0.5:
 #   N_matmul = 32 (4 4096^2 + 3 4096 11008) + 32000 4096 = 6,607,077,376
 #   6 N + 12 L h s = 39,642,464,256 + 6,442,450,944 = 46,084,915,200 a token
-#   (4.60849e10, the value issue 23 quotes for flops_per_token(LLAMA2_7B, 4096))
+#   (4.60849e10, what flops_per_token(LLAMA2_7B, 4096) returns)
 #   per GPU 0.5 x 312e12 / 46,084,915,200 = 3,385.06 tokens/s; 8 GPUs 27,080.4.
 #   Threads at 20,000 tokens/s: ceil(1.354) = 2. Tokenised in the loop, a token
 #   costs 1/20,000 s to make and 1/3,385.06 s to train on: idle

@@ -1,5 +1,5 @@
 """The built book's live figures in a real browser (Debian's Chromium under
-Playwright, never `playwright install`), with the Contract of issue 23:
+Playwright, never `playwright install`):
 
 - served on 127.0.0.1 (tools/serve.py, in a thread): on every page, every
   live figure's controls are set to seeded random valid values, the range
@@ -10,11 +10,10 @@ Playwright, never `playwright install`), with the Contract of issue 23:
   range is clamped, shown clamped and drawn with the value shown. Changes
   faster than draws: the last one wins, and no older result is written
   after a newer one.
-- a page that has both widgets (require.js) and a live figure, with every
-  kind of control and a function that raises (tests/helpers/live_kinds.py,
-  routed into the archive for this test only): the bundles load without
-  "Mismatched anonymous define()", each kind drives the figure, and an
-  exception shows its message while the last good figure stays.
+- a live page given a figure with every kind of control and a function that
+  raises (tests/helpers/live_kinds.py, routed into the archive for this test
+  only): each kind drives the figure, and an exception shows its message
+  while the last good figure stays.
 - a form (a payload with "view", the plan page's planner), set the same
   way: a setting its function refuses (a FieldError) shows the function's
   own message next to the control it names, the inputs show the values
@@ -44,7 +43,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN, widget_pages
+from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN
 
 from conftest import BOOK_DEST, ONLY
 from helpers.browser import watch
@@ -512,7 +511,7 @@ def test_opened_from_a_file_every_figure_draws_its_default(chapter_pages, name):
     w.assert_clean()
 
 
-# --- every kind of control, an exception, and require.js on the same page ------
+# --- every kind of control and an exception on the same page ----------------------
 
 KINDS = ROOT / "tests" / "helpers" / "live_kinds.py"
 TEST_MODULE = "mlbook._live_test"
@@ -543,20 +542,12 @@ def _archive_with_test_module() -> bytes:
     return out.getvalue()
 
 
-def _page_with_both(figure_html: str) -> tuple[Path, str]:
-    """A built page that loads require.js and the widget manager (one with
-    widgets, or a live page given the widget scripts), with the test figure
-    added: (where it pretends to be, its HTML)."""
-    found = widget_pages()
-    source = found[0] if found else live_pages()[0]
+def _page_with_test_figure(figure_html: str) -> tuple[Path, str]:
+    """A built live page with the test figure added: (where it pretends to be,
+    its HTML)."""
+    source = live_pages()[0]
     html = source.read_text()
     depth = "../" * (len(source.relative_to(HTML).parts) - 1)
-    if "vendor/require.js" not in html:
-        scripts = "".join(
-            f'<script src="{depth}vendor/{s}"></script>'
-            for s in ("require.js", "widgets-setup.js", "html-manager/embed-amd.js")
-        )
-        html = html.replace("</head>", scripts + "</head>", 1)
     if "vendor/live.js" not in html:
         html = html.replace(
             "</head>", f'<script defer src="{depth}vendor/live.js"></script></head>', 1
@@ -566,13 +557,11 @@ def _page_with_both(figure_html: str) -> tuple[Path, str]:
     return source.with_name("_live_test.html"), html
 
 
-def test_every_kind_an_exception_and_require_js_on_one_page(
-    served_tab, served, kinds_figure
-):
+def test_every_kind_and_an_exception_on_one_page(served_tab, served, kinds_figure):
     from bookext.live import live_html
 
     payload = kinds_figure.live.payload({"offset": 1.5})
-    where, html = _page_with_both(live_html(payload, "mlbook-live-test"))
+    where, html = _page_with_test_figure(live_html(payload, "mlbook-live-test"))
     url = f"{served}/{where.relative_to(HTML).as_posix()}"
     archive = _archive_with_test_module()
     # a page beside the served tab's: Python starts from its snapshot, if kept
@@ -588,11 +577,6 @@ def test_every_kind_an_exception_and_require_js_on_one_page(
     try:
         page.goto(url)
         page.wait_for_function(LIVE_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
-        assert page.evaluate(
-            "() => typeof window.define === 'function' && !!define.amd"
-        )
-        if "widget-state+json" in html:
-            page.wait_for_selector(".widget-subarea", timeout=15_000)
         fig = next(f for f in page.evaluate(FIGURES) if f["id"] == "mlbook-live-test")
         assert read(page, fig["id"])["state"] == "static"
         steps = [

@@ -567,7 +567,7 @@ def test_strip_live_widgets_keeps_only_the_other_widgets(tmp_path):
     execution.strip_live_widgets(path)
     assert (
         "widgets" not in nbformat.read(path, as_version=4).metadata
-    )  # no require.js then
+    )  # no widget state then
 
 
 # --- vendored scripts ---

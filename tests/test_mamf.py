@@ -108,7 +108,7 @@ def test_time_matmul_runs_on_torchs_thread_count(monkeypatch):
 
 
 def test_the_bibliography_points_to_the_mamf_finders_chapter():
-    """Issue 22, item 17: Bekman's MAMF finder is in compute/accelerator
+    """Bekman's MAMF finder is in compute/accelerator
     (compute/accelerator/benchmarks/mamf-finder.py in stas00/ml-engineering),
     not training/performance."""
     import re

@@ -94,7 +94,7 @@ def test_training_days_known_case():
 
 
 def test_training_days_with_the_attention_term():
-    # Issue 11, item 1: at s = 8192 the attention term adds about 15 % for 70B,
+    # At s = 8192 the attention term adds about 15 % for 70B,
     # 8 % for 405B.
     # 70B: 12 * 80 * 8192 * 8192 = 64,424,509,440 FLOPs a token, over 6 * 70e9 = 420e9:
     #      +15.34 %.

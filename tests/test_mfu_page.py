@@ -95,7 +95,7 @@ def test_palm_worked_example_and_table(v):
 
 
 def test_mt_nlg_reported_throughput_is_an_hfu(v):
-    """Issue 22, item 5: MT-NLG trained with activation checkpointing, so its
+    """MT-NLG trained with activation checkpointing, so its
     40.3 % is its actual HFU, and its reported 126 TFLOP/s per GPU counts the
     recompute. Independent check: Narayanan et al. 2021 (arXiv:2104.04473,
     App.) count F = 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs an iteration, the
@@ -118,7 +118,7 @@ def test_mt_nlg_reported_throughput_is_an_hfu(v):
 
 
 def test_the_flop_convention_is_credited_only_where_stated():
-    """Issue 22, item 9: PaLM's App. B states 6N + 12Lhs (as 6N + 12LHQT);
+    """PaLM's App. B states 6N + 12Lhs (as 6N + 12LHQT);
     Llama 3's Table 4 gives MFU without a formula; Megatron-LM's published
     throughputs (Narayanan et al. 2021) count the recomputed forward. No page
     may credit the convention to Llama 3 or Megatron-LM."""

@@ -140,7 +140,7 @@ def test_bookkeeping_is_a_small_share_of_the_code():
 # What may print: the command line (its output is its interface), the
 # scripts torchrun starts (their stdout is the launcher's log), and the
 # exercises' check(), whose printed hint is what a reader checking an answer
-# in JupyterLab reads (issue 24: "check prints a hint").
+# in JupyterLab reads.
 MAY_PRINT = ("plan/cli.py", "__main__.py", "exercises/_check.py")
 
 

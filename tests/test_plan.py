@@ -85,7 +85,7 @@ def _one_gpu(model, strategy):
 def test_single_gpu_memory_counts_llamas_own_block():
     """One GPU, no sharding: model state is mixed-precision Adam's 16 bytes per
     parameter (precision chapter; ZeRO Sec. 3.1). Activations are Llama 2's own
-    block (issue 22, item 2), by hand for Llama-2-7B at s = 4096, b = 1
+    block (not GPT's), by hand for Llama-2-7B at s = 4096, b = 1
     (sbh = 4096^2 bytes = 16 MiB, a s^2 b = 32 x 4096^2 = 512 MiB):
     no dropout and a SwiGLU MLP of d_ff = 2.6875 h keep 16 + 8 x 2.6875 = 37.5 sbh
     plus the softmax output, 2 a s^2 b; so A = 600 MiB + 1 GiB = 1.5859 GiB and
@@ -122,7 +122,7 @@ def test_a_gelu_model_keeps_korthikantis_count():
 
 
 def test_llama3_405b_activations_by_hand():
-    """Issue 22, item 2: Llama 3 405B (h = 16384, d_ff = 3.25 h, 8 of 128 heads
+    """Llama 3 405B (h = 16384, d_ff = 3.25 h, 8 of 128 heads
     for K and V) keeps 16 + 8 x 3.25 = 42 sbh a layer under selective recompute
     with K and V at every head, 38.25 sbh with them grouped (Q and K 2 + 2/16,
     V 2/16: 42 - 2 x 2 x 15/16), against Korthikanti's 34. At s = 8192, b = 1,

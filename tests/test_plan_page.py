@@ -40,7 +40,7 @@ def test_the_70b_budget_adds_up(v):
         v["p70_expected_days"] * 24 / v["p70_mtbf_h"]
     )
     # H100: the "80 GB" is 80 GiB on the card; nvidia-smi reports 81,559 MiB of
-    # it usable (issue 22, item 1), and the plan fits in that
+    # it usable, and the plan fits in that
     assert v["p70_hbm_gib"] == 80
     assert v["p70_usable_gib"] == 81_559 / 1024
     assert v["p70_mem_gib"] < v["p70_usable_gib"]
@@ -58,13 +58,13 @@ def test_llama3(v):
 
 
 def test_llama3_memory_counts_llamas_block(v):
-    """Issue 22, item 2. Under selective recompute a layer of Llama 3 405B keeps,
+    """Under selective recompute a layer of Llama 3 405B keeps,
     by hand, 16 + 8 d_ff / h = 16 + 8 x 3.25 = 42 sbh (K and V at every head);
     38.25 with K and V at 8 of 128 heads (42 - 2 x 2 x 15/16); Korthikanti's GPT
     block 34. The fullest stage counts 128 layers at s = 8192, h = 16384, tp 8:
     128 x 42 x 8192 x 16384 / 8 bytes = 84 GiB. By the GPT count it would be
     68 GiB, 16 GiB less, leaving the setting short by about 0.5 GiB against the
-    79.6 usable (issue 22), where the old page said 5.6 GiB against 74.5."""
+    79.6 usable (5.6 GiB against 74.5, the 80 GB read as decimal)."""
     assert (v["l3_sbh"], v["l3_sbh_grouped"], v["l3_sbh_gpt"]) == (42, 38.25, 34)
     assert v["l3_act_gib"] == 84
     assert v["l3_short_gpt_gib"] == pytest.approx(v["l3_short_gib"] - 16, rel=1e-12)

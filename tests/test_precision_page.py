@@ -177,7 +177,7 @@ def test_formats_against_ieee_754_and_ocp_fp8(v):
     assert (v["e4m3_max"], v["e4m3_mant_bits"], v["e4m3_eps"]) == (448, 3, 0.125)
     assert (v["e5m2_max"], v["e5m2_mant_bits"], v["e5m2_eps"]) == (57344, 2, 0.25)
     assert v["fp8_payload_bits"] == 7
-    # Issue 22, item 14. OCP FP8 spec, Table 1: E4M3 NaN is S.1111.111, one
+    # OCP FP8 spec, Table 1: E4M3 NaN is S.1111.111, one
     # mantissa pattern per sign, so two bit patterns (0x7F and 0xFF).
     assert v["e4m3_nan_patterns"] == 2
 

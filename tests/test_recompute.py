@@ -346,7 +346,7 @@ BAD_NUMBERS = [0, -3, float("nan"), float("inf"), True, "8", None]
 
 @pytest.mark.parametrize("bad", BAD_NUMBERS)
 def test_issue_16_bad_input_paths(bad):
-    """Every argument of the calculators issue 16 names, given a non-positive, NaN,
+    """Every argument of the recompute calculators, given a non-positive, NaN,
     infinite, boolean, string or missing number, raises a ValueError naming it."""
     calls = [
         (lambda: recompute.layer_forward_flops(bad, 1, 64), "s"),
@@ -583,7 +583,7 @@ def test_flop_check_is_exact(measured):
 
 
 def test_llama3_405b_block_with_grouped_kv():
-    """Issue 22, item 2, by hand: Llama 3 405B's block (d_ff = 3.25 h, no
+    """By hand: Llama 3 405B's block (d_ff = 3.25 h, no
     dropout) keeps 16 + 8 x 3.25 = 42 sbh with K and V at every head; with K
     and V at 8 of 128 heads, Q and K 2 + 2/16 and V 2/16, so 42 - 2 x 2 x 15/16 =
     38.25 sbh; the softmax output 2 a s^2 b either way."""

@@ -95,7 +95,7 @@ def test_selective_flops_and_segments(v):
 
 @pytest.mark.book
 def test_llama2_own_block(v):
-    # Issue 11, item 2. By hand, in bytes per sbh: norms' inputs 4, QKV input 2, Q and
+    # By hand, in bytes per sbh: norms' inputs 4, QKV input 2, Q and
     # K 4, V 2, output projection input 2, MLP input 2 (16), four 11008-wide tensors
     # 4 * 2 * 2.6875 = 21.5; softmax output 2 a s^2 b (no masks, no dropped-out copy).
     assert (v["ll_linear"], v["ll_square"]) == (37.5, 2)

@@ -448,7 +448,7 @@ def test_sizes_divided_by_kib_and_mib_are_labelled_kib_and_mib():
 
 
 def test_ddp_bucket_cap_mb_is_mebibytes(tmp_path):
-    """Issue 22, item 15: DDP multiplies bucket_cap_mb by 1024^2, so its 25 is
+    """DDP multiplies bucket_cap_mb by 1024^2, so its 25 is
     25 MiB (26,214,400 bytes), not 25 MB; the scaling and accumulation pages
     both say MiB and why."""
     import os

@@ -215,7 +215,7 @@ def test_pipeline_bubble(v):
 
 
 def test_the_plan_exercise_budget_is_a_quarter_of_the_usable_hbm(v):
-    """Issue 22, item 1: an H100's "80 GB" is 80 GiB, of which nvidia-smi reports
+    """An H100's "80 GB" is 80 GiB, of which nvidia-smi reports
     81,559 MiB usable; a quarter is 20,389.75 MiB = 19.91 GiB (not the 18.6 GiB
     of a quarter of 80e9 bytes). Llama-3-405B's 405.85e9 parameters (test_plan)
     over t p = 128 GPUs are 3.1707e9 each: ZeRO-1 keeps 4 bytes of weights and
@@ -226,7 +226,7 @@ def test_the_plan_exercise_budget_is_a_quarter_of_the_usable_hbm(v):
 
 
 def test_the_core_count_is_the_runs(v, book):
-    """Issue 22, item 11: pages run with --jobs on more cores, and on a GPU
+    """Pages run with --jobs on more cores, and on a GPU
     machine with 16, so a sentence that explains a measurement by the core
     count quotes the run's own count (the test runs where the build ran:
     the CPUs its page was given)."""

@@ -1,16 +1,12 @@
-"""Validation messages and live_figure's ranges (matplotlib slider figures,
-on the pages not yet converted to live figures): what a redraw draws, not
-how long it takes (redraw times are benchmarks, see ``redraw_benchmarks_ms``).
+"""Validation messages, and the live figures' redraw times in CPython (a
+benchmark recorded by tests/conftest.py, see ``redraw_benchmarks_ms``).
 The live figures' own tests are in test_live_units.py."""
 
 import math
 
-import ipywidgets as W
 import pytest
 
 from mlbook.common import validate
-from mlbook.plotting import widgets
-from mlbook.plotting.widgets import redraw_seconds
 
 
 def test_validate_messages_name_value_and_rule():
@@ -32,74 +28,6 @@ def test_validate_messages_name_value_and_rule():
 def test_divides_refuses_zero_instead_of_dividing_by_it():
     with pytest.raises(ValueError, match="k must be an integer above 0, got 0"):
         validate.divides("k", 0, "batch", 8)
-
-
-# --- live_figure ------------------------------------------------------------------
-
-
-def _toy_ranges(n: int, **_) -> dict:
-    """x runs from 0 to n (the shape of the MFU calculator's ranges: the end
-    of one slider follows another control)."""
-    return {"x": {"min": 0.0, "max": float(n), "step": n / 100}}
-
-
-def _toy_draw(n: int, x: float):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots()
-    ax.set_title(f"n={n} x={x:g}")
-    return fig
-
-
-def toy_controls(n=100):
-    return dict(
-        n=W.BoundedIntText(value=n, min=1, max=1000),
-        x=W.FloatSlider(value=60.0, min=0, max=1000),
-    )
-
-
-@pytest.fixture
-def shown(monkeypatch):
-    """The figures live_figure shows (their titles), instead of displaying them."""
-    titles = []
-    monkeypatch.setattr(
-        widgets, "_show", lambda fig, out=None: titles.append(fig.axes[0].get_title())
-    )
-    monkeypatch.setattr("IPython.display.display", lambda *a, **k: None)
-    return titles
-
-
-def test_live_figure_slider_end_follows_the_other_controls(shown):
-    c = toy_controls()
-    widgets.live_figure(_toy_draw, ranges=_toy_ranges, **c)
-    assert c["x"].max == 100 and c["x"].value == 60
-    assert len(shown) == 2 and shown[0] == shown[1] == "n=100 x=60"
-    c["n"].value = 200  # the end moves up; 60 stays
-    assert c["x"].max == 200 and shown[-1] == "n=200 x=60"
-    c["n"].value = 10  # now 60 is out of range: moved to the end
-    assert c["x"].value == 10 and shown[-1] == "n=10 x=10"
-
-
-def test_live_figure_redraws_once_per_change(shown):
-    c = toy_controls()
-    widgets.live_figure(_toy_draw, ranges=_toy_ranges, **c)
-    before = len(shown)
-    c["n"].value = 1  # clips x too: still a single redraw
-    assert len(shown) == before + 1
-
-
-def test_redraw_seconds_times_a_draw():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    seconds = redraw_seconds(_toy_draw, repeats=1, n=3, x=1.0)
-    assert math.isfinite(seconds) and seconds > 0
-
-
-def test_live_figure_names_a_stray_range():
-    c = toy_controls()
-    with pytest.raises(ValueError, match="'tokens', which is not one of the controls"):
-        widgets.apply_ranges(c, lambda **_: {"tokens": {"max": 1.0}})
 
 
 # --- redraw times: a benchmark to record, not a pass/fail -------------------------

@@ -2,24 +2,17 @@
 
 The HTML book must load nothing from the network, so everything a page runs
 comes from the npm registry through `npm pack`, pinned, into _vendor/vendor/,
-which the book serves through html_extra_path (as <book>/vendor/):
-
-- widgets: require.js and the Jupyter widget HTML manager, which myst-nb
-  would take from CDNs. The manager's Font Awesome files (webpack-named, in
-  the package's dist/) go beside embed-amd.js;
-  book/_extra/vendor/widgets-setup.js points the manager there (it would
-  otherwise look beside each page, and 404).
-- live figures (book/_extra/vendor/live.js): vega, vega-lite and vega-embed,
-  at the versions JupyterLab 4.6.6 bundles (tests/test_live_units.py reads
-  them from the venv's JupyterLab), so one spec draws the same in both; and
-  Pyodide's core (CPython in WebAssembly with its standard library), which
-  a page loads only when a reader first moves a control.
+which the book serves through html_extra_path (as <book>/vendor/), for the
+live figures (book/_extra/vendor/live.js): vega, vega-lite and vega-embed,
+at the versions JupyterLab 4.6.6 bundles (tests/test_live_units.py reads
+them from the venv's JupyterLab), so one spec draws the same in both; and
+Pyodide's core (CPython in WebAssembly with its standard library), which a
+page loads only when a reader first moves a control.
 
 A stamp file records the versions; a change of PACKAGES vendors again.
 """
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -28,8 +21,6 @@ import tempfile
 from pathlib import Path
 
 PACKAGES = {
-    "requirejs": "2.3.8",
-    "@jupyter-widgets/html-manager": "1.0.15",
     "vega": "5.33.0",
     "vega-lite": "5.6.1",
     "vega-embed": "6.21.3",
@@ -38,13 +29,8 @@ PACKAGES = {
 ROOT = Path(__file__).resolve().parent.parent
 DEST = ROOT / "_vendor" / "vendor"
 STAMP = DEST / "versions.json"
-FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
 # package -> (file in the package, where it goes under DEST)
 FILES = {
-    "requirejs": [("require.js", "require.js")],
-    "@jupyter-widgets/html-manager": [
-        ("dist/embed-amd.js", "html-manager/embed-amd.js")
-    ],
     "vega": [
         ("build/vega.min.js", "vega/vega.min.js"),
         ("LICENSE", "vega/LICENSE-vega.txt"),
@@ -57,9 +43,8 @@ FILES = {
         ("build/vega-embed.min.js", "vega/vega-embed.min.js"),
         ("LICENSE", "vega/LICENSE-vega-embed.txt"),
     ],
-    # The core only: the loader (an ES module, so it cannot collide with
-    # require.js's define()), the interpreter, the standard library and the lock
-    # file the loader reads. No console pages, no source maps.
+    # The core only: the loader (an ES module), the interpreter, the standard
+    # library and the lock file the loader reads. No console pages, no source maps.
     "pyodide": [
         ("pyodide.mjs", "pyodide/pyodide.mjs"),
         ("pyodide.asm.mjs", "pyodide/pyodide.asm.mjs"),
@@ -76,21 +61,13 @@ def _tarball_dir(name: str, version: str) -> str:
 
 
 def complete() -> bool:
-    """Every file at the pinned versions, and every font embed-amd.js names."""
+    """Every file at the pinned versions."""
     try:
         if json.loads(STAMP.read_text()) != PACKAGES:
             return False
     except (OSError, ValueError):
         return False
-    if not all((DEST / dest).exists() for files in FILES.values() for _, dest in files):
-        return False
-    manager = DEST / "html-manager" / "embed-amd.js"
-    fonts = set(
-        re.findall(r'\w\.p\+"([0-9a-f]{20}\.\w+)"', manager.read_text(errors="replace"))
-    )
-    return bool(fonts) and all(
-        (DEST / "html-manager" / name).exists() for name in fonts
-    )
+    return all((DEST / dest).exists() for files in FILES.values() for _, dest in files)
 
 
 def main() -> int:
@@ -121,17 +98,7 @@ def main() -> int:
             for source, dest in FILES[name]:
                 (DEST / dest).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(package / source, DEST / dest)
-            if name == "@jupyter-widgets/html-manager":
-                for font in (package / "dist").iterdir():
-                    if font.suffix in FONT_SUFFIXES:
-                        shutil.copy(font, DEST / "html-manager" / font.name)
         STAMP.write_text(json.dumps(PACKAGES, indent=2))
-    if not complete():
-        print(
-            "vendor_js: the widget manager names font files its package does not ship",
-            file=sys.stderr,
-        )
-        return 1
     print(f"vendor_js: the book's scripts in {DEST.relative_to(ROOT)}")
     return 0
 

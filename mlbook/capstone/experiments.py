@@ -513,8 +513,8 @@ class StepTimes:
         Several pooled: the median unprofiled step against the median
         profiled step's buckets. Pooling is how a rung is measured until
         sure, and only the medians settle as samples are added: the fastest
-        of each side keeps its one outlier however many steps follow. In the
-        test build of 2026-12-01 a rung measured four times stayed at
+        of each side keeps its one outlier however many steps follow. In one
+        test build a rung measured four times stayed at
         +13.0 % by its fastest steps; in four ladders timed here, a rung
         pooled over four measurements was -7.7 % by its fastest steps and
         -0.1 % by its medians."""

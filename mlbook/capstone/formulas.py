@@ -455,8 +455,7 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
     measuring rungs again (``again_budget_s``) and, at reader sizes on a CPU,
     two profiled steps a rung keep the page within its 90 s budget: on a
     2-core CPU it took 82-129 s with three and no bound in time (11 runs),
-    77-92 s with three and 10 s (4 runs), 78-87 s with two and 8 s (8 runs;
-    issue 26)."""
+    77-92 s with three and 10 s (4 runs), 78-87 s with two and 8 s (8 runs)."""
     validate.one_of("device", device, ("cpu", "cuda"))
     validate.boolean("small", small)
     if device == "cuda":

@@ -218,7 +218,8 @@ ACCELERATORS = {
         ),
         # NVIDIA H200 Tensor Core GPU datasheet, H200 NVL column (PCIe, 600 W): the H100
         # NVL's compute (FP32 60; TF32 835, BF16/FP16 1,671, FP8 3,341 TFLOPS with
-        # sparsity, halved here) with 141 GB HBM3e at 4.8 TB/s. No copy of the datasheet text; 141 GB and 4.8 TB/s were confirmed on third-
+        # sparsity, halved here) with 141 GB HBM3e at 4.8 TB/s. No copy of the datasheet
+        # text; 141 GB and 4.8 TB/s were confirmed on third-
         # party pages, the peaks were not
         Accelerator(
             "H200 NVL",
@@ -350,7 +351,7 @@ ACCELERATORS = {
             24 * GIB,
             24_576 * MIB,
             936 * GIGA,
-            "NVIDIA Ampere GA102 whitepaper, appendix A (FP32 accumulate, not FP16-accumulate)",
+            "NVIDIA GA102 whitepaper, app. A (FP32 accumulate, not FP16-accumulate)",
             "nvidia-smi on a GeForce RTX 3090: 24,576 MiB "
             "(noonghunna/club-3090#1128, driver 595.84)",
             "2026-12",
@@ -371,7 +372,7 @@ ACCELERATORS = {
             24 * GIB,
             24_564 * MIB,
             1008 * GIGA,
-            "NVIDIA Ada GPU architecture whitepaper (FP32 accumulate, not FP16-accumulate)",
+            "NVIDIA Ada whitepaper (FP32 accumulate, not FP16-accumulate)",
             "nvidia-smi on a GeForce RTX 4090: 24,564 MiB (RLinf/RLinf#255, "
             "driver 550.163.01)",
             "2026-12",

@@ -2,8 +2,7 @@
 
 - ``budget_explorer``: where a planned run's days and memory go, two stacked
   bars (the expected days by cause; memory per GPU by item against the HBM
-  the driver makes usable), for the controls the page's old slider figure
-  had.
+  the driver makes usable) for the run its controls set.
 - ``planner_form``: the whole planner as a form. Its controls are the flags
   of ``python -m mlbook plan``, named as argparse names them (``gpus`` is
   ``--gpus``, ``storage_gb_per_s`` is ``--storage-gb-per-s``) and in the

@@ -1,2 +1,2 @@
-"""Figure pieces: the book's matplotlib style, matplotlib slider figures
-(widgets.py), and the JupyterLab host of live figures (live.py)."""
+"""Figure pieces: the book's matplotlib style (style.py) and the JupyterLab
+host of live figures (live.py)."""

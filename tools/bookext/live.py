@@ -45,7 +45,7 @@ from docutils import nodes
 from bookext.mime import register
 
 MIME_TYPE = "application/vnd.mlbook.live+json"
-SCRIPT = "../vendor/live.js"  # relative to _static/, as nb_ipywidgets_js's paths are
+SCRIPT = "../vendor/live.js"  # relative to _static/, where Sphinx resolves scripts
 HINT = (
     "Opened from a file, this figure shows its default setting and its controls "
     "are off. To move them, run <code>make serve</code> in the repository and open "

@@ -71,28 +71,9 @@
   var vegaReady = null;
   function vega() {
     if (vegaReady) return vegaReady;
-    var amd = typeof window.define === "function" && window.define.amd &&
-      typeof window.require === "function" && typeof window.require.config === "function";
-    if (amd) {
-      // require.js is on the page (for the widget manager). The bundles are UMD:
-      // loaded by a <script> tag they would call define() anonymously, which
-      // require.js refuses ("Mismatched anonymous define()"). Load them through
-      // require.js instead, as the named modules they depend on each other by.
-      window.require.config({
-        paths: {
-          "vega": here + "vega/vega.min",
-          "vega-lite": here + "vega/vega-lite.min",
-          "vega-embed": here + "vega/vega-embed.min"
-        }
-      });
-      vegaReady = new Promise(function (resolve, reject) {
-        window.require(["vega-embed"], resolve, reject);
-      });
-    } else {
-      vegaReady = ["vega.min.js", "vega-lite.min.js", "vega-embed.min.js"].reduce(function (p, name) {
-        return p.then(function () { return loadScript(here + "vega/" + name); });
-      }, Promise.resolve()).then(function () { return window.vegaEmbed; });
-    }
+    vegaReady = ["vega.min.js", "vega-lite.min.js", "vega-embed.min.js"].reduce(function (p, name) {
+      return p.then(function () { return loadScript(here + "vega/" + name); });
+    }, Promise.resolve()).then(function () { return window.vegaEmbed; });
     return vegaReady;
   }
 
