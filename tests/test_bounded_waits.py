@@ -18,6 +18,10 @@ import pytest
 from mlbook.common import stacks
 from mlbook.common_torch import launch
 
+# These tests arm SIGALRM's timer themselves and check it is left disarmed, so
+# pytest-timeout watches them from a thread instead of with that same timer.
+pytestmark = pytest.mark.timeout(60, method="thread")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
