@@ -24,11 +24,19 @@ def interview(book):
     return page_values("interview")
 
 
+# The one label: the capstone's bucket that bounded its last step, quoted.
+LABELS = {"interview": {"q1_final_bound"}}
+
+
 @pytest.mark.parametrize("page", ["intro", "interview"])
 def test_pages_glue_numbers_only(book, page):
+    values = page_values(page)
+    labels = LABELS.get(page, set())
+    assert all(isinstance(values[k], str) and len(values[k]) < 80 for k in labels)
     assert all(
         isinstance(x, (int, float)) and not isinstance(x, bool)
-        for x in page_values(page).values()
+        for k, x in values.items()
+        if k not in labels
     )
 
 
