@@ -66,17 +66,16 @@ def test_the_rule_leaves_torch_free_modules_to_check():
     assert not any(n.startswith("mlbook.common_torch") for n in free)
 
 
-def test_torch_free_modules_import_neither_torch_nor_matplotlib():
-    """Each torch-free module is imported, one after another, in one fresh
-    interpreter; after each import, torch and matplotlib must still be absent."""
+def first_heavy_import(names: list[str], heavy: tuple) -> dict:
+    """Import ``names`` one after another in one fresh interpreter: the first
+    whose import left any of ``heavy`` in sys.modules, with those it left
+    (empty where none did)."""
     code = (
         "import importlib, json, sys\n"
-        f"names = {torch_free_modules()!r}\n"
         "bad = {}\n"
-        "for n in names:\n"
+        f"for n in {names!r}:\n"
         "    importlib.import_module(n)\n"
-        "    heavy = [m for m in ('torch', 'matplotlib', 'ipywidgets') "
-        "if m in sys.modules]\n"
+        f"    heavy = [m for m in {heavy!r} if m in sys.modules]\n"
         "    if heavy:\n"
         "        bad[n] = heavy\n"
         "        break\n"
@@ -89,7 +88,15 @@ def test_torch_free_modules_import_neither_torch_nor_matplotlib():
         cwd=ROOT,
         check=True,
     )
-    bad = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_torch_free_modules_import_neither_torch_nor_matplotlib():
+    """Each torch-free module is imported, one after another, in one fresh
+    interpreter; after each import, torch and matplotlib must still be absent."""
+    bad = first_heavy_import(
+        torch_free_modules(), ("torch", "matplotlib", "ipywidgets")
+    )
     assert bad == {}, f"a torch-free module pulled in a heavy import: {bad}"
 
 
@@ -268,25 +275,7 @@ def test_chapter_packages_load_neither_torch_numpy_nor_matplotlib():
     """``from mlbook import cadence`` runs in the browser's Python (Pyodide,
     standard library only): each chapter's __init__, imported one after
     another in one fresh interpreter, leaves every heavy package unloaded."""
-    code = (
-        "import importlib, json, sys\n"
-        "bad = {}\n"
-        f"for n in {chapter_packages()!r}:\n"
-        "    importlib.import_module(n)\n"
-        f"    heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
-        "    if heavy:\n"
-        "        bad[n] = heavy\n"
-        "        break\n"
-        "print(json.dumps(bad))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=True,
-    )
-    bad = json.loads(out.stdout.strip().splitlines()[-1])
+    bad = first_heavy_import(chapter_packages(), HEAVY)
     assert bad == {}, f"a chapter package pulled in a heavy import: {bad}"
 
 

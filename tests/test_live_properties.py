@@ -38,6 +38,7 @@ PROPERTY_COVERS = {
     "mlbook.common.vegalite.tip",
     "mlbook.common.vegalite.lines",
     "mlbook.common.vegalite.marker",
+    "mlbook.common.vegalite.points",
     "mlbook.common.vegalite.vrule",
     "mlbook.common.vegalite.hband",
     "mlbook.common.vegalite.chart",
@@ -219,6 +220,27 @@ def test_the_builders_give_json_specs(ys, name, unit):
     assert x["title"] == (f"{name} ({unit})" if unit else name)
     with pytest.raises(ValueError, match="without a style"):
         vl.lines(rows, x, y, styles={"b": {"color": "red"}})
+
+
+@FEW
+@given(
+    st.lists(st.floats(0.1, 1e4), min_size=1, max_size=30),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["circle", "square", "diamond", "cross"]),
+)
+def test_points_carry_every_row_and_colour_by_value_or_by_scale(
+    ys, by_scale, clip, shape
+):
+    rows = [{"curve": "a", "x": i + 1.0, "y": y} for i, y in enumerate(ys)]
+    x, y = vl.channel("x", "x"), vl.channel("y", "y")
+    scale = {"field": "curve", "type": "nominal"}
+    color = scale if by_scale else "red"
+    layer = vl.points(rows, x, y, tooltip=[], color=color, shape=shape, clip=clip)
+    assert layer["data"]["values"] == rows and layer["mark"]["shape"] == shape
+    assert ("color" in layer["encoding"]) == by_scale == ("color" not in layer["mark"])
+    assert layer["mark"].get("clip", False) == clip
+    assert json.loads(json.dumps(layer, allow_nan=False)) == layer
 
 
 @FEW

@@ -78,17 +78,7 @@ def _line(rows, x, y, color, tooltip) -> dict:
 
 
 def _points(rows, x, y, tooltip, color=MEASURED_COLOR, shape="circle") -> dict:
-    return {
-        "data": {"values": rows},
-        "mark": {
-            "type": "point",
-            "filled": True,
-            "color": color,
-            "shape": shape,
-            "size": 30,
-        },
-        "encoding": {"x": x, "y": y, "tooltip": tooltip},
-    }
+    return vl.points(rows, x, y, tooltip=tooltip, color=color, shape=shape, clip=False)
 
 
 def _y(field, title, top, color, orient) -> tuple[dict, dict]:

@@ -86,22 +86,13 @@ def waste_explorer(
     )
     layers = []
     if dots:  # on the curves' colour scale, so the legend names them
-        layers.append(
-            {
-                "data": {"values": dots},
-                "mark": {"type": "point", "filled": True, "size": 30, "clip": True},
-                "encoding": {
-                    "x": x,
-                    "y": y,
-                    "color": curves["encoding"]["color"],
-                    "tooltip": [
-                        vl.tip("curve", "", nominal=True),
-                        interval_tip,
-                        vl.tip("W", "lost, simulated", ".3%"),
-                    ],
-                },
-            }
-        )
+        tips = [
+            vl.tip("curve", "", nominal=True),
+            interval_tip,
+            vl.tip("W", "lost, simulated", ".3%"),
+        ]
+        color = curves["encoding"]["color"]
+        layers.append(vl.points(dots, x, y, tooltip=tips, color=color))
     spec = vl.chart(
         [
             curves,

@@ -159,6 +159,32 @@ def lines(
     }
 
 
+def points(
+    rows: list[dict],
+    x: dict,
+    y: dict,
+    *,
+    tooltip: list[dict],
+    color: str | dict = "black",
+    shape: str = "circle",
+    size: float = 30,
+    filled: bool = True,
+    clip: bool = True,
+) -> dict:
+    """A layer of points (measured values, a chosen setting) with their
+    tooltip. ``color`` is a colour, or a colour encoding (the curves' scale,
+    so that the legend names the points)."""
+    mark = {"type": "point", "shape": shape, "filled": filled, "size": size}
+    encoding = {"x": x, "y": y, "tooltip": tooltip}
+    if isinstance(color, dict):
+        encoding["color"] = color
+    else:
+        mark["color"] = color
+    if clip:
+        mark["clip"] = True
+    return {"data": {"values": rows}, "mark": mark, "encoding": encoding}
+
+
 def marker(
     row: dict,
     x: dict,
@@ -170,18 +196,7 @@ def marker(
     size: float = 260,
 ) -> dict:
     """One marked point (the chosen setting, an optimum) with its tooltip."""
-    return {
-        "data": {"values": [row]},
-        "mark": {
-            "type": "point",
-            "shape": shape,
-            "filled": True,
-            "color": color,
-            "size": size,
-            "clip": True,
-        },
-        "encoding": {"x": x, "y": y, "tooltip": tooltip},
-    }
+    return points([row], x, y, tooltip=tooltip, color=color, shape=shape, size=size)
 
 
 def vrule(

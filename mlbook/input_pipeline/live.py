@@ -55,18 +55,9 @@ def loader_curves(
 
 
 def _points(rows, x, y, tooltip, shape="square", color=MEASURED_COLOR) -> dict:
-    return {
-        "data": {"values": rows},
-        "mark": {
-            "type": "point",
-            "shape": shape,
-            "filled": False,
-            "color": color,
-            "size": 70,
-            "clip": True,
-        },
-        "encoding": {"x": x, "y": y, "tooltip": tooltip},
-    }
+    return vl.points(
+        rows, x, y, tooltip=tooltip, color=color, shape=shape, size=70, filled=False
+    )
 
 
 def published_rows(

@@ -310,21 +310,14 @@ def scaler_run(
         )
         layers[-1]["data"]["values"] = skipped
     if dots:  # on the curves' colour scale, so the legend names them
+        tips = [
+            vl.tip("curve", "", nominal=True),
+            vl.tip("step", "from step"),
+            vl.tip("log2", "log2 of the scale"),
+        ]
+        color = scale_line["encoding"]["color"]
         layers.append(
-            {
-                "data": {"values": dots},
-                "mark": {"type": "point", "filled": False, "size": 45, "clip": True},
-                "encoding": {
-                    "x": x,
-                    "y": y,
-                    "color": scale_line["encoding"]["color"],
-                    "tooltip": [
-                        vl.tip("curve", "", nominal=True),
-                        vl.tip("step", "from step"),
-                        vl.tip("log2", "log2 of the scale"),
-                    ],
-                },
-            }
+            vl.points(dots, x, y, tooltip=tips, color=color, size=45, filled=False)
         )
     title = (
         f"growth interval {int(growth_interval)}, backoff {backoff_factor:g}: "
