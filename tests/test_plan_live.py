@@ -41,6 +41,7 @@ PROPERTY_COVERS = {
     "mlbook.plan.live.plan_argv",
     "mlbook.plan.live.budget_view",
     "mlbook.plan.live.planner_form",
+    "mlbook.plan.live.in_the_forms_words",
     "mlbook.plan.cli.flag_for",
     "mlbook.plan.planner.wall_clock_s",
     "mlbook.plan.planner.restart_for_goodput",
@@ -385,6 +386,25 @@ def test_plan_argv_reads_back_as_the_values(values):
             assert getattr(args, name) is None
             continue
         assert getattr(args, name) == value, (name, value)
+
+
+PLANNER_NAMES = ("n_gpus", "tp", "pp", "mfu", "micro_batch", "storage_bytes_per_s")
+FORM_WORDS = ("GPUs", "TP", "PP", "MFU", "micro-batch", "checkpoint write bandwidth")
+
+
+@examples(50)
+@given(
+    st.sampled_from(range(len(PLANNER_NAMES))),
+    st.integers(0, 10**7),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz ,.()", max_size=30),
+)
+def test_the_forms_words_name_the_fields_as_the_form_labels_them(i, n, rest):
+    said = plan_live.in_the_forms_words(f"{PLANNER_NAMES[i]}={n} must {rest}")
+    assert said.startswith(f"{FORM_WORDS[i]} = {n:,} must ")
+    if not re.search(r"\b(n_gpus|tp|pp|dp|mfu|tokens)\b", rest):
+        # words that are no planner name pass as they are
+        assert said.endswith(rest)
+        assert plan_live.in_the_forms_words(f"must {rest}") == f"must {rest}"
 
 
 @examples(50)
