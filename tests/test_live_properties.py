@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 
 import pytest
 from hypothesis import assume, given
@@ -124,9 +125,36 @@ def test_choices_clamp_to_an_option(options, data):
         other = data.draw(st.sampled_from(options))
         assert c.clamp(other) == other
         assert c.clamp(live._option_key(other)) == other  # as a <select> sends it
-        assert c.clamp(object()) == value
+        with pytest.raises(live.Unreadable):  # not an option: refused, not guessed
+            c.clamp(object())
     b = live.checkbox("b", "b", data.draw(st.booleans()))
-    assert b.clamp(data.draw(st.booleans() | st.text())) in (True, False)
+    switch = data.draw(st.booleans() | st.text())
+    try:
+        assert b.clamp(switch) in (True, False)
+    except live.Unreadable as exc:
+        assert exc.field == "b" and not isinstance(switch, bool)
+
+
+@FEW
+@given(linear_sliders() | log_sliders(), st.text(max_size=12) | values.map(str))
+def test_a_typed_text_is_read_as_the_number_it_writes_or_refused(c, text):
+    """Never a guess: what is read is float(text) of a plain decimal (no
+    commas, no inf), and what is not raises Unreadable naming the control."""
+    try:
+        got = c.read(text)
+    except live.Unreadable as exc:
+        assert exc.field == c.name and exc.message
+        return
+    plain = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"  # digits, a point, an exponent
+    assert re.fullmatch(plain, text.strip()) and "," not in text
+    assert got == float(text) and math.isfinite(got)
+    fitted = c.fit(text)
+    assert fitted.value == c.clamp(got)
+    # a note exactly when the value moved, and it names the value it became
+    moved = not math.isclose(fitted.value, got, rel_tol=1e-9)
+    assert (fitted.note is not None) == moved
+    if moved:
+        assert fitted.note.endswith(f"became {live._show(fitted.value)}")
 
 
 def _toy(x, g, label):

@@ -7,6 +7,7 @@ ones JupyterLab bundles. The browser runs are tests/test_live.py."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import zipfile
@@ -121,16 +122,122 @@ def test_log_clamp_snaps_by_the_factor_from_min():
         assert c.clamp(v) == pytest.approx(3 * 10 ** (k / 20), rel=1e-5)
 
 
-def test_coerce_reads_what_hosts_send():
+def test_read_takes_plain_numbers_and_refuses_the_rest_by_name():
     n = live.number("n_gpus", "GPUs", 8, 1, 1_000_000)
-    assert n.clamp("16,384") == 16384 and n.clamp("7.6") == 8 and n.clamp("0") == 1
-    assert n.clamp("lots") == 8 and n.clamp(float("nan")) == 8  # unreadable: kept
+    assert [n.read(t) for t in ("16384", " 7.6 ", "-5", "+3", "1e9", ".5")] == [
+        16384,
+        7.6,
+        -5,
+        3,
+        1e9,
+        0.5,
+    ]
+    assert type(n.read("16384")) is int and type(n.read("1e3")) is float
+    refused = {
+        "2,5": '"2,5" is not a number (decimals take a point',
+        "16,384": '"16,384" is not a number (decimals take a point',
+        "abc": '"abc" is not a number',
+        "": "the box is empty",
+        "inf": '"inf" is not a number',
+        "1_000": '"1_000" is not a number',
+        "1e308": '"1e308" is too large a number to read here (this control takes '
+        "1 to 1,000,000)",
+        "9007199254740993": "too large a number",  # 2**53 + 1
+    }
+    for typed, starts in refused.items():
+        with pytest.raises(live.Unreadable) as raised:
+            n.read(typed)
+        assert raised.value.field == "n_gpus"
+        assert starts in raised.value.message, (typed, raised.value.message)
+    for value in (float("nan"), float("inf"), 1e308, True, None):
+        with pytest.raises(live.Unreadable):
+            n.read(value)
+    assert n.read(2**53) == 2**53  # the largest whole number a double holds exactly
     d = live.dropdown("s", "s (tokens)", (2048, 4096, 8192), 8192)
-    assert d.clamp("4096") == 4096 and d.clamp(2048.0) == 2048 and d.clamp("9") == 8192
+    assert d.read("4096") == 4096 and d.read(2048.0) == 2048
+    with pytest.raises(live.Unreadable, match='"9" is not one of 2048, 4096, 8192'):
+        d.read("9")
     m = live.dropdown("m", "model", ("a", "b"), "a")
-    assert m.clamp("b") == "b" and m.clamp("zz") == "a"
+    assert m.read("b") == "b"
+    with pytest.raises(live.Unreadable):
+        m.read("zz")
     b = live.checkbox("on", "on", False)
-    assert b.clamp("true") is True and b.clamp("on") is True and b.clamp(1) is False
+    assert b.read("true") is True and b.read("on") is True and b.read(False) is False
+    with pytest.raises(live.Unreadable):
+        b.read(1)
+
+
+def test_fit_moves_a_value_to_its_range_and_grid_and_names_the_rule():
+    n = live.number("n_gpus", "GPUs", 8, 1, 1_000_000)
+    assert n.fit("-5") == live.Fitted(1, "at least 1: -5 became 1")
+    assert n.fit("1e9") == live.Fitted(
+        1_000_000, "at most 1,000,000: 1e9 became 1,000,000"
+    )
+    assert n.fit("7.6") == live.Fitted(8, "a whole number: 7.6 became 8")
+    assert n.fit("4096") == live.Fitted(4096) and n.fit(4096.0) == live.Fitted(4096)
+    r = live.number("rate", "failures per GPU-hour", 2e-5, 1e-9, 1e-3, 1e-9)
+    # a rate's least value is its step, not 0: 1e-10 goes up to 1e-9, never to 0
+    assert r.fit("1e-9") == live.Fitted(1e-9)
+    assert r.fit("1e-10") == live.Fitted(1e-9, "at least 1e-9: 1e-10 became 1e-9")
+    assert r.fit("0") == live.Fitted(1e-9, "at least 1e-9: 0 became 1e-9")
+    f = live.slider("mfu", "MFU", 0.4, 0.05, 0.8, 0.01)
+    assert f.fit("0.123") == live.Fitted(0.12, "in steps of 0.01: 0.123 became 0.12")
+    # a grid value as JavaScript writes it (0.05 + 35 x 0.01) is on the grid
+    assert f.fit("0.4000000000000001") == live.Fitted(0.4)
+    c = live.slider("c", "C (s)", 30, 3, 3000, STEP, "log")
+    assert c.fit(31).value == 30 and c.fit(31).note.startswith("on the slider's steps")
+    assert c.fit(5000).note == "at most 3,000: 5,000 became 3,000"
+    assert c.clamp("31") == 30  # clamp is fit's value
+    with pytest.raises(live.Unreadable):
+        c.clamp("3,0")
+
+
+def test_a_draw_keeps_an_unreadable_value_and_says_what_it_moved():
+    planner = mfu_live.training_days_planner.live
+    drawn = planner.draw({"n_gpus": "2,5", "mfu_value": "0.95"})
+    assert drawn.values["n_gpus"] == 4096  # kept: the control's value before
+    assert drawn.refused == {
+        "n_gpus": '"2,5" is not a number (decimals take a point, and no commas '
+        "group the digits: 2.5, 16384); it keeps 4,096"
+    }
+    assert drawn.values["mfu_value"] == 0.8
+    assert drawn.notes == {"mfu_value": "at most 0.8: 0.95 became 0.8"}
+    again = planner.draw({"n_gpus": "-5"})
+    assert again.values["n_gpus"] == 1 and again.refused == {}
+    assert again.notes == {"n_gpus": "at least 1: -5 became 1"}
+    # the function ran at the kept and fitted values
+    assert drawn.spec == mfu_live.training_days_planner(**drawn.values)
+
+
+def test_a_range_that_follows_another_control_says_it_moved_the_value():
+    calc = mfu_live.mfu_calculator.live
+    drawn = calc.draw({"gpu": "A100 SXM"})  # 2.4 M tokens/s is past 100 % MFU there
+    top = calc.settle({"gpu": "A100 SXM"}).controls[1].max
+    assert drawn.values["tokens_per_s"] == top < 2.4e6
+    assert drawn.notes == {
+        "tokens_per_s": f"at most {top:,.0f}: 2,400,000 became {top:,.0f}"
+    }
+
+
+def test_a_pages_unreadable_starting_value_is_an_error():
+    planner = mfu_live.training_days_planner.live
+    with pytest.raises(ValueError, match="not a number"):
+        planner.with_values(n_gpus="many")
+    with pytest.raises(ValueError, match="not a number"):
+        planner.payload(values={"n_gpus": "many"})
+
+
+def test_draw_json_carries_the_notes_and_the_refusals():
+    payload = mfu_live.training_days_planner.live.payload()
+    out = json.loads(
+        live.draw_json(json.dumps(payload), json.dumps({"n_gpus": "1e308"}))
+    )
+    assert "error" not in out and out["values"]["n_gpus"] == 4096
+    assert out["refused"]["n_gpus"].startswith('"1e308" is too large a number')
+    assert out["notes"] == {}
+    out = json.loads(live.draw_json(json.dumps(payload), json.dumps({"n_gpus": "1e9"})))
+    assert out["values"]["n_gpus"] == 1_000_000 and out["refused"] == {}
+    assert out["notes"] == {"n_gpus": "at most 1,000,000: 1e9 became 1,000,000"}
 
 
 # --- a figure: ranges, settle, payload, the browser's entry point ---
@@ -455,11 +562,24 @@ def test_the_renderer_writes_one_input_per_control_holding_the_value_itself():
     assert (float(c["min"]), float(c["max"]), float(c["value"])) == (3, 3000, 30)
     assert float(c["step"]) == pytest.approx(STEP)
     tag, r = named["restart_s"]
-    assert r["type"] == "number" and (r["min"], r["max"], r["step"]) == (
+    # every number in a text box: a number box would hand the page 25 for "2,5"
+    assert r["type"] == "text" and (r["min"], r["max"], r["step"]) == (
         "0",
         "1800",
         "30",
     )
+    # each input is named by its label and described by its note and error lines
+    labels = {a["for"] for t, a in parser.found if t == "label"}
+    assert {a["id"] for _, a in named.values()} <= labels
+    ids = {a.get("id") for t, a in parser.found if t == "p"}
+    for _, a in named.values():
+        assert set(a["aria-describedby"].split()) <= ids
+    lines = [(a["class"], a["data-for"]) for t, a in parser.found if "data-for" in a]
+    assert lines == [
+        (kind, c["name"])
+        for c in payload["controls"]
+        for kind in ("mlbook-live-note", "mlbook-live-field-error")
+    ]
     drags = [a for t, a in parser.found if "mlbook-live-drag" in a.get("class", "")]
     assert len(drags) == 4 and all("name" not in a for a in drags)
     assert (
@@ -654,16 +774,20 @@ def test_lab_host_shows_one_bundle_and_follows_the_ranges(quiet):
     assert bundle[live.VEGALITE_MIME_TYPE] == bundle[live.MIME_TYPE]["spec"]
 
     view = host.LiveView(mfu_live.mfu_calculator)
-    tokens = view.controls["tokens_per_s"]
+    tokens, box = view.drags["tokens_per_s"], view.controls["tokens_per_s"]
     top = tokens.max
     view.controls[
         "n_gpus"
-    ].value = 1  # the end moves down; 2.4e6 is past it: moved to 100 %
+    ].value = "1"  # the end moves down; 2.4e6 is past it: moved to 100 %
     assert tokens.max == pytest.approx(top / 16384) and tokens.value == tokens.max
+    assert float(box.value) == tokens.value  # the box shows the value drawn
     assert "MFU 100.0%" in view.spec["title"]["text"] and view.draws == 2
+    assert view.lines["tokens_per_s"].value.startswith(
+        '<span class="mlbook-live-note">at most '
+    )
     view.controls["model"].value = "Llama-2-7B"  # a smaller model: the end moves up
     assert tokens.max > top / 16384 and view.draws == 3
-    log = host.LiveView(cadence_live.waste_explorer).controls["checkpoint_s"]
+    log = host.LiveView(cadence_live.waste_explorer).drags["checkpoint_s"]
     assert (log.base, log.min, log.max) == (
         10,
         pytest.approx(math.log10(3)),
@@ -681,14 +805,15 @@ def test_lab_host_shows_an_exception_and_keeps_the_last_figure(quiet):
 
     fragile.live = live.LiveFigure(fragile, (live.slider("x", "x (m)", 1, 0, 10, 1),))
     view = host.LiveView(fragile)
-    view.controls["x"].value = 3
+    view.drags["x"].value = 3  # dragged: the box takes it, and it draws
+    assert view.controls["x"].value == "3"
     assert view.spec["title"]["text"] == "x = 3" and view.error is None
-    view.controls["x"].value = 7
+    view.controls["x"].value = "7"
     assert (
         view.error == "ValueError: x = 7 is too big" and "too big" in view.message.value
     )
     assert view.spec["title"]["text"] == "x = 3"  # the last good figure stays
-    view.controls["x"].value = 4
+    view.controls["x"].value = "4"
     assert view.error is None and view.message.value == "" and view.draws == 4
 
 
@@ -697,7 +822,7 @@ def test_the_lab_host_replaces_its_figure_as_the_output_widgets_state(quiet):
     from mlbook.plotting import live as host
 
     view = host.LiveView(mfu_live.mfu_calculator)
-    view.controls["n_gpus"].value = 1
+    view.controls["n_gpus"].value = "1"
     (shown,) = view.output.outputs  # replaced, not appended to
     assert shown["data"][live.VEGALITE_MIME_TYPE] == view.spec
     form = host.LiveView(plan_live.planner_form)
@@ -744,3 +869,30 @@ def test_live_figures_under_papermill_send_nothing_back_on_the_shell_socket(
     assert len(held) == 2
     assert "MFU" in held[0][0][live.VEGALITE_MIME_TYPE]["title"]["text"]
     assert "text/html" in held[1][0]
+
+
+def test_the_lab_host_says_what_it_did_with_each_typed_value(quiet):
+    """The MFU chapter's planner in JupyterLab: a number is typed into a text
+    box and read by the figure's rules, the box shows the value drawn, and the
+    line under it names the rule or why the text was not read."""
+    from mlbook.plotting import live as host
+
+    view = host.LiveView(mfu_live.training_days_planner)
+    box, line = view.controls["n_gpus"], view.lines["n_gpus"]
+    cases = [
+        ("-5", "1", "at least 1: -5 became 1"),
+        ("1e9", "1000000", "at most 1,000,000: 1e9 became 1,000,000"),
+        ("2048", "2048", ""),
+        ("2,5", "2048", '"2,5" is not a number (decimals take a point'),
+        ("abc", "2048", '"abc" is not a number; it keeps 2,048'),
+        ("1e308", "2048", '"1e308" is too large a number to read here'),
+        ("1e-9", "1", "at least 1: 1e-9 became 1"),
+        ("1000001", "1000000", "at most 1,000,000: 1000001 became 1,000,000"),
+    ]
+    for typed, shown, said in cases:
+        box.value = typed
+        assert box.value == shown, typed
+        assert view.figure.values()["n_gpus"] == int(shown)
+        text = html.unescape(line.value)
+        assert said in text and bool(said) == bool(text), (typed, text)
+        assert view.error is None  # never an exception

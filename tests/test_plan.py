@@ -380,6 +380,24 @@ def test_help_lists_every_flag_with_unit_and_default():
         assert word in out.stdout
 
 
+def test_help_lists_the_gpus_the_planner_takes_and_no_other():
+    from mlbook.common.accelerators import ACCELERATORS, ALIASES
+
+    help_gpu = next(a for a in cli.parser()._actions if "--gpu" in a.option_strings)
+    listed = help_gpu.help.split(": ", 1)[1].split(", ")
+    # a V100 and a T4 have no bf16 peak: the planner refuses them
+    assert not {"V100", "V100 SXM2", "T4", "T4 PCIe"} & set(listed)
+    for name in [*ACCELERATORS, *ALIASES]:
+        try:
+            RunSpec(model="Llama-2-7B", tokens=1e12, gpu=name, n_gpus=8)
+        except ValueError as exc:
+            assert name not in listed and "bf16" in str(exc), name
+        else:
+            assert name in listed, name
+    out = run_cli("--help")
+    assert "V100" not in out.stdout and "A100 SXM" in out.stdout
+
+
 def test_no_subcommand_is_an_error():
     out = subprocess.run(
         [sys.executable, "-m", "mlbook"], capture_output=True, text=True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -40,6 +41,7 @@ PROPERTY_COVERS = {
     "mlbook.plan.live.plan_argv",
     "mlbook.plan.live.budget_view",
     "mlbook.plan.live.planner_form",
+    "mlbook.plan.live.in_the_forms_words",
     "mlbook.plan.cli.flag_for",
     "mlbook.plan.planner.wall_clock_s",
     "mlbook.plan.planner.restart_for_goodput",
@@ -201,36 +203,102 @@ def test_the_default_form_is_the_commands_json_run_as_a_process():
 
 
 @pytest.mark.parametrize(
-    "change, field, starts",
+    "change, field, starts, cli_starts",
     [
-        ({"tp": 3}, "tp", "tp=3 must divide the model's n_heads=64"),
-        ({"mfu": 1.5}, "mfu", "mfu must lie in (0, 1], got 1.5"),
-        ({"gpus": 0}, "gpus", "n_gpus must be an integer above 0, got 0"),
-        ({"storage_gb_per_s": 0}, "storage_gb_per_s", "storage_bytes_per_s must be"),
-        ({"pp": 100}, "pp", "pp=100 must not exceed the model's n_layers=80"),
+        (
+            {"tp": 3},
+            "tp",
+            "TP = 3 must divide the model's 64 heads",
+            "tp=3 must divide the model's n_heads=64",
+        ),
+        (
+            {"pp": 100},
+            "pp",
+            "PP = 100 must not exceed the model's 80 layers",
+            "pp=100 must not exceed the model's n_layers=80",
+        ),
         (
             {"gpus": 1000, "pp": 16},
             "gpus",
+            "GPUs = 1,000 must be a multiple of TP x PP = 128 (the data-parallel "
+            "size DP = GPUs / (TP x PP) is a whole number)",
             "n_gpus=1000 must be a multiple of tp x pp = 128",
         ),
         (
             {"failures_per_gpu_hour": 1e-3, "gpus": 16384},
             None,
             "the run cannot make progress",
+            "the run cannot make progress",
         ),
     ],
 )
-def test_a_bad_input_is_the_planners_own_message_for_its_flag(change, field, starts):
+def test_a_joint_rule_is_the_planners_message_in_the_forms_words(
+    change, field, starts, cli_starts
+):
     values = {**FORM.values(), **change}
     with pytest.raises(live.FieldError) as raised:
         plan_live.planner_form(**values)
     error = raised.value
-    assert error.field == field and error.message.startswith(starts)
+    assert error.field == field and error.message.startswith(starts), error.message
     assert str(error) == error.message
+    # no planner parameter name in what the form says
+    assert not re.search(r"\b(n_gpus|tp|pp|n_heads|n_layers|dp)\b", error.message)
     status, _, stderr = cli_json(plan_live.plan_argv(**values))
     flag = "--" + field.replace("_", "-") if field else "arguments"
-    assert status == 2
-    assert stderr == f"python -m mlbook plan: error: {flag}: {error.message}\n"
+    assert status == 2  # the command keeps its flags and the planner's words
+    head = f"python -m mlbook plan: error: {flag}: "
+    assert stderr.startswith(head + cli_starts)
+    assert plan_live.in_the_forms_words(stderr[len(head) : -1]) == error.message
+
+
+def test_the_advice_names_a_field_the_form_has():
+    values = {**FORM.values(), "failures_per_gpu_hour": 1e-3, "gpus": 16384}
+    with pytest.raises(live.FieldError) as raised:
+        plan_live.planner_form(**values)
+    assert "shorten the checkpoint interval" in raised.value.message
+    labels = {c.name: c.label for c in FORM.controls}
+    assert labels["interval_min"].startswith("checkpoint interval")
+    assert labels["restart_min"].startswith("restart time")
+    # and the interval it names plans: a shorter one than Young's optimum
+    young = plan_live.planner_form(**FORM.values())["checkpoint_interval_s"] / 60
+    shorter = plan_live.planner_form(**{**FORM.values(), "interval_min": 2})
+    assert 2 < young and shorter["checkpoint_interval_s"] == 120
+
+
+# (a field, a value beyond the planner's own rule for it, what the planner says):
+# the form's range for the field stops where the planner's rule does
+PLANNER_ENDS = [
+    ("mfu", "max", 1.001, "mfu must lie in (0, 1]"),
+    ("mfu", "min", 0.0, "mfu must lie in (0, 1]"),
+    ("gpus", "min", 0, "n_gpus must be an integer above 0"),
+    ("tp", "min", 0, "tp must be an integer above 0"),
+    ("pp", "min", 0, "pp must be an integer above 0"),
+    ("micro_batch", "min", 0, "micro_batch must be an integer above 0"),
+    ("tokens", "min", 0.0, "tokens must be a finite number above 0"),
+    ("failures_per_gpu_hour", "min", 0.0, "failures_per_gpu_hour must be a finite"),
+    ("storage_gb_per_s", "min", 0.0, "storage_bytes_per_s must be a finite number"),
+    ("restart_min", "min", -0.1, "restart_s must be a finite number at or above 0"),
+]
+
+
+@pytest.mark.parametrize("name, end, beyond, rule", PLANNER_ENDS)
+def test_each_fields_range_is_the_planners_own_rule(name, end, beyond, rule):
+    control = {c.name: c for c in FORM.controls}[name]
+    edge = getattr(control, end)
+    base = {**FORM.values(), "gpus": 4096, "tp": 1}  # any GPU count plans at TP 1
+    # the end itself plans (a rate's least value is above 0)
+    assert plan_live.planner_form(**{**base, name: edge})["model"] == "Llama-3-70B"
+    assert (edge > 0) if name != "restart_min" else edge == 0
+    # one step beyond it the planner refuses it by the field's own rule...
+    status, _, stderr = cli_json(plan_live.plan_argv(**{**base, name: beyond}))
+    assert status == 2 and rule in stderr, stderr
+    # ...and the form never passes it on: the value is fitted, with the rule named
+    drawn = FORM.draw({**base, name: str(beyond)})
+    assert drawn.values[name] == edge
+    side = "at most" if end == "max" else "at least"
+    assert drawn.notes == {
+        name: f"{side} {live._show(edge)}: {beyond} became {live._show(edge)}"
+    }
 
 
 def _form_values():
@@ -253,8 +321,9 @@ def test_the_form_is_the_command_for_any_values(values):
         got = plan_live.planner_form(**values)
     except live.FieldError as exc:
         flag = "--" + exc.field.replace("_", "-") if exc.field else "arguments"
-        assert status == 2
-        assert stderr == f"python -m mlbook plan: error: {flag}: {exc.message}\n"
+        head = f"python -m mlbook plan: error: {flag}: "
+        assert status == 2 and stderr.startswith(head)
+        assert plan_live.in_the_forms_words(stderr[len(head) : -1]) == exc.message
         return
     assert status == 0 and got == expected
     view = plan_live.budget_view(got, values)
@@ -264,12 +333,78 @@ def test_the_form_is_the_command_for_any_values(values):
     json.dumps(view, allow_nan=False)
 
 
+# The rules over several fields the planner keeps (each a FieldError at the
+# field it names, None for the run's progress), in the form's words
+JOINT_RULES = {
+    "tp": "must divide the model's",
+    "pp": "must not exceed the model's",
+    "gpus": "must be a multiple of TP x PP",
+    None: "the run cannot make progress",
+}
+
+
+def _anywhere_in_range():
+    """Any value a field's declared range holds, on its grid or not: ints for
+    counts, any float from min to max (the ends included) for the rest."""
+
+    def one(c):
+        if c.options:
+            return st.sampled_from(c.options)
+        if c.integral:
+            return st.integers(c.min, c.max)
+        return st.floats(c.min, c.max)
+
+    return st.fixed_dictionaries({c.name: one(c) for c in FORM.controls})
+
+
+@examples(100)
+@given(_anywhere_in_range())
+def test_every_setting_in_the_declared_ranges_plans_or_names_a_joint_rule(values):
+    """The form's ranges are the planner's domain: whatever they hold is a plan,
+    or a FieldError for a rule over several fields, at that field, never a
+    field's own rule (an MFU above 1, zero GPUs) and never another exception."""
+    try:
+        drawn = FORM.draw({n: str(v) for n, v in values.items()})
+    except live.FieldError as exc:
+        assert exc.field in JOINT_RULES and JOINT_RULES[exc.field] in exc.message, (
+            exc.field,
+            exc.message,
+        )
+        return
+    assert drawn.refused == {}
+    for name, note in drawn.notes.items():  # in range: at most moved onto the grid
+        assert note.startswith("in steps of"), (name, note)
+    assert drawn.spec == plan_live.planner_form(**drawn.values)
+
+
 @examples(50)
 @given(_form_values())
 def test_plan_argv_reads_back_as_the_values(values):
     args = cli.parser().parse_args(plan_live.plan_argv(**values))
     for name, value in values.items():
+        if value == plan_live.YOUNG:  # no flag: the command's default, Young's
+            assert getattr(args, name) is None
+            continue
         assert getattr(args, name) == value, (name, value)
+
+
+PLANNER_NAMES = ("n_gpus", "tp", "pp", "mfu", "micro_batch", "storage_bytes_per_s")
+FORM_WORDS = ("GPUs", "TP", "PP", "MFU", "micro-batch", "checkpoint write bandwidth")
+
+
+@examples(50)
+@given(
+    st.sampled_from(range(len(PLANNER_NAMES))),
+    st.integers(0, 10**7),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz ,.()", max_size=30),
+)
+def test_the_forms_words_name_the_fields_as_the_form_labels_them(i, n, rest):
+    said = plan_live.in_the_forms_words(f"{PLANNER_NAMES[i]}={n} must {rest}")
+    assert said.startswith(f"{FORM_WORDS[i]} = {n:,} must ")
+    if not re.search(r"\b(n_gpus|tp|pp|dp|mfu|tokens)\b", rest):
+        # words that are no planner name pass as they are
+        assert said.endswith(rest)
+        assert plan_live.in_the_forms_words(f"must {rest}") == f"must {rest}"
 
 
 @examples(50)
@@ -348,9 +483,10 @@ def test_the_payload_carries_the_view_and_draw_json_the_field_error():
     assert payload["function"] == "mlbook.plan.live:planner_form"
     assert set(payload["display"]) == {"command", "text", "spec"}
     out = json.loads(live.draw_json(json.dumps(payload), json.dumps({"tp": "3.2"})))
-    assert out["field"] == "tp" and out["values"]["tp"] == 3  # clamped, then refused
+    assert out["field"] == "tp" and out["values"]["tp"] == 3  # fitted, then refused
+    assert out["notes"] == {"tp": "a whole number: 3.2 became 3"}
     assert out["error"] == out["message"]
-    assert out["message"].startswith("tp=3 must divide")
+    assert out["message"].startswith("TP = 3 must divide")
     assert [c["value"] for c in out["controls"] if c["name"] == "tp"] == [3]
     good = json.loads(live.draw_json(json.dumps(payload), json.dumps({"gpus": 2048})))
     assert good["result"] == plan_live.planner_form(**good["values"])
@@ -381,15 +517,20 @@ def test_the_book_writes_a_form_with_an_error_line_per_field():
     assert "mlbook-live-form" in root["class"].split()
     assert json.loads(root["data-mlbook-live"]) == payload
     lines = [a["data-for"] for t, a in parser.found if "data-for" in a]
-    assert lines == [c["name"] for c in payload["controls"]]
+    assert lines == [c["name"] for c in payload["controls"] for _ in "ne"]
     named = [a["name"] for t, a in parser.found if "name" in a]
-    assert named == lines
+    assert named == lines[::2]
+    (stale,) = [a for t, a in parser.found if a.get("class") == "mlbook-live-stale"]
+    assert "hidden" in stale
     text = "".join(parser.text)
     assert payload["display"]["text"] in text and payload["display"]["command"] in text
-    # a figure without a view keeps its old HTML: no error lines, no text
+    # a figure without a view: its lines, but no command, text or stale line
     figure = _Elements()
     figure.feed(live_html(EXPLORER.payload(), "fig-1"))
-    assert not [a for t, a in figure.found if "data-for" in a]
+    assert len([a for t, a in figure.found if "data-for" in a]) == 2 * len(
+        EXPLORER.controls
+    )
+    assert not [a for t, a in figure.found if "stale" in a.get("class", "")]
 
 
 def test_the_lab_host_puts_the_message_under_its_field(monkeypatch):
@@ -399,16 +540,19 @@ def test_the_lab_host_puts_the_message_under_its_field(monkeypatch):
     monkeypatch.setattr("IPython.display.display", lambda obj, **k: shown.append(obj))
     view = host.LiveView(plan_live.planner_form)
     assert view.display["text"] in host._view_text(view.display)
-    view.controls["tp"].value = 3
-    assert (
-        view.error.startswith("tp=3 must divide")
-        and view.spec == FORM.payload()["spec"]
-    )  # the last good result stays
-    assert "tp=3 must divide" in view.field_errors["tp"].value
-    assert all(v.value == "" for n, v in view.field_errors.items() if n != "tp")
-    view.controls["tp"].value = 4
-    assert view.error is None and view.spec["tp"] == 4
-    assert all(v.value == "" for v in view.field_errors.values())
+    view.controls["tp"].value = "3"
+    assert view.error.startswith("TP = 3 must divide")
+    assert view.spec == FORM.payload()["spec"]  # kept, but not shown: not for TP 3
+    assert view.stale and view.output.outputs[0]["data"] == {"text/plain": host.STALE}
+    assert "TP = 3 must divide" in view.lines["tp"].value
+    assert all(v.value == "" for n, v in view.lines.items() if n != "tp")
+    view.controls["mfu"].value = "1.5"  # fitted, with its rule; TP still refused
+    assert view.controls["mfu"].value == "1"
+    assert "at most 1: 1.5 became 1" in view.lines["mfu"].value and view.stale
+    view.controls["tp"].value = "4"
+    assert view.error is None and view.spec["tp"] == 4 and not view.stale
+    assert all(v.value == "" for v in view.lines.values())
+    assert view.output.outputs[0]["data"]["text/plain"].startswith("$ python -m")
     bundle = view.bundle()
     assert bundle[live.VEGALITE_MIME_TYPE] == view.payload["display"]["spec"]
     assert "expected days" in bundle["text/plain"]

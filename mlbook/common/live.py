@@ -36,14 +36,37 @@ always present, null where it does not apply to the kind):
 - ``number``: a typed number in [min, max] on the grid min + k * step
   (integers when min and step are ints), as a GPU count is.
 
-``Control.clamp`` moves a value into its range and onto its grid (the ends
-are exact); a value that is not one of the options, or not a number, keeps
-the control's current value. A range may depend on the other controls:
+What a host sends is read, then fitted, and both say what they did:
+
+- ``Control.read`` reads a host's value as the control's type, strictly. A
+  typed number is a plain decimal ("16384", "2.5", "-5", "1e-9"): "2,5",
+  "16,384", "abc", an empty box, "inf" and a number beyond 2**53 (1e308),
+  where a double no longer holds whole numbers and the grid's arithmetic
+  overflows, raise ``Unreadable`` with a message naming what was typed. A
+  value that is not one of a choice's options, and a checkbox's that is not
+  True or False, are unreadable too. Nothing is reinterpreted.
+- ``Control.fit`` moves a readable value into [min, max] and onto its grid
+  (the ends exact) and returns ``Fitted(value, note)``: ``note`` is None when
+  the value stayed, else one line naming the rule that moved it ("at most
+  1,000,000: 1e+09 became 1,000,000"). ``Control.clamp`` is its value.
+
+A control's range is its valid domain: the function accepts every value in
+it on its own (an MFU in (0, 1], a count from 1, a rate from above 0), so no
+fitted value is refused for a rule of its own; what the function refuses is a
+rule over several controls (a form's ``FieldError``). A range may depend on
+the other controls:
 ``ranges(**values)`` (given the fixed arguments too, where it names them)
 returns ``{name: {"min": .., "max": .., "step": ..}}`` for the controls it
 governs, and ``LiveFigure.settle`` applies it and
-clamps again until nothing moves (a value outside its new range goes to the
-nearest end).
+fits again until nothing moves (a value outside its new range goes to the
+nearest end, and says so).
+
+A draw (``LiveFigure.draw``, and ``draw_json`` for the browser) reads every
+value; an unreadable one keeps the control's current value (the last one
+drawn) and is reported in ``refused`` ({name: message}); every value that
+was moved to fit is reported in ``notes`` ({name: note}). The hosts show the
+kept value in the control, the message or the note on the control's own
+line, and clear them on the next draw.
 
 A form (the plan page's planner) is a live function whose result is not a
 spec but data (the planner's JSON): it is declared with ``view=``, a function
@@ -63,6 +86,7 @@ import importlib
 import inspect
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from numbers import Integral, Real
@@ -110,6 +134,68 @@ def _decimals(x: float) -> int | None:
 def _option_key(option) -> str:
     """How an option travels through an HTML <select>: its text."""
     return option if isinstance(option, str) else json.dumps(option)
+
+
+# A typed number, as a reader writes one: digits with an optional point and
+# exponent, no commas, no underscores, no "inf" or "nan"
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_DECIMAL_INT = re.compile(r"[+-]?\d+")
+_SWITCH = {"true": True, "on": True, "false": False, "off": False}
+MAX_READ = 2**53  # beyond it a double skips whole numbers: not a value to read
+
+
+def _typed(raw) -> str:
+    """What a host sent, as a message quotes it."""
+    return json.dumps(raw) if isinstance(raw, str) else repr(raw)
+
+
+def _show(x) -> str:
+    """A number as a note writes it: 1,000,000, 0.001, 1e-09, 2.4e+06."""
+    if isinstance(x, Integral):
+        return f"{x:,}"
+    if x == int(x) and abs(x) < 1e15:
+        return f"{int(x):,}"
+    if 1e-4 <= abs(x) < 1e6:
+        return f"{x:,.10g}"
+    if 1e6 <= abs(x) < 1e15:
+        return f"{x:,.0f}"
+    mantissa, exponent = f"{x:.6g}".split("e")  # 1e-09 as a reader writes it: 1e-9
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _same_number(a, b) -> bool:
+    if a == b:
+        return True
+    if not (_is_number(a) and _is_number(b)):
+        return False
+    # a host's text of a grid value (JavaScript's 0.1 + 3 x 0.1) is that value
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+
+
+def _shown(control, value) -> str:
+    """A control's value as a message names it."""
+    if control.kind in ("slider", "number") and _is_number(value):
+        return _show(value)
+    return _option_key(value) if not isinstance(value, bool) else str(value)
+
+
+class Unreadable(ValueError):
+    """A host's value that is not one of the control's (``Control.read``):
+    ``field`` the control's name, ``message`` what a host shows."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A value fitted to its control, and the note naming the rule that
+    moved it (None when it stayed)."""
+
+    value: Any
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,15 +333,16 @@ class Control:
             return round(math.log(self.max / self.min) / math.log(self.step))
         return math.floor((self.max - self.min) / self.step + _GRID_TOLERANCE)
 
-    def coerce(self, raw):
-        """A value from a host (an HTML input's text, a widget's value) as this
-        control's type; what cannot be read keeps the current value."""
+    def read(self, raw):
+        """A value from a host (an HTML input's text, a widget's value) as
+        this control's type; ``Unreadable`` (with the message a host shows)
+        for what is not one, never a guess."""
         if self.kind == "checkbox":
             if isinstance(raw, bool):
                 return raw
-            if isinstance(raw, str) and raw.lower() in ("true", "false", "on", "off"):
-                return raw.lower() in ("true", "on")
-            return self.value
+            if isinstance(raw, str) and raw.strip().lower() in _SWITCH:
+                return _SWITCH[raw.strip().lower()]
+            raise Unreadable(self.name, f"{_typed(raw)} is not on or off")
         if self.kind in ("select-slider", "dropdown"):
             for option in self.options:
                 if raw == option and type(raw) is not bool:
@@ -263,23 +350,63 @@ class Control:
             try:
                 key = raw if isinstance(raw, str) else _option_key(raw)
             except (TypeError, ValueError):  # not a value an input can hold
-                return self.value
+                key = None
             for option in self.options:
                 if _option_key(option) == key:
                     return option
-            return self.value
+            choices = ", ".join(_option_key(o) for o in self.options)
+            raise Unreadable(self.name, f"{_typed(raw)} is not one of {choices}")
+        value = raw
         if isinstance(raw, str):
-            try:
-                raw = float(raw.replace(",", "").strip())
-            except ValueError:
-                return self.value
-        if not _is_number(raw) or not math.isfinite(raw):
-            return self.value
-        return raw
+            text = raw.strip()
+            if not text:
+                raise Unreadable(self.name, "the box is empty: type a number")
+            if not _DECIMAL.fullmatch(text):
+                why = (
+                    " (decimals take a point, and no commas group the digits: "
+                    "2.5, 16384)"
+                    if "," in text
+                    else ""
+                )
+                raise Unreadable(self.name, f"{_typed(raw)} is not a number{why}")
+            # a whole number exactly (2**53 + 1 is not 2**53), else a float
+            value = int(text) if _DECIMAL_INT.fullmatch(text) else float(text)
+        finite = _is_number(value) and (isinstance(raw, str) or math.isfinite(value))
+        if not finite:
+            raise Unreadable(self.name, f"{_typed(raw)} is not a finite number")
+        if not abs(value) <= MAX_READ:  # 1e400 typed is inf: too large too
+            raise Unreadable(
+                self.name,
+                f"{_typed(raw)} is too large a number to read here "
+                f"(this control takes {_show(self.min)} to {_show(self.max)})",
+            )
+        return value
+
+    def fit(self, raw) -> Fitted:
+        """``raw`` read, moved into [min, max] and onto the grid (the ends
+        exact), with a note naming the rule when that moved it."""
+        value = self.read(raw)
+        fitted = self._fit(value)
+        if self.kind not in ("slider", "number") or _same_number(fitted, value):
+            return Fitted(fitted)
+        if value < self.min:
+            rule = f"at least {_show(self.min)}"
+        elif value > self.max:
+            rule = f"at most {_show(self.max)}"
+        elif self.integral:
+            rule = "a whole number" if self.step == 1 else f"in steps of {self.step:,}"
+        elif self.scale == "log":
+            rule = f"on the slider's steps ({_show(self.min)} x {self.step:.4g}^k)"
+        else:
+            rule = f"in steps of {_show(self.step)}"
+        shown = raw.strip() if isinstance(raw, str) else _show(value)
+        return Fitted(fitted, f"{rule}: {shown} became {_show(fitted)}")
 
     def clamp(self, value):
-        """``value`` moved into [min, max] and onto the grid (ends exact)."""
-        value = self.coerce(value)
+        """``fit(value)``'s value: read, in [min, max], on the grid."""
+        return self.fit(value).value
+
+    def _fit(self, value):
         if self.kind not in ("slider", "number"):
             return value
         last = self.last_step
@@ -406,12 +533,16 @@ class Drawn:
     controls: tuple[Control, ...]
     spec: dict
     display: dict | None = None
+    notes: dict = field(default_factory=dict)  # {name: the rule that moved it}
+    refused: dict = field(default_factory=dict)  # {name: why it was not read}
 
     def to_json(self) -> dict:
         out = {
             "values": self.values,
             "controls": [c.to_json() for c in self.controls],
             "result": self.spec,
+            "notes": self.notes,
+            "refused": self.refused,
         }
         if self.display is not None:
             out["display"] = self.display
@@ -483,7 +614,10 @@ class LiveFigure:
         """The same figure with other defaults (each clamped to its control),
         settled under ``ranges``."""
         self._check_names(values)
-        return self.settle({**self.values(), **values})
+        settled, _, refused = self.fitted({**self.values(), **values})
+        if refused:
+            raise ValueError(f"{self.path}: {refused}")
+        return settled
 
     def with_controls(self, controls: list[dict]) -> LiveFigure:
         """The same figure with the controls (JSON) a draw or payload gives."""
@@ -510,14 +644,30 @@ class LiveFigure:
     def settle(
         self, values: dict | None = None, fixed: dict | None = None
     ) -> LiveFigure:
-        """The figure with ``values`` (raw, as a host read them) clamped,
-        ``ranges`` applied, and clamped again, until nothing moves."""
+        """The figure with ``values`` (raw, as a host read them) fitted,
+        ``ranges`` applied, and fitted again, until nothing moves; an
+        unreadable value keeps the control's current one (``fitted`` says
+        which, and what moved)."""
+        return self.fitted(values, fixed)[0]
+
+    def fitted(
+        self, values: dict | None = None, fixed: dict | None = None
+    ) -> tuple[LiveFigure, dict, dict]:
+        """``(settled figure, notes, refused)``: ``settle``, with a note
+        for each value it moved ({name: "at most 1,000,000: 1e9 became
+        1,000,000"}) and a message for each value it could not read, which
+        kept the control's current value ({name: message})."""
         fixed = dict(fixed or {})
-        raw = {c.name: (values or {}).get(c.name, c.value) for c in self.controls}
+        raw, read, refused = {}, {}, {}
+        for c in self.controls:
+            raw[c.name] = (values or {}).get(c.name, c.value)
+            try:
+                read[c.name] = c.read(raw[c.name])
+            except Unreadable as exc:
+                refused[c.name] = f"{exc.message}; it keeps {_shown(c, c.value)}"
+                raw[c.name] = read[c.name] = c.value
         controls = {c.name: c.with_value(raw[c.name]) for c in self.controls}
-        if self.ranges is None:
-            return replace(self, controls=tuple(controls.values()))
-        for _ in range(_SETTLE_ROUNDS):
+        for _ in range(_SETTLE_ROUNDS if self.ranges is not None else 0):
             current = {n: c.value for n, c in controls.items()}
             found = _call(self.ranges, {**fixed, **current})
             stray = sorted(set(found) - set(controls))
@@ -528,18 +678,30 @@ class LiveFigure:
                 )
             moved = dict(controls)
             for name, attrs in found.items():
-                # a governed control takes the host's value, clamped to its new range
+                # a governed control takes the host's value, fitted to its new range
                 ranged = controls[name].with_range(**attrs)
                 moved[name] = ranged.with_value(raw[name])
             if moved == controls:
                 break
             controls = moved
-        return replace(self, controls=tuple(controls.values()))
+        notes = {}
+        for name, c in controls.items():
+            if name in refused:
+                continue
+            fit = c.fit(raw[name])
+            if fit.note is not None and _same_number(fit.value, c.value):
+                notes[name] = fit.note
+            elif fit.note is not None or not _same_number(read[name], c.value):
+                notes[name] = (
+                    f"{_shown(c, read[name])} became {_shown(c, c.value)} "
+                    "as the other controls moved its range"
+                )
+        return replace(self, controls=tuple(controls.values())), notes, refused
 
     def draw(self, values: dict | None = None, fixed: dict | None = None) -> Drawn:
         """Settle ``values`` and call the function: what both hosts show."""
         fixed = self._check_fixed(fixed)
-        settled = self.settle(values, fixed)
+        settled, notes, refused = self.fitted(values, fixed)
         drawn = settled.values()
         spec = self.function(**fixed, **drawn)
         if not isinstance(spec, dict):
@@ -554,7 +716,7 @@ class LiveFigure:
                 f"{self.path} returned a spec with NaN or inf: {exc}"
             ) from None
         if self.view is None:
-            return Drawn(drawn, settled.controls, spec)
+            return Drawn(drawn, settled.controls, spec, None, notes, refused)
         display = self.view(spec, dict(drawn))
         if not isinstance(display, dict):
             raise TypeError(
@@ -562,7 +724,7 @@ class LiveFigure:
                 f"got {type(display).__name__}"
             )
         json.dumps(display, allow_nan=False)
-        return Drawn(drawn, settled.controls, spec, display)
+        return Drawn(drawn, settled.controls, spec, display, notes, refused)
 
     def payload(self, fixed: dict | None = None, values: dict | None = None) -> dict:
         """The Contract's ``data-mlbook-live`` JSON (``function``, ``fixed``,
@@ -580,6 +742,8 @@ class LiveFigure:
             )
         self._check_names(values or {})
         first = self.draw({**self.values(), **(values or {})}, fixed)
+        if first.refused:
+            raise ValueError(f"{self.path}: a starting value {first.refused}")
         out = {
             "function": self.path,
             "ranges": self.ranges_path,
@@ -621,11 +785,13 @@ def figure(
 def draw_json(payload_json: str, values_json: str) -> str:
     """The browser's entry point (book/_extra/vendor/live.js, under Pyodide):
     the payload and the inputs' values as JSON, a Drawn as JSON back, or
-    ``{"error": "Type: message"}`` when the function raises. A FieldError
+    ``{"error": "Type: message"}`` when the function raises. A draw carries
+    ``notes`` and ``refused`` (``LiveFigure.fitted``): the values moved to
+    fit, and those not read, which kept the control's value. A FieldError
     (a form's bad input) gives its message alone as ``error`` and as
     ``message``, its ``field``, and the values and controls it was raised
-    for (clamped), so the host shows the values tried and the message next
-    to the field."""
+    for (fitted), with their notes and refusals, so the host shows the
+    values tried and the message next to the field."""
     try:
         payload = json.loads(payload_json)
         figure = LiveFigure.from_payload(payload)
@@ -633,7 +799,7 @@ def draw_json(payload_json: str, values_json: str) -> str:
         drawn = figure.draw(json.loads(values_json), fixed)
         return json.dumps(drawn.to_json(), allow_nan=False)
     except FieldError as exc:
-        settled = figure.settle(json.loads(values_json), fixed)
+        settled, notes, refused = figure.fitted(json.loads(values_json), fixed)
         return json.dumps(
             {
                 "error": exc.message,  # the function's own words, no type name
@@ -641,6 +807,8 @@ def draw_json(payload_json: str, values_json: str) -> str:
                 "field": exc.field,
                 "values": settled.values(),
                 "controls": [c.to_json() for c in settled.controls],
+                "notes": notes,
+                "refused": refused,
             }
         )
     except Exception as exc:  # noqa: BLE001 (shown under the figure, as the reader's error)

@@ -12,12 +12,13 @@ import json
 import sys
 from dataclasses import fields
 
-from mlbook.common.accelerators import ACCELERATORS, ALIASES
 from mlbook.common.transformer import PRESETS
 from mlbook.common.units import GB, GIB, HOUR_S, MINUTE_S, TB, TERA
 from mlbook.plan.planner import (
     DEFAULT_RESTART_S,
     DEFAULT_STORAGE_BYTES_PER_S,
+    GPU_ALIASES,
+    GPUS,
     RECOMPUTE,
     ZERO_STAGES,
     RunSpec,
@@ -67,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--gpu",
         required=True,
-        help="accelerator: " + ", ".join(list(ACCELERATORS) + list(ALIASES)),
+        help="accelerator with a bf16 peak: " + ", ".join(GPUS + GPU_ALIASES),
     )
     ap.add_argument("--gpus", type=int, required=True, help="number of GPUs G")
     ap.add_argument(

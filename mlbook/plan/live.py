@@ -18,19 +18,17 @@ them in the reader's browser.
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from mlbook.common import live
 from mlbook.common import vegalite as vl
-from mlbook.common.accelerators import ACCELERATORS
 from mlbook.common.transformer import PRESETS
 from mlbook.common.units import GIB, TERA
 from mlbook.plan import cli
-from mlbook.plan.planner import RECOMPUTE, ZERO_STAGES, RunSpec, as_dict, plan
+from mlbook.plan.planner import GPUS, RECOMPUTE, ZERO_STAGES, RunSpec, as_dict, plan
 
 MODELS = tuple(PRESETS)
-# the planner plans bf16 training: the GPUs the table gives a bf16 peak
-GPUS = tuple(n for n, a in ACCELERATORS.items() if "bf16" in a.peak_flops_per_s)
 SEQ_LENS = (2048, 4096, 8192, 16384, 32768, 131072)
 # the parts of the two bars: (label, key in the plan's JSON, colour)
 DAY_PARTS = (
@@ -196,49 +194,105 @@ def _arg(value) -> str:
     return short if float(short) == value else repr(float(value))
 
 
+# the interval field's first choice: no --interval-min, the planner's default
+YOUNG = "Young's optimum"
+
+
 def plan_argv(**values) -> list[str]:
     """The arguments of ``python -m mlbook plan`` for a form's values: each
-    control ``name`` is the flag ``--name`` with dashes."""
+    control ``name`` is the flag ``--name`` with dashes (the interval left
+    out at Young's optimum, the command's default)."""
     argv = []
     for name, value in values.items():
+        if name == "interval_min" and value == YOUNG:
+            continue
         argv += [f"--{name.replace('_', '-')}", _arg(value)]
     return argv
 
 
 # The controls of the form: the command's flags, in its units and defaults.
-# Their ranges are what a box takes, 0 included: what is valid the planner
-# says (zero GPUs, an MFU above 1), as the command does, next to the field.
+# Each range is the planner's own rule for that flag (an MFU in (0, 1], counts
+# from 1, rates above 0, a restart from 0) up to a generous maximum, so a box
+# never holds a value the planner refuses on its own; what the planner still
+# refuses is a rule over several fields (tp divides the model's heads, tp x
+# pp divides the GPUs), shown at the field it names.
 FORM = (
     live.dropdown("model", "model (--model)", MODELS, "Llama-3-70B"),
-    live.number("tokens", "tokens D (--tokens)", 15e12, 0.0, 1e15, 1e9),
+    live.number("tokens", "tokens D (--tokens)", 15e12, 1e9, 1e15, 1e9),
     live.dropdown("gpu", "GPU (--gpu)", GPUS, "H100 SXM"),
-    live.number("gpus", "GPUs G (--gpus)", 4096, 0, 1_048_576),
-    live.number("mfu", "MFU, fraction of peak (--mfu)", 0.4, 0.0, 2.0, 0.001),
+    live.number("gpus", "GPUs G (--gpus)", 4096, 1, 1_048_576),
+    live.number("mfu", "MFU, fraction of peak (--mfu)", 0.4, 0.001, 1.0, 0.001),
     live.dropdown("seq_len", "sequence length s (--seq-len)", SEQ_LENS, 8192),
-    live.number("tp", "TP, tensor-parallel size (--tp)", 8, 0, 128),
-    live.number("pp", "PP, pipeline stages (--pp)", 1, 0, 128),
+    live.number("tp", "TP, tensor-parallel size (--tp)", 8, 1, 128),
+    live.number("pp", "PP, pipeline stages (--pp)", 1, 1, 128),
     live.dropdown("zero", "ZeRO stage (--zero)", ZERO_STAGES, 1),
     live.dropdown("recompute", "recompute (--recompute)", RECOMPUTE, "selective"),
-    live.number("micro_batch", "micro-batch, sequences (--micro-batch)", 1, 0, 64),
+    live.number("micro_batch", "micro-batch, sequences (--micro-batch)", 1, 1, 64),
     live.number(
         "failures_per_gpu_hour",
         "failures per GPU-hour (--failures-per-gpu-hour)",
         1.973e-5,  # Llama 3 405B's log: 419 / (54 x 24 h x 16,384 GPUs)
-        0.0,
+        1e-9,  # a rate above 0: its grid starts at its step, never at 0
         1e-3,
-        1e-8,
+        1e-9,
     ),
     live.number(
         "storage_gb_per_s",
         "checkpoint write bandwidth, GB/s (--storage-gb-per-s)",
         200.0,
-        0.0,
+        0.1,
         100_000.0,
         0.1,
     ),
     live.number("restart_min", "restart time R, min (--restart-min)", 10, 0, 1440, 0.1),
+    live.dropdown(
+        "interval_min",
+        "checkpoint interval I, min (--interval-min)",
+        (YOUNG, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240),
+        YOUNG,
+    ),
 )
 FORM_FIELDS = tuple(c.name for c in FORM)
+# How a planner's message names a field, and how the form's label does; the
+# model's own sizes as a reader says them
+_WORDS = {
+    "n_gpus": "GPUs",
+    "tp": "TP",
+    "pp": "PP",
+    "dp": "DP",
+    "mfu": "MFU",
+    "tokens": "tokens",
+    "seq_len": "sequence length",
+    "zero_stage": "ZeRO stage",
+    "micro_batch": "micro-batch",
+    "failures_per_gpu_hour": "failures per GPU-hour",
+    "storage_bytes_per_s": "checkpoint write bandwidth",
+    "restart_s": "restart time",
+    "interval_s": "checkpoint interval",
+}
+_MODEL_SIZES = {"n_heads": "heads", "n_layers": "layers"}
+
+
+def in_the_forms_words(message: str) -> str:
+    """A planner's message with the form's names for its fields: "n_gpus=1000
+    must be a multiple of tp x pp" reads "GPUs = 1,000 must be a multiple of
+    TP x PP", "the model's n_heads=64" reads "the model's 64 heads". The
+    command prints the message as the planner wrote it, after its flag."""
+
+    def number(text: str) -> str:
+        return f"{int(text):,}" if text.isdigit() else text
+
+    def size(m: re.Match) -> str:
+        return f"{number(m.group(2))} {_MODEL_SIZES[m.group(1)]}"
+
+    message = re.sub(r"\b(n_heads|n_layers)=(\w+)", size, message)
+
+    def field(m: re.Match) -> str:
+        word = _WORDS[m.group(1)]
+        return f"{word} = {number(m.group(2))}" if m.group(2) else word
+
+    names = "|".join(sorted(_WORDS, key=len, reverse=True))
+    return re.sub(rf"\b({names})\b(?:=([\w.+-]+))?", field, message)
 
 
 def budget_view(result: dict, values: dict) -> dict:
@@ -271,11 +325,13 @@ def planner_form(
     failures_per_gpu_hour: float,
     storage_gb_per_s: float,
     restart_min: float,
+    interval_min: float | str = YOUNG,
 ) -> dict:
     """What ``python -m mlbook plan ... --json`` prints for these flags: the
     command's own parser, spec and planner. A value the planner refuses
-    raises its message as a FieldError for the flag it names (None when it
-    names no one flag of the form's)."""
+    raises its message, in the form's words (``in_the_forms_words``), as a
+    FieldError for the flag it names (None when it names no one flag of the
+    form's)."""
     values = dict(locals())  # the parameters, in order: the flags
     try:
         args = cli.parser().parse_args(plan_argv(**values))
@@ -289,4 +345,6 @@ def planner_form(
         message = str(exc).splitlines()[0]
         flag = cli.flag_for(message)
         name = flag[2:].replace("-", "_") if flag else None
-        raise live.FieldError(name if name in FORM_FIELDS else None, message) from None
+        raise live.FieldError(
+            name if name in FORM_FIELDS else None, in_the_forms_words(message)
+        ) from None

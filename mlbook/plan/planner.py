@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from mlbook.cadence import formulas as cadence
 from mlbook.common import validate
-from mlbook.common.accelerators import accelerator
+from mlbook.common.accelerators import ACCELERATORS, ALIASES, accelerator
 from mlbook.common.transformer import PRESETS, TransformerConfig
 from mlbook.common.units import DAY_S, HOUR_S, MINUTE_S
 from mlbook.faults import formulas as faults
@@ -45,6 +45,10 @@ from mlbook.scaling.formulas import zero_state
 
 RECOMPUTE = STRATEGIES  # none, selective, sqrt, full
 ZERO_STAGES = (0, 1, 2, 3)
+# The GPUs a plan takes: it plans bf16 training, so those the table gives a
+# bf16 peak (not a V100 or a T4), by table name and by alias.
+GPUS = tuple(n for n, a in ACCELERATORS.items() if "bf16" in a.peak_flops_per_s)
+GPU_ALIASES = tuple(a for a, n in ALIASES.items() if n in GPUS)
 # Whose block the activations are counted for, by the model's MLP.
 ACTIVATION_COUNTS = {
     "swiglu": "Llama block (no dropout, SwiGLU, K and V at every head)",
@@ -294,7 +298,8 @@ def wall_clock_s(
         raise ValueError(
             f"the run cannot make progress: each failure costs {per_failure_s:,.0f} s "
             f"(restart + half a segment) but failures come every {mtbf_s:,.0f} s; "
-            "shorten the interval, speed up restarts or checkpoint writes"
+            "shorten the checkpoint interval, speed up restarts or checkpoint "
+            "writes"
         )
     return useful_s * (1 + write_s / interval_s) / (1 - per_failure_s / mtbf_s)
 

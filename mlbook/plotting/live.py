@@ -16,12 +16,19 @@ bundle that carries
   text, for a front end without widgets (the book's build strips the widget
   view and its state from the page, so a downloaded notebook opens on it).
 
+A number (a slider's or a number's) is typed into a text box, read by the
+figure's own rules (``Control.read``: "2,5" and "abc" are not numbers); a
+slider drags beside its box. Each control has a line under it: the note
+naming the rule that moved a value to fit ("at most 1,000,000: 1e9 became
+1,000,000"), or why a value was not read, the control keeping its value.
+
 A form (declared with ``view=``) shows its view instead of a bare spec: the
 command line and the text in a ``<pre>``, then the view's spec; a bad input
 (the function's FieldError) shows its message under the control it names,
-and under the form.
+and under the form, and the view, which is for other values, gives way to a
+line saying so until the fields are fixed.
 
-Every change runs ``LiveFigure.draw``: the values clamped and snapped, the
+Every change runs ``LiveFigure.draw``: the values read and fitted, the
 ranges applied (the widgets' min, max and step follow), the function called.
 An exception shows its message under the figure and the last good figure
 stays, as in the HTML book.
@@ -43,66 +50,74 @@ def _log_exponents(control) -> dict:
     }
 
 
+def _box_text(value) -> str:
+    """A number as its box shows it: 30, not 30.0; 1e-09; 0.4."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
 def _widget(control):
-    """The ipywidget for one control."""
+    """The ipywidget a reader sets one control with: a number in a text box
+    (read by ``Control.read``, never by the widget), a choice or a checkbox
+    as itself."""
     import ipywidgets as W
 
     common = dict(
         description=control.label,
         style={"description_width": "initial"},
-        continuous_update=False,
     )
     kind = control.kind
-    if kind == "slider" and control.scale == "log":
-        return W.FloatLogSlider(
-            value=control.value,
-            base=10,
-            readout_format=".3g",
-            **_log_exponents(control),
-            **common,
-        )
-    if kind == "slider":
-        cls = W.IntSlider if control.integral else W.FloatSlider
-        extra = {} if control.integral else {"readout_format": ".4g"}
-        return cls(
-            value=control.value,
-            min=control.min,
-            max=control.max,
-            step=control.step,
-            **extra,
-            **common,
-        )
-    if kind == "number":
-        cls = W.BoundedIntText if control.integral else W.BoundedFloatText
-        return cls(
-            value=control.value,
-            min=control.min,
-            max=control.max,
-            step=control.step,
-            **common,
-        )
+    if kind in ("slider", "number"):
+        return W.Text(value=_box_text(control.value), continuous_update=False, **common)
     if kind == "select-slider":
         return W.SelectionSlider(
-            options=list(control.options), value=control.value, **common
+            options=list(control.options),
+            value=control.value,
+            continuous_update=False,
+            **common,
         )
     if kind == "dropdown":
-        common.pop("continuous_update")
         return W.Dropdown(options=list(control.options), value=control.value, **common)
-    common.pop("continuous_update")
     return W.Checkbox(value=control.value, indent=False, **common)
 
 
-def _set(widget, control) -> None:
-    """Give ``widget`` the range and value of ``control`` (all at once, so
-    traitlets checks a range that moved wholly above or below the old one
-    only at the end)."""
-    with widget.hold_trait_notifications():
-        if control.kind == "slider" and control.scale == "log":
-            for attr, value in _log_exponents(control).items():
-                setattr(widget, attr, value)
-        elif control.kind in ("slider", "number"):
-            widget.min, widget.max, widget.step = control.min, control.max, control.step
+def _drag(control):
+    """A slider's handle beside its box (no readout: the box is the value)."""
+    import ipywidgets as W
+
+    common = dict(readout=False, continuous_update=False)
+    if control.scale == "log":
+        return W.FloatLogSlider(
+            value=control.value, base=10, **_log_exponents(control), **common
+        )
+    cls = W.IntSlider if control.integral else W.FloatSlider
+    return cls(
+        value=control.value,
+        min=control.min,
+        max=control.max,
+        step=control.step,
+        **common,
+    )
+
+
+def _set(widget, drag, control) -> None:
+    """Give ``widget`` (and a slider's ``drag``) the range and value of
+    ``control`` (all at once, so traitlets checks a range that moved wholly
+    above or below the old one only at the end)."""
+    if control.kind in ("slider", "number"):
+        widget.value = _box_text(control.value)
+    else:
         widget.value = control.value
+    if drag is None:
+        return
+    with drag.hold_trait_notifications():
+        if control.scale == "log":
+            for attr, value in _log_exponents(control).items():
+                setattr(drag, attr, value)
+        else:
+            drag.min, drag.max, drag.step = control.min, control.max, control.step
+        drag.value = control.value
 
 
 def set_outputs(out, *shown: dict | tuple[dict, dict]) -> None:
@@ -148,9 +163,18 @@ def _view_bundle(display: dict) -> dict:
     return out
 
 
+STALE = (
+    "No plan for these values: the budget, its command line and its chart "
+    "come back once the fields marked above are fixed."
+)
+
+
 class LiveView:
     """The widgets of one live figure and what redraws them. ``draws``
-    counts finished draws; ``error`` holds the last exception's message."""
+    counts finished draws; ``error`` holds the last exception's message;
+    ``lines`` each control's line (its note, or why a value was not read,
+    or a form's message for it); ``stale``: a form's view is hidden, its
+    values refused."""
 
     def __init__(self, function, fixed: dict | None = None, **defaults):
         import ipywidgets as W
@@ -165,19 +189,23 @@ class LiveView:
         self.payload = declaration.payload(self.fixed, defaults)
         self.figure = declaration.with_controls(self.payload["controls"])
         self.controls = {c.name: _widget(c) for c in self.figure.controls}
+        sliders = [c for c in self.figure.controls if c.kind == "slider"]
+        self.drags = {c.name: _drag(c) for c in sliders}
         self.output = W.Output()
         self.message = W.HTML()
         self.draws, self.error, self.spec = 0, None, self.payload["spec"]
         self.display = self.payload.get("display")  # a form's view, else None
-        # a form: each control with the line its bad input's message goes on
-        self.field_errors = (
-            {name: W.HTML() for name in self.controls} if self.display else {}
-        )
+        self.stale = False
+        self.lines = {name: W.HTML() for name in self.controls}
         self._busy = False
         for widget in self.controls.values():
             widget.observe(self.redraw, names="value")
+        for name, drag in self.drags.items():
+            drag.observe(lambda change, n=name: self._dragged(n), names="value")
         cells = [
-            W.VBox([w, self.field_errors[n]]) if self.field_errors else w
+            W.VBox(
+                [W.HBox([w, self.drags[n]]) if n in self.drags else w, self.lines[n]]
+            )
             for n, w in self.controls.items()
         ]
         self.box = W.VBox(
@@ -211,32 +239,54 @@ class LiveView:
     def values(self) -> dict:
         return {name: w.value for name, w in self.controls.items()}
 
+    def _dragged(self, name: str) -> None:
+        """A slider dragged: its box takes the value, which draws."""
+        if not self._busy:
+            self.controls[name].value = _box_text(self.drags[name].value)
+
+    def _say(self, notes: dict, refused: dict, field=None, message=None) -> None:
+        for name, line in self.lines.items():
+            said = [("error", refused.get(name))]
+            said.append(("error", message if name == field else None))
+            said.append(("note", notes.get(name)))
+            line.value = "<br>".join(
+                f'<span class="mlbook-live-{kind}">{_escape(text)}</span>'
+                for kind, text in said
+                if text
+            )
+
+    def _settle_widgets(self, controls) -> None:
+        for control in controls:
+            _set(self.controls[control.name], self.drags.get(control.name), control)
+
     def redraw(self, _change=None) -> None:
-        """Draw for the widgets' values; moving them to their clamped values
+        """Draw for the widgets' values; moving them to their fitted values
         and ranges does not draw again."""
         if self._busy:
             return
         self._busy = True
         try:
             drawn = self.figure.draw(self.values(), self.fixed)
-            for control in drawn.controls:
-                _set(self.controls[control.name], control)
-        except Exception as exc:  # noqa: BLE001 (the reader's error, shown under the figure)
-            field = getattr(exc, "field", None)
-            self.error = (
-                str(exc)
-                if isinstance(exc, live_core.FieldError)
-                else f"{type(exc).__name__}: {exc}"
+            self._settle_widgets(drawn.controls)
+        except live_core.FieldError as exc:  # a form's refusal: the values tried
+            settled, notes, refused = self.figure.fitted(self.values(), self.fixed)
+            self._settle_widgets(settled.controls)
+            self.figure = settled
+            self.error = exc.message
+            self.message.value = (
+                f'<pre class="mlbook-live-error">{_escape(exc.message)}</pre>'
             )
+            self._say(notes, refused, exc.field, exc.message)
+            if not self.stale:
+                set_outputs(self.output, {"text/plain": STALE})
+                self.stale = True
+            self.draws += 1
+            return
+        except Exception as exc:  # noqa: BLE001 (the reader's error, shown under the figure)
+            self.error = f"{type(exc).__name__}: {exc}"
             self.message.value = (
                 f'<pre class="mlbook-live-error">{_escape(self.error)}</pre>'
             )
-            for name, line in self.field_errors.items():
-                line.value = (
-                    f'<span class="mlbook-live-error">{_escape(str(exc))}</span>'
-                    if name == field
-                    else ""
-                )
             self.draws += 1
             return
         finally:
@@ -244,8 +294,8 @@ class LiveView:
         self.figure = replace(self.figure, controls=drawn.controls)
         self.error, self.spec, self.display = None, drawn.spec, drawn.display
         self.message.value = ""
-        for line in self.field_errors.values():
-            line.value = ""
+        self._say(drawn.notes, drawn.refused)
+        self.stale = False
         self._show(drawn.spec, drawn.display)
         self.draws += 1
 

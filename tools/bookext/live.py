@@ -16,22 +16,27 @@ which draws the default spec at once with the vendored vega-lite and, on the
 first change of a control, runs the same function in Pyodide (see live.js for
 the attributes it keeps: data-values, data-result, data-state, data-draws).
 
+Every control is followed by two lines, hidden until live.js writes them:
+
+      <p class="mlbook-live-note" data-for="{name}" hidden>         the rule
+          that moved a value to fit ("at most 1,000,000: 1e9 became 1,000,000")
+      <p class="mlbook-live-field-error" data-for="{name}" hidden>  why a
+          value was not read ("2,5" is not a number), or a form's refusal
+
+and the input names both in ``aria-describedby``.
+
 A form (a payload with ``view``, such as the plan page's planner) gets
-``mlbook-live-form`` on its element, an error line after each control
-
-      <p class="mlbook-live-field-error" data-for="{name}" hidden>
-
-where live.js writes the function's message for a bad input of that
-control, and, above the chart, the default view's command line and text
+``mlbook-live-form`` on its element and, above the chart, the default view's
+command line and text
 (``<pre class="mlbook-live-command">``, ``<pre class="mlbook-live-text">``),
 written here so that the page shows them without JavaScript too.
 
 Each named input holds the value itself (for a log slider not its logarithm,
-for a select-slider not its index), with min, max and step as the Contract
-gives them; sliders get a companion range input without a name, in steps
-(k = 0 .., the grid index), for dragging. The ipywidgets view beside the
-payload is not rendered here: the book's build strips it and its stored
-state (tools/bookbuild/execution.py).
+for a select-slider not its index), a number in a text box, with min, max
+and step as the Contract gives them; sliders get a companion range input
+without a name, in steps (k = 0 .., the grid index), for dragging. The
+ipywidgets view beside the payload is not rendered here: the book's build
+strips it and its stored state (tools/bookbuild/execution.py).
 """
 
 from __future__ import annotations
@@ -86,24 +91,30 @@ def _grid_index(control: dict) -> tuple[int, int]:
     return min(max(k, 0), last), last
 
 
-def _field_error(name: str) -> str:
+def _lines(name: str, ident: str) -> str:
+    """The control's two lines: the note naming the rule that moved its value
+    (clamped, snapped), and the message for a value it could not read or a
+    form's refusal of it. Hidden until live.js writes them."""
     return (
-        f'<p class="mlbook-live-field-error" data-for="{_attr(name)}" '
-        'role="alert" hidden></p>'
+        f'<p class="mlbook-live-note" id="{_attr(ident)}-note" '
+        f'data-for="{_attr(name)}" aria-live="polite" hidden></p>'
+        f'<p class="mlbook-live-field-error" id="{_attr(ident)}-error" '
+        f'data-for="{_attr(name)}" role="alert" hidden></p>'
     )
 
 
-def _control_html(control: dict, uid: str, form: bool = False) -> str:
+def _control_html(control: dict, uid: str) -> str:
     name, label, kind = control["name"], control["label"], control["kind"]
-    error = _field_error(name) if form else ""
     ident = f"{uid}-{name}"
+    lines = _lines(name, ident)
+    described = f'aria-describedby="{_attr(ident)}-note {_attr(ident)}-error"'
     head = f'<label for="{_attr(ident)}">{html.escape(label)}</label>'
     if kind == "checkbox":
         checked = " checked" if control["value"] else ""
         return (
             f'<div class="mlbook-live-control" data-kind="checkbox">'
-            f'<input type="checkbox" id="{_attr(ident)}" name="{_attr(name)}"{checked}>'
-            f"{head}{error}</div>"
+            f'<input type="checkbox" id="{_attr(ident)}" name="{_attr(name)}" '
+            f"{described}{checked}>{head}{lines}</div>"
         )
     parts = [head]
     if kind in ("select-slider", "dropdown"):
@@ -122,7 +133,8 @@ def _control_html(control: dict, uid: str, form: bool = False) -> str:
             for o in options
         )
         parts.append(
-            f'<select id="{_attr(ident)}" name="{_attr(name)}">{items}</select>'
+            f'<select id="{_attr(ident)}" name="{_attr(name)}" {described}>'
+            f"{items}</select>"
         )
     else:
         if kind == "slider":
@@ -131,19 +143,19 @@ def _control_html(control: dict, uid: str, form: bool = False) -> str:
                 f'<input type="range" class="mlbook-live-drag" min="0" max="{last}" '
                 f'step="1" value="{k}" aria-label="{_attr(label)}">'
             )
-        # a log slider's step is a factor: a text box, so the browser applies no
-        # linear step of its own to it
-        box = (
-            'type="text" inputmode="decimal"'
-            if control["scale"] == "log"
-            else 'type="number"'
-        )
+        # a text box, not type="number": a number box hands the page "" for
+        # "abc" and 25 for "2,5", where the reader must be told what was not
+        # read; live.js steps it with the arrow keys
         attrs = " ".join(
             f'{key}="{_attr(_text(control[key]))}"'
             for key in ("min", "max", "step", "value")
         )
-        parts.append(f'<input {box} id="{_attr(ident)}" name="{_attr(name)}" {attrs}>')
-    inner = "".join(parts) + error
+        parts.append(
+            f'<input type="text" inputmode="decimal" autocomplete="off" '
+            f'spellcheck="false" id="{_attr(ident)}" name="{_attr(name)}" '
+            f"{described} {attrs}>"
+        )
+    inner = "".join(parts) + lines
     return f'<div class="mlbook-live-control" data-kind="{_attr(kind)}">{inner}</div>'
 
 
@@ -162,7 +174,7 @@ def _view_html(display: dict) -> str:
 def live_html(payload: dict, uid: str) -> str:
     """The element for one live figure or form (see the module docstring)."""
     form = payload.get("view") is not None
-    controls = "".join(_control_html(c, uid, form) for c in payload["controls"])
+    controls = "".join(_control_html(c, uid) for c in payload["controls"])
     data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
     kind = "mlbook-live mlbook-live-form" if form else "mlbook-live"
     chart = '<div class="mlbook-live-chart"></div>'
@@ -171,8 +183,13 @@ def live_html(payload: dict, uid: str) -> str:
         '<p class="mlbook-live-message" role="alert" hidden></p>'
     )
     # a form: its messages under the fields, then what the command prints
+    stale = (
+        '<p class="mlbook-live-stale" hidden>No plan for these values: the '
+        "budget, its command line and its chart come back once the fields "
+        "marked above are fixed.</p>"
+    )
     body = (
-        said + _view_html(payload.get("display") or {}) + chart
+        said + stale + _view_html(payload.get("display") or {}) + chart
         if form
         else chart + said
     )

@@ -16,12 +16,23 @@
 // 3. on the first change of a control, boots Pyodide (once a page, shared by
 //    every figure; from the memory snapshot an earlier page kept, see
 //    startPyodide), unpacks mlbook-py.zip, and from then on calls
-//    mlbook.common.live.draw_json with the payload and the inputs' values: it
-//    clamps and snaps them, applies "ranges", calls the function, and returns
-//    the values drawn, the controls' ranges and the spec, which is drawn.
+//    mlbook.common.live.draw_json with the payload and the inputs' text: it
+//    reads them (strictly: "2,5" and "abc" are not numbers), fits them to
+//    their ranges and grids, applies "ranges", calls the function, and
+//    returns the values drawn, the controls' ranges, the spec, which is
+//    drawn, and what it did to the values: "notes" (the rule that moved a
+//    value: "at most 1,000,000: 1e9 became 1,000,000") and "refused" (why a
+//    value was not read; the control keeps its value). Each shows on its
+//    control's own line (.mlbook-live-note, .mlbook-live-field-error
+//    [data-for=name]) until the next draw; the element carries them as
+//    data-notes and data-refused.
+//
+// Number boxes are text boxes (tools/bookext/live.py says why); the arrow keys
+// step them on the control's grid, Enter or leaving the box draws.
 //
 // After each live draw the payload's "controls" hold the values and ranges
-// drawn ("spec" stays the default). After each draw the element carries data-values (the values drawn, JSON),
+// drawn ("spec" stays the default). After each draw the element carries
+// data-values (the values drawn, JSON),
 // data-result (the spec drawn, JSON), data-state ("static": the default,
 // before Python; "booting"; "busy"; "live"; "error": the function raised, its
 // message shows under the figure and the last good figure stays) and
@@ -36,9 +47,11 @@
 // written into .mlbook-live-command and .mlbook-live-text. A bad input comes
 // back as the function's FieldError: its message shows next to its control
 // (.mlbook-live-field-error[data-for=name]) and under the fields, the inputs
-// show the values tried (clamped), the last good result stays, and the element
-// carries data-error (JSON: values, field, message) and data-errors (failed
-// draws), until a good draw clears them.
+// show the values tried (fitted), and the last good result, which is not for
+// them, is hidden (its command, text and chart; .mlbook-live-stale says so;
+// data-result keeps it) while the element carries data-stale, data-error
+// (JSON: values, field, message) and data-errors (failed draws), until a good
+// draw clears them.
 //
 // Timings for the book's benchmarks are kept in window.mlbookLive.
 (function () {
@@ -205,11 +218,16 @@
     return Math.floor((c.max - c.min) / c.step + 1e-6);
   }
 
+  // The value at grid index k, written as Python's fit writes it (a log
+  // slider's to six digits, a linear one's without 0.1 + 0.2's last digit), so
+  // that a step taken here is read back as on the grid, with no note.
   function fromIndex(c, k) {
     if (c.kind === "select-slider") return optionKey(c.options[k]);
-    if (k >= lastIndex(c)) return String(c.max);
-    if (c.scale === "log") return String(c.min * Math.pow(c.step, k));
-    return String(c.min + k * c.step);
+    k = Math.max(0, Math.min(k, lastIndex(c)));
+    if (k === 0) return String(c.min);
+    if (k === lastIndex(c) && c.kind === "slider") return String(c.max);
+    if (c.scale === "log") return String(Number((c.min * Math.pow(c.step, k)).toPrecision(6)));
+    return String(Number((c.min + k * c.step).toPrecision(12)));
   }
 
   function Figure(el, index) {
@@ -252,6 +270,18 @@
       if (drag) self.drags[c.name] = drag;
       if (!input) return;
       input.addEventListener("change", function () { self.changed(); });
+      if (c.kind === "slider" || c.kind === "number") {
+        // a number's text box steps with the arrow keys, on the control's grid
+        // (a text box has no steps of its own: see tools/bookext/live.py)
+        input.addEventListener("keydown", function (event) {
+          if (event.key !== "ArrowUp" && event.key !== "ArrowDown") return;
+          if (fromFile || input.disabled) return;
+          event.preventDefault();
+          var now = self.control(c.name);
+          input.value = fromIndex(now, gridIndex(now) + (event.key === "ArrowUp" ? 1 : -1));
+          self.changed();
+        });
+      }
       if (drag) {
         drag.addEventListener("input", function () {
           input.value = fromIndex(self.control(c.name), Number(drag.value));
@@ -330,31 +360,58 @@
     this.message.hidden = false;
   };
 
-  // A form's bad input (a FieldError): its message next to its control.
-  Figure.prototype.fieldError = function (out) {
-    this.clearFieldErrors();
-    var line = out.field && this.el.querySelector(
-      '.mlbook-live-field-error[data-for="' + out.field + '"]');
-    if (line) {
-      line.textContent = out.message;
-      line.hidden = false;
+  // One control's line: its note (the rule that moved a value) or its error
+  // (a value not read, a form's refusal), shown with `text`, hidden without.
+  Figure.prototype.line = function (kind, name, text) {
+    var line = this.el.querySelector(".mlbook-live-" + kind + '[data-for="' + name + '"]');
+    if (!line) return;
+    line.textContent = text || "";
+    line.hidden = !text;
+    var input = this.inputs[name];
+    if (kind === "field-error" && input) {
+      if (text) input.setAttribute("aria-invalid", "true");
+      else input.removeAttribute("aria-invalid");
     }
-    var input = out.field && this.inputs[out.field];
-    if (input) input.setAttribute("aria-invalid", "true");
+  };
+
+  // What a draw did to the values: each note and refusal on its control's
+  // lines (data-notes, data-refused); the lines of the others cleared.
+  Figure.prototype.said = function (out) {
+    var notes = out.notes || {}, refused = out.refused || {};
+    for (var name in this.inputs) {
+      this.line("note", name, notes[name]);
+      this.line("field-error", name, refused[name]);
+    }
+    this.el.setAttribute("data-notes", JSON.stringify(notes));
+    this.el.setAttribute("data-refused", JSON.stringify(refused));
+  };
+
+  // A form's bad input (a FieldError): its message next to its control, and
+  // the result on screen, which is for other values, hidden until a good draw.
+  Figure.prototype.fieldError = function (out) {
+    if (out.field && this.inputs[out.field]) {
+      var refused = (out.refused || {})[out.field];
+      this.line("field-error", out.field, refused ? refused + "\n" + out.message : out.message);
+    }
+    this.stale(true);
     this.errors += 1;
     this.el.setAttribute("data-errors", String(this.errors));
     this.el.setAttribute("data-error", JSON.stringify(
       { values: out.values, field: out.field, message: out.message }));
   };
 
-  Figure.prototype.clearFieldErrors = function () {
-    Array.prototype.forEach.call(this.el.querySelectorAll(".mlbook-live-field-error"), function (line) {
-      line.hidden = true;
-      line.textContent = "";
+  Figure.prototype.stale = function (on) {
+    if (!this.el.querySelector(".mlbook-live-stale")) return;
+    this.el.querySelector(".mlbook-live-stale").hidden = !on;
+    [this.command, this.text, this.chart].forEach(function (part) {
+      if (part) part.hidden = on;
     });
-    for (var name in this.inputs) {
-      if (this.inputs[name]) this.inputs[name].removeAttribute("aria-invalid");
-    }
+    if (on) this.el.setAttribute("data-stale", "true");
+    else this.el.removeAttribute("data-stale");
+  };
+
+  Figure.prototype.clearFieldErrors = function () {
+    this.stale(false);
     this.el.removeAttribute("data-error");
   };
 
@@ -420,17 +477,20 @@
         if (out.error) {
           if ("field" in out) { // a form's bad input: show the values tried, and where
             self.apply(out);
+            self.said(out);
             self.fieldError(out);
           }
           self.fail(out.error);
           return null;
         }
         self.apply(out);
+        self.stale(false); // before drawing: vega measures the chart's box
         return self.render(out.result, out.values, out.display || null).then(function () {
           self.failed = false;
           self.message.hidden = true;
           self.message.textContent = "";
           self.clearFieldErrors();
+          self.said(out);
           var ms = performance.now() - started;
           if (first) {
             stats.first_live_ms = performance.now() - firstChange;
