@@ -149,7 +149,7 @@ def torch_info() -> dict:
 # --- the matmul ceiling ---------------------------------------------------------------
 
 
-def matmul_probe(device: str, rounds: int = 3) -> dict:
+def matmul_probe(device: str, rounds: int = 5) -> dict:
     """FLOP/s of a 512^3 matmul per dtype, the best of ``rounds`` rounds that
     time every dtype in turn (so that a busy moment slows one round, not one
     dtype): which dtypes run fast here."""
@@ -466,11 +466,16 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     probe = matmul_probe(device)
     ref["matmul_probe_flops_per_s"] = probe
     include = cf.gemm_shapes(cfg, sizes.batch * sizes.seq_len)
-    for d in fast_dtypes(probe, device):
-        _, m[f"mamf_{d}"] = mamf_ceiling(
-            d, device, sz.mamf_budget_s, include, sz.repeats
-        )
-        log(f"mamf_{d}: {m[f'mamf_{d}'].median / 1e9:,.1f} GFLOP/s")
+    fast = fast_dtypes(probe, device)
+    ref["slow_dtypes"] = [d for d in cal.MAMF_DTYPES if d not in fast]
+    for d in fast:
+        _, ceiling = mamf_ceiling(d, device, sz.mamf_budget_s, include, sz.repeats)
+        if d != "fp32" and device == "cpu" and ceiling.max < 0.5 * m["mamf_fp32"].max:
+            ref["slow_dtypes"].append(d)  # the probe was fooled by a busy moment
+            log(f"mamf_{d}: {ceiling.max / 1e9:,.1f} GFLOP/s at best, not fast here")
+            continue
+        m[f"mamf_{d}"] = ceiling
+        log(f"mamf_{d}: {ceiling.median / 1e9:,.1f} GFLOP/s")
     m["memory_bandwidth"] = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
     log(f"memory bandwidth: {m['memory_bandwidth'].median / 1e9:,.2f} GB/s")
     ar, ar_ref = allreduce(sz)

@@ -296,7 +296,10 @@ def write_atomic(path, text: str) -> None:
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 is for secrets
+        with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -354,6 +357,7 @@ class Comparison:
     ``margin`` bytes, which ``leaves_out`` names) or "stated" (the ratio is
     reported, not held to a bar)."""
 
+    key: str  # a short name for the row ("step", "activations", ...)
     name: str
     chapter: str
     predicted: float
@@ -397,6 +401,7 @@ def predictions(machine: Machine) -> tuple:
     flops_per_step = ref["flops_per_token"] * ref["tokens_per_step"]
     rows.append(
         Comparison(
+            "step",
             "reference step, from 6N + 12Lhs at the MAMF ceiling",
             "mfu",
             step_lower_bound_s(flops_per_step, ceiling.max),
@@ -413,6 +418,7 @@ def predictions(machine: Machine) -> tuple:
         extras = ref.get("activation_extra_bytes", {})
         rows.append(
             Comparison(
+                "activations",
                 "activations one block keeps, Korthikanti's items",
                 "recompute",
                 ref["activation_formula_bytes"],
@@ -428,6 +434,7 @@ def predictions(machine: Machine) -> tuple:
     if "checkpoint_write" in m:
         rows.append(
             Comparison(
+                "checkpoint",
                 "reference checkpoint write, bytes / measured bandwidth",
                 "cadence",
                 ref["checkpoint_bytes"] / m["checkpoint_write_bandwidth"].median,
@@ -439,6 +446,7 @@ def predictions(machine: Machine) -> tuple:
     if "allreduce_heldout" in m:
         rows.append(
             Comparison(
+                "allreduce",
                 "all-reduce of a size left out of the alpha-beta fit",
                 "scaling",
                 ring_allreduce_s(
@@ -455,6 +463,7 @@ def predictions(machine: Machine) -> tuple:
     if "loader_wait_inline" in m:
         rows.append(
             Comparison(
+                "tokenise",
                 "tokenising a batch in the loop, from the tokenizer's rate",
                 "input_pipeline",
                 ref["loader_tokens_encoded_per_batch"]
@@ -470,6 +479,7 @@ def predictions(machine: Machine) -> tuple:
         w = ref["loader_workers"]
         rows.append(
             Comparison(
+                "loader",
                 f"step fed by the {w} worker(s) needed, from load and compute",
                 "input_pipeline",
                 pipeline.loader_step_s(load_s, compute_s, w),
@@ -486,6 +496,7 @@ def predictions(machine: Machine) -> tuple:
         model = StepCostModel(0.0, 0.0, step.median / batch, 0.0)
         rows.append(
             Comparison(
+                "accumulation",
                 f"step at k = {k} micro-steps, from the k = 1 step",
                 "accumulation",
                 model.step_s(batch, k),
@@ -496,6 +507,35 @@ def predictions(machine: Machine) -> tuple:
             )
         )
     return tuple(rows)
+
+
+def reference_mfu(machine: Machine) -> float | None:
+    """The reference step's MFU: its model FLOPs a second (6N + 12Lhs a
+    token) over the nominal peak of its dtype; None where the peak is
+    unknown."""
+    peak = machine.peak(machine.step_dtype)
+    if not peak:
+        return None
+    ref = machine.reference
+    flops_per_step = ref["flops_per_token"] * ref["tokens_per_step"]
+    return flops_per_step / machine["reference_step"].median / peak
+
+
+# How a page shows each unit: (divide by, the unit shown).
+DISPLAY_UNITS = {
+    "FLOP/s": (1e9, "GFLOP/s"),
+    "bytes/s": (1e9, "GB/s"),
+    "s": (1e-3, "ms"),
+    "s/byte": (1e-9, "ns/byte"),
+    "tokens/s": (1e6, "M tokens/s"),
+    "bytes": (1, "bytes"),
+}
+
+
+def display(value: float, unit: str) -> tuple[float, str]:
+    """``value`` in ``unit`` as a page shows it: GFLOP/s, GB/s, ms, ..."""
+    scale, shown = DISPLAY_UNITS.get(unit, (1.0, unit))
+    return value / scale, shown
 
 
 # --- the planner's use of a file ------------------------------------------------------
