@@ -242,12 +242,15 @@ def test_an_interrupted_calibration_leaves_nothing(tmp_path, monkeypatch, capsys
 
     real_storage = ex.storage
 
+    reached = []
+
     def storage_then_interrupt(folder, sz):
-        real_storage(folder, sz)  # the scratch folder now holds files
+        real_storage(folder, sz)
+        reached.append(sorted(p.name for p in folder.parent.iterdir()))
         raise KeyboardInterrupt
 
     fake = cal.Measurement(1e9, 1e9, 1e9, "FLOP/s", "stub")
-    monkeypatch.setattr(ex, "matmul_probe", lambda device: dict.fromkeys("x", 1.0))
+    monkeypatch.setattr(ex, "matmul_probe", lambda *a, **k: dict.fromkeys("x", 1.0))
     monkeypatch.setattr(ex, "fast_dtypes", lambda probe, device: ("fp32",))
     monkeypatch.setattr(ex, "mamf_ceiling", lambda *a: (None, fake))
     monkeypatch.setattr(ex, "memory_bandwidth", lambda *a: fake)
@@ -261,6 +264,8 @@ def test_an_interrupted_calibration_leaves_nothing(tmp_path, monkeypatch, capsys
     assert cli.main(["--quick", "--out", str(out)]) == 2
     line = one_line(capsys.readouterr().err.splitlines()[-1])
     assert str(out) in line and "interrupted" in line and "nothing was written" in line
+    # half-way, the scratch folder was there; afterwards nothing is
+    assert reached and reached[0][0].startswith(".mlbook-calibrate-")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -271,7 +276,7 @@ def test_a_failed_measurement_leaves_nothing(tmp_path, monkeypatch, capsys):
         raise RuntimeError("the all-reduce ranks failed (exit 1):\nmore text")
 
     fake = cal.Measurement(1e9, 1e9, 1e9, "FLOP/s", "stub")
-    monkeypatch.setattr(ex, "matmul_probe", lambda device: {"fp32": 1.0})
+    monkeypatch.setattr(ex, "matmul_probe", lambda *a, **k: {"fp32": 1.0})
     monkeypatch.setattr(ex, "fast_dtypes", lambda probe, device: ("fp32",))
     monkeypatch.setattr(ex, "mamf_ceiling", lambda *a: (None, fake))
     monkeypatch.setattr(ex, "memory_bandwidth", lambda *a: fake)

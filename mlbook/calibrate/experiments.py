@@ -45,11 +45,10 @@ from mlbook.common.accelerators import match_cuda_name, read_cpuinfo, usable_cor
 from mlbook.common_torch import mamf
 from mlbook.common_torch.device import (
     device_description,
-    nominal_peak_flops_per_s,
     pick_device,
 )
 from mlbook.common_torch.gpt import tiny_config
-from mlbook.common_torch.timing import sync, time_steps
+from mlbook.common_torch.timing import cpu_threads, sync, time_steps
 from mlbook.input_pipeline import formulas as pipeline
 from mlbook.input_pipeline import shards as shard_files
 from mlbook.input_pipeline.tokenizer import encode_documents, tokenizer_sha256
@@ -99,8 +98,9 @@ def sizes_for(quick: bool) -> Sizes:
 # --- the device -----------------------------------------------------------------------
 
 
-def device_info(device: str) -> dict:
-    """What measured: kind, names, cores, ISA flags and nominal peaks."""
+def device_info(device: str, threads: int | None = None) -> dict:
+    """What measured: kind, names, cores, ISA flags and nominal peaks (on a
+    CPU, of the cores ``threads`` threads occupy)."""
     info = {"kind": device, "name": device_description(device)}
     if device == "cuda":
         model = torch.cuda.get_device_name()
@@ -129,7 +129,7 @@ def device_info(device: str) -> dict:
     info["cores"] = usable_cores()
     peaks = {}
     for d in dtypes:
-        p = nominal_peak_flops_per_s(device, d)
+        p = cx.nominal_peak(device, d, threads)
         peaks[d] = {"flops_per_s": p.flops_per_s, "basis": p.basis, "how": p.how}
     info["peaks"] = peaks
     return info
@@ -149,7 +149,7 @@ def torch_info() -> dict:
 # --- the matmul ceiling ---------------------------------------------------------------
 
 
-def matmul_probe(device: str, rounds: int = 5) -> dict:
+def matmul_probe(device: str, rounds: int = 5, clock: str = "wall") -> dict:
     """FLOP/s of a 512^3 matmul per dtype, the best of ``rounds`` rounds that
     time every dtype in turn (so that a busy moment slows one round, not one
     dtype): which dtypes run fast here."""
@@ -157,7 +157,8 @@ def matmul_probe(device: str, rounds: int = 5) -> dict:
     with torch.inference_mode():
         for _ in range(rounds):
             for d in cal.MAMF_DTYPES:
-                best[d] = max(best[d], mamf.time_matmul(512, 512, 512, d, device, 0.01))
+                f = mamf.time_matmul(512, 512, 512, d, device, 0.01, clock=clock)
+                best[d] = max(best[d], f)
     return best
 
 
@@ -172,20 +173,25 @@ def fast_dtypes(probe: dict, device: str) -> tuple:
 
 
 def mamf_ceiling(
-    dtype: str, device: str, budget_s: float, include: tuple, repeats: int
+    dtype: str,
+    device: str,
+    budget_s: float,
+    include: tuple,
+    repeats: int,
+    clock: str = "wall",
 ) -> tuple[mamf.MatmulCeiling, cal.Measurement]:
     """The sweep's best shape, then that shape timed ``repeats`` more times:
     the spread of the ceiling, the sweep's best among the values."""
     with torch.inference_mode():
-        c = mamf.find_ceiling(dtype, device, budget_s, include=include)
+        c = mamf.find_ceiling(dtype, device, budget_s, include=include, clock=clock)
         again = [
-            mamf.time_matmul(c.m, c.n, c.k, dtype, device, 0.05)
+            mamf.time_matmul(c.m, c.n, c.k, dtype, device, 0.05, clock=clock)
             for _ in range(repeats - 1)
         ]
     method = (
         f"MAMF: best of {len(c.timings)} matmul shapes swept in {c.seconds:.1f} s "
         f"({c.m} x {c.n} x {c.k}), then that shape timed {repeats - 1} more times, "
-        f"{torch.get_num_threads()} threads"
+        f"{torch.get_num_threads()} thread(s), {clock} clock"
     )
     return c, cal.Measurement.of([c.flops_per_s, *again], "FLOP/s", method)
 
@@ -401,6 +407,23 @@ def fed_step(config, sizes, data, device, workers: int, steps: int):
 # --- the reference step ---------------------------------------------------------------
 
 
+def timed(step, steps: int, warmup: int, device: str, clock: str) -> list:
+    """Seconds of each of ``steps`` calls of ``step()`` after ``warmup``: by
+    the wall clock, or (``clock="thread"``, one CPU thread) by the thread's
+    CPU time, so that the time another process held the core is not the
+    step's (the capstone's convention)."""
+    if clock == "wall":
+        return time_steps(step, steps, warmup=warmup, device=device)
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.thread_time()
+        step()
+        times.append(time.thread_time() - t0)
+    return times
+
+
 def final_config(sizes: cf.LadderSizes, bf16_fast: bool, device: str) -> cx.LoopConfig:
     """The capstone ladder's last rung: every fix applied."""
     config = cx.slow_loop(sizes)
@@ -428,11 +451,13 @@ def calibrate(
     # cannot follow them, and it would say so on stderr
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     torch.manual_seed(seed)
-    sizes = replace(cf.ladder_sizes(device, quick), cpu_threads=None)
+    sizes = cf.ladder_sizes(device, quick)
     cfg = cx.model_config(sizes, pad_vocab=True)
-    info = device_info(device)
+    with cpu_threads(sizes.cpu_threads, device):
+        info = device_info(device, sizes.cpu_threads)
     log(f"calibrating {info['name']} ({'quick' if quick else 'full'})")
-    with tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir) as tmp:
+    scratch = tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir)
+    with scratch as tmp, cpu_threads(sizes.cpu_threads, device):
         m, ref = _hardware(device, cfg, sizes, sz, Path(tmp), log)
         data = cx.TextData(sizes, seed)
         m |= _data(data, sizes, sz, Path(tmp), log)
@@ -463,20 +488,24 @@ def calibrate(
 def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     """Matmul ceilings, memory bandwidth, all-reduce and storage."""
     m, ref = {}, {}
-    probe = matmul_probe(device)
+    clock = cx.step_clock(device, sizes.cpu_threads)
+    ref["clock"] = clock
+    probe = matmul_probe(device, clock=clock)
     ref["matmul_probe_flops_per_s"] = probe
     include = cf.gemm_shapes(cfg, sizes.batch * sizes.seq_len)
     fast = fast_dtypes(probe, device)
     ref["slow_dtypes"] = [d for d in cal.MAMF_DTYPES if d not in fast]
     for d in fast:
-        _, ceiling = mamf_ceiling(d, device, sz.mamf_budget_s, include, sz.repeats)
+        budget = sz.mamf_budget_s
+        _, ceiling = mamf_ceiling(d, device, budget, include, sz.repeats, clock)
         if d != "fp32" and device == "cpu" and ceiling.max < 0.5 * m["mamf_fp32"].max:
             ref["slow_dtypes"].append(d)  # the probe was fooled by a busy moment
             log(f"mamf_{d}: {ceiling.max / 1e9:,.1f} GFLOP/s at best, not fast here")
             continue
         m[f"mamf_{d}"] = ceiling
         log(f"mamf_{d}: {ceiling.median / 1e9:,.1f} GFLOP/s")
-    m["memory_bandwidth"] = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
+    with cpu_threads(usable_cores(), device):  # memory is the whole machine's
+        m["memory_bandwidth"] = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
     log(f"memory bandwidth: {m['memory_bandwidth'].median / 1e9:,.2f} GB/s")
     ar, ar_ref = allreduce(sz)
     m |= ar
@@ -513,12 +542,14 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     config = final_config(sizes, fast, device)
     loop = cx.Loop(config, sizes, data, device, seed)
     warmup = 2 if config.compile else 1
-    steps = time_steps(loop.step, sz.steps, warmup=warmup, device=device)
+    clock = cx.step_clock(device, sizes.cpu_threads)
+    steps = timed(loop.step, sz.steps, warmup, device, clock)
     out["reference_step"] = cal.Measurement.of(
         steps,
         "s",
         f"the capstone's final loop ({config.dtype}), {sz.steps} steps of "
-        f"{sizes.batch} x {sizes.seq_len} tokens, {torch.get_num_threads()} threads",
+        f"{sizes.batch} x {sizes.seq_len} tokens, {torch.get_num_threads()} "
+        f"thread(s), {clock} clock",
     )
     log(f"reference step: {out['reference_step'].median * 1e3:,.1f} ms")
     path = folder / "reference.pt"
@@ -535,7 +566,7 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     micro = replace(config, micro_batch=sizes.batch // k)
     acc = cx.Loop(micro, sizes, data, device, seed)
     out["accumulated_step"] = cal.Measurement.of(
-        time_steps(acc.step, sz.steps, warmup=warmup, device=device),
+        timed(acc.step, sz.steps, warmup, device, clock),
         "s",
         f"the reference step as {k} micro-steps of {sizes.batch // k} sequences, "
         f"{sz.steps} steps",
