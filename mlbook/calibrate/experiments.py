@@ -445,6 +445,9 @@ def calibrate(
     validate.boolean("quick", quick)
     log = log or (lambda *_: None)
     start = time.perf_counter()
+    # how busy the machine was (every process on it, others' too): the
+    # spreads are read against it
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     device = pick_device(device)
     sz = sizes_for(quick)
     # the loader's workers fork after the tokenizer has run: its thread pool
@@ -481,6 +484,7 @@ def calibrate(
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "seconds": round(time.perf_counter() - start, 1),
         "quick": quick,
+        "load_average_1min": None if load is None else round(load[0], 2),
     }
     return cal.Machine(info, torch_info(), m, ref, created)
 
