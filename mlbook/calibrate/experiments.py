@@ -488,7 +488,13 @@ def calibrate(
         "quick": quick,
         "load_average_1min": None if load is None else round(load[0], 2),
     }
-    return cal.Machine(info, torch_info(), m, ref, created)
+    machine = cal.Machine(info, torch_info(), m, ref, created)
+    # the step against the peak and the ceiling, kept in the file beside it
+    ceiling = m[f"mamf_{machine.step_dtype}"].median
+    per_step = ref["flops_per_token"] * ref["tokens_per_step"]
+    ref["step_mfu"] = cal.reference_mfu(machine)
+    ref["step_of_mamf"] = per_step / m["reference_step"].median / ceiling
+    return machine
 
 
 def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
