@@ -488,7 +488,9 @@ def calibrate(
         "quick": quick,
         "load_average_1min": None if load is None else round(load[0], 2),
     }
-    machine = cal.Machine(info, torch_info(), m, ref, created)
+    # torch's own thread count, and the count the matmuls and steps ran on
+    threads = {"step_threads": sizes.cpu_threads or torch.get_num_threads()}
+    machine = cal.Machine(info, torch_info() | threads, m, ref, created)
     # the step against the peak and the ceiling, kept in the file beside it
     ceiling = m[f"mamf_{machine.step_dtype}"].median
     per_step = ref["flops_per_token"] * ref["tokens_per_step"]
