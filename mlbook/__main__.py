@@ -1,4 +1,5 @@
-"""``python -m mlbook plan ...``: the book's commands (one, so far)."""
+"""``python -m mlbook plan ...`` and ``python -m mlbook calibrate ...``: the
+book's commands."""
 
 import sys
 
@@ -9,9 +10,13 @@ def main(argv=None) -> int:
         from mlbook.plan.cli import main as plan_main
 
         return plan_main(argv[1:])
+    if argv[:1] == ["calibrate"]:
+        from mlbook.calibrate.cli import main as calibrate_main
+
+        return calibrate_main(argv[1:])
     asked = argv[:1] in (["-h"], ["--help"])
     print(
-        "usage: python -m mlbook plan [--help | options]",
+        "usage: python -m mlbook {plan,calibrate} [--help | options]",
         file=sys.stdout if asked else sys.stderr,
     )
     return 0 if asked else 2

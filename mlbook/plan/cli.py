@@ -150,7 +150,35 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--json", action="store_true", help="print the plan as JSON with stable keys"
     )
+    ap.add_argument(
+        "--machine",
+        default=None,
+        metavar="FILE",
+        help="a machine file from python -m mlbook calibrate: where it calibrates "
+        "the planned GPU, its measured MAMF share of peak bounds --mfu",
+    )
     return ap
+
+
+def machine_inputs(path: str, gpu: str):
+    """What the machine file at ``path`` gives a plan on ``gpu``
+    (mlbook.calibrate.formulas.plan_inputs); a bad file or an unknown GPU
+    raises ValueError with the file and the rule."""
+    from mlbook.calibrate import formulas as cal
+
+    return cal.plan_inputs(cal.load(path), gpu, path)
+
+
+def machine_lines(inputs) -> list[str]:
+    """What the plan took from a machine file, and what it did not."""
+    head = f"machine file {inputs.path} ({inputs.device})"
+    if not inputs.applies:
+        return [f"{head}: used nothing", *(f"  not used: {u}" for u in inputs.unused)]
+    return [
+        f"{head}: calibrates the planned {inputs.gpu}",
+        *(f"  used: {u}" for u in inputs.used),
+        *(f"  not used: {u}" for u in inputs.unused),
+    ]
 
 
 def spec_from_args(args) -> RunSpec:
@@ -251,6 +279,23 @@ def budget_lines(d: dict) -> list[str]:
 def main(argv=None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
+    inputs = None
+    if args.machine is not None:
+        from mlbook.calibrate.formulas import MachineFileError, check_mfu
+
+        try:
+            inputs = machine_inputs(args.machine, args.gpu)
+        except MachineFileError as exc:
+            print(f"{ap.prog}: error: --machine: {exc}", file=sys.stderr)
+            return 2
+        except ValueError:
+            inputs = None  # an unknown --gpu: the planner names it below
+        if inputs is not None:
+            try:
+                check_mfu(inputs, args.mfu)
+            except ValueError as exc:
+                print(f"{ap.prog}: error: --mfu: {exc}", file=sys.stderr)
+                return 2
     try:
         d = as_dict(plan(spec_from_args(args)))
     except ValueError as exc:
@@ -259,8 +304,18 @@ def main(argv=None) -> int:
             f"{ap.prog}: error: {flag_for(msg) or 'arguments'}: {msg}", file=sys.stderr
         )
         return 2
+    if inputs is not None:
+        d["machine"] = {
+            "path": inputs.path,
+            "device": inputs.device,
+            "applies": inputs.applies,
+            "mamf_share": inputs.mamf_share,
+            "used": list(inputs.used),
+            "not_used": list(inputs.unused),
+        }
     if args.json:
         print(json.dumps(d, indent=2, sort_keys=True))
     else:
-        print("\n".join(budget_lines(d)))
+        lines = budget_lines(d)
+        print("\n".join(lines + (machine_lines(inputs) if inputs else [])))
     return 0

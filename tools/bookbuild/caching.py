@@ -197,6 +197,27 @@ def package_dependencies(page: Path) -> tuple[list[Path], str | None]:
     return sorted(found | set(data)), None
 
 
+# Folders of data outside the package that a page may read (the kept machine
+# calibrations). A page depends on every file under one when its code, or a
+# package file it runs, names the folder ("book/measured").
+DATA_FOLDERS = ("book/measured",)
+
+
+def data_dependencies(page: Path, files: list[Path]) -> list[Path]:
+    """The files under DATA_FOLDERS that executing ``page`` may read: every
+    file of a folder that the page's code or one of ``files`` (its package
+    files) names."""
+    texts = [_page_code(page)] + [
+        p.read_text(errors="replace") for p in files if p.suffix == ".py"
+    ]
+    found = []
+    for folder in DATA_FOLDERS:
+        if any(folder in text for text in texts):
+            root = paths.ROOT / folder
+            found += sorted(p for p in root.rglob("*") if p.is_file())
+    return found
+
+
 def machine_inputs() -> dict:
     """What every page's execution depends on besides its own sources."""
     from importlib import metadata
@@ -230,6 +251,7 @@ def cache_inputs(
     """Every input of one page's execution, name -> hash or value."""
     files, whole_package = package_dependencies(page)
     inputs = {f"page {page.relative_to(paths.ROOT).as_posix()}": sha(page.read_bytes())}
+    files = list(files) + data_dependencies(page, files)
     inputs.update(
         {p.relative_to(paths.ROOT).as_posix(): sha(p.read_bytes()) for p in files}
     )

@@ -1,0 +1,640 @@
+"""Calibrate the machine this runs on: the chapters' own measurements, each
+repeated so that it keeps its spread, brought together in one ``Machine``
+(mlbook.calibrate.formulas), in about a minute on a 2-core CPU.
+
+What is measured, and by whose code:
+
+- the MAMF ceiling of each dtype the device runs fast (mlbook.common_torch.mamf,
+  the capstone's sweep with the reference model's own GEMM shapes first);
+- memory bandwidth: a triad a = b + 2c over arrays four times the last-level
+  cache (at least 64 MiB each; 1 GiB on a GPU);
+- all-reduce alpha and beta between 2 local ranks (the scaling chapter's
+  sweep over gloo, fitted per round; one size is held out of the fit);
+- checkpoint write bandwidth and the cost of an fsync in the working folder,
+  and the reference model's own checkpoint written (mlbook.cadence's item);
+- tokenizer and loader throughput at the input pipeline's settings (the
+  capstone's BPE on Python sources, a DataLoader over packed shards), and
+  the step fed by a loader that tokenises, with no workers and with the
+  workers the loader model says it needs;
+- one reference training step: the capstone's final configuration at its
+  sizes, on every thread torch has, and the same step accumulated over k
+  micro-steps (the accumulation chapter);
+- the bytes one of its blocks keeps for backward (the recompute chapter).
+
+Nothing here prints: progress lines go to ``log``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from mlbook.calibrate import formulas as cal
+from mlbook.capstone import experiments as cx
+from mlbook.capstone import formulas as cf
+from mlbook.common import validate
+from mlbook.common.accelerators import match_cuda_name, read_cpuinfo, usable_cores
+from mlbook.common_torch import mamf
+from mlbook.common_torch.device import (
+    device_description,
+    pick_device,
+)
+from mlbook.common_torch.gpt import tiny_config
+from mlbook.common_torch.timing import cpu_threads, sync, time_steps
+from mlbook.input_pipeline import formulas as pipeline
+from mlbook.input_pipeline import shards as shard_files
+from mlbook.input_pipeline.tokenizer import encode_documents, tokenizer_sha256
+from mlbook.mfu import flops
+from mlbook.recompute.experiments import compare_block
+from mlbook.scaling import experiments as scaling
+from mlbook.scaling.formulas import fit_alpha_beta
+
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each measurement does (quick: the test build's)."""
+
+    quick: bool
+    mamf_budget_s: float  # seconds of each dtype's sweep
+    repeats: int  # repeats of a timed measurement
+    triad_min_bytes: int  # each array of the triad, at least
+    allreduce_sizes: tuple  # bytes, fitted
+    allreduce_heldout: int  # bytes, left out of the fit
+    allreduce_budget_s: float  # per size and round
+    write_bytes: int  # the file the write bandwidth is measured with
+    fsyncs: int
+    tokenizer_texts: int  # documents each tokenizer pass encodes
+    steps: int  # timed reference steps
+    accumulation_k: int
+    loader_steps: int  # timed steps fed by each loader
+    max_workers: int  # at most this many loader workers
+
+
+def sizes_for(quick: bool) -> Sizes:
+    """Full: about 45 s on a 2-core CPU (Zen 5, 2026-12), quick: about 15 s,
+    imports included."""
+    kib = 1024
+    if quick:
+        return Sizes(
+            True, 0.6, 3, 16 * 2**20, tuple(kib * 16**i for i in range(4)),
+            256 * kib, 0.03, 8 * 2**20, 4, 40, 3, 2, 3, 2,
+        )  # fmt: skip
+    return Sizes(
+        False, 8.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
+        2 * 2**20, 0.1, 128 * 2**20, 10, 200, 8, 4, 8, 4,
+    )  # fmt: skip
+
+
+# --- the device -----------------------------------------------------------------------
+
+
+def device_info(device: str, threads: int | None = None) -> dict:
+    """What measured: kind, names, cores, ISA flags and nominal peaks (on a
+    CPU, of the cores ``threads`` threads occupy)."""
+    info = {"kind": device, "name": device_description(device)}
+    if device == "cuda":
+        model = torch.cuda.get_device_name()
+        row = match_cuda_name(model)
+        info |= {
+            "model": model,
+            "accelerator": row.name if row else None,
+            "gpus": torch.cuda.device_count(),
+        }
+        dtypes = cal.MAMF_DTYPES
+    else:
+        text = read_cpuinfo() or ""
+        model = next(
+            (ln.split(":", 1)[1].strip() for ln in text.splitlines()
+             if ln.startswith("model name")),
+            None,
+        )  # fmt: skip
+        flags = next(
+            (ln.split(":", 1)[1].split() for ln in text.splitlines()
+             if ln.startswith("flags")),
+            [],
+        )  # fmt: skip
+        info |= {"model": model, "accelerator": None, "gpus": 0}
+        info["isa_flags"] = [f for f in ISA_FLAGS if f in flags]
+        dtypes = ("fp32", "bf16")
+    info["cores"] = usable_cores()
+    peaks = {}
+    for d in dtypes:
+        p = cx.nominal_peak(device, d, threads)
+        peaks[d] = {"flops_per_s": p.flops_per_s, "basis": p.basis, "how": p.how}
+    info["peaks"] = peaks
+    return info
+
+
+def torch_info() -> dict:
+    cap = getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)()
+    return {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "threads": torch.get_num_threads(),
+        "cpu_capability": cap,
+        "isa_caps": {k: os.environ.get(k) for k in cal.ISA_VARIABLES},
+    }
+
+
+# --- the matmul ceiling ---------------------------------------------------------------
+
+
+def matmul_probe(device: str, rounds: int = 5, clock: str = "wall") -> dict:
+    """FLOP/s of a 512^3 matmul per dtype, the best of ``rounds`` rounds that
+    time every dtype in turn (so that a busy moment slows one round, not one
+    dtype): which dtypes run fast here."""
+    best = dict.fromkeys(cal.MAMF_DTYPES, 0.0)
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for d in cal.MAMF_DTYPES:
+                f = mamf.time_matmul(512, 512, 512, d, device, 0.01, clock=clock)
+                best[d] = max(best[d], f)
+    return best
+
+
+def fast_dtypes(probe: dict, device: str) -> tuple:
+    """fp32, and the 16-bit dtypes whose probe ran at least half as fast (on a
+    GPU every dtype): a dtype the device emulates gets no minute-long sweep."""
+    return tuple(
+        d
+        for d in cal.MAMF_DTYPES
+        if d == "fp32" or device == "cuda" or probe[d] >= 0.5 * probe["fp32"]
+    )
+
+
+def mamf_ceiling(
+    dtype: str,
+    device: str,
+    budget_s: float,
+    include: tuple,
+    repeats: int,
+    clock: str = "wall",
+) -> tuple[mamf.MatmulCeiling, cal.Measurement]:
+    """The sweep's best shape, then that shape timed ``repeats`` more times:
+    the spread of the ceiling, the sweep's best among the values."""
+    with torch.inference_mode():
+        c = mamf.find_ceiling(dtype, device, budget_s, include=include, clock=clock)
+        again = [
+            mamf.time_matmul(c.m, c.n, c.k, dtype, device, 0.05, clock=clock)
+            for _ in range(repeats - 1)
+        ]
+    method = (
+        f"MAMF: best of {len(c.timings)} matmul shapes swept in {c.seconds:.1f} s "
+        f"({c.m} x {c.n} x {c.k}), then that shape timed {repeats - 1} more times, "
+        f"{torch.get_num_threads()} thread(s), {clock} clock"
+    )
+    return c, cal.Measurement.of([c.flops_per_s, *again], "FLOP/s", method)
+
+
+# --- memory, links and storage --------------------------------------------------------
+
+
+def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measurement:
+    """A triad a = b + 2c over fp32 arrays of at least ``min_bytes`` and four
+    times the last-level cache (1 GiB on a GPU): 12 bytes moved a value."""
+    cache = scaling.l3_bytes() or 0
+    n_bytes = 2**30 if device == "cuda" else max(min_bytes, 4 * cache)
+    n = n_bytes // 4
+    a, b, c = (torch.ones(n, device=device) for _ in range(3))
+    rates = []
+    for i in range(repeats + 1):
+        sync(device)
+        t0 = time.perf_counter()
+        torch.add(b, c, alpha=2.0, out=a)
+        sync(device)
+        if i:  # the first pass faults the pages in
+            rates.append(12 * n / (time.perf_counter() - t0))
+    del a, b, c
+    method = (
+        f"triad a = b + 2c, 3 fp32 arrays of {n_bytes / 2**20:,.0f} MiB, "
+        f"{repeats} passes, 12 bytes a value"
+    )
+    return cal.Measurement.of(rates, "bytes/s", method)
+
+
+def allreduce(sz: Sizes) -> tuple[dict, dict]:
+    """alpha and beta fitted to each round of the scaling chapter's sweep
+    (2 gloo ranks), and the held-out size's times."""
+    sizes = tuple(sorted((*sz.allreduce_sizes, sz.allreduce_heldout)))
+    sweep = scaling.allreduce_sweep(sizes, 2, 3, sz.allreduce_budget_s, rounds=1)
+    held = sizes.index(sz.allreduce_heldout)
+    fit_sizes = [s for i, s in enumerate(sizes) if i != held]
+    rounds = min(len(b) for b in sweep.blocks_s)
+    alphas, betas = [], []
+    for r in range(rounds):
+        times = [b[r] for i, b in enumerate(sweep.blocks_s) if i != held]
+        try:
+            fit = fit_alpha_beta(fit_sizes, times, sweep.n_ranks)
+        except ValueError:  # a round whose times did not grow with size
+            continue
+        alphas.append(fit.alpha_s)
+        betas.append(fit.beta_s_per_byte)
+    if not alphas:
+        best = [t for i, t in enumerate(sweep.best_s) if i != held]
+        fit = fit_alpha_beta(fit_sizes, best, sweep.n_ranks)
+        alphas, betas = [fit.alpha_s], [fit.beta_s_per_byte]
+    how = (
+        f"2 gloo ranks on one thread each, {len(fit_sizes)} sizes from "
+        f"{fit_sizes[0]:,} to {fit_sizes[-1]:,} bytes, caches flushed; "
+        f"alpha-beta fitted to each of {len(alphas)} rounds' block medians"
+    )
+    out = {
+        "allreduce_alpha": cal.Measurement.of(alphas, "s", how),
+        "allreduce_beta": cal.Measurement.of(betas, "s/byte", how),
+        "allreduce_heldout": cal.Measurement.of(
+            sweep.blocks_s[held],
+            "s",
+            f"all-reduce of {sz.allreduce_heldout:,} bytes, left out of the fit, "
+            f"median of 5 per round, {len(sweep.blocks_s[held])} rounds",
+        ),
+    }
+    return out, {"allreduce_heldout_bytes": sz.allreduce_heldout, "allreduce_ranks": 2}
+
+
+def _write_fsync(path: Path, write) -> float:
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    return time.perf_counter() - t0
+
+
+def storage(folder: Path, sz: Sizes) -> dict:
+    """Write bandwidth of a file of ``sz.write_bytes`` (write and fsync), and
+    the time of an fsync of 4 KiB, in ``folder``."""
+    data = os.urandom(2**20) * (sz.write_bytes // 2**20)
+    rates = []
+    for i in range(max(2, sz.repeats // 2)):
+        path = folder / f"write-{i}.bin"
+        rates.append(len(data) / _write_fsync(path, lambda f: f.write(data)))
+        path.unlink()
+    syncs = []
+    small = folder / "fsync.bin"
+    with open(small, "wb") as f:
+        for _ in range(sz.fsyncs):
+            f.write(os.urandom(4096))
+            f.flush()
+            t0 = time.perf_counter()
+            os.fsync(f.fileno())
+            syncs.append(time.perf_counter() - t0)
+    small.unlink()
+    return {
+        "checkpoint_write_bandwidth": cal.Measurement.of(
+            rates,
+            "bytes/s",
+            f"a {len(data) / 2**20:,.0f} MiB file written and fsynced, "
+            f"{len(rates)} times, in the working folder",
+        ),
+        "fsync": cal.Measurement.of(
+            syncs, "s", f"fsync after a 4 KiB write, {len(syncs)} times"
+        ),
+    }
+
+
+# --- data: the tokenizer and the loaders ----------------------------------------------
+
+
+def tokenizer_throughput(data: cx.TextData, sz: Sizes) -> cal.Measurement:
+    texts = data.texts[: sz.tokenizer_texts]
+    rates = []
+    for _ in range(sz.repeats):
+        t0 = time.perf_counter()
+        n = sum(len(d) for d in encode_documents(data.tok, texts, batched=False))
+        rates.append(n / (time.perf_counter() - t0))
+    return cal.Measurement.of(
+        rates,
+        "tokens/s",
+        f"byte-level BPE (V = {data.vocab_size:,}) encoding {len(texts)} Python "
+        f"files one at a time on one thread, {sz.repeats} passes",
+    )
+
+
+def loader_throughput(data: cx.TextData, batch: int, folder: Path, sz: Sizes):
+    """Tokens/s a DataLoader (no workers) delivers from packed shards."""
+    from mlbook.common_torch.checkpoint import ShardedSampler
+    from mlbook.input_pipeline.experiments import ShardDataset
+
+    s = data.seq_len
+    n_rows = (len(data.stream) - 1) // (s + 1)
+    rows = data.stream[: n_rows * (s + 1)].view(n_rows, s + 1).numpy()
+    shard_files.write_shards(
+        rows, folder, 256, data.vocab_size, tokenizer_sha256(data.tok), data.eos
+    )
+    loader = DataLoader(
+        ShardDataset(shard_files.PackedShards(folder)),
+        batch_size=batch,
+        sampler=ShardedSampler(n_rows, seed=0),
+        num_workers=0,
+    )
+    rates = []
+    for _ in range(sz.repeats):
+        t0, tokens = time.perf_counter(), 0
+        for b in loader:
+            tokens += b.shape[0] * s
+        rates.append(tokens / (time.perf_counter() - t0))
+    return cal.Measurement.of(
+        rates,
+        "tokens/s",
+        f"DataLoader, no workers, batches of {batch} rows of {s} tokens from "
+        f"packed shards ({n_rows:,} rows), {sz.repeats} epochs",
+    )
+
+
+class RawWindows(Dataset):
+    """Item i: a window of raw text from a place seeded by i, tokenised, its
+    first s + 1 ids (the capstone's loader that tokenises as it goes)."""
+
+    def __init__(self, data: cx.TextData, n_items: int):
+        self.tok, self.raw, self.s = data.tok, data.raw, data.seq_len
+        self.chars, self.n_items = data.raw_chars, n_items
+
+    def __len__(self) -> int:
+        return self.n_items
+
+    def _ids(self, i) -> list:
+        g = torch.Generator().manual_seed(i)
+        start = int(torch.randint(len(self.raw) - self.chars, (1,), generator=g))
+        return self.tok.encode(self.raw[start : start + self.chars]).ids
+
+    def encoded(self, i) -> int:
+        """Tokens the tokenizer produces for item i (all of them are paid for)."""
+        return len(self._ids(i))
+
+    def __getitem__(self, i):
+        return torch.tensor(self._ids(i)[: self.s + 1])  # (s + 1,)
+
+
+class _Fed:
+    """A Loop's data source that takes batches from a DataLoader and keeps
+    how long each one was waited for."""
+
+    def __init__(self, loader):
+        self.it, self.waits = iter(loader), []
+
+    def batch(self, b: int, in_loop: bool = False):
+        t0 = time.perf_counter()
+        rows = next(self.it)  # (b, s + 1)
+        self.waits.append(time.perf_counter() - t0)
+        return rows[:, :-1], rows[:, 1:]
+
+
+def fed_step(config, sizes, data, device, workers: int, steps: int):
+    """Steps of the reference loop fed by a DataLoader of RawWindows with
+    ``workers`` workers: (step seconds, wait seconds) of each timed step."""
+    n = (steps + 2) * sizes.batch
+    kw = {"num_workers": workers}
+    if workers:
+        kw |= {"prefetch_factor": 2, "timeout": 60.0}
+    loader = DataLoader(RawWindows(data, n), batch_size=sizes.batch, **kw)
+    fed = _Fed(loader)
+    loop = cx.Loop(replace(config, tokenise_in_loop=False), sizes, fed, device)
+    step_s = time_steps(loop.step, steps, warmup=1, device=device)
+    del fed.it
+    return step_s, fed.waits[1:]
+
+
+# --- the reference step ---------------------------------------------------------------
+
+
+def timed(step, steps: int, warmup: int, device: str, clock: str) -> list:
+    """Seconds of each of ``steps`` calls of ``step()`` after ``warmup``: by
+    the wall clock, or (``clock="thread"``, one CPU thread) by the thread's
+    CPU time, so that the time another process held the core is not the
+    step's (the capstone's convention)."""
+    if clock == "wall":
+        return time_steps(step, steps, warmup=warmup, device=device)
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.thread_time()
+        step()
+        times.append(time.thread_time() - t0)
+    return times
+
+
+def final_config(sizes: cf.LadderSizes, bf16_fast: bool, device: str) -> cx.LoopConfig:
+    """The capstone ladder's last rung, every fix applied but torch.compile:
+    the reference step is built three times (plain, accumulated, fed by a
+    loader), and three compilations would take most of the minute."""
+    config = cx.slow_loop(sizes)
+    for fix in cf.ladder_fixes(bf16_fast=bf16_fast, compile_on=False):
+        config = cx.apply_fix(config, fix.name, sizes)
+    return config
+
+
+def calibrate(
+    quick: bool = False,
+    device: str = "auto",
+    workdir=".",
+    log=None,
+    seed: int = 0,
+) -> cal.Machine:
+    """Measure this machine (module docstring) and return its Machine. Scratch
+    files live in a temporary folder inside ``workdir``, removed however the
+    run ends."""
+    validate.boolean("quick", quick)
+    log = log or (lambda *_: None)
+    start = time.perf_counter()
+    # how busy the machine was (every process on it, others' too): the
+    # spreads are read against it
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    device = pick_device(device)
+    sz = sizes_for(quick)
+    # the loader's workers fork after the tokenizer has run: its thread pool
+    # cannot follow them, and it would say so on stderr
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    torch.manual_seed(seed)
+    sizes = cf.ladder_sizes(device, quick)
+    cfg = cx.model_config(sizes, pad_vocab=True)
+    with cpu_threads(sizes.cpu_threads, device):
+        info = device_info(device, sizes.cpu_threads)
+    log(f"calibrating {info['name']} ({'quick' if quick else 'full'})")
+    scratch = tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir)
+    with scratch as tmp, cpu_threads(sizes.cpu_threads, device):
+        m, ref = _hardware(device, cfg, sizes, sz, Path(tmp), log)
+        data = cx.TextData(sizes, seed)
+        m |= _data(data, sizes, sz, Path(tmp), log)
+        m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log)
+        m["activation_bytes"], extras = activation_bytes(cfg, sizes, device, ref)
+        ref["activation_extra_bytes"] = extras
+    ref |= {
+        "model": {
+            "n_layers": cfg.n_layers,
+            "d_model": cfg.d_model,
+            "n_heads": cfg.n_heads,
+            "vocab_size": cfg.vocab_size,
+            "n_params": flops.n_params(cfg),
+        },
+        "seq_len": sizes.seq_len,
+        "batch": sizes.batch,
+        "tokens_per_step": sizes.batch * sizes.seq_len,
+        "flops_per_token": flops.flops_per_token(cfg, sizes.seq_len),
+    }
+    created = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "seconds": round(time.perf_counter() - start, 1),
+        "quick": quick,
+        "load_average_1min": None if load is None else round(load[0], 2),
+    }
+    # torch's own thread count, and the count the matmuls and steps ran on
+    threads = {"step_threads": sizes.cpu_threads or torch.get_num_threads()}
+    machine = cal.Machine(info, torch_info() | threads, m, ref, created)
+    # the step against the peak and the ceiling, kept in the file beside it
+    ceiling = m[f"mamf_{machine.step_dtype}"].median
+    per_step = ref["flops_per_token"] * ref["tokens_per_step"]
+    ref["step_mfu"] = cal.reference_mfu(machine)
+    ref["step_of_mamf"] = per_step / m["reference_step"].median / ceiling
+    return machine
+
+
+def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
+    """Matmul ceilings, memory bandwidth, all-reduce and storage."""
+    m, ref = {}, {}
+    clock = cx.step_clock(device, sizes.cpu_threads)
+    ref["clock"] = clock
+    probe = matmul_probe(device, clock=clock)
+    ref["matmul_probe_flops_per_s"] = probe
+    include = cf.gemm_shapes(cfg, sizes.batch * sizes.seq_len)
+    fast = fast_dtypes(probe, device)
+    ref["slow_dtypes"] = [d for d in cal.MAMF_DTYPES if d not in fast]
+    for d in fast:
+        budget = sz.mamf_budget_s
+        _, ceiling = mamf_ceiling(d, device, budget, include, sz.repeats, clock)
+        if d != "fp32" and device == "cpu" and ceiling.max < 0.5 * m["mamf_fp32"].max:
+            ref["slow_dtypes"].append(d)  # the probe was fooled by a busy moment
+            log(f"mamf_{d}: {ceiling.max / 1e9:,.1f} GFLOP/s at best, not fast here")
+            continue
+        m[f"mamf_{d}"] = ceiling
+        log(f"mamf_{d}: {ceiling.median / 1e9:,.1f} GFLOP/s")
+    with cpu_threads(usable_cores(), device):  # memory is the whole machine's
+        m["memory_bandwidth"] = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
+    log(f"memory bandwidth: {m['memory_bandwidth'].median / 1e9:,.2f} GB/s")
+    ar, ar_ref = allreduce(sz)
+    m |= ar
+    ref |= ar_ref
+    alpha, beta = m["allreduce_alpha"].median, m["allreduce_beta"].median
+    log(f"all-reduce: alpha {alpha * 1e6:,.1f} us, 1/beta {1 / beta / 1e9:,.2f} GB/s")
+    m |= storage(folder, sz)
+    bw, fsync = m["checkpoint_write_bandwidth"].median, m["fsync"].median
+    log(f"storage: {bw / 1e9:,.2f} GB/s, fsync {fsync * 1e3:,.2f} ms")
+    return m, ref
+
+
+def _data(data: cx.TextData, sizes, sz: Sizes, folder: Path, log) -> dict:
+    """Tokenizer and loader throughput."""
+    m = {"tokenizer_throughput": tokenizer_throughput(data, sz)}
+    (folder / "shards").mkdir()
+    m["loader_throughput"] = loader_throughput(data, sizes.batch, folder / "shards", sz)
+    log(
+        f"tokenizer {m['tokenizer_throughput'].median:,.0f} tokens/s, "
+        f"loader {m['loader_throughput'].median:,.0f} tokens/s"
+    )
+    return m
+
+
+def _save(path: Path, model, opt) -> float:
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict()}
+    return _write_fsync(path, lambda f: torch.save(state, f))
+
+
+def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
+    """The reference step, its checkpoint, accumulated, and fed by loaders."""
+    out = {}
+    fast = "mamf_bf16" in m and m["mamf_bf16"].median >= m["mamf_fp32"].median
+    config = final_config(sizes, fast, device)
+    loop = cx.Loop(config, sizes, data, device, seed)
+    warmup = 2 if config.compile else 1
+    clock = cx.step_clock(device, sizes.cpu_threads)
+    steps = timed(loop.step, sz.steps, warmup, device, clock)
+    out["reference_step"] = cal.Measurement.of(
+        steps,
+        "s",
+        f"the capstone's final loop ({config.dtype}), {sz.steps} steps of "
+        f"{sizes.batch} x {sizes.seq_len} tokens, {torch.get_num_threads()} "
+        f"thread(s), {clock} clock",
+    )
+    log(f"reference step: {out['reference_step'].median * 1e3:,.1f} ms")
+    path = folder / "reference.pt"
+    writes = [_save(path, loop.model, loop.opt) for _ in range(sz.repeats)]
+    ref["checkpoint_bytes"] = path.stat().st_size
+    out["checkpoint_write"] = cal.Measurement.of(
+        writes,
+        "s",
+        f"torch.save of the reference model and AdamW state "
+        f"({ref['checkpoint_bytes']:,} bytes) and fsync, {sz.repeats} times",
+    )
+    del loop
+    k = sz.accumulation_k
+    micro = replace(config, micro_batch=sizes.batch // k)
+    acc = cx.Loop(micro, sizes, data, device, seed)
+    out["accumulated_step"] = cal.Measurement.of(
+        timed(acc.step, sz.steps, warmup, device, clock),
+        "s",
+        f"the reference step as {k} micro-steps of {sizes.batch // k} sequences, "
+        f"{sz.steps} steps",
+    )
+    del acc
+    log(f"accumulated over k = {k}: {out['accumulated_step'].median * 1e3:,.1f} ms")
+    out |= loader_waits(config, sizes, data, device, sz, ref)
+    log(
+        f"loader: {ref['loader_workers']} worker(s) needed, step "
+        f"{out['loader_step_workers'].median * 1e3:,.1f} ms with them"
+    )
+    ref |= {"step_dtype": config.dtype, "accumulation_k": k}
+    return out
+
+
+def loader_waits(config, sizes, data, device, sz: Sizes, ref: dict) -> dict:
+    """The reference step fed by a loader that tokenises: no workers (the
+    wait is the load), then the workers the loader model needs."""
+    steps, waits = fed_step(config, sizes, data, device, 0, sz.loader_steps)
+    compute = [s - w for s, w in zip(steps, waits, strict=True)]
+    need = pipeline.workers_needed(statistics.median(waits), statistics.median(compute))
+    workers = min(need, sz.max_workers)
+    steps_w, waits_w = fed_step(config, sizes, data, device, workers, sz.loader_steps)
+    windows = RawWindows(data, sizes.batch)
+    per_window = statistics.fmean(windows.encoded(i) for i in range(sizes.batch))
+    ref |= {
+        "loader_workers": workers,
+        "loader_workers_needed": need,
+        "loader_tokens_encoded_per_batch": per_window * sizes.batch,
+        "loader_wait_workers_s": statistics.median(waits_w),
+    }
+    n = len(steps)
+    return {
+        "loader_wait_inline": cal.Measurement.of(
+            waits, "s", f"waiting for a batch tokenised in the process, {n} steps"
+        ),
+        "loader_compute_inline": cal.Measurement.of(
+            compute, "s", f"the step's own time beside that wait, {n} steps"
+        ),
+        "loader_step_workers": cal.Measurement.of(
+            steps_w, "s", f"the step fed by {workers} loader worker(s), {n} steps"
+        ),
+    }
+
+
+def activation_bytes(cfg, sizes, device: str, ref: dict):
+    """Bytes one block of the reference model keeps for backward (fp32,
+    attention written out, no dropout), beside Korthikanti's items."""
+    block = tiny_config(n_layers=1, d_model=cfg.d_model, n_heads=cfg.n_heads)
+    r = compare_block(block, sizes.seq_len, sizes.batch, "fp32", 0.0, device, "math")
+    ref["activation_formula_bytes"] = r.formula_bytes
+    method = (
+        f"saved_tensors_hooks on one block (h = {cfg.d_model}, a = {cfg.n_heads}, "
+        f"s = {sizes.seq_len}, b = {sizes.batch}, fp32, attention written out)"
+    )
+    v = r.measured_bytes
+    return cal.Measurement(v, v, v, "bytes", method), dict(r.extras)

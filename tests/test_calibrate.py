@@ -1,0 +1,467 @@
+"""The machine file: its schema, its atomic write, the predictions held against
+it, each bad input of ``python -m mlbook calibrate``, and ``plan --machine``.
+
+Synthetic files are written out here by hand; one real quick calibration
+(about 15 s on a 2-core CPU) is checked against the schema."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlbook.calibrate import cli
+from mlbook.calibrate import formulas as cal
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = (
+    "mamf_fp32",
+    "memory_bandwidth",
+    "allreduce_alpha",
+    "allreduce_beta",
+    "checkpoint_write_bandwidth",
+    "fsync",
+    "tokenizer_throughput",
+    "loader_throughput",
+    "reference_step",
+)
+UNITS = {
+    "mamf_fp32": "FLOP/s",
+    "mamf_bf16": "FLOP/s",
+    "memory_bandwidth": "bytes/s",
+    "allreduce_alpha": "s",
+    "allreduce_beta": "s/byte",
+    "checkpoint_write_bandwidth": "bytes/s",
+    "fsync": "s",
+    "tokenizer_throughput": "tokens/s",
+    "loader_throughput": "tokens/s",
+    "reference_step": "s",
+}
+
+
+def m(median, lo=None, hi=None, unit="s", method="by hand"):
+    lo = median if lo is None else lo
+    hi = median if hi is None else hi
+    return {"median": median, "min": lo, "max": hi, "unit": unit, "method": method}
+
+
+def synthetic(kind="cpu", name="CPU: test", **extra) -> dict:
+    """A machine file with round numbers whose predictions are worked by hand."""
+    meas = {
+        "mamf_fp32": m(100e9, 90e9, 110e9, "FLOP/s"),
+        "memory_bandwidth": m(20e9, unit="bytes/s"),
+        "allreduce_alpha": m(100e-6),
+        "allreduce_beta": m(1e-9, unit="s/byte"),  # 1 GB/s
+        "checkpoint_write_bandwidth": m(1e9, unit="bytes/s"),
+        "fsync": m(1e-3),
+        "tokenizer_throughput": m(1e6, unit="tokens/s"),
+        "loader_throughput": m(1e7, unit="tokens/s"),
+        "reference_step": m(0.05, 0.04, 0.06),
+        "allreduce_heldout": m(2.5e-3),
+        "checkpoint_write": m(0.12),
+        "activation_bytes": m(1_000_100, unit="bytes"),
+        "loader_wait_inline": m(0.03),
+        "loader_compute_inline": m(0.04),
+        "loader_step_workers": m(0.05),
+        "accumulated_step": m(0.07),
+    }
+    return {
+        "schema_version": 1,
+        "device": {"kind": kind, "name": name, "peaks": {}},
+        "torch": {"version": "2.13.0", "isa_caps": {}},
+        "measurements": meas,
+        "reference": {
+            "flops_per_token": 1e6,
+            "tokens_per_step": 2000,  # 2e9 FLOPs a step
+            "step_dtype": "fp32",
+            "activation_formula_bytes": 1_000_000,
+            "activation_extra_bytes": {"norm statistics": 60, "causal mask": 40},
+            "checkpoint_bytes": 100e6,
+            "allreduce_heldout_bytes": 2e6,
+            "allreduce_ranks": 2,
+            "loader_tokens_encoded_per_batch": 25_000,
+            "loader_workers": 1,
+            "accumulation_k": 4,
+            "batch": 8,
+        },
+    }
+
+
+def gpu_file(mamf_bf16=700e12) -> dict:
+    d = synthetic("cuda", "GPU: NVIDIA H100 80GB HBM3")
+    d["device"] |= {"model": "NVIDIA H100 80GB HBM3", "accelerator": "H100 SXM"}
+    d["measurements"]["mamf_bf16"] = m(mamf_bf16, unit="FLOP/s")
+    return d
+
+
+def write(path: Path, data) -> Path:
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+# --- the schema -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """One quick calibration of this machine, by the command."""
+    folder = tmp_path_factory.mktemp("calibrated")
+    out = subprocess.run(
+        [sys.executable, "-m", "mlbook", "calibrate", "--quick", "--out", "m.json"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    return folder, out
+
+
+def test_a_real_calibration_follows_the_schema(real):
+    folder, out = real
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["m.json"], "scratch left"
+    data = json.loads((folder / "m.json").read_text())
+    assert {"schema_version", "device", "torch", "measurements"} <= set(data)
+    assert data["schema_version"] == 1
+    meas = data["measurements"]
+    assert set(NAMES) <= set(meas)
+    for name, v in meas.items():
+        assert set(v) == {"median", "min", "max", "unit", "method"}, name
+        assert v["min"] <= v["median"] <= v["max"], name
+        assert v["method"], name
+        if name in UNITS:
+            assert v["unit"] == UNITS[name], name
+    # progress lines: one at least per measurement group, on stderr
+    assert out.stdout == "" and out.stderr.count("\n") >= 8
+    assert "hostname" not in json.dumps(data)
+    assert os.uname().nodename not in json.dumps(data) or len(os.uname().nodename) < 4
+    machine = cal.load(folder / "m.json")
+    assert (
+        "python -m mlbook calibrate --quick --out m.json" in machine.created["command"]
+    )
+
+
+def test_the_median_lies_within_min_and_max():
+    with pytest.raises(ValueError, match=r"within \[min, max\]"):
+        cal.Measurement(2.0, 0.5, 1.5, "s", "x")
+    got = cal.Measurement.of([3, 1, 2, 10], "s", "x")
+    assert (got.min, got.median, got.max) == (1, 2.5, 10)  # the median of four
+
+
+def test_a_synthetic_file_round_trips(tmp_path):
+    path = write(tmp_path / "m.json", synthetic())
+    machine = cal.load(path)
+    again = json.loads(cal.dumps(machine))
+    assert again["measurements"] == synthetic()["measurements"]
+    assert machine["reference_step"].spread == pytest.approx(0.06 / 0.04 - 1)
+
+
+# --- the atomic write -----------------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+def test_a_failed_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch):
+    def broken(fd):
+        raise Boom
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(Boom):
+        cal.write_atomic(tmp_path / "m.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_file_is_replaced_whole_or_left_untouched(tmp_path, monkeypatch):
+    path = write(tmp_path / "m.json", "old")
+    real_replace = os.replace
+
+    def broken(a, b):
+        raise Boom
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(Boom):
+        cal.write_atomic(path, "new")
+    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
+    monkeypatch.setattr(os, "replace", real_replace)
+    cal.write_atomic(path, "new")
+    assert path.read_text() == "new" and list(tmp_path.iterdir()) == [path]
+
+
+# --- bad input: exit status 2 and one line naming the file and the rule ---------------
+
+
+def calibrate(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "mlbook", "calibrate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "out,rule",
+    [
+        ("missing/m.json", "does not exist"),
+        (".", "is a directory"),
+    ],
+)
+def test_an_unwritable_output_path(tmp_path, out, rule):
+    got = calibrate("--out", out, cwd=tmp_path)
+    assert got.returncode == 2
+    line = one_line(got.stderr)
+    assert out in line and rule in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_a_read_only_folder(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    got = calibrate("--out", "ro/m.json", cwd=tmp_path)
+    assert got.returncode == 2 and "cannot be written" in one_line(got.stderr)
+
+
+def test_an_interrupted_calibration_leaves_nothing(tmp_path, monkeypatch, capsys):
+    from mlbook.calibrate import experiments as ex
+
+    real_storage = ex.storage
+
+    reached = []
+
+    def storage_then_interrupt(folder, sz):
+        real_storage(folder, sz)
+        reached.append(sorted(p.name for p in folder.parent.iterdir()))
+        raise KeyboardInterrupt
+
+    fake = cal.Measurement(1e9, 1e9, 1e9, "FLOP/s", "stub")
+    monkeypatch.setattr(ex, "matmul_probe", lambda *a, **k: dict.fromkeys("x", 1.0))
+    monkeypatch.setattr(ex, "fast_dtypes", lambda probe, device: ("fp32",))
+    monkeypatch.setattr(ex, "mamf_ceiling", lambda *a: (None, fake))
+    monkeypatch.setattr(ex, "memory_bandwidth", lambda *a: fake)
+    monkeypatch.setattr(
+        ex,
+        "allreduce",
+        lambda sz: ({"allreduce_alpha": fake, "allreduce_beta": fake}, {}),
+    )
+    monkeypatch.setattr(ex, "storage", storage_then_interrupt)
+    out = tmp_path / "m.json"
+    assert cli.main(["--quick", "--out", str(out)]) == 2
+    line = one_line(capsys.readouterr().err.splitlines()[-1])
+    assert str(out) in line and "interrupted" in line and "nothing was written" in line
+    # half-way, the scratch folder was there; afterwards nothing is
+    assert reached and reached[0][0].startswith(".mlbook-calibrate-")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_measurement_leaves_nothing(tmp_path, monkeypatch, capsys):
+    from mlbook.calibrate import experiments as ex
+
+    def broken(*a):
+        raise RuntimeError("the all-reduce ranks failed (exit 1):\nmore text")
+
+    fake = cal.Measurement(1e9, 1e9, 1e9, "FLOP/s", "stub")
+    monkeypatch.setattr(ex, "matmul_probe", lambda *a, **k: {"fp32": 1.0})
+    monkeypatch.setattr(ex, "fast_dtypes", lambda probe, device: ("fp32",))
+    monkeypatch.setattr(ex, "mamf_ceiling", lambda *a: (None, fake))
+    monkeypatch.setattr(ex, "memory_bandwidth", lambda *a: fake)
+    monkeypatch.setattr(ex, "allreduce", broken)
+    out = tmp_path / "m.json"
+    assert cli.main(["--quick", "--out", str(out)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(out) in last and "RuntimeError" in last and "ranks failed" in last
+    assert "more text" not in last
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- reading a bad file ---------------------------------------------------------------
+
+
+BAD_FILES = {
+    "missing": (None, "no such file"),
+    "malformed": ("{not json", "not valid JSON"),
+    "another version": ({**synthetic(), "schema_version": 2}, "schema_version 2"),
+    "a key missing": (
+        {k: v for k, v in synthetic().items() if k != "torch"},
+        "missing top-level key(s) torch",
+    ),
+    "a measurement missing": (
+        {
+            **synthetic(),
+            "measurements": {
+                k: v for k, v in synthetic()["measurements"].items() if k != "fsync"
+            },
+        },
+        "measurements lack fsync",
+    ),
+    "median outside": (
+        {
+            **synthetic(),
+            "measurements": synthetic()["measurements"]
+            | {"fsync": m(5e-3, 1e-3, 2e-3)},
+        },
+        "within [min, max]",
+    ),
+    "wrong unit": (
+        {
+            **synthetic(),
+            "measurements": synthetic()["measurements"] | {"fsync": m(1, unit="ms")},
+        },
+        "'fsync' is in 'ms'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES, ids=str)
+def test_a_bad_machine_file_is_named_with_its_rule(tmp_path, case):
+    data, rule = BAD_FILES[case]
+    path = tmp_path / "m.json"
+    if data is not None:
+        write(path, data)
+    with pytest.raises(cal.MachineFileError) as got:
+        cal.load(path)
+    assert str(path) in str(got.value) and rule in str(got.value)
+    plan = run_plan("--machine", str(path))
+    assert plan.returncode == 2
+    line = one_line(plan.stderr)
+    assert str(path) in line and rule in line
+
+
+# --- the predictions: worked by hand from the synthetic file --------------------------
+
+
+def test_predictions_by_hand(tmp_path):
+    rows = cal.predictions(cal.from_dict(synthetic()))
+    by = {c.chapter: [] for c in rows}
+    for c in rows:
+        by[c.chapter].append(c)
+    assert len(rows) >= 6 and len(by) >= 5
+    step = by["mfu"][0]
+    assert step.predicted == pytest.approx(2e9 / 110e9)  # FLOPs / the best ceiling
+    assert step.measured == 0.05 and step.check == "lower bound"
+    memory = by["recompute"][0]
+    assert memory.predicted == 1_000_000 and memory.measured == 1_000_100
+    assert memory.margin == 100  # the two named extras, 60 + 40 bytes
+    assert memory.holds
+    ckpt = by["cadence"][0]
+    assert ckpt.predicted == pytest.approx(0.1) and ckpt.ratio == pytest.approx(1.2)
+    ar = by["scaling"][0]
+    # ring: 2 (N - 1) alpha + 2 (N - 1) / N x S / B with N = 2, B = 1 GB/s
+    assert ar.predicted == pytest.approx(2 * 100e-6 + 2e6 / 1e9)
+    tokenise, fed = by["input_pipeline"]
+    assert tokenise.predicted == pytest.approx(25_000 / 1e6)
+    assert fed.predicted == pytest.approx(max(0.04, 0.03 / 1))
+    acc = by["accumulation"][0]
+    assert acc.predicted == pytest.approx(0.05) and acc.ratio == pytest.approx(1.4)
+    assert all(c.holds is None for c in (ckpt, ar, tokenise, fed, acc))
+
+
+def test_a_time_from_a_ceiling_is_a_lower_bound_with_the_runs_spread():
+    d = synthetic()
+    # the fastest step (0.04 s) against 2e9 / 110e9 = 0.0182 s: holds
+    assert cal.predictions(cal.from_dict(d))[0].holds
+    # a step faster than the ceiling allows, beyond its own spread (0.019 / 0.018 - 1)
+    d["measurements"]["reference_step"] = m(0.0175, 0.0170, 0.0180)
+    bound = cal.predictions(cal.from_dict(d))[0]
+    assert bound.predicted * (1 - bound.margin) > 0.0170
+    assert not bound.holds
+    # within its spread, it holds
+    d["measurements"]["reference_step"] = m(0.0180, 0.0170, 0.0200)
+    assert cal.predictions(cal.from_dict(d))[0].holds
+
+
+def test_a_memory_prediction_holds_only_within_its_named_bytes():
+    d = synthetic()
+    d["measurements"]["activation_bytes"] = m(1_000_101, unit="bytes")
+    row = next(c for c in cal.predictions(cal.from_dict(d)) if c.chapter == "recompute")
+    assert row.margin == 100 and not row.holds  # one byte nobody named
+    assert "norm statistics 60 bytes" in row.leaves_out
+
+
+# --- plan --machine -------------------------------------------------------------------
+
+
+def run_plan(*args):
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlbook",
+            "plan",
+            "--model",
+            "Llama-3-8B",
+            "--tokens",
+            "15e12",
+            "--gpus",
+            "1024",
+            "--gpu",
+            "H100",
+            *args,
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_plan_refuses_an_mfu_above_the_calibrated_mamf_share(tmp_path):
+    path = write(tmp_path / "h100.json", gpu_file(700e12))
+    got = run_plan("--mfu", "0.75", "--machine", str(path))
+    assert got.returncode == 2
+    line = one_line(got.stderr)
+    # 700 / 989 = 0.7078: both numbers and the file are named
+    assert "0.75" in line and "0.708" in line and str(path) in line
+    assert "700" in line and "989" in line
+
+
+def test_plan_accepts_an_mfu_below_it_and_says_what_it_used(tmp_path):
+    path = write(tmp_path / "h100.json", gpu_file(700e12))
+    got = run_plan("--mfu", "0.5", "--machine", str(path))
+    assert got.returncode == 0, got.stderr
+    assert f"machine file {path}" in got.stdout
+    assert "used: bf16 MAMF 700.0 TFLOP/s, 70.8%" in got.stdout
+    js = json.loads(run_plan("--mfu", "0.5", "--machine", str(path), "--json").stdout)
+    assert js["machine"]["applies"] and js["machine"]["mamf_share"] == pytest.approx(
+        700 / 989
+    )
+    # the plan itself is the plan without the file: nothing mixed in silently
+    plain = json.loads(run_plan("--mfu", "0.5", "--json").stdout)
+    assert {k: v for k, v in js.items() if k != "machine"} == plain
+
+
+def test_plan_with_a_file_of_another_device_uses_nothing(tmp_path):
+    cpu = write(tmp_path / "cpu.json", synthetic())
+    got = run_plan("--mfu", "0.9", "--machine", str(cpu))
+    assert got.returncode == 0, got.stderr
+    assert "used nothing" in got.stdout and "not the planned H100 SXM" in got.stdout
+    a100 = gpu_file(200e12)
+    a100["device"] |= {"model": "NVIDIA A100-SXM4-80GB", "accelerator": "A100 SXM"}
+    path = write(tmp_path / "a100.json", a100)
+    got = run_plan("--mfu", "0.9", "--machine", str(path))
+    assert got.returncode == 0 and "used nothing" in got.stdout
+    plain = run_plan("--mfu", "0.9")
+    assert got.stdout.startswith(plain.stdout.rstrip("\n"))
+
+
+def test_a_gpu_row_found_by_its_cuda_name():
+    d = gpu_file(700e12)
+    d["device"]["accelerator"] = None  # an older file: matched by the name
+    inputs = cal.plan_inputs(cal.from_dict(d), "H100 SXM")
+    assert inputs.applies and math.isclose(inputs.mamf_share, 700 / 989)
+    pcie = copy.deepcopy(d)
+    pcie["device"]["model"] = "NVIDIA H100 PCIe"
+    assert not cal.plan_inputs(cal.from_dict(pcie), "H100 SXM").applies
