@@ -519,6 +519,20 @@ def test_the_title_shows_the_level_and_the_id(record):
     )
 
 
+def test_no_exercise_is_numbered():
+    """The id in the title is the exercise's number. sphinx-exercise numbers
+    exercises in page order and jupyterlab-myst a third way, so "Exercise
+    1.1" was mfu-2 while check() takes the id: every exercise is
+    ``:nonumber:``, in the book and in JupyterLab alike."""
+    numbered = [
+        f"{stem}.md:{line}"
+        for stem, page in PAGES.items()
+        for name, _arg, options, _body, line in directives(page)
+        if name == "exercise" and "nonumber" not in options
+    ]
+    assert not numbered, f"exercises without :nonumber: {numbered}"
+
+
 WORDS = {0.25: "quarter", 0.5: "half", 2: "two", 3: "three", 4: "four"}
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 

@@ -28,6 +28,7 @@ import html
 import json
 
 from docutils import nodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
 from bookext.mime import register
@@ -194,6 +195,47 @@ def add_answer_boxes(app, doctree) -> None:
         node += nodes.raw("", answer_block(data, bool(record.measured)), format="html")
 
 
+class SolutionTitles(SphinxPostTransform):
+    """A solution's whole title opens it. sphinx-exercise makes most of the
+    title ("Solution to Exercise (★ mfu-2)") a link to the exercise, so a
+    click on it jumped there instead of opening the dropdown; the title keeps
+    its words and loses the link (the exercise sits just above it), and
+    book/_static/exercises.css lets a click on any word of it reach the
+    title, the only target togglebutton.js opens the solution for.
+
+    A reference to an exercise reads as its id: the exercises are not
+    numbered (``:nonumber:``, their id is their number, in the book and in
+    JupyterLab alike), and sphinx-exercise would write the bare word
+    "Exercise" for {ref}`mfu-2`."""
+
+    default_priority = 25  # after sphinx-exercise's titles (20-22)
+
+    def run(self, **kwargs) -> None:
+        from sphinx_exercise.nodes import solution_node
+
+        registry = getattr(self.env, "sphinx_exercise_registry", {})
+        for node in self.document.findall(solution_node):
+            title = node.children[0] if node.children else None
+            if not isinstance(title, nodes.title):
+                continue
+            # the words themselves, no element around them: togglebutton.js
+            # opens the dropdown for a click whose target is the title itself
+            for ref in list(title.findall(nodes.reference)):
+                ref.replace_self(ref.children)
+        for ref in self.document.findall(nodes.reference):
+            target = (ref.get("refuri", "") or "#" + ref.get("refid", "")).rpartition(
+                "#"
+            )[2]
+            entry = registry.get(target)
+            if entry and entry["type"] == "exercise" and ref.astext() == "Exercise":
+                inner = ref.children[0] if ref.children else None
+                if isinstance(inner, nodes.inline):
+                    inner.children = []
+                    inner += nodes.Text(target)
+                else:
+                    ref.children = [nodes.Text(target)]
+
+
 def add_script(app, pagename, templatename, context, doctree) -> None:
     """html-page-context: exercises.js on the pages that have answer blocks."""
     if doctree is not None and "mlbook-answers" in context.get("body", ""):
@@ -202,5 +244,6 @@ def add_script(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     app.connect("doctree-read", add_answer_boxes)
+    app.add_post_transform(SolutionTitles)
     app.connect("html-page-context", add_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
