@@ -81,12 +81,15 @@ def _box(exercise_id: str, answer: dict) -> str:
             f'<output class="mlbook-verdict" aria-live="polite"></output></fieldset>'
         )
     mode = "numeric" if answer["type"] == "integer" else "decimal"
+    # what to type, where a unit alone does not say it (read_number's rules)
+    example = {"fraction": "0.25 or 25%", "%": "25 (for 25 %)"}.get(answer["unit"])
+    placeholder = f' placeholder="{e(example)}"' if example else ""
     return (
         f'<div class="mlbook-answer" data-answer="{e(answer["name"])}">'
         f'<label for="{e(box_id)}">{e(answer["label"])} '
         f"(<code>{e(answer['name'])}</code>)</label> "
         f'<input id="{e(box_id)}" name="{e(answer["name"])}" type="text" '
-        f'inputmode="{mode}" autocomplete="off" spellcheck="false"> '
+        f'inputmode="{mode}" autocomplete="off" spellcheck="false"{placeholder}> '
         f'<span class="mlbook-unit">{e(answer["unit"])}</span> '
         f'<output class="mlbook-verdict" for="{e(box_id)}" aria-live="polite">'
         f"</output></div>"
@@ -124,6 +127,14 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
     )
     if kind == "predict":
         note = "Write your prediction down before you read on."
+    elif spec["code"] and not spec["answers"]:
+        call = f'check("{spec["id"]}", {spec["code"]})'
+        note = (
+            "No box here: a function is checked by running it, on known cases and "
+            "on generated ones, which this page does not do. Write it in "
+            "JupyterLab, then <code>from mlbook.exercises import check</code> and "
+            f"<code>{e(call)}</code>."
+        )
     elif spec["code"]:
         call = f'check("{spec["id"]}", {spec["code"]})'
         note = (
@@ -142,6 +153,12 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
         )
     elif spec["checked"]:
         note = f"Or in JupyterLab: {lab}."
+    elif kind == "measure":
+        note = (
+            "No box here: this exercise is a measurement on your own machine, "
+            "whose numbers only your run knows. Run it in JupyterLab, explain what "
+            "you see, and compare with the solution."
+        )
     else:
         note = ""
     if note:
@@ -179,8 +196,9 @@ def add_answer_boxes(app, doctree) -> None:
                 location=node,
             )
             continue
-        if not record.fields and record.code is None:
-            continue  # explained, not checked: nothing to type in
+        if not record.fields and record.code is None:  # a measurement, explained
+            node += nodes.raw("", answer_block(spec(label)), format="html")
+            continue
         if record.measured:
             data = keys.get(label)
             if data is None:
