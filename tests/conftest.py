@@ -113,11 +113,13 @@ def chapter_pages(book, chromium_browser):
     """The built pages opened from file:// in the 1300 px window, each kept
     open in a tab of its own, every request outside the build blocked. The
     tests that use it share the xdist group "chapter_pages"."""
-    from test_book import ALLOWED_CONSOLE, WINDOW, in_build
+    from test_book import ALLOWED_CONSOLE, CONSOLE_LEVELS, WINDOW, in_build
 
     from helpers.browser import Pages
 
-    pages = Pages(chromium_browser, in_build, ALLOWED_CONSOLE, viewport=WINDOW)
+    pages = Pages(
+        chromium_browser, in_build, ALLOWED_CONSOLE, CONSOLE_LEVELS, viewport=WINDOW
+    )
     yield pages
     pages.close()
 
@@ -161,12 +163,17 @@ def served_tab(chromium_browser, served):
     others. Its storage first holds a copy that does not restore, which that
     page must refuse and replace. Its tests share the xdist group
     "served_tab"."""
-    from test_book import ALLOWED_CONSOLE
+    from test_book import ALLOWED_CONSOLE, CONSOLE_LEVELS
 
     from helpers.browser import Tab
 
     ok = (served + "/", "data:", "blob:")
-    tab = Tab(chromium_browser, lambda u: u.startswith(ok), ALLOWED_CONSOLE)
+    tab = Tab(
+        chromium_browser,
+        lambda u: u.startswith(ok),
+        ALLOWED_CONSOLE,
+        levels=CONSOLE_LEVELS,
+    )
     tab.page.goto(f"{served}/genindex.html")  # no live figure: not counted
     tab.page.evaluate(BAD_SNAPSHOT)
     tab.watch.assert_clean()

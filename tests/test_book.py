@@ -9,9 +9,9 @@ Offline means two things here, each checked on its own:
   except the inert strings in INERT_URLS, each with its reason;
 - in the browser (test_page_in_browser and the tests after it): every request
   that leaves the build's folder is blocked and fails the test, and so does
-  any failed request for a file of the build, any JavaScript console error and
-  any uncaught page error, except the messages in ALLOWED_CONSOLE, each with
-  its reason.
+  any failed request for a file of the build, any JavaScript console error or
+  warning and any uncaught page error, except the messages in ALLOWED_CONSOLE,
+  each with its reason (none at present).
 """
 
 import fnmatch
@@ -352,8 +352,9 @@ def test_no_offsite_urls(book):
 
 def test_thebe_is_off(book):
     """Why the unpkg URL in every page is inert: nothing loads thebe or offers
-    to, and the two copies of its configuration script (the second throws on
-    the repeated `const`, see ALLOWED_CONSOLE) say the same thing."""
+    to. Its configuration script is on each page once: the build registers it
+    twice, and a second copy threw on re-declaring its `const THEBE_JS_URL`
+    in every page's console (bookext.pagehead keeps one of each script)."""
     for page in pages():
         html = page.read_text()
         assert not re.search(r"<script[^>]+src=[\"'][^\"']*thebe@", html), (
@@ -364,12 +365,23 @@ def test_thebe_is_off(book):
         assert "initThebe" not in html and "thebe-launch-button" not in html, (
             f"{page.name} offers a live-code launch button"
         )
-        configs = set(
-            re.findall(r"<script>(const THEBE_JS_URL = [^<]*)</script>", html)
-        )
-        assert len(configs) <= 1, (
-            f"{page.name} has differing thebe configurations: {configs}"
-        )
+        configs = re.findall(r"<script>(const THEBE_JS_URL = [^<]*)</script>", html)
+        assert len(configs) <= 1, f"{page.name} has {len(configs)} thebe configurations"
+        inline = re.findall(r"<script>([^<]+)</script>", html)
+        repeated = {s[:60] for s in inline if inline.count(s) > 1}
+        assert not repeated, f"{page.name} repeats inline scripts: {repeated}"
+
+
+def test_every_page_names_the_books_favicon(book):
+    """A page without an icon link makes the browser ask the server for
+    /favicon.ico, a 404 in the console of every served page."""
+    for page in pages():
+        html = page.read_text()
+        if REFRESH.match(html):  # index.html only redirects
+            continue
+        icon = re.search(r'<link rel="icon" href="([^"]+)"', html)
+        assert icon, f"{page.name} names no favicon"
+        assert (page.parent / icon[1].split("?")[0]).resolve().is_file(), icon[1]
 
 
 def test_pages_load_local_mathjax(book):
@@ -413,18 +425,11 @@ def test_chapters_downloadable_as_notebooks(book):
 
 # --- in a real browser -----------------------------------------------------------
 
-# JavaScript console errors and page errors that are harmless, each with why.
-# Everything else a page logs as an error fails its test.
-ALLOWED_CONSOLE = [
-    Allowed(
-        r"^(SyntaxError: )?Identifier 'THEBE_JS_URL' has already been declared$",
-        "every page carries sphinx-thebe's inline configuration script twice (the "
-        "build adds it twice, as it does togglebutton's selector); the second "
-        "copy throws on re-declaring its first `const`, so none of it runs again, "
-        "and the first copy already declared the same values (test_thebe_is_off checks "
-        "the copies are identical). Thebe is off, so nothing reads them.",
-    ),
-]
+# JavaScript console messages (errors and warnings: CONSOLE_LEVELS) and page
+# errors that are harmless, each with why. None: every page's console is empty
+# of both. Everything else a page logs fails its test.
+ALLOWED_CONSOLE: list[Allowed] = []
+CONSOLE_LEVELS = ("error", "warning")
 
 
 def in_build(url: str) -> bool:
@@ -442,7 +447,7 @@ def open_offline(browser, page_path: Path, on_page=None):
     listeners)."""
     context = browser.new_context(viewport=WINDOW)
     page = context.new_page()
-    w = watch(page, in_build, ALLOWED_CONSOLE)
+    w = watch(page, in_build, ALLOWED_CONSOLE, CONSOLE_LEVELS)
     if on_page is not None:
         on_page(page)
     page.goto(page_path.as_uri())

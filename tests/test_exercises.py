@@ -316,7 +316,7 @@ def test_an_unknown_id_is_an_error_that_names_it():
 
 
 def test_missing_and_unknown_answers_name_what_is_expected():
-    with pytest.raises(TypeError, match=r"missing mfu_6n.*mfu_6n \(fraction"):
+    with pytest.raises(TypeError, match=r"(?s)missing mfu_6n.*mfu_6n: MFU .*fraction"):
         check("mfu-1", mfu=0.56)
     with pytest.raises(TypeError, match=r"missing mfu, mfu_6n"):
         check("mfu-1")
@@ -326,7 +326,7 @@ def test_missing_and_unknown_answers_name_what_is_expected():
         check("precision-1", lowest_log2=1, highest_log2=2, width=2)
 
 
-@pytest.mark.parametrize("bad", ["0.56", True, None, [0.56], {"v": 1}, 0.56j])
+@pytest.mark.parametrize("bad", [True, None, [0.56], {"v": 1}, 0.56j])
 def test_a_wrong_type_is_an_error_that_says_what_is_expected(bad):
     with pytest.raises(TypeError, match=r"mfu-1: mfu .* is a number in fraction"):
         check("mfu-1", mfu=bad, mfu_6n=0.49)
@@ -517,6 +517,20 @@ def test_the_title_shows_the_level_and_the_id(record):
     assert title == f"{record.stars} {record.id}", (
         f"{record.id}: write ```{{exercise}} {record.stars} {record.id}"
     )
+
+
+def test_no_exercise_is_numbered():
+    """The id in the title is the exercise's number. sphinx-exercise numbers
+    exercises in page order and jupyterlab-myst a third way, so "Exercise
+    1.1" was mfu-2 while check() takes the id: every exercise is
+    ``:nonumber:``, in the book and in JupyterLab alike."""
+    numbered = [
+        f"{stem}.md:{line}"
+        for stem, page in PAGES.items()
+        for name, _arg, options, _body, line in directives(page)
+        if name == "exercise" and "nonumber" not in options
+    ]
+    assert not numbered, f"exercises without :nonumber: {numbered}"
 
 
 WORDS = {0.25: "quarter", 0.5: "half", 2: "two", 3: "three", 4: "four"}

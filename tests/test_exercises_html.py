@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -227,4 +228,104 @@ def test_the_result_stays_folded_until_a_prediction(chapter_pages, record, how):
     else:
         note.first.locator("button").click()
     assert folded.first.is_visible() and page.locator(".mlbook-fold-note").count() == 0
+    w.assert_clean()
+
+
+TITLE = re.compile(
+    r'<div class="exercise admonition" id="([^"]+)">\s*'
+    r'<p class="admonition-title">([^<]*)</p>'
+)
+
+
+@pytest.mark.parametrize("chapter", sorted({r.chapter for r in BUILT}))
+def test_each_exercise_shows_its_id_as_its_number(book, chapter):
+    """The title is "Exercise (★ mfu-2)": the id check() takes, and no
+    number of the page's own (sphinx-exercise numbered mfu-2 "1.1")."""
+    titles = dict(TITLE.findall(page_of(chapter).read_text()))
+    records = [r for r in BUILT if r.chapter == chapter]
+    assert sorted(titles) == sorted(r.id for r in records)
+    for r in records:
+        assert titles[r.id] == f"Exercise ({r.stars} {r.id})"
+
+
+def test_a_reference_to_an_exercise_reads_as_its_id(book):
+    if ONLY is not None and "plan" not in ONLY:
+        pytest.skip("the plan page is not in this build")
+    html = page_of("plan").read_text()
+    link = re.search(r'<a class="reference internal" href="#plan-1">(.*?)</a>', html)
+    assert link and re.sub(r"<[^>]+>", "", link[1]) == "plan-1"
+
+
+@pytest.mark.parametrize("where", [0.02, 0.3, 0.6, 0.97])
+def test_a_click_anywhere_on_a_solution_title_opens_it(chapter_pages, where):
+    """The title's text was mostly a link to its exercise: a click there
+    jumped to the exercise (35 of 45 clicks) and left the solution shut."""
+    url = page_of("mfu").as_uri()
+    page, w = chapter_pages.get(url, changes=("solutions",))
+    for solution in page.locator(".solution.dropdown").all():
+        title = solution.locator(".admonition-title")
+        title.scroll_into_view_if_needed()
+        box = title.bounding_box()
+        assert "toggle-hidden" in solution.get_attribute("class")
+        page.mouse.click(box["x"] + where * box["width"], box["y"] + box["height"] / 2)
+        page.wait_for_function(
+            "(e) => !e.classList.contains('toggle-hidden')",
+            arg=solution.element_handle(),
+            timeout=5_000,
+        )
+        assert page.url == url, f"the click went to {page.url}"
+        assert title.locator("a").count() == 0
+    w.assert_clean()
+
+
+NO_BOXES = [r for r in BUILT if not r.fields and r.kind in ("measure", "code")]
+
+
+@pytest.mark.parametrize("record", NO_BOXES, ids=lambda r: r.id)
+def test_an_exercise_without_boxes_says_why(book, record):
+    """A measurement explained, or a function to write, has no box to type
+    into: the page says so where the boxes would be."""
+    page = page_of(record.chapter).read_text()
+    block = re.search(
+        rf'<div class="mlbook-answers" data-exercise="{re.escape(record.id)}".*?</div>',
+        page,
+        re.S,
+    )
+    assert block, f"{record.id}: nothing under the exercise"
+    tags = re.sub(r"<script.*?</script>|<[^>]+>", "", block[0], flags=re.S)
+    text = html.unescape(tags)
+    assert text.startswith("No box here: "), text
+    if record.kind == "code":
+        assert f'check("{record.id}", {record.code.name})' in text
+    else:
+        assert "your own machine" in text
+
+
+def test_a_fraction_box_takes_a_percentage_and_names_a_rounding(chapter_pages):
+    """mfu-3 asks for a fraction: "33.7%", as a solution prints it, is read
+    as the fraction, a count to three figures is right, and the fraction to
+    two figures (0.34) is told it is a rounding."""
+    if ONLY is not None and "mfu" not in ONLY:
+        pytest.skip("the MFU chapter is not in this build")
+    key = EXERCISES["mfu-3"].key_values()
+    assert f"{key['mfu']:.2g}" == "0.34"  # 0.3369: 0.34 is 0.9 % off, 0.337 right
+    url = page_of("mfu").as_uri()
+    page, w = chapter_pages.get(url, changes=("answers mfu-3",))
+    block = page.locator('.mlbook-answers[data-exercise="mfu-3"]')
+    box = block.locator('input[name="mfu"]')
+    assert box.get_attribute("placeholder") == "0.25 or 25%"
+    box.fill(f"{key['mfu'] * 100:.1f}%")
+    three = f"{round(key['max_tokens_per_s'], -3):,.0f}"  # "297,000"
+    block.locator('input[name="max_tokens_per_s"]').fill(three)
+    check_button = block.locator("button.mlbook-check")
+    check_button.click()
+    assert block.locator(".mlbook-verdict").all_inner_texts() == ["✓ Right."] * 2
+    box.fill("0.34")
+    check_button.click()
+    shown = block.locator(".mlbook-verdict").first.inner_text()
+    assert shown == "✗ Right to 2 significant figures: give 3."
+    box.fill("33.7 s")
+    check_button.click()
+    shown = block.locator(".mlbook-verdict").first.inner_text()
+    assert shown.startswith("Enter a number"), shown
     w.assert_clean()

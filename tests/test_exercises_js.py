@@ -2,20 +2,24 @@
 give the same verdict on the same answer: for every exercise with a key,
 many answers (the key, just inside and just outside the tolerance, five
 tolerances off, every mistake and its edges, a percentage, the wrong sign,
-zero, far off, every subset of a choice) go through both judges, on the
-same data spec() writes into the page. Runs in headless Chromium (no book
+zero, far off, the key and every mistake rounded to one and two significant
+figures, every subset of a choice) go through both judges, on the same data
+spec() writes into the page; and typed texts go through both readers
+(read_number and the page's readNumber). Runs in headless Chromium (no book
 build needed)."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from helpers.exercise_keys import measured_for
 from mlbook.exercises import EXERCISES, judge, spec
+from mlbook.exercises._core import MESSAGES, read_number
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "book" / "_extra" / "vendor" / "exercises.js"
@@ -38,6 +42,11 @@ def trial_values(answer: dict) -> list:
     for v in marks:
         for f in (0, 0.5, 0.999, 1.001, 2, 5, -0.5, -0.999, -1.001, -2, -5):
             out.append(v * (1 + f * tol))
+        if v:  # a reader's coarser roundings, and one off in the last figure
+            for n in (1, 2):
+                digits = n - 1 - math.floor(math.log10(abs(v)))
+                r = round(v, digits)
+                out += [r, r + 10.0**-digits, r - 10.0**-digits]
     return out
 
 
@@ -110,32 +119,61 @@ def test_js_and_python_give_the_same_verdicts(js_page):
     assert not differ, f"{len(differ)} verdicts differ, e.g. {differ[:3]}"
     # the trials reach every kind of verdict
     hints = {e["hint"].split(" ")[0] for e in expected}
-    assert {"Right.", "Looks", "Too", "The", "Pick"} <= hints
+    assert {"Right.", "Right", "Looks", "Too", "The", "Pick"} <= hints
 
 
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("0.559", 0.559),
-        ("  12,000 ", 12000.0),
-        ("1e-3", 1e-3),
-        ("-4.5E2", -450.0),
-        (".5", 0.5),
-        ("10 533", 10533.0),
-        ("0.5.1", None),
-        ("12k", None),
-        ("", None),
-        ("nan", None),
-        ("Infinity", None),
-        ("0x10", None),
-    ],
-)
-def test_the_page_reads_a_typed_number_as_python_reads_it(text, value, js_page):
-    got = js_page.evaluate("(t) => window.mlbookExercises.parseNumber(t)", text)
-    if value is None:
-        assert got is None or got != got  # NaN comes back as None or NaN
-    else:
-        assert got == value == float(text.replace(",", "").replace(" ", ""))
+TEXTS = [
+    "0.559",
+    "  12,000 ",
+    "1e-3",
+    "-4.5E2",
+    ".5",
+    "10 533",
+    "1_000",
+    "55.9%",
+    "55.9 %",
+    "5.6%",
+    "-1.5e1%",
+    ".5%",
+    "%",
+    "8.0",
+    "8.5",
+    "0.5.1",
+    "12k",
+    "",
+    "   ",
+    "nan",
+    "Infinity",
+    "1e400",
+    "0x10",
+    "٣",  # an Arabic-Indic digit: Python's \\d would take it, the box does not
+]
+UNITS_TRIED = [("fraction", False), ("%", False), ("s", False), ("tokens", True)]
+
+
+def test_the_page_reads_a_typed_answer_as_check_does(js_page):
+    """Every text in every kind of box: the same number, or the same message."""
+    cases = [(text, unit, whole) for text in TEXTS for unit, whole in UNITS_TRIED]
+    expected = []
+    for text, unit, whole in cases:
+        try:
+            expected.append({"value": read_number(text, unit, whole)})
+        except ValueError as exc:
+            expected.append({"error": str(exc)})
+    got = js_page.evaluate(
+        """([cases, messages]) => cases.map(([text, unit, whole]) =>
+             window.mlbookExercises.readNumber(text, unit, whole, messages))""",
+        [cases, MESSAGES],
+    )
+    differ = [(c, e, g) for c, e, g in zip(cases, expected, got, strict=True) if e != g]
+    assert not differ, f"{len(differ)} readings differ, e.g. {differ[:3]}"
+    # hand values: what a reader means by each
+    read = dict(zip(cases, expected, strict=True))
+    assert read[("55.9%", "fraction", False)] == {"value": 0.559}
+    assert read[("55.9%", "%", False)] == {"value": 55.9}
+    assert read[("  12,000 ", "tokens", True)] == {"value": 12000.0}
+    assert "error" in read[("55.9%", "s", False)]
+    assert "error" in read[("8.5", "tokens", True)]
 
 
 @pytest.fixture(scope="module")

@@ -423,3 +423,48 @@ def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
     if moved:
         print(f"moved a live figure's dropdown to {moved}: the chart redrew")
     print(f"opened, ran and checked {CHAPTER.name} in JupyterLab in {seconds:.1f} s")
+
+
+# Each exercise box's title as JupyterLab shows it
+EXERCISE_TITLES = """() => [...document.querySelectorAll(
+    ".jp-Notebook .myst-exercise, .jp-Notebook aside.exercise")]
+  .map(e => (e.querySelector(".admonition-title, header, [class*=title]")
+             || e).textContent.trim().split("\\n")[0])"""
+
+REFUSAL = 'from mlbook.exercises import check\ncheck("plan-1")'
+
+
+def test_exercises_show_their_ids_and_check_refuses_in_a_few_lines(
+    lab, chromium_browser
+):
+    """The exercise boxes show the id check() takes (not a number of
+    jupyterlab-myst's own), and check() with no answers prints what it takes
+    as a short message, not a traceback through the package."""
+    base, token, path = lab
+    ids = re.findall(r"^:label: (plan-\d+)$", CHAPTER.read_text(), re.M)
+    context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/lab/tree/{path}?token={token}")
+        page.wait_for_function(
+            NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
+        )
+        page.wait_for_function(
+            f"() => ({EXERCISE_TITLES})().length >= {2 * len(ids)}",
+            timeout=30_000,
+            polling=250,
+        )
+        titles = page.evaluate(EXERCISE_TITLES)
+        page.evaluate(ADD_AND_RUN, REFUSAL)
+        page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
+        shown = page.evaluate(CELLS)[-1]["text"]
+    finally:
+        context.close()
+    from mlbook.exercises import EXERCISES
+
+    # as the HTML book titles them (tests/test_exercises_html.py)
+    expected = [f"Exercise ({EXERCISES[i].stars} {i})" for i in ids]
+    assert [t for t in titles if t.startswith("Exercise")] == expected, titles
+    assert len(expected) >= 4
+    assert "TypeError: no answers given" in shown and 'check("plan-1", ' in shown
+    assert "Traceback" not in shown and "_check.py" not in shown, shown

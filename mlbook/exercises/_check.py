@@ -15,13 +15,17 @@ from numbers import Integral
 from numbers import Real as RealNumber
 
 from mlbook.exercises._core import (
+    CheckTypeError,
+    CheckValueError,
     Choice,
     Exercise,
     Integer,
     Real,
     Verdict,
+    close_matches,
     get,
     judge,
+    read_number,
     spec,
 )
 
@@ -117,22 +121,42 @@ def _not_checked(ex: Exercise) -> Result:
     return Result(ex.id, (Verdict("", None, False, why),), False, checked=False)
 
 
+def _in_unit(f) -> str:
+    """How an answer is written: its unit, with an example where it helps."""
+    if isinstance(f, Choice):
+        return "option names out of " + ", ".join(repr(o) for o in f.options)
+    if f.unit == "fraction":
+        return 'a fraction (0.25, or "25%")'
+    if f.unit == "%":
+        return "a percentage (25 for 25 %)"
+    return f"a whole number of {f.unit}" if isinstance(f, Integer) else f"in {f.unit}"
+
+
 def _expected(ex: Exercise) -> str:
-    parts = [f"{n} ({f.unit}: {f.label})" for n, f in ex.fields.items()]
-    parts += [f"{n} (your measurement)" for n in ex.measured]
-    return f"{ex.id} expects {'; '.join(parts)}. Call {ex.usage()}"
+    """What ``ex`` takes, a line per answer, and the call that gives it."""
+    lines = [f"{ex.id} takes:"]
+    lines += [f"  {n}: {f.label}, {_in_unit(f)}" for n, f in ex.fields.items()]
+    lines += [f"  {n}: your measurement" for n in ex.measured]
+    return "\n".join([*lines, f"Call {ex.usage()}"])
 
 
 def _check_answers(ex: Exercise, answers: dict) -> Result:
-    unknown = [n for n in answers if n not in ex.fields and n not in ex.measured]
-    missing = [n for n in (*ex.measured, *ex.fields) if n not in answers]
+    names = (*ex.measured, *ex.fields)
+    unknown = [n for n in answers if n not in names]
+    missing = [n for n in names if n not in answers]
     if unknown or missing:
         problem = []
-        if missing:
+        if missing and not answers:
+            problem.append(f"no answers given (missing {', '.join(missing)})")
+        elif missing:
             problem.append(f"missing {', '.join(missing)}")
-        if unknown:
-            problem.append(f"no answer called {', '.join(unknown)}")
-        raise TypeError(f"{'; '.join(problem)}. {_expected(ex)}")
+        for n in unknown:
+            close = close_matches(n, [m for m in names if m not in answers] or names)
+            problem.append(
+                f"no answer called {n}"
+                + (f" (did you mean {' or '.join(close)}?)" if close else "")
+            )
+        raise CheckTypeError(f"{'; '.join(problem)}.\n{_expected(ex)}")
     measured = {n: answers[n] for n in ex.measured}
     values = {n: _value(ex, n, answers[n]) for n in ex.fields}
     data = spec(ex.id, **measured)
@@ -145,9 +169,15 @@ def _check_answers(ex: Exercise, answers: dict) -> Result:
 
 def _value(ex: Exercise, name: str, value):
     """The reader's answer as a float, int or list of option names, or a
-    clear error that says what was expected."""
+    clear error that says what was expected. Text is read as the answer box
+    reads it ("55.9%" is 0.559 where a fraction is asked)."""
     f = ex.fields[name]
     where = f"{ex.id}: {name} ({f.label})"
+    if isinstance(value, str) and not isinstance(f, Choice):
+        try:
+            value = read_number(value, f.unit)
+        except ValueError as exc:
+            raise CheckValueError(f"{where}, got {value!r}: {exc}") from None
     if isinstance(f, Choice):
         options = ", ".join(repr(o) for o in f.options)
         if isinstance(value, str):
@@ -155,26 +185,30 @@ def _value(ex: Exercise, name: str, value):
         try:
             picked = list(value)
         except TypeError:
-            raise TypeError(
+            raise CheckTypeError(
                 f"{where} is a set of option names out of {options}, got {value!r}"
             ) from None
         bad = [p for p in picked if not isinstance(p, str) or p not in f.options]
         if bad:
-            raise ValueError(f"{where}: {bad!r} are not among the options {options}")
+            raise CheckValueError(
+                f"{where}: {bad!r} are not among the options {options}"
+            )
         return picked
     if isinstance(value, bool) or not isinstance(value, RealNumber):
         if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
             value = value.item()  # a NumPy or torch scalar
         if isinstance(value, bool) or not isinstance(value, RealNumber):
-            raise TypeError(
+            raise CheckTypeError(
                 f"{where} is a number in {f.unit}, got {type(value).__name__} {value!r}"
             )
     value = float(value) if not isinstance(value, Integral) else int(value)
     if not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number in {f.unit}, got {value!r}")
+        raise CheckValueError(
+            f"{where} must be a finite number in {f.unit}, got {value!r}"
+        )
     if isinstance(f, Integer):
         if not float(value).is_integer():
-            raise ValueError(
+            raise CheckValueError(
                 f"{where} is a whole number of {f.unit}, got {value!r}: which whole "
                 "number does the question ask for?"
             )
@@ -252,14 +286,14 @@ def _matching_mistake(code, function, args, got):
 def _check_function(ex: Exercise, function, answers: dict) -> Result:
     code = ex.code
     if code is None:
-        raise TypeError(f"{ex.id} checks numbers, not a function. {_expected(ex)}")
+        raise CheckTypeError(f"{ex.id} checks numbers, not a function. {_expected(ex)}")
     if answers:
-        raise TypeError(
+        raise CheckTypeError(
             f"{ex.id}: pass either your function or your answers, not both: "
             f'check("{ex.id}", {code.name}) or {ex.usage()}'
         )
     if not callable(function):
-        raise TypeError(
+        raise CheckTypeError(
             f"{ex.id} checks a function {code.name}({', '.join(code.params)}), "
             f"got {type(function).__name__} {function!r}"
         )

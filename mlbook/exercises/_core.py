@@ -106,7 +106,14 @@ MESSAGES = {
     "choice_count": "Pick {n}, not {m}.",
     "choice_wrong": "{label}: not one of them.",
     "choice_missing": "{n} still to find.",
+    "rounding": "Right to {n} significant {figures}: give 3.",
+    # a typed answer that cannot be read (read_number)
+    "empty": "Enter a number in {unit}.",
+    "not_a_number": "Enter a number (digits, a point, an optional exponent).",
+    "percent_here": "Enter a number in {unit}: a percentage (%) is for a fraction.",
+    "whole": "Enter a whole number of {unit}.",
 }
+ROUNDINGS = (1, 2)  # significant figures told apart from a wrong answer
 SIZES = (  # (ratio of the larger to the smaller at most, phrase)
     (1.1, " by less than 10 %"),
     (1.5, " by 10 to 50 %"),
@@ -347,7 +354,7 @@ def _require_measured(ex: Exercise, measured: dict) -> None:
             what.append(f"needs your measured {', '.join(missing)}")
         if extra:
             what.append(f"takes no measured input {', '.join(extra)}")
-        raise TypeError(f"{ex.id} {' and '.join(what)}: {ex.usage()}")
+        raise CheckTypeError(f"{ex.id} {' and '.join(what)}: {ex.usage()}")
 
 
 def exercise(
@@ -478,6 +485,38 @@ def spec(exercise_id: str, **measured) -> dict:
     }
 
 
+# --- a typed answer -------------------------------------------------------------------
+
+_SEPARATORS = re.compile(r"[,\s\u00a0\u202f_]")
+_NUMBER = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?")
+
+
+def read_number(text: str, unit: str, whole: bool = False) -> float:
+    """A typed answer as a number, as the answer box reads it (exercises.js
+    ``readNumber``, rule for rule): digits with an optional sign, decimals
+    and exponent; thousands separators (commas, spaces, underscores) are
+    dropped; a trailing "%" divides by 100 where a fraction is asked ("55.9%"
+    is 0.559) and is the unit itself where a percentage is. Anything else is
+    a ValueError whose message says what to type."""
+    t = _SEPARATORS.sub("", str(text))
+    if not t:
+        raise ValueError(MESSAGES["empty"].format(unit=unit))
+    percent = t.endswith("%")
+    if percent:
+        if unit not in ("fraction", "%"):
+            raise ValueError(MESSAGES["percent_here"].format(unit=unit))
+        t = t[:-1]
+    m = _NUMBER.fullmatch(t)
+    if m and percent and unit == "fraction":  # the point moved two places, exactly
+        t = f"{m[1]}{m[2]}e{int(m[3] or 0) - 2}"
+    if not m or not math.isfinite(float(t)):
+        raise ValueError(MESSAGES["not_a_number"])
+    value = float(t)
+    if whole and not value.is_integer():
+        raise ValueError(MESSAGES["whole"].format(unit=unit))
+    return value
+
+
 # --- the verdict ----------------------------------------------------------------------
 
 
@@ -521,6 +560,12 @@ def judge(answer: dict, value, messages=MESSAGES, sizes=SIZES) -> Verdict:
         if hit:
             hint = messages["mistake"].format(name=m["name"], hint=m["hint"])
             return Verdict(name, value, False, hint, m["name"])
+    if kind == "real":
+        n = rounded_to(value, key)
+        if n is not None:
+            figures = "figure" if n == 1 else "figures"
+            hint = messages["rounding"].format(n=n, figures=figures)
+            return Verdict(name, value, False, hint)
     if (key > 0 and value <= 0) or (key < 0 and value >= 0):
         return Verdict(name, value, False, messages["sign"])
     high = value > key
@@ -532,6 +577,21 @@ def judge(answer: dict, value, messages=MESSAGES, sizes=SIZES) -> Verdict:
     return Verdict(
         name, value, False, messages["high" if high else "low"].format(size=size)
     )
+
+
+def rounded_to(value: float, key: float) -> int | None:
+    """The number of significant figures (1 or 2) to which ``value`` is
+    ``key`` rounded, or None. ``value`` has that many figures (written with
+    them, it reads back the same) and lies within half a unit of its last
+    figure of the key; a tie rounded either way counts."""
+    for n in ROUNDINGS:
+        text = f"{value:.{n - 1}e}"  # exercises.js: value.toExponential(n - 1)
+        if float(text) != value or value == 0:
+            continue
+        unit = 10.0 ** (int(text.partition("e")[2]) - n + 1)
+        if abs(value - key) <= 0.5 * unit * (1 + 1e-9):
+            return n
+    return None
 
 
 def _judge_choice(answer: dict, picked: list, messages) -> Verdict:
@@ -576,22 +636,77 @@ def register(*records: Exercise) -> tuple[Exercise, ...]:
     return records
 
 
-class UnknownExercise(KeyError, ValueError):
+class _ShortTraceback:
+    """An error in how a reader called ``check``: IPython (and so JupyterLab)
+    shows its message alone, through IPython's ``_render_traceback_`` hook,
+    instead of a traceback through the package whose useful line is the
+    last. Python outside IPython raises and prints it as usual."""
+
+    shown_as = "Error"
+
+    def _render_traceback_(self) -> list[str]:
+        first, *rest = str(self).split("\n")
+        return [f"{self.shown_as}: {first}", *rest]
+
+
+class CheckTypeError(_ShortTraceback, TypeError):
+    """A TypeError in a call to ``check`` (answers missing, misnamed, or of
+    the wrong type), shown in IPython as its message alone."""
+
+    shown_as = "TypeError"
+
+
+class CheckValueError(_ShortTraceback, ValueError):
+    """A ValueError in a call to ``check`` (an answer that is not a finite
+    number, a whole one, or an option), shown in IPython as its message."""
+
+    shown_as = "ValueError"
+
+
+class UnknownExercise(_ShortTraceback, KeyError, ValueError):
     """No exercise has this id (a KeyError and a ValueError)."""
+
+    shown_as = "UnknownExercise"
 
     def __str__(self):
         return str(self.args[0])
 
 
-def get(exercise_id) -> Exercise:
-    """The record of ``exercise_id``, or an UnknownExercise that names it."""
-    if isinstance(exercise_id, str) and exercise_id in _REGISTRY:
-        return _REGISTRY[exercise_id]
+def close_matches(word, candidates, n: int = 3) -> list[str]:
+    """The ``n`` candidates closest to a misspelled ``word`` (difflib's
+    ratio, at least 0.6), best first; equally close ones in their order
+    ("mfu-l": mfu-1, mfu-2, mfu-3, not mfu-7, mfu-6, mfu-5)."""
     import difflib
 
-    close = difflib.get_close_matches(str(exercise_id), list(_REGISTRY), n=3)
+    text = str(word).strip().lower()
+    scored = []
+    for i, c in enumerate(candidates):
+        ratio = difflib.SequenceMatcher(None, text, c).ratio()
+        if ratio >= 0.6:
+            scored.append((-ratio, i, c))
+    return [c for _, _, c in sorted(scored)[:n]]
+
+
+def _id_ranges() -> str:
+    """Every registered id, a chapter to an item: "mfu-1 to mfu-7"."""
+    numbers: dict[str, list[int]] = {}
+    for ex_id in _REGISTRY:
+        m = ID_PATTERN.match(ex_id)
+        numbers.setdefault(m["chapter"], []).append(int(m["n"]))
+    return ", ".join(
+        f"{c}-{min(ns)}" if len(ns) == 1 else f"{c}-{min(ns)} to {c}-{max(ns)}"
+        for c, ns in sorted(numbers.items())
+    )
+
+
+def get(exercise_id) -> Exercise:
+    """The record of ``exercise_id``, or an UnknownExercise that names it and
+    the closest ids."""
+    if isinstance(exercise_id, str) and exercise_id in _REGISTRY:
+        return _REGISTRY[exercise_id]
+    close = close_matches(exercise_id, _REGISTRY)
     raise UnknownExercise(
         f"no exercise {exercise_id!r}"
-        + (f"; did you mean {', '.join(close)}?" if close else "")
-        + f" Known ids: {', '.join(sorted(_REGISTRY))}"
+        + (f"; did you mean {', '.join(close)}?" if close else ".")
+        + ("" if close else f"\nThe ids: {_id_ranges()}.")
     )

@@ -157,15 +157,12 @@ def loader_explorer(
             chosen, x, t, tooltip=chosen_tips, shape="circle", color=CHOICE_COLOR
         ),
     ]
+    # the panels share the colour and dash scales, so the right one declares
+    # the same styles and legend as the left (vega-lite warns on each
+    # difference, six times a draw) though it draws no compute line; the one
+    # legend is the left's
     right = [
-        vl.lines(
-            rows,
-            x,
-            i,
-            styles={k: v for k, v in styles.items() if k != COMPUTE},
-            tooltip=tips,
-            legend=None,
-        ),
+        vl.lines(rows, x, i, styles=styles, tooltip=tips),
         vl.marker(
             chosen, x, i, tooltip=chosen_tips, shape="circle", color=CHOICE_COLOR
         ),

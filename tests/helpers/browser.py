@@ -8,7 +8,8 @@ are part of the suite, not an optional extra.
 `Watch` records everything a page does that a reader would not want: a
 request that left the allowed origin (blocked and recorded), a request for a
 file that failed or answered >= 400, a JavaScript console message of type
-"error", and an uncaught page error. `Watch.problems()` lists them, less the
+"error" (and "warning", for a Watch whose ``levels`` name it: the book's
+pages log neither), and an uncaught page error. `Watch.problems()` lists them, less the
 console messages the calling test file allowlists, each with its reason.
 """
 
@@ -102,6 +103,7 @@ class Allowed:
 @dataclass
 class Watch:
     allowed_console: list[Allowed]
+    levels: tuple[str, ...] = ("error",)  # the console message types recorded
     blocked: list[str] = field(
         default_factory=list
     )  # requests stopped: not the allowed origin
@@ -153,10 +155,16 @@ class Watch:
         )
 
 
-def watch(page, local: Callable[[str], bool], allowed_console: list[Allowed]) -> Watch:
+def watch(
+    page,
+    local: Callable[[str], bool],
+    allowed_console: list[Allowed],
+    levels: tuple[str, ...] = ("error",),
+) -> Watch:
     """Route every request of ``page``: those ``local`` accepts go ahead, the
-    rest are aborted and recorded. Record failures and errors as they come."""
-    w = Watch(allowed_console)
+    rest are aborted and recorded. Record failures and errors (console
+    messages of the types in ``levels``) as they come."""
+    w = Watch(allowed_console, levels)
     _attach(page, local, lambda: w)
     return w
 
@@ -182,9 +190,10 @@ def _attach(page, local: Callable[[str], bool], current: Callable[[], Watch]) ->
             current().failed.append(f"{resp.url} (HTTP {resp.status})")
 
     def console(msg):
-        if msg.type == "error":
+        if msg.type in current().levels:
             where = (msg.location or {}).get("url", "")
-            current().console_errors.append((msg.text, where))
+            text = msg.text if msg.type == "error" else f"{msg.type}: {msg.text}"
+            current().console_errors.append((text, where))
 
     page.route("**/*", route)
     page.on("request", lambda req: current().request_started(req))
@@ -227,14 +236,23 @@ class Tab:
     browser, as a reader's do: the Python snapshot live.js stores in
     IndexedDB (nothing in cookies or web storage)."""
 
-    def __init__(self, browser, local, allowed_console, context=None, **options):
+    def __init__(
+        self,
+        browser,
+        local,
+        allowed_console,
+        context=None,
+        levels=("error",),
+        **options,
+    ):
         """A tab in a new context (``options`` are its options), or in
-        ``context``, which then stays the caller's to close."""
+        ``context``, which then stays the caller's to close; ``levels`` are
+        the console message types its Watches record."""
         self._own = context is None
         self.context = browser.new_context(**options) if self._own else context
         self.page = self.context.new_page()
-        self._allowed = allowed_console
-        self._watch = Watch(allowed_console)
+        self._allowed, self._levels = allowed_console, levels
+        self._watch = Watch(allowed_console, levels)
         self.opened = 0  # pages opened so far
         _attach(self.page, local, lambda: self._watch)
 
@@ -246,7 +264,7 @@ class Tab:
     def open(self, url: str):
         """(page, its Watch) with ``url`` loaded."""
         self.page.goto("about:blank")
-        self._watch = Watch(self._allowed)
+        self._watch = Watch(self._allowed, self._levels)
         self.page.goto(url)
         self.page.wait_for_load_state("load")
         self.opened += 1
@@ -269,9 +287,12 @@ class Pages:
     too). Each Watch covers its page from its load to now, so a test also
     answers for what the page did before it."""
 
-    def __init__(self, browser, local, allowed_console, **context_options):
+    def __init__(
+        self, browser, local, allowed_console, levels=("error",), **context_options
+    ):
         self.context = browser.new_context(**context_options)
         self._args = (browser, local, allowed_console)
+        self._levels = levels
         self._tabs: dict[str, Tab] = {}
         self._changed: dict[str, set[str]] = {}  # url -> changed since its load
 
@@ -279,7 +300,9 @@ class Pages:
         """(page, its Watch) with ``url`` loaded, as it is now if no earlier
         test changed any of ``changes`` since its load, else loaded again."""
         if url not in self._tabs:
-            self._tabs[url] = Tab(*self._args, context=self.context)
+            self._tabs[url] = Tab(
+                *self._args, context=self.context, levels=self._levels
+            )
         tab = self._tabs[url]
         # the tab in front: a tab behind another draws no animation frames,
         # and every Playwright action waits for two (1-6 s a test here)

@@ -28,6 +28,7 @@ import html
 import json
 
 from docutils import nodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
 from bookext.mime import register
@@ -80,12 +81,15 @@ def _box(exercise_id: str, answer: dict) -> str:
             f'<output class="mlbook-verdict" aria-live="polite"></output></fieldset>'
         )
     mode = "numeric" if answer["type"] == "integer" else "decimal"
+    # what to type, where a unit alone does not say it (read_number's rules)
+    example = {"fraction": "0.25 or 25%", "%": "25 (for 25 %)"}.get(answer["unit"])
+    placeholder = f' placeholder="{e(example)}"' if example else ""
     return (
         f'<div class="mlbook-answer" data-answer="{e(answer["name"])}">'
         f'<label for="{e(box_id)}">{e(answer["label"])} '
         f"(<code>{e(answer['name'])}</code>)</label> "
         f'<input id="{e(box_id)}" name="{e(answer["name"])}" type="text" '
-        f'inputmode="{mode}" autocomplete="off" spellcheck="false"> '
+        f'inputmode="{mode}" autocomplete="off" spellcheck="false"{placeholder}> '
         f'<span class="mlbook-unit">{e(answer["unit"])}</span> '
         f'<output class="mlbook-verdict" for="{e(box_id)}" aria-live="polite">'
         f"</output></div>"
@@ -123,6 +127,14 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
     )
     if kind == "predict":
         note = "Write your prediction down before you read on."
+    elif spec["code"] and not spec["answers"]:
+        call = f'check("{spec["id"]}", {spec["code"]})'
+        note = (
+            "No box here: a function is checked by running it, on known cases and "
+            "on generated ones, which this page does not do. Write it in "
+            "JupyterLab, then <code>from mlbook.exercises import check</code> and "
+            f"<code>{e(call)}</code>."
+        )
     elif spec["code"]:
         call = f'check("{spec["id"]}", {spec["code"]})'
         note = (
@@ -141,6 +153,12 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
         )
     elif spec["checked"]:
         note = f"Or in JupyterLab: {lab}."
+    elif kind == "measure":
+        note = (
+            "No box here: this exercise is a measurement on your own machine, "
+            "whose numbers only your run knows. Run it in JupyterLab, explain what "
+            "you see, and compare with the solution."
+        )
     else:
         note = ""
     if note:
@@ -178,8 +196,9 @@ def add_answer_boxes(app, doctree) -> None:
                 location=node,
             )
             continue
-        if not record.fields and record.code is None:
-            continue  # explained, not checked: nothing to type in
+        if not record.fields and record.code is None:  # a measurement, explained
+            node += nodes.raw("", answer_block(spec(label)), format="html")
+            continue
         if record.measured:
             data = keys.get(label)
             if data is None:
@@ -194,6 +213,47 @@ def add_answer_boxes(app, doctree) -> None:
         node += nodes.raw("", answer_block(data, bool(record.measured)), format="html")
 
 
+class SolutionTitles(SphinxPostTransform):
+    """A solution's whole title opens it. sphinx-exercise makes most of the
+    title ("Solution to Exercise (★ mfu-2)") a link to the exercise, so a
+    click on it jumped there instead of opening the dropdown; the title keeps
+    its words and loses the link (the exercise sits just above it), and
+    book/_static/exercises.css lets a click on any word of it reach the
+    title, the only target togglebutton.js opens the solution for.
+
+    A reference to an exercise reads as its id: the exercises are not
+    numbered (``:nonumber:``, their id is their number, in the book and in
+    JupyterLab alike), and sphinx-exercise would write the bare word
+    "Exercise" for {ref}`mfu-2`."""
+
+    default_priority = 25  # after sphinx-exercise's titles (20-22)
+
+    def run(self, **kwargs) -> None:
+        from sphinx_exercise.nodes import solution_node
+
+        registry = getattr(self.env, "sphinx_exercise_registry", {})
+        for node in self.document.findall(solution_node):
+            title = node.children[0] if node.children else None
+            if not isinstance(title, nodes.title):
+                continue
+            # the words themselves, no element around them: togglebutton.js
+            # opens the dropdown for a click whose target is the title itself
+            for ref in list(title.findall(nodes.reference)):
+                ref.replace_self(ref.children)
+        for ref in self.document.findall(nodes.reference):
+            target = (ref.get("refuri", "") or "#" + ref.get("refid", "")).rpartition(
+                "#"
+            )[2]
+            entry = registry.get(target)
+            if entry and entry["type"] == "exercise" and ref.astext() == "Exercise":
+                inner = ref.children[0] if ref.children else None
+                if isinstance(inner, nodes.inline):
+                    inner.children = []
+                    inner += nodes.Text(target)
+                else:
+                    ref.children = [nodes.Text(target)]
+
+
 def add_script(app, pagename, templatename, context, doctree) -> None:
     """html-page-context: exercises.js on the pages that have answer blocks."""
     if doctree is not None and "mlbook-answers" in context.get("body", ""):
@@ -202,5 +262,6 @@ def add_script(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     app.connect("doctree-read", add_answer_boxes)
+    app.add_post_transform(SolutionTitles)
     app.connect("html-page-context", add_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

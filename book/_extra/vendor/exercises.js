@@ -44,6 +44,21 @@
     return {name: answer.name, correct: false, hint: parts.join(" "), mistake: null};
   }
 
+  /* The number of significant figures (1 or 2) to which value is key
+   * rounded, or null: mlbook.exercises._core.rounded_to. value has that many
+   * figures and lies within half a unit of its last figure of the key. */
+  function roundedTo(value, key) {
+    var roundings = [1, 2];  // _core.ROUNDINGS
+    for (var i = 0; i < roundings.length; i++) {
+      var n = roundings[i];
+      var text = value.toExponential(n - 1);
+      if (Number(text) !== value || value === 0) continue;
+      var unit = Math.pow(10, parseInt(text.split("e")[1], 10) - n + 1);
+      if (Math.abs(value - key) <= 0.5 * unit * (1 + 1e-9)) return n;
+    }
+    return null;
+  }
+
   /* The verdict on one answer: value is a number (or, for a choice, a list
    * of option names). Mirrors mlbook.exercises._core.judge. */
   function judge(answer, value, messages, sizes) {
@@ -65,6 +80,13 @@
                 hint: format(messages.mistake, {name: m.name, hint: m.hint})};
       }
     }
+    if (type === "real") {
+      var n = roundedTo(value, key);
+      if (n !== null) {
+        return {name: answer.name, correct: false, mistake: null,
+                hint: format(messages.rounding, {n: n, figures: n === 1 ? "figure" : "figures"})};
+      }
+    }
     if ((key > 0 && value <= 0) || (key < 0 && value >= 0)) {
       return {name: answer.name, correct: false, hint: messages.sign, mistake: null};
     }
@@ -79,31 +101,39 @@
             hint: format(high ? messages.high : messages.low, {size: phrase})};
   }
 
-  /* A typed number: digits with an optional sign, decimals and exponent;
-   * thousands separators (commas, spaces) are dropped. NaN when it is not
-   * a number. */
-  function parseNumber(text) {
-    var t = String(text).trim().replace(/[,\s\u00a0\u202f_]/g, "");
-    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) return NaN;
-    return Number(t);
+  /* A typed answer as {value} or {error}: mlbook.exercises._core.read_number
+   * rule for rule (and message for message): digits with an optional sign,
+   * decimals and exponent; thousands separators (commas, spaces,
+   * underscores) are dropped. A trailing "%" divides by 100
+   * where a fraction is asked ("55.9%" is 0.559, the point moved in the
+   * text, so exactly) and is the unit itself where a percentage is. */
+  function readNumber(text, unit, whole, messages) {
+    var t = String(text).replace(/[,\s\u00a0\u202f_]/g, "");
+    if (!t) return {error: format(messages.empty, {unit: unit})};
+    var percent = t.charAt(t.length - 1) === "%";
+    if (percent) {
+      if (unit !== "fraction" && unit !== "%") return {error: format(messages.percent_here, {unit: unit})};
+      t = t.slice(0, -1);
+    }
+    var m = /^([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?$/.exec(t);
+    if (m && percent && unit === "fraction") t = m[1] + m[2] + "e" + (parseInt(m[3] || "0", 10) - 2);
+    if (!m || !isFinite(Number(t))) return {error: messages.not_a_number};
+    var value = Number(t);
+    if (whole && !Number.isInteger(value)) return {error: format(messages.whole, {unit: unit})};
+    return {value: value};
   }
 
-  function readAnswer(form, answer) {
+  function readAnswer(form, answer, messages) {
     var box = form.querySelector('[data-answer="' + answer.name + '"]');
     if (answer.type === "choice") {
       var picked = [];
       box.querySelectorAll("input[type=checkbox]").forEach(function (c) { if (c.checked) picked.push(c.value); });
       return {box: box, value: picked};
     }
-    var input = box.querySelector("input");
-    var text = input.value;
-    if (!text.trim()) return {box: box, error: "Enter a number in " + answer.unit + "."};
-    var value = parseNumber(text);
-    if (!isFinite(value)) return {box: box, error: "Enter a number (digits, a point, an optional exponent)."};
-    if (answer.type === "integer" && !Number.isInteger(value)) {
-      return {box: box, error: "Enter a whole number of " + answer.unit + "."};
-    }
-    return {box: box, value: value};
+    var read = readNumber(box.querySelector("input").value, answer.unit,
+                          answer.type === "integer", messages);
+    read.box = box;
+    return read;
   }
 
   function show(box, cls, text) {
@@ -181,7 +211,7 @@
       event.preventDefault();
       var allGood = true;
       spec.answers.forEach(function (answer) {
-        var read = readAnswer(form, answer);
+        var read = readAnswer(form, answer, spec.messages);
         if (read.error) { show(read.box, "mlbook-invalid", read.error); allGood = false; return; }
         if (spec.kind === "predict" || !spec.checked) {
           show(read.box, "mlbook-recorded", "Recorded: " + (Array.isArray(read.value) ? read.value.join(", ") : read.value) + ".");
@@ -200,7 +230,7 @@
     document.querySelectorAll(".mlbook-answers").forEach(setUp);
   }
 
-  window.mlbookExercises = {judge: judge, parseNumber: parseNumber};
+  window.mlbookExercises = {judge: judge, readNumber: readNumber};
   if (typeof document !== "undefined") {
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
     else init();
