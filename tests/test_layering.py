@@ -182,7 +182,8 @@ def test_no_import_cycles():
 
 # --- chapter packages and their exercises --------------------------------------------
 
-SHARED = ("common", "common_torch", "plotting", "exercises")  # not chapters
+# not chapters: shared packages, and the calibration of the whole machine
+SHARED = ("common", "common_torch", "plotting", "exercises", "calibrate")
 HEAVY = ("torch", "numpy", "matplotlib", "ipywidgets", "pandas", "scipy")
 
 
