@@ -100,9 +100,12 @@ def measure_until(
     value = measure()
     last_s, again_s, attempts = time.perf_counter() - start, 0.0, 1
     while not settled(value):
-        if attempts >= max_attempts or last_s > budget_s - again_s:
+        if attempts >= max_attempts:
+            log(f"kept after {attempts} measurements, the most allowed")
+            break
+        if last_s > budget_s - again_s:
             left = max(budget_s - again_s, 0)
-            log(f"kept after {attempts} measurements ({left:.1f} s left to measure)")
+            log(f"kept after {attempts} measurements: {left:.1f} s left, too few")
             break
         log(f"measuring again ({attempts + 1} of at most {max_attempts}) ...")
         start = time.perf_counter()

@@ -142,40 +142,52 @@ def measure_mfu(
             train_step(model, opt, idx, tgt)
 
     include = gemm_shapes(cfg, batch, seq_len)
-    times: list[float] = []
-    ceiling, sweeps, max_dim = None, 0, None
-    while True:
-        sweeps += 1
+    tokens = batch * seq_len
+    run_s = min(min_run_time_s, 0.05)
+    # (ceiling, step times, sweep budget, largest size): each sweep merges into
+    # the ceiling, and the step's times accumulate across rounds and sweeps
+    state = {"ceiling": None, "times": [], "budget_s": ceiling_budget_s, "dim": None}
+
+    def sweep_and_step() -> dict:
+        if state["ceiling"] is not None:  # a sweep the step beat: twice as long
+            state["budget_s"] *= 2
+            state["dim"] = 2 * (state["dim"] or max(state["ceiling"].shape))
         log(
-            f"sweep {sweeps}: matmul shapes for {ceiling_budget_s:g} s (the step's "
+            f"sweep: matmul shapes for {state['budget_s']:g} s (the step's "
             f"own {len(include)} first) ..."
         )
         found = mamf.find_ceiling(
             dtype,
             device,
-            budget_s=ceiling_budget_s,
+            budget_s=state["budget_s"],
             include=include,
-            max_dim=max_dim,
-            min_run_time_s=min(min_run_time_s, 0.05),
+            max_dim=state["dim"],
+            min_run_time_s=run_s,
         )
-        ceiling = found if ceiling is None else mamf.merge(ceiling, found)
+        ceiling = (
+            found if state["ceiling"] is None else mamf.merge(state["ceiling"], found)
+        )
         for r in range(rounds):
             log(
                 f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x "
                 f"s={seq_len}, then the best shapes again ..."
             )
-            times += measure.time_steps(
-                step, steps=steps, warmup=1 if not times else 0, device=device
-            )
-            ceiling = mamf.refine(
-                ceiling, top=3, min_run_time_s=min(min_run_time_s, 0.05)
-            )
-        step_s = measure.median_s(times)
-        achieved = batch * seq_len / step_s * per_token
-        if achieved < ceiling.flops_per_s or sweeps == MAX_SWEEPS:
-            break
-        ceiling_budget_s *= 2
-        max_dim = 2 * (max(ceiling.shape) if max_dim is None else max_dim)
+            warm = 1 if not state["times"] else 0
+            state["times"] += measure.time_steps(step, steps, warm, device)
+            ceiling = mamf.refine(ceiling, top=3, min_run_time_s=run_s)
+        state["ceiling"] = ceiling
+        return state
+
+    def held(st: dict) -> bool:
+        achieved = tokens / measure.median_s(st["times"]) * per_token
+        return achieved < st["ceiling"].flops_per_s
+
+    got = measure.measure_until(
+        sweep_and_step, held, lambda a, b: b, MAX_SWEEPS, log=log
+    )
+    ceiling, times, sweeps = state["ceiling"], state["times"], got.attempts
+    step_s = measure.median_s(times)
+    achieved = tokens / step_s * per_token
     tokens_per_s = batch * seq_len / step_s
     return MfuMeasurement(
         device=devices.device_description(device),
