@@ -479,11 +479,15 @@ def settle(page, html: str, w: Watch):
     wait_until_quiet(page, w)
 
 
-# Code cell inputs and outputs whose content is wider than their box (they
-# would scroll sideways): a line longer than the page guide's 88 columns, or an
-# output (a table, a printed line) too wide for the page.
+# Code cell inputs and outputs, code blocks in the prose (literalinclude
+# blocks, commands) and live charts whose content is wider than their box
+# (they would scroll sideways): a line longer than the page guide's 88
+# columns, an output (a table, a printed line) or a chart too wide for the
+# page. tests/test_book_fit.py checks them with every solution open, and at
+# 400 px.
 OVERFLOWING = """() => [...document.querySelectorAll(
-    'div.cell_input pre, div.cell_output pre, div.cell_output > .output')]
+    'div.cell_input pre, div.cell_output pre, div.cell_output > .output, '
+    + '.bd-article div[class*="highlight-"] pre, .mlbook-live-chart')]
   .filter(e => e.scrollWidth > e.clientWidth + 1)
   .map(e => `${e.scrollWidth} > ${e.clientWidth} px: ${e.textContent.slice(0, 70)}`)"""
 
@@ -509,7 +513,7 @@ def test_page_in_browser(chapter_pages, name):
     )
     assert all(w > 0 for w in widths), f"broken or unloaded images: {widths}"
     wide = page.evaluate(OVERFLOWING)
-    assert not wide, f"{name}: code cells wider than the page at 1300 px: {wide}"
+    assert not wide, f"{name}: code or charts wider than the page at 1300 px: {wide}"
     w.assert_clean()
 
 

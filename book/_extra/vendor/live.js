@@ -53,6 +53,9 @@
 // (JSON: values, field, message) and data-errors (failed draws), until a good
 // draw clears them.
 //
+// What is drawn is the spec fitted to the chart's column and in the page's
+// light or dark theme, drawn again when either changes (fitSpec, themed).
+//
 // Timings for the book's benchmarks are kept in window.mlbookLive.
 (function () {
   "use strict";
@@ -198,6 +201,222 @@
     return pythonReady;
   }
 
+  // --- the chart's column and the page's theme -----------------------------------------
+
+  // A spec comes from Python at the size it was designed for; what is drawn
+  // fits the chart's column (at least MIN_WIDTH, below which the chart scrolls
+  // in its own box) and follows the page's light or dark theme. A single view
+  // takes the column's width ("width": "container", axes and legend inside);
+  // side-by-side panels share it, stacked once each would be narrower than
+  // MIN_PANEL; a legend beside the plot moves below it when the plot would be
+  // narrower than MIN_PANEL; legends above or below wrap into as many columns
+  // as fit; titles wrap into lines. Only what is drawn changes: data-result
+  // keeps the spec as Python made it.
+  var MIN_WIDTH = 300; // px: a readable chart on a phone (a 400 px window leaves about 360)
+  var MIN_PANEL = 220; // px: a panel's plot narrower than this is stacked instead
+  var AXIS_PX = 70; // px: a y axis's labels and title beside a plot (estimated)
+  var EDGE_PX = 20; // px: a view's edge where it has no y axis (end labels overhang)
+  var GAP_PX = 20; // px: Vega-Lite's default spacing between concatenated views
+  var CHANNELS = ["color", "strokeDash", "shape", "fill", "stroke", "size", "opacity"];
+
+  function copy(spec) { return JSON.parse(JSON.stringify(spec)); }
+
+  function charPx(fontSize) { return 0.6 * fontSize; } // a wide average for sans-serif
+
+  function wrapLine(text, chars) {
+    var lines = [], line = "";
+    String(text).split(" ").forEach(function (word) {
+      if (line && line.length + 1 + word.length > chars) { lines.push(line); line = word; }
+      else line = line ? line + " " + word : word;
+    });
+    if (line) lines.push(line);
+    return lines.length > 1 ? lines : String(text);
+  }
+
+  function wrapText(text, chars) {
+    if (Array.isArray(text)) {
+      return [].concat.apply([], text.map(function (t) { return [].concat(wrapLine(t, chars)); }));
+    }
+    return wrapLine(text, chars);
+  }
+
+  function fitTitle(title, width) {
+    if (title === undefined || title === null) return title;
+    var t = typeof title === "object" && !Array.isArray(title) ? title : { text: title };
+    if (t.text !== undefined) t.text = wrapText(t.text, Math.floor(width / charPx(t.fontSize || 13)));
+    if (t.subtitle) {
+      t.subtitle = wrapText(t.subtitle, Math.floor(width / charPx(t.subtitleFontSize || 10)));
+    }
+    return t;
+  }
+
+  // Every legend of a view (its layers' too), with the labels it names when
+  // the scale lists them. Colour and dash that share a legend name the same
+  // labels, so they get the same changes and Vega-Lite still merges them.
+  function legendsOf(view) {
+    var out = [];
+    [view].concat(view.layer || []).forEach(function (v) {
+      var enc = v.encoding || {};
+      CHANNELS.forEach(function (name) {
+        var ch = enc[name];
+        if (!ch || !ch.field || ch.legend === null) return;
+        ch.legend = ch.legend || {};
+        out.push({ legend: ch.legend, labels: ch.scale && Array.isArray(ch.scale.domain) ? ch.scale.domain : null });
+      });
+    });
+    return out;
+  }
+
+  function axisPx(view) {
+    var y = [view].concat(view.layer || []).some(function (v) { return v.encoding && v.encoding.y; });
+    return y ? AXIS_PX : EDGE_PX;
+  }
+
+  function legendPx(entry) {
+    var longest = (entry.labels || []).reduce(function (n, l) { return Math.max(n, String(l).length); }, 12);
+    return Math.ceil(longest * charPx(10)) + 30; // a symbol, its gap and the label
+  }
+
+  // The plot's width once the legends fit ``width`` (the view's whole width);
+  // a legend above or below spans ``across`` (by default the plot).
+  function fitLegends(view, width, across) {
+    var plot = width - axisPx(view);
+    var legends = legendsOf(view);
+    legends.forEach(function (e) {
+      var orient = e.legend.orient || "right";
+      if ((orient === "right" || orient === "left") && plot - legendPx(e) < MIN_PANEL) {
+        e.legend.orient = "bottom";
+      }
+    });
+    legends.forEach(function (e) {
+      var orient = e.legend.orient || "right";
+      if (orient === "right" || orient === "left") {
+        plot = Math.min(plot, width - axisPx(view) - legendPx(e));
+        e.legend.labelLimit = Math.max(60, legendPx(e) - 30);
+      }
+    });
+    legends.forEach(function (e) {
+      var orient = e.legend.orient || "right";
+      if (orient === "top" || orient === "bottom") {
+        var n = e.labels ? e.labels.length : 0;
+        var span = across || plot;
+        var columns = Math.max(1, Math.floor(span / legendPx(e)));
+        if (n && columns < n) {
+          e.legend.columns = columns;
+          e.legend.direction = "horizontal";
+        }
+        e.legend.labelLimit = Math.max(60, span - 30);
+      }
+    });
+    return plot;
+  }
+
+  function fitView(view, width, across) {
+    if (view.title) view.title = fitTitle(view.title, width);
+    return fitLegends(view, width, across);
+  }
+
+  function fitSpec(spec, column) {
+    var s = copy(spec);
+    var width = Math.max(MIN_WIDTH, Math.floor(column));
+    if (s.title) s.title = fitTitle(s.title, width);
+    var panels = s.hconcat || s.vconcat || s.concat;
+    if (!panels) {
+      var plot = fitLegends(s, width);
+      if (column >= MIN_WIDTH) {
+        s.width = "container";
+        s.autosize = { type: "fit-x", contains: "padding" };
+      } else {
+        s.width = plot;
+      }
+      return s;
+    }
+    var side = s.hconcat ? s.hconcat.length : 1;
+    var share = Math.floor((width - (side - 1) * GAP_PX) / side);
+    if (side > 1 && share - AXIS_PX < MIN_PANEL) {
+      s.vconcat = s.hconcat;
+      delete s.hconcat;
+      panels = s.vconcat;
+      share = width;
+    }
+    // a legend shared by the panels goes above or below them all
+    var shared = !(s.resolve && s.resolve.legend) && !(s.resolve && s.resolve.scale
+      && CHANNELS.some(function (c) { return s.resolve.scale[c] === "independent"; }));
+    panels.forEach(function (panel) {
+      if (panel.hconcat || panel.vconcat || panel.concat) return; // nested: as designed
+      panel.width = Math.max(MIN_PANEL, fitView(panel, share, shared ? width - AXIS_PX : null));
+    });
+    return s;
+  }
+
+  function darkPage() {
+    return document.documentElement.getAttribute("data-theme") === "dark";
+  }
+
+  // The dark theme's colours, from the theme's own variables
+  function darkConfig() {
+    var css = window.getComputedStyle(document.documentElement);
+    var v = function (name, fallback) { return css.getPropertyValue(name).trim() || fallback; };
+    var bg = v("--pst-color-background", "#14181e");
+    var text = v("--pst-color-text-base", "#ced6dd");
+    var muted = v("--pst-color-text-muted", "#9ca4af");
+    var rule = v("--pst-color-border", "#48566b");
+    return {
+      colors: { text: text, muted: muted },
+      config: {
+        background: bg,
+        title: { color: text, subtitleColor: muted },
+        axis: { domainColor: muted, tickColor: muted, gridColor: rule, labelColor: text, titleColor: text },
+        legend: { labelColor: text, titleColor: text },
+        header: { labelColor: text, titleColor: text },
+        view: { stroke: muted },
+        text: { color: text },
+        style: {
+          "guide-label": { fill: text }, "guide-title": { fill: text },
+          "group-title": { fill: text }, "group-subtitle": { fill: muted }
+        }
+      }
+    };
+  }
+
+  var INK = { black: "text", "#000": "text", "#000000": "text", "#555": "muted", "#555555": "muted" };
+
+  // On a dark page black ink becomes the theme's text colour and dark grey
+  // its muted colour; data stay as they are.
+  function reink(node, colors) {
+    if (Array.isArray(node)) return node.map(function (x) { return reink(x, colors); });
+    if (typeof node === "string") {
+      var role = INK[node.toLowerCase()];
+      return role ? colors[role] : node;
+    }
+    if (!node || typeof node !== "object") return node;
+    var out = {};
+    for (var k in node) out[k] = k === "data" || k === "datasets" ? node[k] : reink(node[k], colors);
+    return out;
+  }
+
+  function merge(base, extra) {
+    var out = Object.assign({}, base);
+    for (var k in extra) {
+      var both = out[k] && typeof out[k] === "object" && !Array.isArray(out[k]);
+      out[k] = both && typeof extra[k] === "object" ? merge(out[k], extra[k]) : extra[k];
+    }
+    return out;
+  }
+
+  function themed(spec) {
+    if (!darkPage()) return spec;
+    var dark = darkConfig();
+    var s = reink(spec, dark.colors);
+    s.config = merge(s.config || {}, dark.config);
+    return s;
+  }
+
+  // What is drawn for ``spec`` in ``el``: fitted to its column, in the page's theme.
+  function drawable(spec, el) {
+    return themed(fitSpec(spec, el.clientWidth));
+  }
+
   // --- one figure ------------------------------------------------------------------
 
   function optionKey(option) {
@@ -322,12 +541,7 @@
   Figure.prototype.render = function (result, values, display) {
     var self = this;
     var spec = display ? display.spec : result;
-    return vega().then(function (embed) {
-      if (!spec) return { view: self.view };
-      if (self.view) self.view.finalize();
-      return embed(self.chart, spec, { actions: false, renderer: "canvas" });
-    }).then(function (drawn) {
-      self.view = drawn.view;
+    return Promise.resolve(spec && this.paint(spec)).then(function () {
       if (display && self.command) self.command.textContent = display.command ? "$ " + display.command : "";
       if (display && self.text) self.text.textContent = display.text || "";
       self.el.setAttribute("data-values", JSON.stringify(values));
@@ -335,6 +549,29 @@
       self.draws += 1;
       self.el.setAttribute("data-draws", String(self.draws));
     });
+  };
+
+  // Draw ``spec`` (by default the one shown) fitted to the chart's width and
+  // in the page's theme, as they are now; draws run one after another.
+  Figure.prototype.paint = function (spec) {
+    var self = this;
+    var job = (this.painting || Promise.resolve()).then(vega).then(function (embed) {
+      if (spec) self.shown = spec;
+      if (self.view) self.view.finalize();
+      self.painted = { width: self.chart.clientWidth, dark: darkPage() };
+      var options = { actions: false, renderer: "canvas" };
+      return embed(self.chart, drawable(self.shown, self.chart), options);
+    }).then(function (drawn) { self.view = drawn.view; });
+    this.painting = job.catch(function () {});
+    return job;
+  };
+
+  // The column's width or the theme changed: draw what is shown again.
+  Figure.prototype.refit = function () {
+    var p = this.painted;
+    if (!p || (p.width === this.chart.clientWidth && p.dark === darkPage())) return;
+    var self = this;
+    this.paint().catch(function (err) { self.fail("the figure could not be drawn again: " + err.message); });
   };
 
   Figure.prototype.start = function () {
@@ -517,9 +754,25 @@
   function start() {
     var elements = document.querySelectorAll("[data-mlbook-live]");
     stats.figures = elements.length;
-    Array.prototype.forEach.call(elements, function (el, i) {
-      new Figure(el, i).start();
+    var figures = Array.prototype.map.call(elements, function (el, i) {
+      var figure = new Figure(el, i);
+      figure.start();
+      return figure;
     });
+    // redraw at a new width (debounced) and in a new theme
+    var pending = null;
+    var refit = function () {
+      clearTimeout(pending);
+      pending = setTimeout(function () { figures.forEach(function (f) { f.refit(); }); }, 100);
+    };
+    if (window.ResizeObserver) {
+      var sizes = new ResizeObserver(refit);
+      figures.forEach(function (f) { sizes.observe(f.chart); });
+    } else {
+      window.addEventListener("resize", refit);
+    }
+    new MutationObserver(refit).observe(document.documentElement,
+      { attributes: true, attributeFilter: ["data-theme"] });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
