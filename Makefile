@@ -81,7 +81,7 @@ gpu-check: $(STAMP)
 # pip's playwright; skipped if present). Without Chromium the browser checks
 # skip, except under CI (CI=true), where they are mandatory: there a failed
 # install stops here.
-$(STAMP): requirements.txt pyproject.toml tools/install.py tools/vendor_js.py tools/lab_settings.py
+$(STAMP): requirements.txt pyproject.toml tools/install.py tools/vendor_js.py tools/lab_settings.py tools/labext/prose.js
 	$(PYTHON) -m venv --without-pip $(VENV)
 	@# vendor_js.py needs only the standard library (and npm): it runs while
 	@# the packages install, and its status is checked once both have ended

@@ -9,7 +9,11 @@ Two helpers, and nothing else in the package touches the page:
 - ``glue_values(**values)`` glues each named value for the prose
   (``{glue:text}`name```) with ``display=False``, one call per cell. It glues
   only what it is handed (numbers and short labels) and computes nothing; the
-  cell shows the same numbers in its table or printed line.
+  cell shows the same numbers in its table or printed line. The values
+  also stay in this process (``GLUED``), where JupyterLab's book extension
+  reads them to show the prose's numbers (mlbook.prose), and, in JupyterLab,
+  in the page's values file, where the pages that quote them read them
+  (mlbook.common.book_values).
 
 Neither chooses words: captions and column names come from the page.
 """
@@ -22,6 +26,7 @@ import re
 MAX_LABEL_WORDS = (
     8  # a glued string is a label ("AMD EPYC (2 threads)"), not a sentence
 )
+GLUED: dict[str, int | float | str] = {}  # every value glued in this process
 
 
 def _plain(name: str, value):
@@ -57,9 +62,13 @@ def glue_values(**values) -> None:
     sentence is refused with the name of the glue."""
     from myst_nb import glue
 
+    from mlbook.common.book_values import record_lab_values
+
     plain = {name: _plain(name, value) for name, value in values.items()}
     for name, value in plain.items():
         glue(name, value, display=False)
+    GLUED.update(plain)
+    record_lab_values(plain)
 
 
 def _number(value) -> str:

@@ -15,8 +15,8 @@ checks:
 - a reader's `check` cell added after the chapter runs and prints its
   verdict (mlbook.exercises);
 - nothing failed in the browser: no blocked or failed request, no JavaScript
-  console error, no uncaught page error (ALLOWED_CONSOLE names the one harmless
-  message);
+  console error, no uncaught page error (ALLOWED_CONSOLE would name a
+  harmless message; there is none);
 - each live figure (mlbook.plotting.live.show_live) shows one Vega-Lite chart,
   drawn by JupyterLab's own renderer, under its controls; moving one control
   (the first live figure's first dropdown) draws a different chart.
@@ -25,6 +25,12 @@ The page has what JupyterLab must render (live figures with dropdowns, a
 form, exercises, math, MyST directives and roles) and runs in 3 s at test
 sizes, where the MFU chapter, used before, took 14 s of the same checks;
 what each chapter computes is the test build's to check.
+
+A second test runs two chapters (the MFU chapter and checkpoint cadence) the
+same way and reads their prose against the test build's HTML: the book's
+JupyterLab extension (tools/labext/prose.js, with mlbook.prose in the kernel)
+must show every glued number, citation and cross-page reference as the HTML
+shows it, with no glue name, format spec or citation key left.
 
 The page is the MyST text notebook that JupyterLab opens through jupytext;
 the test converts it with jupytext to .ipynb in the temporary folder (the
@@ -42,11 +48,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
+from html import unescape
 from pathlib import Path
 
 import jupytext
 import pytest
 
+from conftest import BOOK_DEST, page_values
 from helpers.browser import Allowed, chromium_or_skip, watch
 from mlbook.common_torch.launch import free_port
 
@@ -56,17 +65,11 @@ SERVER_START_S = 60  # generous: JupyterLab starts in 2-5 s here, longer under l
 RUN_ALL_S = 120  # the page takes about 3 s at test sizes
 
 # Console errors and page errors from JupyterLab that are harmless, each with
-# why. None: JupyterLab 4.6 with jupyterlab-myst 2.7 and jupytext logs no error
-# while opening and running a chapter.
-ALLOWED_CONSOLE: list[Allowed] = [
-    Allowed(
-        r"Cross reference target was not found: (page|chapter)-[a-z_-]+",
-        "JupyterLab renders one notebook at a time, so jupyterlab-myst cannot "
-        "resolve a {ref} to another page of the book (here the MFU chapter's link "
-        "to the planning page); the HTML book resolves it, and its build fails on "
-        "any unresolved reference (-W -n).",
-    ),
-]
+# why. None: JupyterLab 4.6 with jupyterlab-myst 2.7, jupytext and the book's
+# extension logs no error while opening and running a chapter (a {ref} to
+# another page, which jupyterlab-myst cannot resolve, the extension shows as
+# that page's title).
+ALLOWED_CONSOLE: list[Allowed] = []
 
 pytestmark = pytest.mark.book
 
@@ -90,25 +93,36 @@ def test_myst_names():
 def notebook_copy(chapter: Path, root: Path) -> Path:
     """The chapter as .ipynb under ``root`` at the same relative path, with
     SMALL = True, and the repository's other folders linked beside it."""
-    rel = chapter.relative_to(ROOT)
-    (root / rel.parent).mkdir(parents=True)
+    return notebook_copies([chapter], root)[0]
+
+
+def notebook_copies(chapters: list[Path], root: Path) -> list[Path]:
+    """Each chapter as .ipynb under ``root`` at the same relative path, with
+    SMALL = True, the repository's other folders and the chapters' neighbours
+    (but not their own sources) linked beside them."""
+    stems = {c.stem for c in chapters}
+    folders = {c.relative_to(ROOT).parent for c in chapters}
+    for folder in folders:
+        (root / folder).mkdir(parents=True)
     for top in ("book", "mlbook", "notebooks"):
-        if top != rel.parts[0]:
+        if not any(f.parts[0] == top for f in folders):
             (root / top).symlink_to(ROOT / top)
-    for (
-        entry
-    ) in chapter.parent.iterdir():  # the chapter's neighbours, but not its own sources
-        if entry.stem != chapter.stem:
-            (root / rel.parent / entry.name).symlink_to(entry)
-    nb = jupytext.read(chapter)
-    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    assert len(params) == 1, f"{rel} should have one parameters cell"
-    params[0].source, n = re.subn(
-        r"^SMALL\s*=.*$", "SMALL = True", params[0].source, flags=re.M
-    )
-    assert n == 1, f"{rel}'s parameters cell has no `SMALL = ...` line"
-    out = root / rel.with_suffix(".ipynb")
-    jupytext.write(nb, out)
+    for folder in folders:
+        for entry in (ROOT / folder).iterdir():
+            if entry.stem not in stems:
+                (root / folder / entry.name).symlink_to(entry)
+    out = []
+    for chapter in chapters:
+        rel = chapter.relative_to(ROOT)
+        nb = jupytext.read(chapter)
+        params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(params) == 1, f"{rel} should have one parameters cell"
+        params[0].source, n = re.subn(
+            r"^SMALL\s*=.*$", "SMALL = True", params[0].source, flags=re.M
+        )
+        assert n == 1, f"{rel}'s parameters cell has no `SMALL = ...` line"
+        out.append(root / rel.with_suffix(".ipynb"))
+        jupytext.write(nb, out[-1])
     return out
 
 
@@ -136,14 +150,17 @@ def lab_command(root: Path, port: int, token: str) -> list[str]:
     return cmd
 
 
-@pytest.fixture
-def lab(tmp_path):
+@contextmanager
+def lab_server(tmp: Path, chapters: list[Path]):
     """A JupyterLab server on 127.0.0.1 serving a temporary folder that holds
-    the chapter; yields (base URL, token, notebook path under the root)."""
-    # no server for nothing: skip (or, under CI, fail) before starting one
-    chromium_or_skip()
-    root, home = tmp_path / "root", tmp_path / "jupyter"
-    notebook = notebook_copy(CHAPTER, root)
+    the chapters, with the book's extension installed from tools/labext (as
+    `make install` installs it) and the values the pages glue kept in the
+    folder; yields (base URL, token, notebook paths under the root)."""
+    from lab_settings import install_extension
+
+    root, home = tmp / "root", tmp / "jupyter"
+    notebooks = notebook_copies(chapters, root)
+    install_extension(home / "data" / "labextensions")
     # JupyterLab renders only the cells in view unless told otherwise;
     # the test reads every cell
     tracker = (
@@ -161,10 +178,12 @@ def lab(tmp_path):
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
         JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
         JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+        JUPYTER_PATH=str(home / "data"),  # before the venv's: this extension
         IPYTHONDIR=str(home / "ipython"),
+        MLBOOK_LAB_VALUES_DIR=str(tmp / "lab-values"),
     )
     port, token = free_port(), secrets.token_hex(16)
-    log = tmp_path / "server.log"
+    log = tmp / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
             lab_command(root, port, token),
@@ -196,7 +215,7 @@ def lab(tmp_path):
                         f"{log.read_text()[-3000:]}"
                     )
                 time.sleep(0.3)
-        yield base, token, notebook.relative_to(root).as_posix()
+        yield base, token, [nb.relative_to(root).as_posix() for nb in notebooks]
     finally:
         proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down
         try:
@@ -208,6 +227,16 @@ def lab(tmp_path):
         except ProcessLookupError:
             pass
         proc.wait()
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A JupyterLab server serving the chapter; yields (base URL, token,
+    notebook path under the root)."""
+    # no server for nothing: skip (or, under CI, fail) before starting one
+    chromium_or_skip()
+    with lab_server(tmp_path, [CHAPTER]) as (base, token, paths):
+        yield base, token, paths[0]
 
 
 NOTEBOOK_READY = """(path) => {
@@ -423,6 +452,197 @@ def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
     if moved:
         print(f"moved a live figure's dropdown to {moved}: the chart redrew")
     print(f"opened, ran and checked {CHAPTER.name} in JupyterLab in {seconds:.1f} s")
+
+
+# The prose against the HTML book ------------------------------------------
+
+PROSE_CHAPTERS = [ROOT / "notebooks" / "mfu.md", ROOT / "notebooks" / "cadence.md"]
+PROSE_DONE_S = 60  # the extension's answers are drawn within a second or two here
+GLUE_ROLE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
+# a role's body left as text: a name and a format spec, "mc_waste:.2%"
+FORMAT_SPEC = re.compile(
+    r"[A-Za-z_]\w*:[<>=^+ -]?[,_]?\.?\d*[.,]?\d*[%bcdeEfFgGnosxX](?!\w)"
+)
+# words before a glued number in the source, to find the number in both texts
+ANCHOR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z ,-]{14,})$")
+
+# The prose's state, read after run-all: the extension's own marker, its texts
+# as the reader sees them, and the inline code left in them
+PROSE = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.widgets.filter(c => c.model.type === "markdown");
+  return {
+    state: panel.content.node.dataset.mlbookProse || "",
+    texts: panel.content.node.dataset.mlbookProseTexts || "",
+    prose: cells.map(c => (c.node.querySelector(".myst") || c.node).textContent),
+    code: cells.flatMap(c => [...c.node.querySelectorAll(".myst code")]
+      .filter(e => !e.closest("pre")).map(e => e.textContent)),
+  };
+}"""
+
+
+def flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def html_text(html: str) -> str:
+    """A built page's text as a reader reads it (scripts and styles out)."""
+    html = re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", html)
+    return flat(unescape(re.sub(r"<[^>]+>", "", html)))
+
+
+def next_token(text: str, anchor: str) -> str | None:
+    """The word after ``anchor`` where it occurs once in ``text``."""
+    if text.count(anchor) != 1:
+        return None
+    m = re.match(r"\s*(\S+)", text[text.index(anchor) + len(anchor) :])
+    return m.group(1).rstrip(".,;:)") if m else None
+
+
+@pytest.fixture(scope="module")
+def prose_lab(tmp_path_factory):
+    chromium_or_skip()
+    tmp = tmp_path_factory.mktemp("prose-lab")
+    with lab_server(tmp, PROSE_CHAPTERS) as (base, token, paths):
+        stems = [c.stem for c in PROSE_CHAPTERS]
+        yield base, token, dict(zip(stems, paths, strict=True)), tmp / "lab-values"
+
+
+@pytest.fixture(scope="module", params=[c.stem for c in PROSE_CHAPTERS])
+def prose_run(request, prose_lab, chromium_browser, book):
+    """The chapter run all in JupyterLab (set-up: cadence takes about 40 s at
+    test sizes here), with what the prose shows once the extension is done,
+    beside the test build's HTML of the same chapter."""
+    stem = request.param
+    html = BOOK_DEST / "_build" / "html" / "notebooks" / f"{stem}.html"
+    if not html.exists():
+        pytest.skip(f"{stem} is not in the test build ({html})")
+    base, token, paths, lab_values = prose_lab
+    path = paths[stem]
+    context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    origin = base.replace("http://", "ws://")
+    w = watch(
+        page,
+        lambda u: u.startswith((base + "/", origin + "/", "data:", "blob:")),
+        ALLOWED_CONSOLE,
+    )
+    try:
+        page.goto(f"{base}/lab/tree/{path}?token={token}")
+        page.wait_for_function(
+            NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
+        )
+        page.evaluate(RUN_ALL)
+        page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
+        cells = page.evaluate(CELLS)
+        # done, and still done a second later: the last answer is drawn (no
+        # marker at all: the extension is missing, and the test says what shows)
+        deadline = time.monotonic() + PROSE_DONE_S
+        shown = page.evaluate(PROSE)
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            first, shown = shown, page.evaluate(PROSE)
+            if shown["state"] == "done" and shown == first:
+                break
+        problems = w.problems()
+    finally:
+        context.close()
+    values_path = lab_values / f"{stem}.json"
+    return {
+        "stem": stem,
+        "source": (ROOT / "notebooks" / f"{stem}.md").read_text(),
+        "cells": cells,
+        "shown": shown,
+        "prose": flat("\n".join(shown["prose"])),
+        "problems": problems,
+        "html": html.read_text(),
+        "lab_values": (
+            json.loads(values_path.read_text()) if values_path.exists() else {}
+        ),
+        "build_values": page_values(stem),
+    }
+
+
+def test_prose_reads_as_the_html_book(prose_run):
+    """After run-all, JupyterLab's prose shows numbers, citations and
+    references to other pages, never a glue name, a format spec or a
+    citation key, and the numbers read as in the HTML book."""
+    run, prose = prose_run, prose_run["prose"]
+    stem, source = run["stem"], run["source"]
+    code = [c for c in run["cells"] if c["type"] == "code"]
+    errors = [f"cell {c['i']}: {e}" for c in code for e in c["errors"]]
+    assert not errors, f"{stem} raised in JupyterLab:\n" + "\n".join(errors)
+
+    roles = set(GLUE_ROLE.findall(source))
+    assert roles, f"{stem} glues nothing into its prose"
+    names = {name for name, _ in roles}
+    # a name that is also a word ("mfu") may be prose; one in code type is not
+    named = [n for n in names if "_" in n and re.search(rf"\b{re.escape(n)}\b", prose)]
+    left = sorted(named) + sorted(names & set(run["shown"]["code"]))
+    assert not left, (
+        f"{stem}: glue names show in JupyterLab's prose: {left} (the extension's "
+        f"state: {run['shown']['state'] or 'not loaded'})"
+    )
+    specs = FORMAT_SPEC.findall(prose)
+    assert not specs, f"{stem}: format specs show in JupyterLab's prose: {specs}"
+
+    keys = {
+        k.strip()
+        for body in re.findall(r"\{cite\}`([^`]+)`", source)
+        for k in body.split(",")
+    }
+    shown_keys = sorted(k for k in keys if k in prose)
+    assert not shown_keys, f"{stem}: citation keys show in the prose: {shown_keys}"
+    html_cites = {
+        flat(unescape(re.sub(r"<[^>]+>", "", m)))
+        for m in re.findall(r'<span id="id\d+">(\[.*?\])</span>', run["html"])
+    }
+    assert len(html_cites) >= len(keys) // 2, f"{stem}: found no citations in the HTML"
+    missing = sorted(c for c in html_cites if c not in prose)
+    assert not missing, f"{stem}: the HTML's citations missing in JupyterLab: {missing}"
+
+    own = set(re.findall(r"^\(([^()\s]+)\)=\s*$", source, re.M))
+    own |= set(re.findall(r"^:label:\s*(\S+)", source, re.M))
+    for label in set(re.findall(r"\{ref\}`([^`<>]+)`", source)) - own:
+        title = re.search(
+            rf'href="[^"]*#{re.escape(label)}"><span class="std std-ref">(.*?)</span>',
+            run["html"],
+        )
+        assert title, f"{stem}: the HTML has no link to {label}"
+        assert unescape(title.group(1)) in prose, (
+            f"{stem}: the reference to {label} does not read "
+            f"{unescape(title.group(1))!r} in JupyterLab"
+        )
+        assert label not in prose, f"{stem}: the label {label} shows in the prose"
+
+    # Numbers: each glued value this run computed as the test build did,
+    # found after the same words in both texts, must read the same
+    html, compared = html_text(run["html"]), []
+    lab, built = run["lab_values"], run["build_values"]
+    for m in GLUE_ROLE.finditer(source):
+        name = m.group(1)
+        if name not in lab or lab[name] != built.get(name):
+            continue
+        anchor = ANCHOR.search(flat(source[max(0, m.start() - 60) : m.start()]))
+        if not anchor:
+            continue
+        words = anchor.group(1).split(" ", 1)[-1].strip()  # no cut-off word
+        in_lab, in_html = next_token(prose, words), next_token(html, words)
+        if in_lab and in_html:
+            compared.append((name, words, in_lab, in_html))
+    assert len(compared) >= 3, (
+        f"{stem}: too few glued numbers to compare with the HTML: {compared}"
+    )
+    differ = [c for c in compared if c[2] != c[3]]
+    assert not differ, (
+        f"{stem}: numbers that read differently in JupyterLab and the HTML "
+        "(name, words before it, JupyterLab, HTML):\n" + "\n".join(map(str, differ))
+    )
+    assert not run["problems"], f"{stem} in JupyterLab:\n" + "\n".join(run["problems"])
+    print(
+        f"{stem}: {len(roles)} glued values, {len(keys)} citation keys; "
+        f"{len(compared)} numbers read as in the HTML, e.g. {compared[:3]}"
+    )
 
 
 # Each exercise box's title as JupyterLab shows it

@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN
 
-from conftest import BOOK_DEST, ONLY
+from conftest import ONLY, record_live
 from helpers.browser import watch
 from helpers.live import close
 from mlbook.common import live
@@ -107,10 +107,7 @@ def record_benchmarks(book):
             "p95_ms": round(_p95(ms), 1),
             "python_p50_ms": round(statistics.median(py), 1),
         }
-    timings = BOOK_DEST / "timings.json"
-    record = json.loads(timings.read_text()) if timings.exists() else {}
-    record["live"] = RESULTS
-    timings.write_text(json.dumps(record, indent=2))
+    record_live(RESULTS)
 
 
 def _p95(values: list[float]) -> float:

@@ -13,9 +13,13 @@
 //    works opened from file:// too);
 // 2. opened from file://, disables the controls and shows the hint (browsers
 //    refuse Pyodide's fetches from file://: `make serve` serves the book);
-// 3. on the first change of a control, boots Pyodide (once a page, shared by
-//    every figure; from the memory snapshot an earlier page kept, see
-//    startPyodide), unpacks mlbook-py.zip, and from then on calls
+// 3. boots Pyodide (once a page, shared by every figure; from the memory
+//    snapshot an earlier page kept, see startPyodide) in the background as
+//    soon as a live figure has been in view for half a second, or a reader
+//    reaches for a control, saying so in the figures' status lines while it
+//    starts, so that the first change redraws at once (see warmUp); a page
+//    nobody scrolls to a figure loads no Python. Then it unpacks
+//    mlbook-py.zip, and on each change of a control calls
 //    mlbook.common.live.draw_json with the payload and the inputs' text: it
 //    reads them (strictly: "2,5" and "abc" are not numbers), fits them to
 //    their ranges and grids, applies "ranges", calls the function, and
@@ -63,7 +67,10 @@
   var fromFile = window.location.protocol === "file:";
   var stats = (window.mlbookLive = {
     figures: 0,
-    boot_ms: null, // Python's start (a reader's first approach or change) to ready
+    boot_ms: null, // Python's start (a figure in view, a reach or a change) to ready
+    warm_cause: null, // what started Python: "view", "pointer", "focus" or "change"
+    python_started_ms: null, // performance.now() when Python's start began
+    python_ready_ms: null, // performance.now() when it was ready
     python_start: null, // "fresh", or "snapshot": from the copy an earlier page kept
     snapshot_kept: null, // bytes of the copy this page kept, once stored
     snapshot_refused: null, // why a stored copy did not restore (it was dropped)
@@ -175,7 +182,8 @@
   var pythonStarted = null;
   function python() {
     if (pythonReady) return pythonReady;
-    pythonStarted = performance.now();
+    pythonStarted = stats.python_started_ms = performance.now();
+    if (!stats.warm_cause) stats.warm_cause = "change";
     var indexURL = here + "pyodide/";
     pythonReady = import(indexURL + "pyodide.mjs")
       .then(function (mod) {
@@ -194,7 +202,8 @@
           py.unpackArchive(archive, "zip", { extractDir: "/mlbook-live" });
           py.runPython("import sys\nsys.path.insert(0, '/mlbook-live')\nimport mlbook.common.live");
           var draw = py.pyimport("mlbook.common.live").draw_json;
-          stats.boot_ms = performance.now() - pythonStarted;
+          stats.python_ready_ms = performance.now();
+          stats.boot_ms = stats.python_ready_ms - pythonStarted;
           return draw;
         });
       });
@@ -476,11 +485,11 @@
     this.drags = {};
     var self = this;
     if (!fromFile) {
-      // a reader reaching for a control: start Python now, so that it is (nearly)
-      // ready when the value changes. Still lazy: a page nobody touches loads none.
-      var warm = function () { python().catch(function () {}); };
-      el.querySelector(".mlbook-live-controls").addEventListener("pointerenter", warm, { once: true });
-      el.querySelector(".mlbook-live-controls").addEventListener("focusin", warm, { once: true });
+      // a reader reaching for a control: start Python now if the figure in view
+      // has not started it already
+      var controls = el.querySelector(".mlbook-live-controls");
+      controls.addEventListener("pointerenter", function () { warmUp("pointer"); }, { once: true });
+      controls.addEventListener("focusin", function () { warmUp("focus"); }, { once: true });
     }
     payload.controls.forEach(function (c) {
       var input = el.querySelector('[name="' + c.name + '"]');
@@ -749,16 +758,62 @@
     return next();
   };
 
+  // --- Python before the first touch ---------------------------------------------------
+
+  // Python takes a few seconds to start (about 1 s from the snapshot an earlier
+  // page kept). Started when a reader stops at a figure, it is ready by the time
+  // they touch a control, and the first change redraws as fast as the later ones.
+  var DWELL_MS = 500; // in view this long: a reader who stops at it, not one scrolling past
+  var IN_VIEW = 0.2; // the share of a figure on screen that counts as in view
+  var STARTING = "Starting Python in your browser for this figure's controls " +
+    "(once a page, a few seconds) ...";
+  var figures = [];
+
+  function warmUp(cause) {
+    if (pythonReady || fromFile) return;
+    stats.warm_cause = cause;
+    figures.forEach(function (f) { if (!f.running) f.say(STARTING); });
+    var settle = function (text) {
+      figures.forEach(function (f) { if (f.status.textContent === STARTING) f.say(text); });
+    };
+    python().then(function () { settle(""); }, function (err) {
+      settle("Python could not start in this browser (" + err.message +
+             "): the figure shows its default.");
+    });
+  }
+
+  function watchView(elements) {
+    if (fromFile || !("IntersectionObserver" in window)) return;
+    var timers = new Map();
+    var observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting && entry.intersectionRatio >= IN_VIEW) {
+          if (timers.has(entry.target)) return;
+          timers.set(entry.target, setTimeout(function () {
+            observer.disconnect();
+            timers.forEach(function (t) { clearTimeout(t); });
+            warmUp("view");
+          }, DWELL_MS));
+        } else if (timers.has(entry.target)) {
+          clearTimeout(timers.get(entry.target));
+          timers.delete(entry.target);
+        }
+      });
+    }, { threshold: [0, IN_VIEW, 0.5, 1] });
+    elements.forEach(function (el) { observer.observe(el); });
+  }
+
   // --- the page ------------------------------------------------------------------------
 
   function start() {
-    var elements = document.querySelectorAll("[data-mlbook-live]");
+    var elements = Array.prototype.slice.call(document.querySelectorAll("[data-mlbook-live]"));
     stats.figures = elements.length;
-    var figures = Array.prototype.map.call(elements, function (el, i) {
+    elements.forEach(function (el, i) {
       var figure = new Figure(el, i);
+      figures.push(figure);
       figure.start();
-      return figure;
     });
+    watchView(elements);
     // redraw at a new width (debounced) and in a new theme
     var pending = null;
     var refit = function () {
