@@ -45,9 +45,9 @@ from pathlib import Path
 import pytest
 from test_book import ALLOWED_CONSOLE, HTML, LIVE_DRAWN
 
-from conftest import ONLY, record_live
+from conftest import ONLY
 from helpers.browser import watch
-from helpers.live import close
+from helpers.live import close, record_live
 from mlbook.common import live
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,8 +29,8 @@ import pytest
 from test_book import ALLOWED_CONSOLE, LIVE_DRAWN
 from test_live import live_sources
 
-from conftest import record_live
 from helpers.browser import watch
+from helpers.live import record_live
 
 IN_VIEW_S = 5  # the figure in view this long before the touch, as the issue asks
 FIRST_TOUCH_S = 1.0  # a redraw within about a second of the first touch

@@ -6,6 +6,7 @@ checked without being listed anywhere."""
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from pathlib import Path
 
@@ -75,3 +76,51 @@ def live_payloads(page: str) -> dict:
         for out in cell.get("outputs", [])
         if mime in out.get("data", {})
     }
+
+
+def record_live(results: dict) -> None:
+    """Merge browser benchmarks into the test build's timings.json under
+    "live", under a lock, so that two workers keep each other's."""
+    from filelock import FileLock
+
+    from conftest import BOOK_DEST
+
+    timings = BOOK_DEST / "timings.json"
+    with FileLock(BOOK_DEST / "timings.lock"):
+        record = json.loads(timings.read_text()) if timings.exists() else {}
+        record.setdefault("live", {}).update(results)
+        timings.write_text(json.dumps(record, indent=2))
+
+
+def print_benchmarks(terminalreporter, path: Path) -> None:
+    """The test build's page times (``path``: its timings.json) and the
+    browser benchmarks recorded there: benchmarks, not pass/fail."""
+    if not path.is_file():
+        return
+    record, tr = json.loads(path.read_text()), terminalreporter
+    live = record.get("live") or {}
+    if live:
+        tr.section("live figures in the browser (benchmarks)")
+        for page, r in sorted(live.get("pages", {}).items()):
+            tr.write_line(
+                f"{page:<18} boot {r['boot_s']:.2f} s ({r.get('tab', 'new')} tab), "
+                f"first live draw {r['first_live_draw_s']:.2f} s"
+            )
+        for name, r in sorted(live.get("figures", {}).items()):
+            tr.write_line(
+                f"  {name:<42} redraw p50 {r['p50_ms']:6.1f} ms, "
+                f"p95 {r['p95_ms']:6.1f} ms ({r['draws']} draws)"
+            )
+        for page, r in sorted(live.get("first_touch", {}).items()):
+            late = "" if r["cold_ms"] <= r["within_s"] * 1e3 else "  OVER 1 s"
+            tr.write_line(
+                f"{page:<18} first touch after {r['in_view_s']:.0f} s in view: "
+                f"{r['cold_ms']:.0f} ms cold (Python ready {r['cold_ready_s']:.1f} s "
+                f"after it came into view), {r['snapshot_ms']:.0f} ms from the "
+                f"snapshot (ready {r['snapshot_ready_s']:.1f} s){late}"
+            )
+    tr.section("page execution times at test sizes (s)")
+    for page, r in sorted(record.get("chapters", {}).items()):
+        took = "cached" if r.get("cached") else f"{r.get('seconds', 0):.1f}"
+        failed = "  FAILED" if r.get("error") else ""
+        tr.write_line(f"{page:<18} {took:>7} of {r.get('budget_s', '-')}{failed}")
