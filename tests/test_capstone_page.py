@@ -194,6 +194,11 @@ def test_the_straggler_is_the_slowed_rank(v):
     assert v["straggler_slowdown"] > 1 and v["straggler_delay_ms"] > 0
     # Exposed time is a share of the step: below 1. (Its sign is measured, not claimed.)
     assert v["comm_overlap_exposed"] < 1 and v["comm_no_overlap_exposed"] < 1
+    # and it is (step - local) / step, the share of the longer step, as the prose
+    # says ("was X of that step"), not (step - local) / local, what it added
+    for mode in ("overlap", "no_overlap"):
+        step, local = v[f"comm_{mode}_ms"], v["comm_local_ms"]
+        assert v[f"comm_{mode}_exposed"] == pytest.approx((step - local) / step)
     assert v["comm_grad_mb"] > 0 and v["comm_local_ms"] > 0
 
 

@@ -357,13 +357,10 @@ MOVE_DROPDOWN = """() => {
 }"""
 
 
-def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
-    base, token, path = lab
-    source = CHAPTER.read_text()
-    directives, roles = myst_names(source)
-    started = time.monotonic()
-    browser = chromium_browser
-    # the run's one Chromium (conftest); a context of its own here
+def open_in_lab(browser, base: str, token: str, path: str):
+    """A context of its own in the run's one Chromium (conftest), the
+    notebook at ``path`` opened in JupyterLab and ready, and the watch on
+    its console and requests (nothing may leave the server)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     origin = base.replace("http://", "ws://")
@@ -377,6 +374,19 @@ def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
         page.wait_for_function(
             NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
         )
+    except BaseException:
+        context.close()
+        raise
+    return context, page, w
+
+
+def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
+    base, token, path = lab
+    source = CHAPTER.read_text()
+    directives, roles = myst_names(source)
+    started = time.monotonic()
+    context, page, w = open_in_lab(chromium_browser, base, token, path)
+    try:
         page.evaluate(RUN_ALL)
         page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
         run = page.evaluate("() => window.__mlbookRun")
@@ -519,19 +529,8 @@ def prose_run(request, prose_lab, chromium_browser, book):
         pytest.skip(f"{stem} is not in the test build ({html})")
     base, token, paths, lab_values = prose_lab
     path = paths[stem]
-    context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    origin = base.replace("http://", "ws://")
-    w = watch(
-        page,
-        lambda u: u.startswith((base + "/", origin + "/", "data:", "blob:")),
-        ALLOWED_CONSOLE,
-    )
+    context, page, w = open_in_lab(chromium_browser, base, token, path)
     try:
-        page.goto(f"{base}/lab/tree/{path}?token={token}")
-        page.wait_for_function(
-            NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
-        )
         page.evaluate(RUN_ALL)
         page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
         cells = page.evaluate(CELLS)
@@ -662,13 +661,8 @@ def test_exercises_show_their_ids_and_check_refuses_in_a_few_lines(
     as a short message, not a traceback through the package."""
     base, token, path = lab
     ids = re.findall(r"^:label: (plan-\d+)$", CHAPTER.read_text(), re.M)
-    context = chromium_browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
+    context, page, _ = open_in_lab(chromium_browser, base, token, path)
     try:
-        page.goto(f"{base}/lab/tree/{path}?token={token}")
-        page.wait_for_function(
-            NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
-        )
         page.wait_for_function(
             f"() => ({EXERCISE_TITLES})().length >= {2 * len(ids)}",
             timeout=30_000,
