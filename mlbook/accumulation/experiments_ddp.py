@@ -152,6 +152,10 @@ def _worker(
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
         del ddp, opt  # the reducer before the group (see the capstone's comm run)
         gc.collect()
+        # both ranks done before either tears the group down: a rank whose peer
+        # closed its sockets first once aborted in gloo's teardown ("terminate
+        # called without an active exception", exit -6) in a loaded make test
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
