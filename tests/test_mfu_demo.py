@@ -202,3 +202,24 @@ def test_the_step_against_its_ceiling_on_every_kind_of_machine(monkeypatch, rati
     m = mfu_demo.measure_mfu(CFG, 32, 2, steps=1, device="cpu", gemm_n=128, rounds=1)
     assert asked == ["fp32"] and m.dtype == "fp32" and m.peak_basis == "upper bound"
     assert m.step_vs_ceiling == pytest.approx(0.01179648, rel=1e-12)
+
+
+def test_a_widened_sweep_covers_a_larger_grid_than_the_first(monkeypatch):
+    """A step that beats a ceiling found on small shapes (the step's own
+    64-wide GEMMs) is swept again over a grid twice find_ceiling's default
+    (2048 on a CPU), then twice that; never one below the grid's 256 floor."""
+    from mlbook.common_torch import mamf
+
+    dims = []
+    monkeypatch.setattr(
+        measure, "time_steps", lambda step, steps, warmup, device: [0.5]
+    )
+    monkeypatch.setattr(devices, "measure_matmul_flops_per_s", lambda *a, **k: 2e9)
+    monkeypatch.setattr(
+        mamf,
+        "find_ceiling",
+        lambda *a, max_dim=None, **k: dims.append(max_dim) or _stub_ceiling(1e7),
+    )
+    monkeypatch.setattr(mamf, "refine", lambda c, **k: c)
+    mfu_demo.measure_mfu(CFG, 32, 2, steps=1, device="cpu", gemm_n=128, rounds=1)
+    assert dims == [None, 4096, 8192]

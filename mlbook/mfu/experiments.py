@@ -149,9 +149,12 @@ def measure_mfu(
     state = {"ceiling": None, "times": [], "budget_s": ceiling_budget_s, "dim": None}
 
     def sweep_and_step() -> dict:
-        if state["ceiling"] is not None:  # a sweep the step beat: twice as long
-            state["budget_s"] *= 2
-            state["dim"] = 2 * (state["dim"] or max(state["ceiling"].shape))
+        if state["ceiling"] is not None:  # a sweep the step beat: twice as long,
+            state["budget_s"] *= 2  # over a grid twice as large as the last one
+            # (find_ceiling's own default the first time; doubling the best shape
+            # instead could give a grid smaller than the default, or than 256)
+            last = state["dim"] or (8192 if device == "cuda" else 2048)
+            state["dim"] = 2 * max(last, *state["ceiling"].shape)
         log(
             f"sweep: matmul shapes for {state['budget_s']:g} s (the step's "
             f"own {len(include)} first) ..."
