@@ -26,6 +26,7 @@ import json
 
 import pytest
 from test_book import LIVE_DRAWN
+from test_plan_form import DONE, SET  # setting controls, waiting for the draw
 
 pytestmark = pytest.mark.book
 
@@ -65,21 +66,6 @@ READ = """(id) => JSON.stringify((() => {
           commandText: command ? command.textContent : null,
           invalid: [...e.querySelectorAll("[aria-invalid=true]")].map(i => i.name)};
 })())"""
-
-SET = """(a) => {
-  const e = document.getElementById(a.id);
-  for (const [name, value] of a.values) {
-    const i = e.querySelector(`[name="${name}"]`);
-    i.value = value;
-    i.dispatchEvent(new Event("change", {bubbles: true}));
-  }
-}"""
-
-DONE = """(a) => {
-  const e = document.getElementById(a.id);
-  const done = Number(e.dataset.draws || 0) + Number(e.dataset.errors || 0);
-  return ["live", "error"].includes(e.dataset.state) && done >= a.done;
-}"""
 
 # every control's input and every answer box, with the name assistive
 # technology gives it: its <label>s' text, else its aria-label
