@@ -89,12 +89,13 @@ def test_record_contract(record):
     assert record.chapter in PAGES, f"{record.id}: no page {record.chapter!r}"
     assert re.fullmatch(rf"{record.chapter}-[1-9][0-9]*", record.id)
     assert record.level in (1, 2, 3) and record.stars == "★" * record.level
-    assert record.kind in KINDS == ("compute", "derive", "code", "measure", "predict")
+    assert record.kind in KINDS
+    assert KINDS == ("compute", "derive", "code", "measure", "predict", "diagnose")
     assert isinstance(record.answers, Mapping)
     for name, unit in record.answers.items():
         assert isinstance(name, str) and isinstance(unit, str) and unit in UNITS
         assert unit not in ("percent", "frac", "GB ", "sec"), unit
-    if record.kind in ("compute", "derive", "code") and record.fields:
+    if record.kind in ("compute", "derive", "code", "diagnose") and record.fields:
         assert record.checked, f"{record.id}: a {record.kind} exercise has a key"
     if record.kind == "code":
         assert record.code is not None

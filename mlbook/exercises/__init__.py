@@ -2,7 +2,8 @@
 
 ``EXERCISES`` maps an id ("mfu-1", "<page stem>-<n>") to its record:
 ``.chapter`` (the page's file stem), ``.level`` (1 ★ minutes, 2 ★★ an hour,
-3 ★★★ an afternoon), ``.kind`` (compute, derive, code, measure, predict),
+3 ★★★ an afternoon), ``.kind`` (compute, derive, code, measure, predict,
+diagnose),
 ``.answers`` (answer name -> unit; a fraction's unit is "fraction", a
 percentage's "%"), ``.tolerances`` (relative; 0 for an exact answer).
 

@@ -23,7 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-KINDS = ("compute", "derive", "code", "measure", "predict")
+# diagnose: an artifact (a profile, a log, a curve) from a seeded generator or
+# the run, and what is wrong, what to do, what it buys; checked as compute is
+KINDS = ("compute", "derive", "code", "measure", "predict", "diagnose")
 STARS = {1: "★", 2: "★★", 3: "★★★"}  # minutes, an hour, an afternoon
 ID_PATTERN = re.compile(r"^(?P<chapter>[a-z][a-z_]*)-(?P<n>[1-9][0-9]*)$")
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -13,7 +13,9 @@ that data alone, so the page works opened from file://, with no server.
 - a prediction (kind "predict"): boxes for the prediction; the cells tagged
   ``after-prediction`` that follow stay folded until the reader enters one
   or opens them;
-- a change-the-code exercise: how to check the function in JupyterLab.
+- a change-the-code exercise: how to check the function in JupyterLab;
+- a diagnosis (kind "diagnose"): boxes as for a computation, under the
+  artifact the statement shows.
 
 An exercise on this run's own measurement takes its key from the executed
 solution cell's ``answer_key(...)`` output (its own mime type, rendered
