@@ -150,3 +150,15 @@ def test_glue_values_glues_each_value_once_unchanged(values):
             assert got == []
     finally:
         myst_nb.glue = original
+
+
+def test_a_percent_column_shows_fractions_as_percentages_without_a_format():
+    html = show.table(
+        [{"share (%)": 0.12345, "step (ms)": 1234.5, "label": "x"}]
+    ).to_html()
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
+    assert cells == ["12.3%", "1,234", "x"]  # 0.12345 -> 12.3 %; 4 figures
+    assert show.unit_format("share (%) ")(float("nan")) == "-"
+    # a format the page gives still wins over the unit's
+    html = show.table([{"share (%)": 0.5}], formats={"share (%)": "{:.0%}"}).to_html()
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", html) == ["50%"]
