@@ -1,4 +1,4 @@
-"""The machine file: its schema, its atomic write, the predictions held against
+"""The machine file: its schema, the predictions held against
 it, each bad input of ``python -m mlbook calibrate``, and ``plan --machine``.
 
 Synthetic files are written out here by hand; one real quick calibration
@@ -160,39 +160,6 @@ def test_a_synthetic_file_round_trips(tmp_path):
     again = json.loads(cal.dumps(machine))
     assert again["measurements"] == synthetic()["measurements"]
     assert machine["reference_step"].spread == pytest.approx(0.06 / 0.04 - 1)
-
-
-# --- the atomic write -----------------------------------------------------------------
-
-
-class Boom(Exception):
-    pass
-
-
-def test_a_failed_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch):
-    def broken(fd):
-        raise Boom
-
-    monkeypatch.setattr(os, "fsync", broken)
-    with pytest.raises(Boom):
-        cal.write_atomic(tmp_path / "m.json", "{}")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_an_existing_file_is_replaced_whole_or_left_untouched(tmp_path, monkeypatch):
-    path = write(tmp_path / "m.json", "old")
-    real_replace = os.replace
-
-    def broken(a, b):
-        raise Boom
-
-    monkeypatch.setattr(os, "replace", broken)
-    with pytest.raises(Boom):
-        cal.write_atomic(path, "new")
-    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
-    monkeypatch.setattr(os, "replace", real_replace)
-    cal.write_atomic(path, "new")
-    assert path.read_text() == "new" and list(tmp_path.iterdir()) == [path]
 
 
 # --- bad input: exit status 2 and one line naming the file and the rule ---------------

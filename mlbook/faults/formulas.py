@@ -26,7 +26,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
-from numbers import Integral, Real
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 from mlbook.cadence.formulas import MTTF_1024_GPUS_S, MTTF_16384_GPUS_PROJECTED_S
@@ -35,13 +35,6 @@ from mlbook.common.units import DAY_S, HOUR_S
 
 if TYPE_CHECKING:
     import numpy as np
-
-
-def _non_negative_int(name: str, value) -> int:
-    """An integer at or above zero (bools are refused)."""
-    if not isinstance(value, Integral) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be an integer at or above 0, got {value!r}")
-    return int(value)
 
 
 # ---------------------------------------------------------------------------
@@ -158,7 +151,7 @@ def interruptions_by_category(rows=LLAMA3_INTERRUPTIONS) -> dict[str, int]:
     for i, r in enumerate(rows):
         if not isinstance(r, Interruption):
             raise ValueError(f"rows[{i}] must be an Interruption, got {r!r}")
-        _non_negative_int(f"rows[{i}].count", r.count)
+        validate.non_negative_int(f"rows[{i}].count", r.count)
     totals: dict[str, int] = {}
     for r in rows:
         totals[r.category] = totals.get(r.category, 0) + r.count
@@ -441,7 +434,7 @@ def simulate_step_times(
     _check_straggler_args(n_ranks, delta, sigma)
     validate.positive_int("steps", steps)
     validate.positive("median_s", median_s)
-    _non_negative_int("seed", seed)
+    validate.non_negative_int("seed", seed)
     if not (
         isinstance(straggler_rank, Integral)
         and not isinstance(straggler_rank, bool)
@@ -610,7 +603,7 @@ class CorruptionCheck:
         median of the finite ones; suspect exactly those replicas."""
         norms = list(norms)
         for i, x in enumerate(norms):
-            if not _is_number(x) or x < 0:
+            if not validate.is_real(x) or x < 0:
                 raise ValueError(
                     f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
                 )
@@ -640,12 +633,6 @@ class Verdict:
 # ---------------------------------------------------------------------------
 # Loss spikes: a rolling z-score, and rewind-and-skip
 # ---------------------------------------------------------------------------
-
-
-def _is_number(value) -> bool:
-    """A real number, not a bool (numpy's floats and ints are Real; its bool
-    is not)."""
-    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -681,7 +668,7 @@ class SpikeDetector:
         self.history: deque = deque(maxlen=config.window)
 
     def update(self, value: float) -> tuple[float, bool]:
-        if not _is_number(value):
+        if not validate.is_real(value):
             raise ValueError(f"value must be a number, got {value!r}")
         value = float(value)
         if not math.isfinite(value):
@@ -711,7 +698,7 @@ def detect_spikes(values, config: SpikeConfig = SpikeConfig()) -> list[int]:
     det = SpikeDetector(config)
     flagged = []
     for i, v in enumerate(values):
-        if not _is_number(v):
+        if not validate.is_real(v):
             raise ValueError(f"values[{i}] must be a number, got {v!r}")
         if det.update(v)[1]:
             flagged.append(i)
@@ -762,8 +749,8 @@ class RewindPolicy:
         ``batch_offset`` is the number of batches already skipped, so the window
         is in the numbering of the data stream. The window always reaches past
         the spike's own batch."""
-        _non_negative_int("spike_step", spike_step)
-        _non_negative_int("batch_offset", batch_offset)
+        validate.non_negative_int("spike_step", spike_step)
+        validate.non_negative_int("batch_offset", batch_offset)
         ckpts = sorted(int(c) for c in checkpoint_steps)
         limit = spike_step - self.rewind_steps
         usable = [c for c in ckpts if c <= limit]
@@ -781,7 +768,7 @@ class RewindPolicy:
 
 def batch_for_step(step: int, skips=()) -> int:
     """The data batch a step reads after the skips [(at_step, n_batches), ...]."""
-    _non_negative_int("step", step)
+    validate.non_negative_int("step", step)
     total = 0
     for i, skip in enumerate(skips):
         if not (isinstance(skip, tuple) and len(skip) == 2):
@@ -789,8 +776,8 @@ def batch_for_step(step: int, skips=()) -> int:
                 f"skips[{i}] must be an (at_step, n_batches) pair, got {skip!r}"
             )
         at, n = (
-            _non_negative_int(f"skips[{i}] at_step", skip[0]),
-            _non_negative_int(f"skips[{i}] n_batches", skip[1]),
+            validate.non_negative_int(f"skips[{i}] at_step", skip[0]),
+            validate.non_negative_int(f"skips[{i}] n_batches", skip[1]),
         )
         if step >= at:
             total += n
@@ -833,14 +820,14 @@ def _check_events(events) -> list:
                 f"events[{i}]['kind'] must be one of {EVENT_KINDS}, "
                 f"got {e.get('kind')!r}"
             )
-        _non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
+        validate.non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
         t = e.get("t")
-        if not _is_number(t) or not math.isfinite(t):
+        if not validate.is_real(t) or not math.isfinite(t):
             raise ValueError(
                 f"events[{i}]['t'] must be a finite number of seconds, got {t!r}"
             )
         if e["kind"] in ("step", "checkpoint", "resume"):
-            _non_negative_int(f"events[{i}]['step']", e.get("step"))
+            validate.non_negative_int(f"events[{i}]['step']", e.get("step"))
     return events
 
 
