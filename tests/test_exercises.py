@@ -29,11 +29,13 @@ from mlbook.exercises import (
     Choice,
     Integer,
     Real,
+    Reason,
     UnknownExercise,
     check,
     exercise,
     get,
     judge,
+    outcome,
     spec,
 )
 
@@ -295,12 +297,189 @@ def test_a_choice_names_what_is_wrong(capsys):
     assert check("capstone-1", defects=("no_recompute", "fused_adamw")).correct
 
 
-@pytest.mark.parametrize("ex_id", ["mfu-2", "accumulation-1"])
-def test_an_exercise_without_a_key_says_so(ex_id, capsys):
-    record = EXERCISES[ex_id]
-    result = check(ex_id, **{n: 0.1 for n in record.answers})
+def test_an_exercise_without_a_key_says_so(capsys):
+    result = check("accumulation-1")
     assert result.correct is False and result.checked is False
     assert "no key" in capsys.readouterr().out
+
+
+# --- a prediction next to what the run measured ---------------------------------------
+
+PREDICTIONS = [r for r in RECORDS if r.kind == "predict"]
+NINE = [p.stem for p in (ROOT / "notebooks").glob("*.md")]  # the chapters
+
+# Made-up runs of each prediction and the reason each must get, chosen by
+# hand from the conditions' meaning (not read back from the records): every
+# reason of every prediction is reached once.
+RUNS = {
+    "accumulation-2": [
+        ({"step_saved": -1.0, "allreduce_share": 0.05}, 0),  # no saving at all
+        ({"step_saved": 3.0, "allreduce_share": 0.04}, 1),  # all-reduce 4 % of a step
+        ({"step_saved": 40.0, "allreduce_share": 0.45}, 2),  # 45 %: latency-bound
+    ],
+    "cadence-2": [
+        ({"async_vs_sync": 0.1}, 0),  # the copy is a tenth of the write
+        ({"async_vs_sync": 0.9}, 1),  # the copy costs nearly the write
+        ({"async_vs_sync": 1.3}, 2),  # async_save stalls longer than a write
+    ],
+    "capstone-2": [
+        ({"mfu_first": 0.002, "mfu_final": 0.05, "final_matmul_share": 0.7}, 0),
+        ({"mfu_first": 0.002, "mfu_final": 0.05, "final_matmul_share": 0.3}, 1),
+    ],
+    "faults-6": [
+        ({"downtime_s": 4.0, "restart_s": 3.5, "resume_s": 0.5}, 0),  # starting again
+        ({"downtime_s": 4.0, "restart_s": 1.0, "resume_s": 3.0}, 1),  # resuming
+    ],
+    "input_pipeline-6": [
+        ({"wait_ratio": 0.02}, 0),  # formulas.WAIT_VERDICTS: hid most
+        ({"wait_ratio": 0.7}, 1),  # hid some
+        ({"wait_ratio": 1.1}, 2),  # hid none
+    ],
+    "mfu-2": [
+        # 0.4 x 0.775 = 0.31: the peak's gap to the best matmul is the larger
+        ({"mfu_nominal": 0.31, "ceiling_frac": 0.4, "step_vs_ceiling": 0.775}, 0),
+        # 0.9 x 0.344 = 0.31: the step's gap to the best matmul is the larger
+        ({"mfu_nominal": 0.31, "ceiling_frac": 0.9, "step_vs_ceiling": 0.344}, 1),
+    ],
+    "precision-2": [
+        # fp16's flush threshold is 2^-25 = 2.98e-8 (half its smallest subnormal)
+        ({"logits_zero": 0.0, "logits_median": 3e-7, "flush_threshold": 2**-25}, 0),
+        ({"logits_zero": 0.6, "logits_median": 2e-8, "flush_threshold": 2**-25}, 1),
+        ({"logits_zero": 0.02, "logits_median": 3e-7, "flush_threshold": 2**-25}, 2),
+    ],
+    "recompute-2": [
+        # a third more FLOPs took 60 % more time; then 30 % for the same third
+        (
+            {
+                "full_extra_time": 0.6,
+                "selective_extra_time": 0.2,
+                "full_extra_flops": 1 / 3,
+            },
+            0,
+        ),
+        (
+            {
+                "full_extra_time": 0.3,
+                "selective_extra_time": 0.03,
+                "full_extra_flops": 1 / 3,
+            },
+            1,
+        ),
+    ],
+    "scaling-6": [
+        ({"exposed_share": 300.0, "small_share": 40.0}, 0),  # 3 all-reduces' worth
+        ({"exposed_share": 95.0, "small_share": 40.0}, 1),  # small buckets hid more
+        ({"exposed_share": 95.0, "small_share": 120.0}, 2),  # small buckets did worse
+        ({"exposed_share": 50.0, "small_share": 20.0}, 3),  # one bucket, half shown
+    ],
+}
+
+
+@pytest.fixture
+def new_kernel(monkeypatch):
+    """check() and outcome() as in a fresh kernel: no run, no prediction."""
+    from mlbook.judge import _check
+
+    monkeypatch.setattr(_check, "_RUNS", {})
+    monkeypatch.setattr(_check, "_SAID", {})
+
+
+def test_every_chapter_asks_for_a_prediction_the_run_answers():
+    assert len(PREDICTIONS) >= 9
+    assert {r.chapter for r in PREDICTIONS} == set(NINE)
+    assert sorted(RUNS) == sorted(r.id for r in PREDICTIONS)
+
+
+@pytest.mark.parametrize("record", PREDICTIONS, ids=ids)
+def test_each_reason_is_said_for_the_run_it_explains(record, new_kernel, capsys):
+    reached = set()
+    for run, expected in RUNS[record.id]:
+        outcome(record.id, **run)
+        said = {n: run[n] * 2 or 1.0 for n in record.fields}
+        result = check(record.id, **said)
+        out = capsys.readouterr().out
+        assert result.checked and not result.correct
+        assert result.why == f"Why: {record.reasons[expected].sentence}"
+        assert result.why in out
+        for name in record.fields:
+            assert "this run measured" in result[name].hint
+        reached.add(expected)
+    assert reached == set(range(len(record.reasons))), "a reason no run reaches"
+
+
+@pytest.mark.parametrize("record", PREDICTIONS, ids=ids)
+def test_a_reason_reads_only_what_the_run_records(record):
+    assert not record.checked and record.reasons and not record.reasons[-1].when
+    names = set(record.run_names)
+    assert set(record.fields) <= names
+    for r in record.reasons:
+        assert set(r.names) <= names and r.sentence.endswith(".")
+        assert "{" not in r.sentence and len(r.sentence.split()) >= 8
+
+
+def test_check_sets_the_prediction_beside_the_run_with_its_reason(new_kernel, capsys):
+    """ "You said 10 %, this run measured 31 %, because ...": the words come
+    from the run's values (31 % against 10 % is a factor of 3.1, in "3 to
+    30"; the best matmul at 40 % of the peak and the step at 77.5 % of it is
+    the machine's gap the larger)."""
+    first = check("mfu-2", mfu_nominal=0.1)
+    assert not first.checked and "noted" in capsys.readouterr().out
+    outcome("mfu-2", mfu_nominal=0.31, ceiling_frac=0.4, step_vs_ceiling=0.775)
+    result = check("mfu-2", mfu_nominal=0.1)
+    out = capsys.readouterr().out
+    assert result["mfu_nominal"].hint == (
+        "You said 10 %; this run measured 31 %. Too low by a factor of 3 to 30."
+    )
+    assert out.splitlines()[0] == "mfu-2: your prediction next to this run."
+    assert "the machine's, not the model's" in result.why and result.why in out
+    assert check("mfu-2", mfu_nominal="30%").correct  # within a tenth of 31 %
+    assert "Close." in capsys.readouterr().out
+    outcome("mfu-2", mfu_nominal=0.31, ceiling_frac=0.9, step_vs_ceiling=0.344)
+    assert "Most of the gap is the model's" in check("mfu-2", mfu_nominal=0.5).why
+    far = check("mfu-2", mfu_nominal=50).verdicts[0].hint  # 5000 % against 31 %
+    assert far.endswith("Too high by more than a factor of 30.")  # not "the unit"
+    outcome("mfu-2", mfu_nominal=math.nan, ceiling_frac=math.nan, step_vs_ceiling=0.3)
+    assert not check("mfu-2", mfu_nominal=0.1).checked  # an unknown peak: noted only
+
+
+def test_the_run_is_recorded_in_the_kernel_and_shown_beside_the_prediction(
+    new_kernel, capsys
+):
+    """In IPython (JupyterLab's kernel), the measuring cell's outcome(...)
+    displays the run's values, beside the prediction once check() has one,
+    and carries them for the HTML book's box."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from mlbook.exercises import MIME_TYPE
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell("from mlbook.exercises import check, outcome")
+        shell.run_cell('check("cadence-2", async_vs_sync=0.5)')
+        with capture_output() as shown:
+            shell.run_cell('outcome("cadence-2", async_vs_sync=0.9)')
+        (bundle,) = [o.data for o in shown.outputs]
+        assert bundle["text/plain"].splitlines()[1] == (
+            "  async_vs_sync: You said 50 %; this run measured 90 %. Too low by a "
+            "factor of 1.5 to 3."
+        )
+        assert EXERCISES["cadence-2"].reasons[1].sentence in bundle["text/plain"]
+        assert bundle[MIME_TYPE]["spec"]["run"] == {"async_vs_sync": 0.9}
+        with capture_output() as again:
+            shell.run_cell('check("cadence-2", async_vs_sync=0.85)')
+        assert "Close." in again.stdout
+    finally:
+        InteractiveShell.clear_instance()  # later tests run outside IPython
+
+
+def test_a_bad_run_is_refused():
+    with pytest.raises(TypeError, match=r"the run's values are mfu_nominal"):
+        outcome("mfu-2", mfu_nominal=0.3)
+    with pytest.raises(TypeError, match=r"not a prediction"):
+        outcome("mfu-1", mfu=0.3)
+    with pytest.raises(ValueError, match=r"finite number"):
+        outcome("cadence-2", async_vs_sync=math.inf)
 
 
 # --- bad input: clear errors ----------------------------------------------------------
@@ -380,6 +559,18 @@ def test_bad_records_are_refused():
             answers={"x": Real("fraction", "x", 0.1)},
             key=lambda: {"x": 0.5},
         )
+    with pytest.raises(ValueError, match=r"needs Reasons"):
+        exercise("mfu-9", level=1, kind="predict", answers={"x": Real("s", "x", 0.1)})
+    with pytest.raises(ValueError, match=r"the last reason has no condition"):
+        exercise(
+            "mfu-9",
+            level=1,
+            kind="predict",
+            answers={"x": Real("s", "x", 0.1)},
+            reasons=(Reason("A sentence.", when=(("x", ">", 1),)),),
+        )
+    with pytest.raises(ValueError, match=r"a reason's condition"):
+        Reason("A sentence.", when=(("x", "=", 1),))
     with pytest.raises(ValueError, match=r"needs a key"):
         exercise("mfu-9", level=1, kind="compute", answers={"x": Integer("count", "x")})
     with pytest.raises(ValueError, match=r"unknown answer"):
@@ -600,6 +791,19 @@ def test_a_prediction_sits_just_before_the_result_it_predicts(record):
     assert "after-prediction" in following.metadata.get("tags", []), (
         f"{record.id}: tag the measurement's cell after the prediction "
         "`:tags: [after-prediction]` (the HTML folds it until the reader predicts)"
+    )
+    folded = []
+    for c in cells[at + 1 :]:
+        if c.cell_type == "markdown" and "{exercise}" in c.source:
+            break
+        if "after-prediction" in c.metadata.get("tags", []):
+            folded.append(c)
+    recorded = [c for c in folded if f'outcome(\n    "{record.id}"' in c.source]
+    recorded += [c for c in folded if f'outcome("{record.id}"' in c.source]
+    hidden = {"hide-input", "remove-input", "remove-cell"}
+    assert len(recorded) == 1 and not hidden & set(recorded[0].metadata["tags"]), (
+        f"{record.id}: the measuring cell records the run for the prediction, "
+        f'outcome("{record.id}", ...), in one after-prediction cell the HTML keeps'
     )
 
 

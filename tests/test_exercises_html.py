@@ -7,7 +7,9 @@
   build blocked: typing the key into a numeric exercise's boxes shows
   "right", a wrong value shows the hint check() gives, and a prediction's
   result stays folded until a prediction is entered or the reader opens it;
-  no console errors.
+  a prediction entered is set beside what the build's run measured, with
+  the reason chosen from the run's values, as check() says it; no console
+  errors.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from test_book import page_of
 from test_page_pattern import shown, visible_text
 
 from conftest import BOOK_DEST, ONLY
-from mlbook.exercises import EXERCISES, Choice, check, judge, spec
+from mlbook.exercises import EXERCISES, Choice, check, judge, outcome, spec
+from mlbook.judge._core import compare, read_number, reason
 
 pytestmark = pytest.mark.book
 
@@ -224,10 +227,54 @@ def test_the_result_stays_folded_until_a_prediction(chapter_pages, record, how):
         for name in record.fields:
             block.locator(f'input[name="{name}"]').fill("0.1")
         button.click()
-        assert "Recorded" in block.locator(".mlbook-verdict").first.inner_text()
+        assert "You said" in block.locator(".mlbook-verdict").first.inner_text()
     else:
         note.first.locator("button").click()
     assert folded.first.is_visible() and page.locator(".mlbook-fold-note").count() == 0
+    w.assert_clean()
+
+
+# a prediction as a reader types it, and as the verdict shows it
+TYPED = {"fraction": ("10%", "10 %"), "%": ("10", "10 %"), "s": ("1", "1 s")}
+SAID = re.compile(r"^You said (.+?); this run measured (-?[\d,.]+) (%|s)\. ")
+
+
+@pytest.mark.parametrize("record", PREDICTIONS, ids=lambda r: r.id)
+def test_a_prediction_is_answered_by_the_run(chapter_pages, record, monkeypatch):
+    """ "You said 10 %; this run measured 31 %. ... Why: ...": the box sets
+    the prediction beside the values the build's run recorded (its measuring
+    cell's outcome(...)), and the reason is the one those values choose; the
+    same run and prediction in check() give the same words."""
+    data = json.loads(answer_blocks(record.chapter)[record.id]["spec"])
+    run = data["run"]
+    assert run is not None, f"{record.id}: no outcome({record.id!r}, ...) in the run"
+    assert sorted(run) == sorted(record.run_names)
+    url = page_of(record.chapter).as_uri()
+    page, w = chapter_pages.get(url, changes=("folds", f"answers {record.id}"))
+    block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
+    said = {}
+    for a in data["answers"]:
+        typed = TYPED[a["unit"]][0]
+        block.locator(f'input[name="{a["name"]}"]').fill(typed)
+        said[a["name"]] = read_number(typed, a["unit"])
+    block.locator("button.mlbook-check").click()
+    verdicts = block.locator(".mlbook-verdict").all_inner_texts()
+    because = block.locator(".mlbook-because").inner_text()
+    for a, verdict in zip(data["answers"], verdicts, strict=True):
+        words = SAID.match(verdict)
+        assert words and words[1] == TYPED[a["unit"]][1], verdict
+        value = run[a["name"]] * (100 if a["unit"] == "fraction" else 1)
+        assert float(words[2].replace(",", "")) == pytest.approx(value, rel=5e-3)
+        assert verdict == compare(a, said[a["name"]], run).hint
+    assert because == f"Why: {reason(data['reasons'], run)}"
+    assert because[5:] in {r.sentence for r in record.reasons}
+    assert page.locator(".tag_after-prediction").first.is_visible()
+    from mlbook.judge import _check
+
+    monkeypatch.setattr(_check, "_RUNS", {})
+    outcome(record.id, **run)
+    result = check(record.id, **said)
+    assert [v.hint for v in result.verdicts] == verdicts and result.why == because
     w.assert_clean()
 
 

@@ -9,6 +9,7 @@ from mlbook.judge import (
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -122,6 +123,28 @@ PRECISION_2 = exercise(
             0.1,
         ),
     },
+    # why: where the median logit gradient, about 1/(bsV), sits against the threshold
+    reasons=(
+        Reason(
+            "None of the logit gradients became zero: at this batch, sequence and "
+            "vocabulary even the smallest lies above fp16's flush threshold; a "
+            "larger b s V pushes every one of them down toward it.",
+            when=(("logits_zero", "<=", 0),),
+        ),
+        Reason(
+            "Half the logit gradients lie below their median, about 1/(bsV), and "
+            "here the median is at or below fp16's flush threshold, so at least "
+            "half of them become zero.",
+            when=(("logits_median", "<=", "flush_threshold"),),
+        ),
+        Reason(
+            "The median logit gradient, about 1/(bsV), sits above fp16's flush "
+            "threshold, so only the tail below it becomes zero: the tokens the "
+            "model already gives almost no probability, whose gradients are far "
+            "smaller than the median. A larger batch, sequence or vocabulary moves "
+            "the median down onto the threshold.",
+        ),
+    ),
 )
 
 

@@ -11,6 +11,7 @@ from mlbook.judge import (
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -116,6 +117,21 @@ RECOMPUTE_2 = exercise(
             "fraction", "your prediction: selective recompute's extra step time", 0.1
         ),
     },
+    # why: full recompute's extra time against its extra FLOPs
+    reasons=(
+        Reason(
+            "Recompute cost more time than its extra FLOPs: a step of a model this "
+            "small takes milliseconds, and costs that do not shrink with the FLOPs "
+            "weigh on it, the checkpoint machinery running once per block and "
+            "selective checkpointing inspecting every operator in Python.",
+            when=(("full_extra_time", ">", "full_extra_flops"),),
+        ),
+        Reason(
+            "The time followed the FLOPs: the recomputed forward runs the same "
+            "matmuls at the same speed, so full recompute costs about its third of "
+            "the blocks' FLOPs and selective about its few per cent.",
+        ),
+    ),
 )
 
 

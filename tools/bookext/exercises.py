@@ -12,14 +12,17 @@ that data alone, so the page works opened from file://, with no server.
 - a choice: one checkbox per option;
 - a prediction (kind "predict"): boxes for the prediction; the cells tagged
   ``after-prediction`` that follow stay folded until the reader enters one
-  or opens them;
+  or opens them, and the prediction is shown next to what the run measured,
+  with the reason the record gives (the values come from the cell's
+  ``outcome(...)`` output, below);
 - a change-the-code exercise: how to check the function in JupyterLab;
 - a diagnosis (kind "diagnose"): boxes as for a computation, under the
   artifact the statement shows.
 
 An exercise on this run's own measurement takes its key from the executed
-solution cell's ``answer_key(...)`` output (its own mime type, rendered
-here), since only the run knows its measured inputs. An exercise label with
+solution cell's ``answer_key(...)`` output, and a prediction the run's values
+from its measuring cell's ``outcome(...)`` output (one mime type, rendered
+here), since only the run knows what it measured. An exercise label with
 no record, or a measured exercise whose solution shows no key, is a build
 warning, and the book builds with warnings as errors.
 """
@@ -51,7 +54,8 @@ def render_key(renderer, data):
     )
     node = nodes.container(classes=["mlbook-answer-key"])
     node[KEY_ATTRIBUTE] = json.dumps(content["spec"])
-    node += nodes.raw("", content["html"], format="html")
+    if content.get("html"):  # a key's table; a prediction's run shows nothing here
+        node += nodes.raw("", content["html"], format="html")
     return [node]
 
 
@@ -123,6 +127,8 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
             f'<form class="mlbook-answer-form" novalidate>{boxes}'
             f'<div class="mlbook-buttons">{buttons}</div></form>'
         )
+        if kind == "predict":  # why the run came out as it did, once predicted
+            parts.append('<p class="mlbook-because" aria-live="polite"></p>')
     lab = (
         "<code>from mlbook.exercises import check</code>, then "
         f"<code>{e(spec['usage'])}</code>"
@@ -210,6 +216,8 @@ def add_answer_boxes(app, doctree) -> None:
                     location=node,
                 )
                 continue
+        elif record.kind == "predict":  # the run's values, where its cell gave them
+            data = keys.get(label) or spec(label)
         else:
             data = spec(label)
         node += nodes.raw("", answer_block(data, bool(record.measured)), format="html")
