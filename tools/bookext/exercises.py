@@ -19,6 +19,10 @@ that data alone, so the page works opened from file://, with no server.
 - a diagnosis (kind "diagnose"): boxes as for a computation, under the
   artifact the statement shows.
 
+How to call ``check()`` in JupyterLab is said once a chapter, in its
+exercises' introduction, not under each exercise; only an exercise whose
+answer has no box here (a function, a measurement) says where it is checked.
+
 An exercise on this run's own measurement takes its key from the executed
 solution cell's ``answer_key(...)`` output, and a prediction the run's values
 from its measuring cell's ``outcome(...)`` output (one mime type, rendered
@@ -103,8 +107,8 @@ def _box(exercise_id: str, answer: dict) -> str:
 
 
 def answer_block(spec: dict, measured_key: bool = False) -> str:
-    """The HTML under one exercise: its boxes, its data, how to check it in
-    JupyterLab."""
+    """The HTML under one exercise: its boxes, its data, and what an answer
+    without a box needs."""
     e = html.escape
     ex_id, kind = spec["id"], spec["kind"]
     parts = [
@@ -129,10 +133,6 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
         )
         if kind == "predict":  # why the run came out as it did, once predicted
             parts.append('<p class="mlbook-because" aria-live="polite"></p>')
-    lab = (
-        "<code>from mlbook.exercises import check</code>, then "
-        f"<code>{e(spec['usage'])}</code>"
-    )
     if kind == "predict":
         note = "Write your prediction down before you read on."
     elif spec["code"] and not spec["answers"]:
@@ -145,22 +145,12 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
         )
     elif spec["code"]:
         call = f'check("{spec["id"]}", {spec["code"]})'
-        note = (
-            "Check your function in JupyterLab: <code>from mlbook.exercises import "
-            f"check</code>, then <code>{e(call)}</code>"
-            + (
-                f"; the numbers: <code>{e(spec['usage'])}</code>."
-                if spec["answers"]
-                else "."
-            )
-        )
+        note = f"The function has no box: in JupyterLab, <code>{e(call)}</code>."
     elif measured_key:
         note = (
-            "These boxes check against what this book's own run measured. "
-            f"In JupyterLab, check against your run: {lab}."
+            "These boxes check against what this book's own run measured; in "
+            f"JupyterLab, against your run's: <code>{e(spec['usage'])}</code>."
         )
-    elif spec["checked"]:
-        note = f"Or in JupyterLab: {lab}."
     elif kind == "measure":
         note = (
             "No box here: this exercise is a measurement on your own machine, "
