@@ -28,6 +28,7 @@ from mlbook.exercises import (
     UNITS,
     Choice,
     Integer,
+    Mistake,
     Real,
     Reason,
     UnknownExercise,
@@ -800,11 +801,103 @@ def test_a_prediction_sits_just_before_the_result_it_predicts(record):
             folded.append(c)
     recorded = [c for c in folded if f'outcome(\n    "{record.id}"' in c.source]
     recorded += [c for c in folded if f'outcome("{record.id}"' in c.source]
-    hidden = {"hide-input", "remove-input", "remove-cell"}
-    assert len(recorded) == 1 and not hidden & set(recorded[0].metadata["tags"]), (
+    assert len(recorded) == 1 and not HIDING & set(recorded[0].metadata["tags"]), (
         f"{record.id}: the measuring cell records the run for the prediction, "
         f'outcome("{record.id}", ...), in one after-prediction cell the HTML keeps'
     )
+
+
+# --- diagnosis exercises --------------------------------------------------------------
+
+DIAGNOSES = [r for r in RECORDS if r.kind == "diagnose"]
+HIDING = {"hide-input", "remove-input", "remove-cell"}
+
+
+def diagnosis_problems(record) -> list[str]:
+    """What a diagnosis record lacks: a key, a named Mistake (a choice's
+    per-option hints alone are not one), a Choice among named causes and a
+    number (what to do, what it buys)."""
+    problems = []
+    if not record.checked:
+        problems.append("no key")
+    if not record.mistakes:
+        problems.append("no named Mistake (a choice's option hints are not one)")
+    kinds = [type(f) for f in record.fields.values()]
+    if Choice not in kinds:
+        problems.append("no Choice among named causes")
+    if Real not in kinds and Integer not in kinds:
+        problems.append("no number (what to do, what it buys)")
+    return problems
+
+
+def test_a_diagnosis_record_is_told_apart_from_a_drill():
+    cause = Choice("the cause", {"slow_rank": "a slow rank", "network": "the network"})
+    good = exercise(
+        "faults-99",
+        level=2,
+        kind="diagnose",
+        inputs={"step_s": 1.2},
+        answers={"cause": cause, "saved_s": Real("s", "the time saved", 0.02)},
+        key=lambda step_s: {"cause": "slow_rank", "saved_s": step_s - 1.0},
+        mistakes=(
+            Mistake("saved_s", "the step itself", "subtract.", lambda step_s: step_s),
+        ),
+    )
+    assert diagnosis_problems(good) == []
+    only_hints = exercise(
+        "faults-98",
+        level=2,
+        kind="diagnose",
+        inputs={},
+        answers={"cause": Choice("the cause", cause.options, {"network": "no."})},
+        key=lambda: {"cause": "slow_rank"},
+    )
+    assert diagnosis_problems(only_hints) == [
+        "no named Mistake (a choice's option hints are not one)",
+        "no number (what to do, what it buys)",
+    ]
+
+
+@pytest.mark.parametrize("record", DIAGNOSES, ids=ids)
+def test_a_diagnosis_asks_for_the_cause_and_a_number_with_a_named_mistake(record):
+    assert diagnosis_problems(record) == [], record.id
+
+
+@pytest.mark.parametrize("record", DIAGNOSES, ids=ids)
+def test_a_diagnosis_shows_its_artifact_just_before_the_exercise(record):
+    """The cell right before the {exercise} draws or tables the artifact,
+    visibly, with no glue or formats in it, and no heading between."""
+    cells = jupytext.read(PAGES[record.chapter]).cells
+    at = next(
+        i
+        for i, c in enumerate(cells)
+        if c.cell_type == "markdown"
+        and re.search(rf":label:\s*{re.escape(record.id)}\s*$", c.source, re.M)
+    )
+    before = cells[at].source.split("```{exercise}")[0]
+    i = at - 1
+    while i >= 0 and cells[i].cell_type != "code":
+        before = cells[i].source + before
+        i -= 1
+    assert i >= 0, f"{record.id}: no cell before it"
+    cell = cells[i]
+    assert not HIDING & set(cell.metadata.get("tags", [])), (
+        f"{record.id}: the artifact's cell shows its code (no hide-input)"
+    )
+    assert "glue" not in cell.source and "formats=" not in cell.source, (
+        f"{record.id}: no glue or formats in the artifact's cell"
+    )
+    assert not re.search(r"^#", before, re.M), f"{record.id}: a heading between"
+    assert "{exercise}" not in before and "{solution" not in before
+
+
+def test_every_chapter_has_two_diagnoses_and_the_book_eighteen():
+    """Issue 48: two or more on each of the nine chapter pages, 18 or more in
+    all (those on the plan page count extra)."""
+    per_chapter = {c: sum(r.chapter == c for r in DIAGNOSES) for c in NINE}
+    short = {c: n for c, n in per_chapter.items() if n < 2}
+    assert not short, f"chapters with fewer than two diagnosis exercises: {short}"
+    assert len(DIAGNOSES) >= 18
 
 
 def test_input_pipeline_5_statement_and_solution_take_the_same_sleeps():

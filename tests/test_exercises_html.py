@@ -150,6 +150,20 @@ NUMERIC = [
 ]
 
 
+def enter(block, record, answers: dict) -> None:
+    """Type each number in its box and tick each choice's options."""
+    for name, value in answers.items():
+        if isinstance(record.fields[name], Choice):
+            for box in block.locator(f'input[name="{name}"]').all():
+                box.set_checked(box.get_attribute("value") in value)
+        else:
+            block.locator(f'input[name="{name}"]').fill(repr(value))
+
+
+def verdict_of(block, name: str) -> str:
+    return block.locator(f'[data-answer="{name}"] .mlbook-verdict').inner_text()
+
+
 @pytest.mark.parametrize("record", NUMERIC, ids=lambda r: r.id)
 def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record):
     key = record.key_values()
@@ -159,26 +173,59 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record)
     url = page_of(record.chapter).as_uri()
     page, w = chapter_pages.get(url, changes=(f"answers {record.id}",))
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
-    for name in record.fields:
-        block.locator(f'input[name="{name}"]').fill(repr(key[name]))
+    enter(block, record, key)
     block.locator("button.mlbook-check").click()
     verdicts = block.locator(".mlbook-verdict").all_inner_texts()
     assert verdicts == ["✓ Right."] * len(record.fields)
     assert "mlbook-solved" in block.get_attribute("class")
-    # a wrong value in the first box: the hint check() prints
-    first = data["answers"][0]
+    # a wrong value in the first number's box: the hint check() prints
+    first = next(a for a in data["answers"] if a["type"] != "choice")
     wrong = first["mistakes"][0]["value"] if first["mistakes"] else first["key"] * 3
-    block.locator(f'input[name="{first["name"]}"]').fill(repr(wrong))
+    enter(block, record, {first["name"]: wrong})
     block.locator("button.mlbook-check").click()
-    shown_hint = block.locator(".mlbook-verdict").first.inner_text()
     expected = judge(first, wrong, data["messages"], data["sizes"])
-    assert not expected.correct and shown_hint == "✗ " + expected.hint
+    assert not expected.correct
+    assert verdict_of(block, first["name"]) == "✗ " + expected.hint
     result = check(record.id, **{**key, first["name"]: wrong})
     assert result[first["name"]].hint == expected.hint
     # not a number: says what to type
     block.locator(f'input[name="{first["name"]}"]').fill("twelve")
     block.locator("button.mlbook-check").click()
-    assert "Enter a number" in block.locator(".mlbook-verdict").first.inner_text()
+    assert "Enter a number" in verdict_of(block, first["name"])
+    w.assert_clean()
+
+
+DIAGNOSES = [r for r in BUILT if r.kind == "diagnose"]
+
+
+@pytest.mark.parametrize("record", DIAGNOSES, ids=lambda r: r.id)
+def test_a_diagnosis_is_judged_in_the_page_as_check_judges_it(chapter_pages, record):
+    """The key as the registry computes it is right in the boxes; each named
+    mistake, the cause's and the number's, gets in the box the hint check()
+    gives it."""
+    from helpers.exercise_keys import measured_for
+
+    if record.measured:  # the boxes check against the build's run: its key
+        data = json.loads(answer_blocks(record.chapter)[record.id]["spec"])
+    else:
+        data = spec(record.id, **measured_for(record.id))
+    key = {a["name"]: a["key"] for a in data["answers"]}
+    url = page_of(record.chapter).as_uri()
+    page, w = chapter_pages.get(url, changes=(f"answers {record.id}",))
+    block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
+    enter(block, record, key)
+    block.locator("button.mlbook-check").click()
+    assert block.locator(".mlbook-verdict").all_inner_texts() == ["✓ Right."] * len(key)
+    named = {m.name for m in record.mistakes}
+    for a in data["answers"]:
+        for m in [m for m in a["mistakes"] if m["name"] in named]:
+            enter(block, record, {**key, a["name"]: m["value"]})
+            block.locator("button.mlbook-check").click()
+            hint = judge(a, m["value"], data["messages"], data["sizes"]).hint
+            assert verdict_of(block, a["name"]) == "✗ " + hint
+            assert m["hint"] in hint
+            named.discard(m["name"])
+    assert not named, f"{record.id}: named mistakes never tried: {named}"
     w.assert_clean()
 
 

@@ -107,7 +107,7 @@ def test_the_chapter_has_every_kind_of_exercise():
     kinds = [r.kind for r in EXERCISES.values() if r.chapter == "cadence"]
     assert len(kinds) >= 6
     assert kinds.count("compute") >= 2
-    assert {"derive", "code", "measure", "predict"} <= set(kinds)
+    assert {"derive", "code", "measure", "predict", "diagnose"} <= set(kinds)
 
 
 # --- cadence-6: a reader's daly_interval --------------------------------------------
