@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from conftest import examples
 from mlbook import show
 
-PROPERTY_COVERS = {"mlbook.show.table", "mlbook.show.glue_values"}
+PROPERTY_COVERS = {
+    "mlbook.show.table",
+    "mlbook.show.glue_values",
+    "mlbook.show.unit_format",
+}
 
 
 def cells(styler) -> list[str]:
@@ -116,6 +120,19 @@ def test_a_number_shows_as_itself_to_four_figures(x):
     # four significant digits below 1,000; whole numbers (thousands separated) above
     tolerance = 0.5 if abs(x) >= 1000 else 5e-4 * abs(x) + 1e-300
     assert abs(shown - x) <= tolerance * (1 + 1e-9)
+
+
+@examples(50)
+@given(
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6),
+    st.sampled_from(["share (%)", "MFU (%)", "of the step (%) "]),
+)
+def test_a_percent_column_shows_a_hundred_times_the_fraction(x, header):
+    (text,) = cells(show.table({header: [x]}))[1:]
+    assert text.endswith("%")
+    shown = float(text[:-1].replace(",", ""))
+    assert abs(shown - 100 * x) <= 0.05 * (1 + 1e-9) + 1e-9 * abs(100 * x)
+    assert show.unit_format(header)(x) == text
 
 
 @examples(50)
