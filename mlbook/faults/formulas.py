@@ -250,7 +250,8 @@ def delta_from_speed(speed: float) -> float:
     return 1.0 / speed - 1.0
 
 
-def _check_straggler_args(n_ranks, delta, sigma):
+def _check_straggler_args(n_ranks, delta, sigma, median_s=1.0):
+    validate.positive("median_s", median_s)
     validate.positive_int("n_ranks", n_ranks)
     validate.non_negative("delta", delta)
     validate.non_negative("sigma", sigma)
@@ -318,8 +319,7 @@ def expected_step_time(
     sigma = 0 is the deterministic case: every step takes median_s (1 + delta)
     (so is a sigma below 1e-9, which moves the answer less than the grid's error).
     """
-    _check_straggler_args(n_ranks, delta, sigma)
-    validate.positive("median_s", median_s)
+    _check_straggler_args(n_ranks, delta, sigma, median_s)
     shift = math.log1p(delta)
     if sigma < _TINY_SIGMA:
         return median_s * (1.0 + delta)
@@ -564,6 +564,29 @@ def checksum(values: np.ndarray) -> int:
     return int(arr.view(np.uint32).sum(dtype=np.uint64))
 
 
+def _checksum_list(checksums) -> list[int]:
+    values = list(checksums)
+    for i, c in enumerate(values):
+        # numpy's integers are Integral; numpy's bool is not
+        if not isinstance(c, Integral) or isinstance(c, bool):
+            raise ValueError(f"checksums[{i}] must be an integer, got {c!r}")
+    if len(values) < 2:
+        raise ValueError(f"need checksums from at least 2 replicas, got {len(values)}")
+    return values
+
+
+def _norm_list(norms) -> list[float]:
+    norms = list(norms)
+    for i, x in enumerate(norms):
+        if not _is_number(x) or x < 0:
+            raise ValueError(
+                f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
+            )
+    if len(norms) < 2:
+        raise ValueError(f"need norms from at least 2 replicas, got {len(norms)}")
+    return norms
+
+
 @dataclass(frozen=True)
 class CorruptionCheck:
     """Rules for comparing data-parallel replicas before the optimizer step.
@@ -585,15 +608,7 @@ class CorruptionCheck:
     def compare_checksums(self, checksums) -> Verdict:
         """Alarm unless every replica's checksum is the same; suspect those
         outside the strict majority (everyone, when there is none)."""
-        values = list(checksums)
-        for i, c in enumerate(values):
-            # numpy's integers are Integral; numpy's bool is not
-            if not isinstance(c, Integral) or isinstance(c, bool):
-                raise ValueError(f"checksums[{i}] must be an integer, got {c!r}")
-        if len(values) < 2:
-            raise ValueError(
-                f"need checksums from at least 2 replicas, got {len(values)}"
-            )
+        values = _checksum_list(checksums)  # integers, from two replicas or more
         counts = {c: values.count(c) for c in values}
         majority = max(counts, key=counts.get)
         if len(counts) == 1:
@@ -608,17 +623,9 @@ class CorruptionCheck:
     def compare_norms(self, norms) -> Verdict:
         """Alarm on a non-finite norm or one above ``norm_ratio`` times the
         median of the finite ones; suspect exactly those replicas."""
-        norms = list(norms)
-        for i, x in enumerate(norms):
-            if not _is_number(x) or x < 0:
-                raise ValueError(
-                    f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
-                )
         import numpy as np
 
-        values = np.asarray(norms, dtype=float)
-        if values.size < 2:
-            raise ValueError(f"need norms from at least 2 replicas, got {values.size}")
+        values = np.asarray(_norm_list(norms), dtype=float)  # two replicas or more
         bad = ~np.isfinite(values)
         finite = values[~bad]
         median = float(np.median(finite)) if finite.size else math.inf
