@@ -389,6 +389,12 @@ def drop_beats_wait(n_ranks: int, delta: float, sigma: float = 0.05) -> bool:
     return drop_step_time(n_ranks, sigma) < expected_step_time(n_ranks, delta, sigma)
 
 
+def _check_drain_args(n_ranks, sigma, tol) -> None:
+    _at_least_two(n_ranks)
+    _check_straggler_args(n_ranks, 0.0, sigma)
+    validate.positive("tol", tol)
+
+
 def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> float:
     """The smallest delta at which draining beats waiting (bisection, to ``tol``).
 
@@ -398,9 +404,7 @@ def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> flo
     so the threshold is higher (except at n = 2, where draining leaves one
     rank doing everything and the noise of the pair is what draining saves).
     """
-    _at_least_two(n_ranks)
-    _check_straggler_args(n_ranks, 0.0, sigma)
-    validate.positive("tol", tol)
+    _check_drain_args(n_ranks, sigma, tol)
     if sigma == 0:
         return 1.0 / (n_ranks - 1)
     target = drop_step_time(n_ranks, sigma)
@@ -425,6 +429,23 @@ def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> flo
     return hi
 
 
+def _check_simulation_args(
+    n_ranks, delta, sigma, steps, seed, straggler_rank, median_s
+):
+    _check_straggler_args(n_ranks, delta, sigma, median_s)
+    validate.positive_int("steps", steps)
+    _non_negative_int("seed", seed)
+    if not (
+        isinstance(straggler_rank, Integral)
+        and not isinstance(straggler_rank, bool)
+        and 0 <= straggler_rank < n_ranks
+    ):
+        raise ValueError(
+            f"straggler_rank must be an integer in [0, {n_ranks}), "
+            f"got {straggler_rank!r}"
+        )
+
+
 def simulate_step_times(
     n_ranks: int,
     delta: float,
@@ -438,19 +459,7 @@ def simulate_step_times(
     slowed by 1 + delta."""
     import numpy as np
 
-    _check_straggler_args(n_ranks, delta, sigma)
-    validate.positive_int("steps", steps)
-    validate.positive("median_s", median_s)
-    _non_negative_int("seed", seed)
-    if not (
-        isinstance(straggler_rank, Integral)
-        and not isinstance(straggler_rank, bool)
-        and 0 <= straggler_rank < n_ranks
-    ):
-        raise ValueError(
-            f"straggler_rank must be an integer in [0, {n_ranks}), "
-            f"got {straggler_rank!r}"
-        )
+    _check_simulation_args(n_ranks, delta, sigma, steps, seed, straggler_rank, median_s)
     rng = np.random.default_rng(seed)
     times = median_s * np.exp(
         sigma * rng.standard_normal((steps, n_ranks))
@@ -678,6 +687,12 @@ class SpikeConfig:
             )
 
 
+def _as_float(name: str, value) -> float:
+    if not _is_number(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
 class SpikeDetector:
     """Feed it one loss (or gradient norm) a step; ``update`` returns the z-score
     and whether it is a spike. Spikes are kept out of the history, so a long
@@ -688,9 +703,7 @@ class SpikeDetector:
         self.history: deque = deque(maxlen=config.window)
 
     def update(self, value: float) -> tuple[float, bool]:
-        if not _is_number(value):
-            raise ValueError(f"value must be a number, got {value!r}")
-        value = float(value)
+        value = _as_float("value", value)
         if not math.isfinite(value):
             return math.inf, True
         if len(self.history) < self.config.min_history:
@@ -744,6 +757,11 @@ class RewindPlan:
         return self.spike_step - self.resume_step
 
 
+def _check_steps(**steps) -> None:
+    for name, value in steps.items():
+        _non_negative_int(name, value)
+
+
 @dataclass(frozen=True)
 class RewindPolicy:
     """PaLM's remedy for a loss spike: restart from a checkpoint about
@@ -769,8 +787,7 @@ class RewindPolicy:
         ``batch_offset`` is the number of batches already skipped, so the window
         is in the numbering of the data stream. The window always reaches past
         the spike's own batch."""
-        _non_negative_int("spike_step", spike_step)
-        _non_negative_int("batch_offset", batch_offset)
+        _check_steps(spike_step=spike_step, batch_offset=batch_offset)
         ckpts = sorted(int(c) for c in checkpoint_steps)
         limit = spike_step - self.rewind_steps
         usable = [c for c in ckpts if c <= limit]
