@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mlbook.cadence import formulas as cadence
 from mlbook.common.units import DAY_S, HOUR_S
-from mlbook.exercises._core import (
+from mlbook.faults import formulas, incidents
+from mlbook.judge import (
     Choice,
     Code,
     Integer,
@@ -14,7 +15,6 @@ from mlbook.exercises._core import (
     exercise,
     register,
 )
-from mlbook.faults import formulas, incidents
 
 
 def _faults_1(n_ranks, sigma):
