@@ -8,6 +8,7 @@ from test_capstone import tiny_sizes
 from helpers.exercise_keys import assert_matches
 from mlbook.capstone import experiments as ex
 from mlbook.capstone import formulas as cf
+from mlbook.common_torch import reference_loop as rl
 
 # capstone-3: GPT-2 124M (L = 12, h = 768, d_ff = 3072, V = 50,257, tied head)
 # at s = 1024, Raschka's last rung 142,156 tokens/s on one A100 SXM, whose dense
@@ -73,9 +74,9 @@ def test_the_artifacts_show_the_numbers_worked_with_above():
 
 def test_keys_match_the_mystery_loop():
     sizes = tiny_sizes()  # test_capstone's unit-test ladder
-    fixed = ex.slow_loop(sizes)
+    fixed = rl.slow_loop(sizes)
     for fix in cf.ladder_fixes(False, False):
-        fixed = ex.apply_fix(fixed, fix.name, sizes)
+        fixed = rl.apply_fix(fixed, fix.name, sizes)
     mystery = ex.mystery_config(sizes, "cpu")
     assert not mystery.fused_optimizer and mystery.recompute  # the two defects
     assert fixed.fused_optimizer and not fixed.recompute

@@ -5,10 +5,13 @@ of fixes that wins the time back one measured rung at a time.
   accounting of a step window into buckets and idle gaps, the GEMM shapes a
   model runs, the ladder's sizes and fixes, the rates of a rung, and the
   MFU-loss waterfall.
-- ``experiments``: torch: the deliberately slow loop with each defect
-  switchable, the profiler accounting, the ladder with the MAMF ceiling
-  re-probed between rungs, and the two-process gloo run for exposed
-  communication and stragglers.
+- ``experiments``: torch: the ladder with the MAMF ceiling re-probed between
+  rungs; ``experiments_profile``: the profiler's account of a step and the
+  timing of a rung; ``experiments_comm``: the two-process gloo run for
+  exposed communication and stragglers. The deliberately slow loop with each
+  defect switchable is ``mlbook.common_torch.reference_loop`` (its sizes and
+  fixes ``mlbook.common.reference_loop``), which ``mlbook.calibrate`` runs
+  too.
 - ``cases``: torch-free: seeded generators of the diagnosis exercises'
   artifacts (a profile with a planted defect, a run's HFU and MFU).
 - ``figures``: matplotlib: the stacked bars, one step's timeline, a schematic
