@@ -15,9 +15,9 @@ torch).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
-import statistics
 from dataclasses import dataclass
 
 from mlbook.common import validate
@@ -63,6 +63,11 @@ def loss_scale_case(seed: int, n_values: int = 20_000) -> LossScaleCase:
     value 1 to 3 binades past fp16's max (too large: it overflows)."""
     _check_seed(seed)
     validate.positive_int("n_values", n_values)
+    return _loss_scale_case(seed, n_values)
+
+
+@functools.lru_cache(maxsize=16)  # a case is frozen: keys and mistakes share it
+def _loss_scale_case(seed: int, n_values: int) -> LossScaleCase:
     rng = random.Random(seed)
     centre, spread = rng.uniform(-34, -26), rng.uniform(2.0, 3.0)
     logs = [rng.gauss(centre, spread) for _ in range(n_values)]
@@ -155,35 +160,40 @@ def stalled_run(
     for name, v in (("steps", steps), ("n_weights", n_weights)):
         validate.positive_int(name, v)
     validate.positive_int("log_every", log_every)
+    return _stalled_run(seed, steps, n_weights, log_every)
+
+
+@functools.lru_cache(maxsize=16)  # a run is frozen: keys and mistakes share it
+def _stalled_run(seed, steps, n_weights, log_every) -> StalledRun:
+    import numpy as np
+
     rng = random.Random(seed)
     binade, lr = rng.choice((-1, 0, 1)), rng.choice((1e-4, 2e-4, 3e-4, 5e-4))
 
     def bf16(x):
-        return formulas.round_to_format(x, "bf16")
+        return formulas.round_to_format(np.asarray(x, dtype=np.float64), "bf16")
 
-    w = [bf16(2.0**binade * rng.uniform(1.0, 2.0)) for _ in range(n_weights)]
-    target = [x + rng.gauss(0.0, 0.02) for x in w]
+    w = bf16([2.0**binade * rng.uniform(1.0, 2.0) for _ in range(n_weights)])
+    target = w + np.array([rng.gauss(0.0, 0.02) for _ in range(n_weights)])
     rows = []
     for step in range(1, steps + 1):
-        err = [a - t for a, t in zip(w, target, strict=True)]
-        loss = sum(e * e for e in err) / n_weights
-        grads = [2 * e / n_weights for e in err]
-        updates = [lr * math.copysign(1.0, g) for g in grads]  # Adam's size
-        new = [bf16(a - bf16(u)) for a, u in zip(w, updates, strict=True)]
-        changed = sum(a != b for a, b in zip(w, new, strict=True)) / n_weights
+        err = w - target
+        grads = 2 * err / n_weights
+        updates = lr * np.sign(grads)  # Adam's size: lr times the gradient's sign
+        new = bf16(w - bf16(updates))
         if step == 1 or step % log_every == 0:
             rows.append(
                 RunLogRow(
                     step,
-                    loss,
-                    math.sqrt(sum(g * g for g in grads)),
+                    float(np.mean(err * err)),
+                    float(np.sqrt(np.sum(grads * grads))),
                     lr,
-                    statistics.median(abs(u) for u in updates),
-                    changed,
+                    float(np.median(np.abs(updates))),
+                    float(np.mean(new != w)),
                 )
             )
         w = new
-    median = statistics.median(abs(x) for x in w)
+    median = float(np.median(np.abs(w)))
     return StalledRun(seed, n_weights, median, lr, tuple(rows))
 
 
