@@ -32,6 +32,7 @@ PROPERTY_COVERS = {
     "mlbook.calibrate.formulas.step_lower_bound_s",
     "mlbook.calibrate.formulas.predictions",
     "mlbook.calibrate.formulas.reference_mfu",
+    "mlbook.calibrate.formulas.step_of_mamf",
     "mlbook.calibrate.formulas.display",
     "mlbook.calibrate.formulas.plan_inputs",
     "mlbook.calibrate.formulas.check_mfu",
@@ -86,7 +87,10 @@ def test_the_lower_bound_holds_exactly_when_the_step_is_slow_enough(
     d["measurements"]["mamf_fp32"] = m(ceiling, unit="FLOP/s")
     slow = step * (1 + spread)
     d["measurements"]["reference_step"] = m(slow, step, slow)
-    row = cal.predictions(cal.from_dict(d))[0]
+    machine = cal.from_dict(d)
+    row = cal.predictions(machine)[0]
+    # the step's share of its ceiling is the bound over the median step
+    assert cal.step_of_mamf(machine) == pytest.approx(bound / slow)
     margin = (1 + spread) - 1
     assert row.holds == (step >= bound * (1 - margin) * (1 - 1e-12)) or math.isclose(
         step, bound * (1 - margin), rel_tol=1e-9

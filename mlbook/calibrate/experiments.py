@@ -555,10 +555,8 @@ def calibrate(
     threads = {"step_threads": sizes.cpu_threads or torch.get_num_threads()}
     machine = cal.Machine(info, torch_info() | threads, m, ref, created)
     # the step against the peak and the ceiling, kept in the file beside it
-    ceiling = m[f"mamf_{machine.step_dtype}"].median
-    per_step = ref["flops_per_token"] * ref["tokens_per_step"]
     ref["step_mfu"] = cal.reference_mfu(machine)
-    ref["step_of_mamf"] = per_step / m["reference_step"].median / ceiling
+    ref["step_of_mamf"] = cal.step_of_mamf(machine)
     return machine
 
 

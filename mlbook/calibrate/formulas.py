@@ -562,6 +562,16 @@ def reference_mfu(machine: Machine) -> float | None:
     return flops_per_step / machine["reference_step"].median / peak
 
 
+def step_of_mamf(machine: Machine) -> float:
+    """The reference step's model FLOPs a second over the measured MAMF
+    ceiling (median) of its dtype: how much of its best matmul rate the
+    whole step kept. It does not depend on any peak."""
+    ref = machine.reference
+    flops_per_step = ref["flops_per_token"] * ref["tokens_per_step"]
+    achieved = flops_per_step / machine["reference_step"].median
+    return achieved / machine[f"mamf_{machine.step_dtype}"].median
+
+
 # How a page shows each unit: (divide by, the unit shown).
 DISPLAY_UNITS = {
     "FLOP/s": (1e9, "GFLOP/s"),
