@@ -12,8 +12,9 @@ What is measured, and by whose code:
   more than a sixteenth of the free memory (1 GiB on a GPU);
 - all-reduce alpha and beta between 2 local ranks (the scaling chapter's
   sweep over gloo, fitted per round; one size, not among the fitted ones, is
-  held out of the fit), each rank writing over at most cal.FLUSH_MAX_BYTES
-  of scratch before each all-reduce to flush its caches;
+  held out of the fit), each rank writing over cal.FLUSH_MAX_BYTES of
+  scratch (a fixed size, not twice the reported L3) before each all-reduce
+  to flush its caches;
 - checkpoint write bandwidth and the cost of an fsync in the working folder,
   and the reference model's own checkpoint written (mlbook.cadence's item);
 - tokenizer and loader throughput at the input pipeline's settings (the
@@ -231,12 +232,11 @@ def triad_bytes(device: str, min_bytes: int) -> int:
 
 def flush_bytes() -> int:
     """The scratch each all-reduce rank writes over before each all-reduce:
-    twice the last-level cache the machine reports, at least 64 MiB, at most
-    cal.FLUSH_MAX_BYTES and a sixteenth of the free memory."""
-    want = 2 * (scaling.l3_bytes() or 0)
-    return cal.bounded_bytes(
-        want, 64 * 2**20, cal.FLUSH_MAX_BYTES, resources.available_bytes()
-    )
+    cal.FLUSH_MAX_BYTES, a fixed size past a core's own caches and a VM's
+    share of the last level, whatever L3 the machine reports; less where a
+    sixteenth of the free memory is less."""
+    cap = cal.FLUSH_MAX_BYTES
+    return cal.bounded_bytes(cap, cap, cap, resources.available_bytes())
 
 
 def _l3_words() -> str:
@@ -299,9 +299,9 @@ def allreduce(sz: Sizes) -> tuple[dict, dict]:
     how = (
         f"2 gloo ranks on one thread each, {len(fit_sizes)} sizes from "
         f"{fit_sizes[0]:,} to {fit_sizes[-1]:,} bytes, caches flushed (each rank "
-        f"writes over {flush / 2**20:,.0f} MiB before each all-reduce: 2x the "
-        f"last-level cache, at least 64 and at most "
-        f"{cal.FLUSH_MAX_BYTES / 2**20:,.0f} MiB, {_l3_words()}); "
+        f"writes over {flush / 2**20:,.0f} MiB before each all-reduce, a fixed "
+        f"size at most {cal.FLUSH_MAX_BYTES / 2**20:,.0f} MiB whatever the cache: "
+        f"{_l3_words()}); "
         f"alpha-beta fitted to each of {len(alphas)} rounds' block medians"
     )
     out = {
