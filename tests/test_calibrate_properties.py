@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from test_calibrate import gpu_file, m, synthetic
 
 from conftest import examples
-from mlbook.calibrate import cli
+from mlbook.calibrate import cli, resources
 from mlbook.calibrate import formulas as cal
-from mlbook.calibrate import resources
 from mlbook.plan.cli import machine_inputs, machine_lines
 
 PROPERTY_COVERS = {
