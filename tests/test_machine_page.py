@@ -115,7 +115,7 @@ def test_the_sentences_about_the_hardware_are_what_the_files_show(v):
     x_bf16 = [median(n, "mamf_bf16") / 1e9 for n in XEON[:2]]
     assert v["xeon_bf16"] == pytest.approx(x_bf16[0])
     assert v["xeon_bf16_no_amx"] == pytest.approx(x_bf16[1])
-    assert v["xeon_amx_gain"] == pytest.approx(x_bf16[0] / x_bf16[1])
+    assert x_bf16[0] / x_bf16[1] > 10  # AMX: more than tenfold, here 15
     assert v["xeon_fp32_no_amx"] == pytest.approx(median(XEON[1], "mamf_fp32") / 1e9)
     assert v["xeon_fp32_avx2"] == pytest.approx(median(XEON[2], "mamf_fp32") / 1e9)
     assert v["xeon_bf16_no_amx"] < v["xeon_fp32_no_amx"]  # "below its own fp32"
