@@ -99,9 +99,12 @@ class Sizes:
 
 
 def sizes_for(quick: bool) -> Sizes:
-    """Full: about 45 s on a 2-core CPU (Zen 5, 2026-12), quick: about 15 s,
-    imports included. The held-out all-reduce lies between two fitted sizes,
-    a factor of 4 (quick) or 2 (full) from each."""
+    """Full: about 45 s on a 2-core CPU, imports included (a Zen 5 took 48 s
+    and a Xeon with AMX 62 s with 8 s sweeps, three 1.9 GiB triad arrays and
+    960 MiB flushes; each sweep now takes 5 s, three dtypes' on a CPU with
+    fast fp16, and the buffers are capped); quick: about 15 s. The held-out
+    all-reduce lies between two fitted sizes, a factor of 4 (quick) or 2
+    (full) from each."""
     kib = 1024
     if quick:
         return Sizes(
@@ -109,7 +112,7 @@ def sizes_for(quick: bool) -> Sizes:
             64 * kib, 0.03, 8 * 2**20, 4, 40, 3, 2, 3, 2,
         )  # fmt: skip
     return Sizes(
-        False, 8.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
+        False, 5.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
         2 * 2**20, 0.1, 128 * 2**20, 10, 200, 8, 4, 8, 4,
     )  # fmt: skip
 
