@@ -196,3 +196,18 @@ def test_plan_4_tensor_parallelism_is_what_saves_the_memory(v):
     assert memory(1) == pytest.approx(483.03, abs=0.01)
     assert v["plan4_mem_tp1_gib"] == pytest.approx(memory(1))
     assert v["plan4_mem_tp8_gib"] == pytest.approx(memory(8))  # 60.54
+
+
+def test_the_activations_are_said_of_the_total_not_the_shortfall(v):
+    """84.0 GiB of activations are part of the 96.1 GiB a GPU would hold, not of
+    the 16.4 GiB it is short by: the sentence says "of which" of the total."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "plan.md").read_text()
+    flat = " ".join(text.split())
+    assert "short by {glue:text}`l3_short_gib:.1f` GiB, of which" not in flat
+    assert (
+        "{glue:text}`l3_mem_gib:.1f` GiB, of which {glue:text}`l3_act_gib:.1f` GiB"
+        in flat
+    )
+    assert v["l3_act_gib"] < v["l3_mem_gib"] and v["l3_act_gib"] > v["l3_short_gib"]
