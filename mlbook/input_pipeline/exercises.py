@@ -11,6 +11,7 @@ from mlbook.judge import (
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -329,6 +330,27 @@ INPUT_PIPELINE_6 = exercise(
             0.1,
         ),
     },
+    # why: how much of the wait two workers hid (formulas.WAIT_VERDICTS's bounds)
+    reasons=(
+        Reason(
+            "Two workers load the next batches while a step runs, and a batch takes "
+            "no longer to load than a step to compute, so after the first batches, "
+            "loaded before any step could start, the data was ready when the step "
+            "asked for it.",
+            when=(("wait_ratio", "<", 0.5),),
+        ),
+        Reason(
+            "The workers hid only part of the wait: the first batches load before "
+            "any step runs, a large share of a short run, and two workers and the "
+            "trainer need three free cores to load while the step computes.",
+            when=(("wait_ratio", "<", 1),),
+        ),
+        Reason(
+            "The workers hid none of the wait: with fewer free cores than two "
+            "workers and the trainer need, a worker loads only while the step "
+            "leaves a core free, and starting the workers adds to the first wait.",
+        ),
+    ),
 )
 
 EXERCISES = register(

@@ -10,6 +10,7 @@ from mlbook.judge import (
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -339,6 +340,35 @@ SCALING_6 = exercise(
             0.1,
         ),
     },
+    # why: one bucket overlaps nothing; did the 1 MiB buckets hide more?
+    reasons=(
+        Reason(
+            "More showed than a whole all-reduce takes on its own: an all-reduce "
+            "also waits for the slower rank, so any time one rank loses to other "
+            "work on the machine shows up as exposed communication.",
+            when=(("exposed_share", ">", 150),),
+        ),
+        Reason(
+            "One bucket starts its all-reduce only when backward has produced the "
+            "last gradient, so nothing is left to overlap with and nearly all of it "
+            "adds to the step; the 1 MiB buckets started while backward was still "
+            "running and hid part of theirs.",
+            when=(("exposed_share", ">=", 80), ("small_share", "<", "exposed_share")),
+        ),
+        Reason(
+            "One bucket starts its all-reduce only when backward has produced the "
+            "last gradient, so nearly all of it adds to the step; the 1 MiB buckets "
+            "did no better here, each paying the latency again while the cores "
+            "that could overlap them were busy computing.",
+            when=(("exposed_share", ">=", 80),),
+        ),
+        Reason(
+            "One bucket has nothing to overlap with, yet less than a whole "
+            "all-reduce showed: on a CPU the ranks' computation and gloo's threads "
+            "share the same cores, so the step and the all-reduce it is compared "
+            "with both move with how busy those cores are.",
+        ),
+    ),
 )
 
 EXERCISES = register(SCALING_1, SCALING_2, SCALING_3, SCALING_4, SCALING_5, SCALING_6)
