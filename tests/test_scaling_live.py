@@ -265,6 +265,11 @@ def test_the_shaded_idle_time_is_the_bubble(p, m, v):
     once: 2 p m v boxes."""
     values = live.pipeline_schedule.live.settle({"p": p, "m": m, "v": v}).values()
     m = values["m"]
+    ranges = live.schedule_ranges(p=p, v=v)["m"]
+    assert (
+        ranges["min"] <= m <= ranges["max"]
+        and (m - ranges["min"]) % ranges["step"] == 0
+    )
     assert v == 1 or m % p == 0
     spec = live.pipeline_schedule(**values)
     assert _idle_share(spec, p) == pytest.approx(
