@@ -57,8 +57,8 @@ class LoaderLog:
         )
 
 
-COMPUTE_RANGE_S = (0.05, 0.5)  # a step's compute, drawn log-uniform
-LOAD_RATIO_RANGE = (0.005, 4.0)  # a batch's load over (compute x max(1, workers))
+_COMPUTE_RANGE_S = (0.05, 0.5)  # a step's compute, drawn log-uniform
+_LOAD_RATIO_RANGE = (0.005, 4.0)  # a batch's load over (compute x max(1, workers))
 
 
 def _draw(rng: random.Random, lo: float, hi: float) -> float:
@@ -90,9 +90,9 @@ def loader_log(
     validate.non_negative("jitter", jitter)
     rng = random.Random(seed)
     if compute_s is None:
-        compute_s = _draw(rng, *COMPUTE_RANGE_S)
+        compute_s = _draw(rng, *_COMPUTE_RANGE_S)
     if load_s is None:
-        load_s = compute_s * max(1, w) * _draw(rng, *LOAD_RATIO_RANGE)
+        load_s = compute_s * max(1, w) * _draw(rng, *_LOAD_RATIO_RANGE)
     validate.positive("load_s", load_s)
     validate.positive("compute_s", compute_s)
     loads = [load_s * math.exp(rng.gauss(0.0, jitter)) for _ in range(n)]

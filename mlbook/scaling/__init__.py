@@ -16,7 +16,13 @@ each rank runs); ``figures`` draws; ``exercises`` is the chapter's problem set
 (mlbook.exercises registers it).
 """
 
-from mlbook.scaling.artifacts import SweepLog, allreduce_log, bucket_allreduce_s
+from mlbook.scaling.artifacts import (
+    CAUSES,
+    SweepLog,
+    SweepRow,
+    allreduce_log,
+    bucket_allreduce_s,
+)
 from mlbook.scaling.formulas import (
     BEKMAN_H200_SWEEP,
     PUBLISHED_BUS_BANDWIDTH,
@@ -24,6 +30,8 @@ from mlbook.scaling.formulas import (
     ZERO_STAGES,
     AlphaBeta,
     LinkRow,
+    PublishedBusBandwidth,
+    PublishedSweep,
     ZeroState,
     all_gather_s,
     bubble_fraction,
@@ -49,10 +57,24 @@ from mlbook.scaling.pipeline import (
     device_order,
     simulate,
 )
-from mlbook.scaling.ring import bytes_sent_per_rank, ring_allreduce_steps, start_state
+from mlbook.scaling.ring import (
+    PHASES,
+    RingStep,
+    Send,
+    bytes_sent_per_rank,
+    ring_allreduce_steps,
+    start_state,
+)
 
 __all__ = [
     "BEKMAN_H200_SWEEP",
+    "CAUSES",
+    "PHASES",
+    "PublishedBusBandwidth",
+    "PublishedSweep",
+    "RingStep",
+    "Send",
+    "SweepRow",
     "PUBLISHED_BUS_BANDWIDTH",
     "SCHEDULES",
     "ZERO_STAGES",

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from mlbook.common import validate
 from mlbook.scaling import formulas
 
-LOG_SIZES = tuple(1024 * 4**i for i in range(11))  # 1 KiB to 1 GiB
+_LOG_SIZES = tuple(1024 * 4**i for i in range(11))  # 1 KiB to 1 GiB
 CAUSES = ("healthy", "slow_link")
-ALPHA_RANGE_S = (2e-6, 20e-6)  # per ring step
-LINK_RANGE = (20e9, 400e9)  # bytes/s, when no rated speed is given
-HEALTHY_SHARE = (0.75, 0.85)  # of the rated speed (NCCL: ~370 of 450 GB/s)
-SLOW_SHARE = (0.3, 0.45)  # a ring through one degraded link
+_ALPHA_RANGE_S = (2e-6, 20e-6)  # per ring step
+_LINK_RANGE = (20e9, 400e9)  # bytes/s, when no rated speed is given
+_HEALTHY_SHARE = (0.75, 0.85)  # of the rated speed (NCCL: ~370 of 450 GB/s)
+_SLOW_SHARE = (0.3, 0.45)  # a ring through one degraded link
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def allreduce_log(
     n_ranks: int,
     rated_bytes_per_s: float | None = None,
     cause: str = "healthy",
-    sizes_bytes=LOG_SIZES,
+    sizes_bytes=_LOG_SIZES,
     noise: float = 0.02,
 ) -> SweepLog:
     """An all-reduce sweep over ``n_ranks`` ranks, as nccl-tests would print
@@ -88,14 +88,14 @@ def allreduce_log(
         validate.positive_int(f"sizes_bytes[{i}]", s) for i, s in enumerate(sizes_bytes)
     )
     rng = random.Random(seed)
-    alpha = _log_uniform(rng, *ALPHA_RANGE_S)
+    alpha = _log_uniform(rng, *_ALPHA_RANGE_S)
     if rated_bytes_per_s is None:
         if cause != "healthy":
             raise ValueError("a slow link needs the links' rated_bytes_per_s")
-        link = _log_uniform(rng, *LINK_RANGE)
+        link = _log_uniform(rng, *_LINK_RANGE)
     else:
         validate.positive("rated_bytes_per_s", rated_bytes_per_s)
-        share = HEALTHY_SHARE if cause == "healthy" else SLOW_SHARE
+        share = _HEALTHY_SHARE if cause == "healthy" else _SLOW_SHARE
         link = rated_bytes_per_s * rng.uniform(*share)
     rows = []
     for s in sizes:

@@ -382,9 +382,9 @@ class PublishedBusBandwidth:
 # ML Engineering's network/README.md, and its network/benchmarks/results/
 # all-reduce-8xH200.md; NVIDIA/nccl-tests issue 212 (S. Jeaugey, NVIDIA,
 # 2024-05-06)
-BEKMAN_NETWORK = "Bekman, network chapter"
-BEKMAN_H200 = "Bekman, 8 x H200 results"
-NCCL_TESTS_212 = "NVIDIA, nccl-tests issue 212"
+_BEKMAN_NETWORK = "Bekman, network chapter"
+_BEKMAN_H200 = "Bekman, 8 x H200 results"
+_NCCL_TESTS_212 = "NVIDIA, nccl-tests issue 212"
 
 PUBLISHED_BUS_BANDWIDTH = (
     PublishedBusBandwidth(
@@ -392,7 +392,7 @@ PUBLISHED_BUS_BANDWIDTH = (
         8,
         482.26e9,
         True,
-        f"{BEKMAN_H200}, torch 2.9.1, NCCL 2.27.7",
+        f"{_BEKMAN_H200}, torch 2.9.1, NCCL 2.27.7",
         "2026-08",
     ),
     PublishedBusBandwidth(
@@ -400,7 +400,7 @@ PUBLISHED_BUS_BANDWIDTH = (
         8,
         367.61e9,
         True,
-        f"{BEKMAN_H200}, the same node, SHARP off",
+        f"{_BEKMAN_H200}, the same node, SHARP off",
         "2026-08",
     ),
     PublishedBusBandwidth(
@@ -408,7 +408,7 @@ PUBLISHED_BUS_BANDWIDTH = (
         8,
         370e9,
         True,
-        f"{NCCL_TESTS_212}: about 370 of 450 GB/s",
+        f"{_NCCL_TESTS_212}: about 370 of 450 GB/s",
         "2024-05",
     ),
     PublishedBusBandwidth(
@@ -416,7 +416,7 @@ PUBLISHED_BUS_BANDWIDTH = (
         8,
         480e9,
         True,
-        f"{NCCL_TESTS_212}: about 480 GB/s",
+        f"{_NCCL_TESTS_212}: about 480 GB/s",
         "2024-05",
     ),
     PublishedBusBandwidth(
@@ -424,7 +424,7 @@ PUBLISHED_BUS_BANDWIDTH = (
         8,
         235e9,
         True,
-        f"{BEKMAN_NETWORK}: about 80 % of 300 GB/s",
+        f"{_BEKMAN_NETWORK}: about 80 % of 300 GB/s",
         "2024",
     ),
 )
@@ -484,7 +484,7 @@ BEKMAN_H200_SWEEP = PublishedSweep(
             482.26,
         )
     ),
-    f"{BEKMAN_H200}, torch 2.9.1, NCCL 2.27.7",
+    f"{_BEKMAN_H200}, torch 2.9.1, NCCL 2.27.7",
     "2026-08",
 )
 
