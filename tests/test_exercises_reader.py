@@ -13,7 +13,7 @@ import math
 import pytest
 
 from mlbook.exercises import EXERCISES, UnknownExercise, check, judge, spec
-from mlbook.exercises._core import MESSAGES, read_number
+from mlbook.judge._core import MESSAGES, read_number
 
 # --- answers typed as text ------------------------------------------------------------
 
@@ -246,7 +246,7 @@ def test_a_wrong_type_is_one_line():
 
 def test_ipython_shows_the_message_alone(capsys):
     """In an IPython shell, a refused check() prints its message, not the
-    traceback through mlbook/exercises that the hook replaces."""
+    traceback through mlbook/judge that the hook replaces."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell()

@@ -8,7 +8,7 @@ from mlbook.accumulation import formulas
 from mlbook.common import accelerators, transformer
 from mlbook.common.memory import ADAM_MIXED_STATE_BYTES
 from mlbook.common.units import GIB
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Code,
     Integer,
     Mistake,

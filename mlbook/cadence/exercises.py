@@ -6,7 +6,7 @@ import math
 
 from mlbook.cadence import formulas
 from mlbook.common.units import DAY_S, HOUR_S
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Code,
     Mistake,
     Real,

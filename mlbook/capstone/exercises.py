@@ -6,7 +6,7 @@ import math
 
 from mlbook.capstone import formulas
 from mlbook.common import accelerators, transformer
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Choice,
     Code,
     Mistake,

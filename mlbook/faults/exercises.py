@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mlbook.cadence import formulas as cadence
 from mlbook.common.units import DAY_S, HOUR_S
-from mlbook.exercises._core import (
+from mlbook.faults import formulas
+from mlbook.judge import (
     Code,
     Mistake,
     Real,
@@ -12,7 +13,6 @@ from mlbook.exercises._core import (
     exercise,
     register,
 )
-from mlbook.faults import formulas
 
 
 def _faults_1(n_ranks, sigma):

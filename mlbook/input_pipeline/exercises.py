@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from mlbook.common import accelerators, transformer
-from mlbook.exercises._core import (
+from mlbook.input_pipeline import artifacts, formulas, packing
+from mlbook.judge import (
     Choice,
     Code,
     Integer,
@@ -15,7 +16,6 @@ from mlbook.exercises._core import (
     exercise,
     register,
 )
-from mlbook.input_pipeline import artifacts, formulas, packing
 from mlbook.mfu import flops
 
 

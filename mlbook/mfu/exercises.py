@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlbook.common import accelerators, transformer
 from mlbook.common.units import DAY_S
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Code,
     Mistake,
     Real,
