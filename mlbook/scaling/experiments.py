@@ -147,7 +147,7 @@ def flush_method(flush_bytes: int, sizes_bytes, l3: int | None, chosen=True) -> 
     ``flush_bytes_for``, not by the caller), for the sweep's ``method``."""
     mib = 2**20
     if not flush_bytes:
-        return "no cache flush between all-reduces"
+        return "no cache flush (0 MiB) before the all-reduces"
     said = f"before each all-reduce every rank writes over {flush_bytes / mib:,.0f} MiB"
     if not chosen:
         return said + " of scratch"
