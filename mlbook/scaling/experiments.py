@@ -168,11 +168,13 @@ def allreduce_sweep(
     rounds: int = 3,
     flush_bytes: int | None = None,
     timeout_s: float = 120.0,
+    repeats: int = 5,
+    blocks_again: int | None = None,
 ) -> AllReduceSweep:
     """Time ``dist.all_reduce`` of fp32 buffers of each size over ``n_ranks``
-    gloo ranks. Each round times a block of 5 all-reduces of every size in
-    turn and keeps each block's median; as many rounds as fit in about
-    ``budget_s`` seconds per size, and at least ``blocks``.
+    gloo ranks. Each round times a block of ``repeats`` all-reduces of every
+    size in turn and keeps each block's median; as many rounds as fit in
+    about ``budget_s`` seconds per size, and at least ``blocks``.
 
     Before every all-reduce each rank writes over ``flush_bytes`` of scratch
     memory (default ``flush_bytes_for(sizes_bytes)``: twice this CPU's L3
@@ -183,7 +185,8 @@ def allreduce_sweep(
     result's ``method`` says what was written.
 
     While some size's best block lies more than 25 % from the alpha-beta
-    fit, all sizes are measured again, up to ``rounds`` more times:
+    fit, all sizes are measured again (``blocks_again`` blocks, by default
+    ``blocks``), up to ``rounds`` more times:
     interference from other processes only ever adds time, so more blocks
     can only find the undisturbed ones."""
     _check_ranks(n_ranks)
@@ -195,6 +198,9 @@ def allreduce_sweep(
                 f"sizes_bytes[{i}]={s} must be a multiple of 4 (fp32 values)"
             )
     validate.positive_int("blocks", blocks)
+    validate.positive_int("repeats", repeats)
+    blocks_again = blocks if blocks_again is None else blocks_again
+    validate.positive_int("blocks_again", blocks_again)
     validate.positive("budget_s", budget_s)
     validate.non_negative("rounds", rounds)
     l3, chosen = l3_bytes(), flush_bytes is None
@@ -215,6 +221,10 @@ def allreduce_sweep(
             str(int(rounds)),
             "--flush-bytes",
             str(int(flush_bytes)),
+            "--repeats",
+            str(repeats),
+            "--blocks-again",
+            str(blocks_again),
         ],
         n_ranks,
         timeout_s,
