@@ -232,7 +232,7 @@ def test_an_id_like_none_lists_the_ids():
     exc, lines = _shown(lambda: check("xyz"))
     assert lines[0] == "UnknownExercise: no exercise 'xyz'."
     assert lines[1].startswith("The ids: accumulation-1 to accumulation-")
-    assert "mfu-1 to mfu-7" in lines[1] and len(lines) == 2
+    assert "mfu-1 to mfu-10" in lines[1] and len(lines) == 2
 
 
 def test_a_wrong_type_is_one_line():

@@ -214,7 +214,7 @@ def test_bookkeeping_is_a_small_share_of_the_code():
 # scripts torchrun starts (their stdout is the launcher's log), and the
 # exercises' check(), whose printed hint is what a reader checking an answer
 # in JupyterLab reads.
-MAY_PRINT = ("plan/cli.py", "calibrate/cli.py", "__main__.py", "exercises/_check.py")
+MAY_PRINT = ("plan/cli.py", "calibrate/cli.py", "__main__.py", "judge/_check.py")
 
 
 def test_the_package_glues_only_in_the_page_helper_and_never_prints():

@@ -3,7 +3,7 @@
 Torch-free. The profiler gives named intervals; these functions decide which
 bucket each belongs to, add the buckets up over a step window (the time no
 operator covers is the idle gaps), and turn measured step times into rates,
-MFU, and a waterfall from the datasheet peak down to what the step achieved.
+MFU, and a waterfall from the nominal peak down to what the step achieved.
 
 Buckets (BRIEF section 8's checklist, as a step's timeline shows it):
 
@@ -325,6 +325,15 @@ class StepBound:
     def label(self) -> str:
         return BUCKET_LABELS[self.bucket]
 
+    @property
+    def next_look(self) -> str:
+        """Where the next fix is to be found, as a short label: in the
+        matmuls' shapes and casts where they bound the step, else in the
+        bucket that does, not in the matmuls."""
+        if self.bucket == "matmul":
+            return "the matmuls' shapes and casts"
+        return f"the {self.label} bucket, not the matmuls"
+
 
 def step_bound(buckets: dict) -> StepBound:
     """The bucket that takes the largest share of a step's accounted time
@@ -339,6 +348,38 @@ def step_bound(buckets: dict) -> StepBound:
         raise ValueError(f"buckets must add up to more than 0 s, got {buckets!r}")
     top = max((b for b in BUCKETS if b in buckets), key=lambda b: buckets[b])
     return StepBound(top, buckets[top] / total, buckets.get("matmul", 0.0) / total)
+
+
+@dataclass(frozen=True)
+class CeilingReach:
+    """How much of the MAMF ceiling a step reached, split in two: the share
+    of its time the matmuls took (the weights' and attention's buckets) and
+    the share of the ceiling the step's FLOPs ran at while they ran. The step
+    reaches their product, so at most the matmuls' share of its time: were
+    they at the ceiling, everything else would still take the rest."""
+
+    matmul_time_share: float
+    matmul_vs_ceiling: float  # the model FLOPs over the matmuls' time, / ceiling
+    step_vs_ceiling: float  # = matmul_time_share * matmul_vs_ceiling
+
+
+def ceiling_reach(buckets: dict, step_vs_ceiling: float) -> CeilingReach:
+    """Split a step's share of its ceiling (``step_vs_ceiling``, the model
+    FLOPs a second over the ceiling) by its profile ({bucket: seconds}, as
+    account returns): the matmuls' share of the time (matmul and attention
+    buckets) and their own share of the ceiling, step / time share. A step
+    with no matmul time is an error: it did no model FLOPs."""
+    share = step_bound(buckets)  # checks the buckets
+    validate.positive("step_vs_ceiling", step_vs_ceiling)
+    total = sum(buckets.values())
+    matmul_s = buckets.get("matmul", 0.0) + buckets.get("attention", 0.0)
+    if matmul_s <= 0:
+        raise ValueError(
+            f"buckets hold no matmul or attention time ({share.label} bounds "
+            "them): a step that reached its ceiling at all ran matmuls"
+        )
+    time_share = matmul_s / total
+    return CeilingReach(time_share, step_vs_ceiling / time_share, step_vs_ceiling)
 
 
 def within_ceiling(vs_ceiling: float, spread: float) -> bool:
@@ -371,6 +412,93 @@ def exposed_fraction(step_s: float, compute_s: float) -> float:
     validate.positive("step_s", step_s)
     validate.positive("compute_s", compute_s)
     return (step_s - compute_s) / step_s
+
+
+# --- a step with its all-reduce, overlapped or not --------------------------------
+
+
+def exposed_allreduce_s(
+    backward_s: float, allreduce_s: float, buckets: int, overlap: bool
+) -> float:
+    """The time a step's gradient all-reduce adds to it (the part not hidden
+    behind the backward pass).
+
+    Not overlapped, all of it: ``allreduce_s``. Overlapped as DDP does it, the
+    gradients are cut into ``buckets`` equal buckets, ready one after another
+    as the backward pass runs (bucket i at i/n of it) and each all-reduced,
+    one at a time, in allreduce_s / n as soon as it is ready. The last bucket
+    is ready only when the backward pass ends, so at least its share stays
+    exposed; and where the all-reduce is slower than the backward pass, the
+    queue of buckets runs on past it:
+
+        exposed = max(c / n, c - (n - 1) / n * b)
+
+    with b = ``backward_s``, c = ``allreduce_s`` and n = ``buckets``."""
+    validate.positive("backward_s", backward_s)
+    validate.non_negative("allreduce_s", allreduce_s)
+    n = validate.positive_int("buckets", buckets)
+    validate.boolean("overlap", overlap)
+    if not overlap:
+        return float(allreduce_s)
+    return max(allreduce_s / n, allreduce_s - (n - 1) / n * backward_s)
+
+
+@dataclass(frozen=True)
+class StepPhases:
+    """The phases of one data-parallel training step, in seconds, and the
+    buckets its gradients are all-reduced in."""
+
+    data_s: float
+    forward_s: float
+    backward_s: float
+    allreduce_s: float
+    optimizer_s: float
+    buckets: int
+
+    def __post_init__(self):
+        for name in ("data_s", "forward_s", "optimizer_s", "allreduce_s"):
+            validate.non_negative(name, getattr(self, name))
+        validate.positive("backward_s", self.backward_s)
+        validate.positive_int("buckets", self.buckets)
+
+
+@dataclass(frozen=True)
+class Span:
+    lane: str  # "compute" or "network"
+    phase: str  # "data", "forward", "backward", "all-reduce", "optimizer"
+    start_s: float
+    end_s: float
+
+
+def step_schedule(phases: StepPhases, overlap: bool) -> tuple:
+    """The spans of one step, in time order per lane: data, forward, backward
+    and optimizer on the compute lane, the all-reduce on the network lane.
+    Not overlapped, the all-reduce starts when the backward pass ends, and the
+    optimizer waits for it. Overlapped, one span per bucket, each starting
+    when its gradients are ready and the bucket before it is done (see
+    exposed_allreduce_s); the optimizer starts when the last one ends."""
+    validate.instance_of("phases", phases, StepPhases)
+    validate.boolean("overlap", overlap)
+    p = phases
+    t = 0.0
+    spans = []
+    for phase, dt in (("data", p.data_s), ("forward", p.forward_s)):
+        spans.append(Span("compute", phase, t, t + dt))
+        t += dt
+    backward_start, backward_end = t, t + p.backward_s
+    spans.append(Span("compute", "backward", backward_start, backward_end))
+    if not overlap:
+        comm = [(backward_end, backward_end + p.allreduce_s)]
+    else:
+        n, each, comm, free = p.buckets, p.allreduce_s / p.buckets, [], 0.0
+        for i in range(1, n + 1):
+            start = max(backward_start + i / n * p.backward_s, free)
+            comm.append((start, start + each))
+            free = start + each
+    spans += [Span("network", "all-reduce", a, e) for a, e in comm if e > a]
+    opt_start = max(backward_end, comm[-1][1])
+    spans.append(Span("compute", "optimizer", opt_start, opt_start + p.optimizer_s))
+    return tuple(spans)
 
 
 # --- the ladder: its fixes and its sizes -------------------------------------------
@@ -495,7 +623,7 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
 @dataclass(frozen=True)
 class Bar:
     label: str
-    top: float  # MFU before this loss (a fraction of the datasheet peak)
+    top: float  # MFU before this loss (a fraction of the nominal peak)
     bottom: float  # MFU after it
 
 
@@ -507,7 +635,7 @@ def waterfall(
     savings_s: dict,
     applied,
 ) -> tuple:
-    """MFU lost, bar by bar, from the datasheet peak to the MFU of a step
+    """MFU lost, bar by bar, from the nominal peak to the MFU of a step
     with only the ``applied`` fixes.
 
     Bars: the peak down to the MAMF ceiling (the hardware and library), the
@@ -601,6 +729,33 @@ RASCHKA_LADDER = (
 )
 
 
+# Raschka's rungs that make the same change as a rung of this chapter's ladder
+# (his "bigger batch" grows the batch a step runs at once, as the micro-batch fix
+# does; his vocabulary rung pads 50,257 to a multiple of 64). The other fixes have
+# no counterpart there: his loop never tokenised inside the step, synced every
+# step or recomputed activations.
+PUBLISHED_FIX = {
+    "sdpa": "FlashAttention (SDPA)",
+    "pad_vocab": "vocabulary 50,257 -> 50,304",
+    "fused_adamw": "fused AdamW",
+    "bigger_micro_batch": "bigger batch",
+    "bf16": "bf16",
+    "compile": "torch.compile",
+}
+
+
+def published_speedups() -> dict:
+    """{fix: tokens/s after its counterpart in RASCHKA_LADDER over the rung
+    before it} for every fix in PUBLISHED_FIX: what the same change bought on
+    one A100."""
+    by_change = {r.change: i for i, r in enumerate(RASCHKA_LADDER)}
+    out = {}
+    for fix, change in PUBLISHED_FIX.items():
+        i = by_change[change]
+        out[fix] = RASCHKA_LADDER[i].tokens_per_s / RASCHKA_LADDER[i - 1].tokens_per_s
+    return out
+
+
 # --- what each fix bought, and the arithmetic of a fix ------------------------------
 
 
@@ -625,6 +780,41 @@ class FixEffect:
     def saved_share(self) -> float:
         """The time saved, as a share of the step before the fix."""
         return self.saved_s / self.step_before_s
+
+    def verdict(self, spread: float) -> str:
+        """What the saving says, given ``spread``, the relative spread of the
+        two rungs' own steps (slowest / fastest - 1, the larger of the two):
+        one of SAVING_VERDICTS. A saving no larger than the spread, either
+        way, is within the run's noise; one above its bucket's share by more
+        than the spread came from elsewhere in the step as well, since the
+        fix removes at most its bucket; anything else is the fix's effect."""
+        return saving_verdict(self.saved_share, self.bucket_share, spread)
+
+
+SAVING_VERDICTS = (
+    "above the run's noise",
+    "within the run's noise",
+    "more than its bucket held",
+)
+
+
+def saving_verdict(saved_share: float, bucket_share: float, spread: float) -> str:
+    """One of SAVING_VERDICTS for a fix that saved ``saved_share`` of the step
+    (negative where it got slower) from a bucket that took ``bucket_share``
+    of it, between rungs whose steps spread by ``spread`` (see
+    FixEffect.verdict)."""
+    saved_share = _real("saved_share", saved_share)
+    if saved_share >= 1:
+        raise ValueError(
+            f"saved_share must be below 1 (a whole step), got {saved_share!r}"
+        )
+    validate.fraction("bucket_share", bucket_share, allow_zero=True)
+    validate.non_negative("spread", spread)
+    if abs(saved_share) <= spread:
+        return SAVING_VERDICTS[1]
+    if saved_share > bucket_share + spread:
+        return SAVING_VERDICTS[2]
+    return SAVING_VERDICTS[0]
 
 
 def fix_effects(fixes, step_times_s, buckets) -> tuple:

@@ -167,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def traced_lines(t) -> list[str]:
+def _traced_lines(t) -> list[str]:
     """The traced bill (mlbook.plan.experiments.TracedPlan) beside the planned one,
     as aligned lines in GiB."""
     b = t.bill
@@ -209,7 +209,7 @@ def traced_lines(t) -> list[str]:
     return [head] + [f"{a:<{width}}  {p:>9}  {tr:>9}" for a, p, tr in rows]
 
 
-def traced_dict(t) -> dict:
+def _traced_dict(t) -> dict:
     """The traced bill under stable keys (bytes)."""
     return {
         "layers_traced": list(t.bill.layers_traced),
@@ -386,7 +386,7 @@ def main(argv=None) -> int:
             print(f"{ap.prog}: error: {flag}: {msg}", file=sys.stderr)
             return 2
         traced = trace.trace_plan(spec)
-        d["traced_memory"] = traced_dict(traced)
+        d["traced_memory"] = _traced_dict(traced)
     if inputs is not None:
         d["machine"] = {
             "path": inputs.path,
@@ -400,5 +400,5 @@ def main(argv=None) -> int:
         print(json.dumps(d, indent=2, sort_keys=True))
     else:
         lines = budget_lines(d) + (machine_lines(inputs) if inputs else [])
-        print("\n".join(lines + (traced_lines(traced) if traced else [])))
+        print("\n".join(lines + (_traced_lines(traced) if traced else [])))
     return 0
