@@ -446,6 +446,16 @@ def test_measured_figure(measured):
     matplotlib.pyplot.close(fig)
 
 
+def test_measure_strategies_logs_only_where_asked(capsys):
+    lines = []
+    recompute_demo.measure_strategies(
+        CFG, 8, 1, "cpu", rounds=1, log=lambda line, **_: lines.append(line)
+    )
+    assert any("timing round 1/1" in line for line in lines)
+    recompute_demo.measure_strategies(CFG, 8, 1, "cpu", rounds=1)  # no log
+    assert capsys.readouterr().out == ""
+
+
 def test_measure_strategies_rejects_bad_settings_and_restores_threads():
     threads = torch.get_num_threads()
     with pytest.raises(ValueError, match="rounds"):
