@@ -211,3 +211,56 @@ def test_the_activations_are_said_of_the_total_not_the_shortfall(v):
         in flat
     )
     assert v["l3_act_gib"] < v["l3_mem_gib"] and v["l3_act_gib"] > v["l3_short_gib"]
+
+
+def test_llama3s_published_setting_and_log_come_from_the_package(v):
+    """Llama 3 (arXiv:2407.21783): 16,384 H100s, tensor parallel 8, pipeline
+    parallel 16, data parallel 128, s = 8192, 41 % BF16 MFU (Table 4); a 54-day
+    snapshot with 466 interruptions, 419 unexpected, and effective training
+    time above 90 % (Sec. 3.3.4). The page glues each from the package's
+    constants (faults.LLAMA3_405B_LOG, mfu.PUBLISHED_MFU); the prose types none."""
+    assert (v["l3_gpus"], v["l3_tp"], v["l3_pp"], v["l3_dp"]) == (16384, 8, 16, 128)
+    assert v["l3_seq_len"] == 8192 and v["l3_mfu"] == 0.41
+    assert (v["l3_log_days"], v["l3_log_all"], v["l3_log_unexpected"]) == (54, 466, 419)
+    assert v["l3_log_effective"] == 0.90
+    # the job's MTBF at Llama 3's own rate: 54 x 24 h / 419 = 3.0931 h
+    assert v["l3_mtbf_h"] == pytest.approx(54 * 24 / 419)
+    # restarts' share of the days: failures x R over the expected wall clock
+    restarts_days = v["l3_days"] * 24 / v["l3_mtbf_h"] * v["l3_restart_min"] / 60 / 24
+    assert v["l3_restart_share"] == pytest.approx(restarts_days / v["l3_days"])
+    # Llama 3 405B: d_ff = 53,248 = 3.25 x 16,384; 8 K/V heads of 128; 126 layers
+    # over 16 stages: ceil(126 / 16) = 8
+    assert v["l3_dff_mult"] == 3.25
+    assert (v["l3_kv_heads"], v["l3_heads"], v["l3_stage_layers"]) == (8, 128, 8)
+    # the form starts at Llama 3's rate rounded to four digits:
+    # 419 / (54 x 24 x 16,384) = 1.97327e-5
+    assert v["form_rate"] == 1.973e-5
+    assert 419 / (54 * 24 * 16384) == pytest.approx(1.97327e-5, rel=1e-5)
+
+
+def test_the_prose_types_none_of_the_published_figures():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "plan.md").read_text()
+    prose = " ".join(text.split())
+    for typed in (
+        "466 interruptions",
+        "419 of them",
+        "41 % BF16",
+        "54-day",
+        "1.973e-5",
+    ):
+        assert typed not in prose, typed
+    assert "mfu_days" not in text and "(21, 45 and 68 days" not in prose
+    assert "mfu.training_days(" in text  # the MFU chapter's cases, computed here
+
+
+def test_plan_4_says_what_full_recompute_does_to_mfu():
+    """Full recompute runs the forward twice: 8N of hardware work a token where
+    MFU counts 6N, so the same hardware throughput gives an MFU 3/4 as large."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "plan.md").read_text()
+    statement = " ".join(text[text.index("★★★ plan-4") :].split("```")[0].split())
+    assert "gives an MFU 3/4 as large: 30 %" in statement
+    assert "is 3/4 of the MFU" not in statement

@@ -26,7 +26,15 @@ from mlbook.common import vegalite as vl
 from mlbook.common.transformer import PRESETS
 from mlbook.common.units import GIB, TERA
 from mlbook.plan import cli
-from mlbook.plan.planner import GPUS, RECOMPUTE, ZERO_STAGES, RunSpec, as_dict, plan
+from mlbook.plan.planner import (
+    GPUS,
+    RECOMPUTE,
+    ZERO_STAGES,
+    RunSpec,
+    as_dict,
+    llama3_failures_per_gpu_hour,
+    plan,
+)
 
 MODELS = tuple(PRESETS)
 SEQ_LENS = (2048, 4096, 8192, 16384, 32768, 131072)
@@ -231,7 +239,8 @@ FORM = (
     live.number(
         "failures_per_gpu_hour",
         "failures per GPU-hour (--failures-per-gpu-hour)",
-        1.973e-5,  # Llama 3 405B's log: 419 / (54 x 24 h x 16,384 GPUs)
+        # Llama 3 405B's log, 419 / (54 x 24 h x 16,384 GPUs), to four digits
+        float(f"{llama3_failures_per_gpu_hour():.4g}"),
         1e-9,  # a rate above 0: its grid starts at its step, never at 0
         1e-3,
         1e-9,
