@@ -148,6 +148,28 @@ def test_write_time_sharding():
     assert c.write_time_s(b, 1000, 2e9, 100e9) == pytest.approx(10.0)  # storage-bound
 
 
+def test_checkpoint_plan_known_answers():
+    # 980 GB by one writer at 600 MB/s: C = 1,633.33 s, against T = 7,110 s.
+    # Daly: x = C / 2T = 0.114862, sqrt(2CT) = 4,819.34 s,
+    # 4,819.34 * (1 + 0.112971 + 0.0127624) - 1,633.33 = 3,791.95 s; the exact
+    # waste 1 - 3,791.95 / (7,110 (e^(5,425.28 / 7,110) - 1)) = 0.534134.
+    plan = c.checkpoint_plan(980e9, 1, 600e6, 2e12, 7110.0)
+    assert plan.write_s == pytest.approx(1633.33, rel=1e-5)
+    assert plan.interval_s == pytest.approx(3791.95, rel=1e-5)
+    assert plan.waste == pytest.approx(0.534134, rel=1e-5)
+    assert plan.finishes
+    # At 6.7 MB/s the write is 146,269 s, 20.6 T: Daly's interval is T (C >= 2T),
+    # and the run keeps 1 / (e^(1 + 20.57) - 1) = 4.3e-10 of its time: it never
+    # finishes. Just below 1 % kept: C = T (ln(101) - 1) = 3.6151 T.
+    never = c.checkpoint_plan(980e9, 1, 6.7e6, 2e12, 7110.0)
+    assert never.interval_s == 7110.0
+    assert 1 - never.waste == pytest.approx(4.28e-10, rel=0.01)
+    assert not never.finishes
+    edge = 7110.0 * (math.log(101) - 1)
+    assert c.checkpoint_plan(edge * 0.999, 1, 1.0, 1e12, 7110.0).finishes
+    assert not c.checkpoint_plan(edge * 1.001, 1, 1.0, 1e12, 7110.0).finishes
+
+
 # --- bad input -----------------------------------------------------------------------
 
 

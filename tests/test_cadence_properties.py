@@ -26,6 +26,7 @@ PROPERTY_COVERS = {
     "mlbook.cadence.formulas.monte_carlo_stderr",
     "mlbook.cadence.formulas.checkpoint_bytes",
     "mlbook.cadence.formulas.write_time_s",
+    "mlbook.cadence.formulas.checkpoint_plan",
 }
 
 FEW = examples(50)
@@ -155,6 +156,29 @@ def test_storage(n_params, writers, writer_bw, storage_bw):
     assert c >= total / storage_bw * (1 - 1e-12)  # never faster than the storage
 
 
+@FEW
+@given(
+    st.floats(1e6, 1e13),
+    st.integers(1, 100_000),
+    st.floats(1e5, 1e11),
+    st.floats(1e8, 1e13),
+    mtbfs,
+    restarts,
+)
+def test_checkpoint_plan(total, writers, writer_bw, storage_bw, t, r):
+    plan = cad.checkpoint_plan(total, writers, writer_bw, storage_bw, t, r)
+    c = cad.write_time_s(total, writers, writer_bw, storage_bw)
+    assert plan.write_s == c and plan.mtbf_s == t
+    assert plan.interval_s == cad.daly_interval(c, t)
+    assert 0 < plan.waste <= 1
+    assert plan.waste == cad.waste_fraction(plan.interval_s, c, t, r, exact=True)
+    # the job finishes exactly when it keeps at least 1 % of its time for training
+    assert plan.finishes == (1 - plan.waste >= 0.01)
+    # more writers never make it worse
+    more = cad.checkpoint_plan(total, writers + 1, writer_bw, storage_bw, t, r)
+    assert more.write_s <= c and (more.finishes or not plan.finishes)
+
+
 # --- bad inputs: a ValueError that names the argument ---------------------------------
 
 GOOD = dict(
@@ -215,6 +239,24 @@ CALLS = {
         ("interval_s", "checkpoint_s", "mtbf_s", "restart_s", "horizon_s"),
     ),
     "checkpoint_bytes": (lambda k: cad.checkpoint_bytes(k["n_params"]), ("n_params",)),
+    "checkpoint_plan": (
+        lambda k: cad.checkpoint_plan(
+            k["checkpoint_bytes_total"],
+            k["n_writers"],
+            k["writer_bytes_per_s"],
+            k["storage_bytes_per_s"],
+            k["mtbf_s"],
+            k["restart_s"],
+        ),
+        (
+            "checkpoint_bytes_total",
+            "n_writers",
+            "writer_bytes_per_s",
+            "storage_bytes_per_s",
+            "mtbf_s",
+            "restart_s",
+        ),
+    ),
     "write_time_s": (
         lambda k: cad.write_time_s(
             k["checkpoint_bytes_total"],

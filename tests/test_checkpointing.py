@@ -437,3 +437,41 @@ def test_a_new_checkpointer_cleans_up_after_a_crash(tmp_path):
     Checkpointer(tmp_path, keep_last=5)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step-00000003"]
     assert again.load(fresh.model, fresh.optimizer).extra == {"step": 3, "again": True}
+
+
+def test_sequential_write_times_every_byte_and_leaves_no_file(tmp_path, monkeypatch):
+    """The large-file probe writes exactly nbytes of random bytes, in chunks, into
+    a new file, fsyncs it once a repeat, and removes it; a fake clock that
+    advances 0.5 s a reading gives 0.5 s a repeat."""
+    written, synced = [], []
+    real_fsync = os.fsync
+    monkeypatch.setattr(cx.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    ticks = iter(range(100))
+    monkeypatch.setattr(cx.time, "perf_counter", lambda: 0.5 * next(ticks))
+    path = tmp_path / "large.bin"
+    real_open = open
+
+    def spy_open(p, mode="r", *a, **k):
+        f = real_open(p, mode, *a, **k)
+        if "w" in mode:
+            write = f.write
+            f.write = lambda b: (written.append(bytes(b)), write(b))[1]
+        return f
+
+    monkeypatch.setattr("builtins.open", spy_open)
+    seq = cx.sequential_write(path, 10_000, repeats=3, chunk_bytes=4096)
+    monkeypatch.undo()
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+    assert [len(b) for b in written] == [4096, 4096, 1808] * 3
+    assert b"".join(written[:3]) == b"".join(written[3:6])  # the same bytes
+    assert len(set(b"".join(written[:3]))) > 200  # random, not zeros
+    assert len(synced) == 3
+    assert seq.nbytes == 10_000 and seq.seconds == (0.5, 0.5, 0.5)
+    assert seq.median_s == 0.5 and seq.bytes_per_s == 20_000
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(ValueError, match="nbytes must"):
+            cx.sequential_write(path, bad)
+        with pytest.raises(ValueError, match="repeats must"):
+            cx.sequential_write(path, 10, repeats=bad)
+        with pytest.raises(ValueError, match="chunk_bytes must"):
+            cx.sequential_write(path, 10, chunk_bytes=bad)

@@ -213,6 +213,8 @@ def test_the_elastic_resume_is_bitwise_and_from_the_last_checkpoint(v):
     assert v["el_steps"] > v["el_fail"]
     assert v["el_max_diff"] == 0.0  # bitwise equal final weights
     assert v["el_down"] > 0 and v["el_wall"] > v["el_down"]
+    # the downtime splits at the new attempt's first event (the rendezvous done)
+    assert 0 < v["el_restart"] < v["el_down"]
 
 
 # --- silent corruption ----------------------------------------------------------------

@@ -42,7 +42,7 @@ def identity_vs_k(
         color="C3",
         ls=":",
         lw=1,
-        label=f"{_power_label(broken_above)}: the BatchNorm bar",
+        label=_power_label(broken_above),
     )
     _plain_log2(ax)
     ax.set_yscale("log")

@@ -10,6 +10,7 @@ sampler they use live in mlbook.common_torch.checkpoint.
 from __future__ import annotations
 
 import math
+import os
 import random
 import statistics
 import time
@@ -325,6 +326,66 @@ def _compare_save_modes(spec, root, save_every, device, log) -> SaveModes:
             directory_bytes(ckpt.latest()) if ckpt else 0,
         )
     return SaveModes(device_description(device), modes)
+
+
+# --- one writer's streaming rate ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SequentialWrite:
+    """One writer streaming a large file: ``nbytes`` written once per entry of
+    ``seconds``, each time into a new file and ending with fsync."""
+
+    nbytes: int
+    seconds: tuple[float, ...]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.nbytes / self.median_s
+
+
+def _write_sizes(nbytes, repeats, chunk_bytes) -> tuple[int, int, int]:
+    """Each a whole number above 0, or a ValueError naming it."""
+    return (
+        validate.positive_int("nbytes", nbytes),
+        validate.positive_int("repeats", repeats),
+        validate.positive_int("chunk_bytes", chunk_bytes),
+    )
+
+
+def sequential_write(
+    path, nbytes: int, repeats: int = 3, chunk_bytes: int = 16 * 2**20, seed: int = 0
+) -> SequentialWrite:
+    """Time writing ``nbytes`` random bytes into a new file at ``path``,
+    ``chunk_bytes`` a call, flushed and fsynced, ``repeats`` times (the file is
+    removed after each).
+
+    A write of a few megabytes mostly times creating the file; one of hundreds
+    of megabytes is mostly bytes, so its rate is the one a writer streams a big
+    checkpoint shard at. The bytes are random, made before the clock starts, so
+    a file system that compresses or deduplicates cannot shorten the write.
+    """
+    nbytes, repeats, chunk_bytes = _write_sizes(nbytes, repeats, chunk_bytes)
+    path = Path(path)
+    data = memoryview(np.random.default_rng(seed).bytes(nbytes))
+    seconds = []
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            with open(path, "wb") as f:
+                for at in range(0, nbytes, chunk_bytes):
+                    f.write(data[at : at + chunk_bytes])
+                f.flush()
+                os.fsync(f.fileno())
+            seconds.append(time.perf_counter() - start)
+            path.unlink()
+    finally:
+        path.unlink(missing_ok=True)
+    return SequentialWrite(nbytes, tuple(seconds))
 
 
 # --- exact against naive resume -------------------------------------------------------

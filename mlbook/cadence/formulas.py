@@ -26,6 +26,7 @@ intervals, the Monte Carlo run).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Real
 from typing import TYPE_CHECKING
 
@@ -306,3 +307,47 @@ def write_time_s(
     validate.positive("writer_bytes_per_s", writer_bytes_per_s)
     validate.positive("storage_bytes_per_s", storage_bytes_per_s)
     return checkpoint_bytes_total / min(n * writer_bytes_per_s, storage_bytes_per_s)
+
+
+# A run left with less than this share of its wall time for training would take
+# over a hundred times its failure-free length (a month's run, more than eight
+# years): it never finishes in practice. Not a measurement: a line drawn where
+# quoting the lost share ("99.99 %") stops saying anything useful.
+LEAST_USEFUL_FRACTION = 0.01
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """A checkpoint's write time C and what it costs a job of MTBF T that
+    checkpoints at Daly's interval: ``waste`` is the exact expected share of
+    wall time lost there (restarts included)."""
+
+    write_s: float
+    mtbf_s: float
+    interval_s: float
+    waste: float
+
+    @property
+    def finishes(self) -> bool:
+        """Whether the job keeps at least LEAST_USEFUL_FRACTION of its time for
+        training. A write several times longer than T rarely completes before a
+        failure (with probability e^(-C/T)), and each failure starts it over."""
+        return 1 - self.waste >= LEAST_USEFUL_FRACTION
+
+
+def checkpoint_plan(
+    checkpoint_bytes_total: float,
+    n_writers: int,
+    writer_bytes_per_s: float,
+    storage_bytes_per_s: float,
+    mtbf_s: float,
+    restart_s: float = 0.0,
+) -> CheckpointPlan:
+    """The write time of a checkpoint split over ``n_writers`` ranks
+    (``write_time_s``), Daly's interval for it and the exact waste there."""
+    c = write_time_s(
+        checkpoint_bytes_total, n_writers, writer_bytes_per_s, storage_bytes_per_s
+    )
+    interval = daly_interval(c, mtbf_s)
+    waste = waste_fraction(interval, c, mtbf_s, restart_s, exact=True)
+    return CheckpointPlan(c, float(mtbf_s), interval, waste)

@@ -43,6 +43,10 @@ from mlbook.common_torch.launch import (
 from mlbook.faults import formulas as faults
 
 ELASTIC_MODULE = "mlbook.faults.elastic_script"
+# A hang guard, not a speed bound: the launches take 5-30 s on two idle cores, but
+# every process they start imports torch, which takes tens of seconds on a loaded
+# machine (a 60 s guard timed out there with nothing wrong).
+HANG_GUARD_S = 300.0
 
 
 # ---------------------------------------------------------------------------
@@ -121,7 +125,7 @@ def run_elastic(
     max_restarts: int = 1,
     step_s: float = 0.0,
     seed: int = 0,
-    timeout_s: float = 60.0,
+    timeout_s: float = HANG_GUARD_S,
     workdir=None,
     launcher: str = "torchrun",
     setup_retries: int = 2,
@@ -346,7 +350,7 @@ def run_corruption(
     flip_step: int = 3,
     flip_rank: int = 1,
     seed: int = 0,
-    timeout_s: float = 60.0,
+    timeout_s: float = HANG_GUARD_S,
 ) -> CorruptionRun:
     """Run every scenario of ``mlbook.faults.corruption_script`` in one process
     group of ``nproc`` forked replicas."""
