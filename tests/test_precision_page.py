@@ -111,6 +111,8 @@ GLUED = LABELS | {
     "f8_jump_sat",
     "f8_jump_err",
     "f8_after_err",
+    "bs_r_below",
+    "bs_r_past",
     "bs_rows",
     "bs_cols",
     "bs_span",
@@ -134,6 +136,14 @@ GLUED = LABELS | {
     "units_avx512_bf16",
     "units_amx",
     "units_here",
+    "zen5_units",
+    "zen5_ratio",
+    "zen5_fp32",
+    "zen5_fp32_avx2",
+    "xeon_fp32",
+    "xeon_fp32_avx2",
+    "xeon_units",
+    "xeon_ratio",
     "h100_bf16_over_fp32",
     "h100_fp8_over_bf16",
     "acc_bf16",
@@ -411,6 +421,9 @@ def test_block_scaling(v):
     # E4M3 keeps full precision from its smallest normal 2^-6 to 448:
     # 448 / 2^-6 = 28,672 (OCP FP8 spec, Table 1)
     assert v["bs_span"] == 28_672
+    # the two outliers the prose reads: one below the span and one past it
+    assert (v["bs_r_below"], v["bs_r_past"]) == (1e3, 1e5)
+    assert v["bs_r_below"] < v["bs_span"] < v["bs_r_past"]
     assert (v["bs_rows"], v["bs_cols"]) == (64, 256)  # the test sizes
     # With one scale 448 / r, a bulk value x is below the smallest normal where
     # |x| < r 2^-6 / 448. At r = 1e3 that is |x| < 0.0349 for N(0, 1): a share of
@@ -466,3 +479,41 @@ def test_the_diagnosis_solution(v):
     # the 20,000 values flush
     assert v["p7_gap"] == 38 - 12
     assert v["p7_lost_share"] == 575 / 20_000
+
+
+def test_the_kept_calibrations(v):
+    """The Zen 5 and Xeon figures are the kept calibrations' (book/measured/),
+    read here as plain JSON, not through mlbook.calibrate: the MAMF medians in
+    FLOP/s, and the units' ratio from the nominal peaks. Zen 5 has two 512-bit
+    FMA pipes (AMD, Software Optimization Guide for the AMD Zen5
+    Microarchitecture): 2 x 16 x 2 = 64 fp32 FLOP/cycle, and VDPBF16PS's 4 FLOPs
+    a lane on them, 128: a ratio of 2. The Xeon's AMX: 16 (as above)."""
+    root = PAGE.parent.parent / "book" / "measured"
+
+    def machine(name):
+        return json.loads((root / name / "machine.json").read_text())
+
+    def mamf(name, dtype):
+        return machine(name)["measurements"][f"mamf_{dtype}"]["median"] / 1e9
+
+    def units(name):
+        peaks = machine(name)["device"]["peaks"]
+        return peaks["bf16"]["flops_per_s"] / peaks["fp32"]["flops_per_s"]
+
+    assert v["zen5_units"] == units("zen5-2core") == 2
+    assert v["xeon_units"] == units("intel-amx-2core") == 16
+    zen5, xeon = "zen5-2core", "intel-amx-2core"
+    for machine_name, key in ((zen5, "zen5"), (xeon, "xeon")):
+        assert v[f"{key}_fp32"] == pytest.approx(mamf(machine_name, "fp32"), rel=1e-12)
+        assert v[f"{key}_fp32_avx2"] == pytest.approx(
+            mamf(f"{machine_name}-cap-avx2", "fp32"), rel=1e-12
+        )
+    for key, name in (("zen5_ratio", zen5), ("xeon_ratio", xeon)):
+        ratio = mamf(name, "bf16") / mamf(name, "fp32")
+        assert v[key] == pytest.approx(ratio, rel=1e-12)
+    # "its fp32 matmuls ran no faster with AVX-512 than without" (within 5 %),
+    # and bf16 measured above the units' ratio there, below it on the Xeon
+    assert abs(v["zen5_fp32"] / v["zen5_fp32_avx2"] - 1) < 0.05
+    # "the Xeon's fp32 fell ... under the same cap"
+    assert v["xeon_fp32_avx2"] < v["xeon_fp32"]
+    assert v["zen5_ratio"] > v["zen5_units"] and v["xeon_ratio"] < v["xeon_units"]

@@ -5,11 +5,14 @@ physical bound, or the page's own asserts; each tolerance says where it comes
 from. The first test checks the paper's table the page quotes without a build."""
 
 import math
+from pathlib import Path
 
 import pytest
 
 from conftest import page_values
 from mlbook.recompute import formulas as recompute
+
+PAGE = Path(__file__).resolve().parent.parent / "notebooks" / "recompute.md"
 
 GIB = 2**30
 # Stored glue values are the page's floats; where a value is an exact ratio of
@@ -50,7 +53,7 @@ def v(book):
 @pytest.mark.book
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
-    assert set(labels) == {"device_name", "timed_name", "cpu_order"}
+    assert set(labels) == {"device_name", "timed_name"}
     names = (labels["device_name"], labels["timed_name"])
     assert all(x.startswith(("CPU:", "GPU:")) and len(x) < 80 for x in names)
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
@@ -222,13 +225,13 @@ def test_reported_and_exercise(v):
 
 @pytest.mark.book
 def test_the_gpu_beside_the_cpu(v):
-    # the label follows the measured order: selective dearer than full is the
-    # reverse of Korthikanti et al.'s GPU order (+7 % against +39 %, Table 4)
-    reverse = v["run_selective_time"] > v["run_full_time"]
-    assert v["cpu_order"] == (
-        "the reverse of the GPU's" if reverse else "the GPU's order"
-    )
+    # The page states the measured overheads beside Table 4's (+7 % selective,
+    # +39 % full) and glues no clause about their order: a sentence true for
+    # either order says why a small model on a CPU can reverse the GPU's.
+    assert "cpu_order" not in v
     assert v["rep_sel"] < v["rep_full"]
+    text = PAGE.read_text()
+    assert "cpu_order" not in text and "the reverse of the GPU's" not in text
 
 
 @pytest.mark.book

@@ -505,7 +505,7 @@ def measure_strategies(
     rounds: int = 3,
     seed: int = 0,
     cpu_threads: int | None = 1,
-    log=print,
+    log=None,
 ) -> MeasuredStrategies:
     """Counted FLOPs, activation memory and step times of the small GPT under
     each strategy, on one model and one batch.
@@ -516,9 +516,10 @@ def measure_strategies(
     with one, other programs sharing the machine cannot stall a parallel
     region halfway, which makes two-thread timings swing tenfold. Also
     counts the FLOPs of full recompute with early stopping off and of a
-    forward alone. ``log`` receives progress lines.
+    forward alone. ``log`` (print, say) receives progress lines; None: no log.
     """
     validate.positive_int("rounds", rounds)
+    log = log or (lambda *_, **__: None)
     with measure.cpu_threads(cpu_threads, device):
         return _measure_strategies(cfg, s, b, device, rounds, seed, log)
 
