@@ -713,3 +713,22 @@ def test_the_published_tokenizer_rate():
     from mlbook.input_pipeline import formulas
 
     assert formulas.HF_TOKENIZERS_SERVER.bytes_per_s == 50e6
+
+
+def test_bekmans_loops_by_hand():
+    """Bekman's num-workers-bench (stas00/ml-engineering, training/performance/
+    README.md): 10 batches, 0.2 s of emulated compute a batch; overhead
+    5.388 s with no workers and 0.875 s with four. A step waits 0.5388 s and
+    0.0875 s: 0.5388 / 0.7388 = 72.93 % and 0.0875 / 0.2875 = 30.43 %."""
+    from mlbook.input_pipeline import formulas
+
+    none, four = formulas.published_loop_rows()
+    assert (none.data_s, four.data_s) == pytest.approx((0.5388, 0.0875))
+    assert none.waiting == pytest.approx(0.5388 / 0.7388)
+    assert four.waiting == pytest.approx(0.0875 / 0.2875)
+    assert none.fed.startswith("0 workers") and four.fed.startswith("4 workers")
+    # a measured row: 256 tokens a step of 10 + 90 ms make 2,560 tokens/s
+    row = formulas.LoopRow("x", "measured here", 0.01, 0.09, 256)
+    assert row.tokens_per_s == pytest.approx(2_560) and row.waiting == pytest.approx(
+        0.1
+    )

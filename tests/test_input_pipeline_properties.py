@@ -26,6 +26,7 @@ PROPERTY_COVERS = {
     "mlbook.input_pipeline.formulas.loader_overhead_s",
     "mlbook.input_pipeline.formulas.workers_needed",
     "mlbook.input_pipeline.formulas.trainer_tokens_per_s",
+    "mlbook.input_pipeline.formulas.published_loop_rows",
     "mlbook.input_pipeline.packing.per_document_rows",
     "mlbook.input_pipeline.packing.padding_waste",
     "mlbook.input_pipeline.packing.packing_waste",
@@ -539,3 +540,28 @@ def test_a_seed_draws_a_load_and_a_compute_in_range(seed, workers):
     assert 0.005 <= ratio <= 4.0
     assert log == artifacts.loader_log(seed, workers)
     assert all(r.wait_s >= 0 and r.compute_s > 0 for r in log.rows)
+
+
+@FEW
+@given(
+    st.lists(
+        st.sampled_from(sorted(formulas.BEKMAN_NUM_WORKERS.overhead_s)), max_size=5
+    )
+)
+def test_published_loop_rows_split_each_overhead_over_the_batches(chosen):
+    """Each row's wait, summed over the benchmark's batches, is the overhead
+    it published; a step is that wait plus the emulated compute, and the
+    share waiting lies in [0, 1)."""
+    bench = formulas.BEKMAN_NUM_WORKERS
+    rows = formulas.published_loop_rows(bench, chosen)
+    assert len(rows) == len(chosen)
+    for w, row in zip(chosen, rows, strict=True):
+        assert row.data_s * bench.n_batches == pytest.approx(bench.overhead_s[w])
+        assert row.step_s == pytest.approx(row.data_s + bench.compute_s)
+        assert 0 <= row.waiting < 1 and math.isnan(row.tokens_per_s)
+
+
+@FEW
+@given(st.integers().filter(lambda w: w not in formulas.BEKMAN_NUM_WORKERS.overhead_s))
+def test_published_loop_rows_refuse_a_setting_the_benchmark_did_not_run(w):
+    _raises_naming(f"workers={w}", formulas.published_loop_rows, workers=(w,))

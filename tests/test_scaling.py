@@ -298,6 +298,57 @@ def test_sharded_state_imbalance_and_padding_by_hand(sharded):
             )
 
 
+def test_rank_accounts_set_each_rank_against_the_formula_by_hand(sharded):
+    """The same run, accounted: fp32 Adam, N = 133,440, N_d = 3.
+    ZeRO-1 formula 4n + 4n + 8n/3 = 1,423,360, imbalance 8 (share - n/3):
+    +4,608, +4,608, -9,216; FSDP2 formula 16n/3 = 711,680, imbalance
+    16 (share - n/3): +14,048, +14,048, -28,096, the short rank padded by
+    2 x 4 x 2,634 = 21,072 bytes. Summed over ranks: ZeRO-1 holds 3 copies of
+    the weights and gradients (1,601,280 bytes each) and one of the moments
+    (1,067,520); FSDP2 one of each (533,760, 533,760, 1,067,520)."""
+    from mlbook.scaling import experiments
+
+    accounts = experiments.rank_accounts(sharded)
+    assert [(a.engine, a.rank) for a in accounts] == [
+        ("ZeRO-1", 0),
+        ("ZeRO-1", 1),
+        ("ZeRO-1", 2),
+        ("FSDP2", 0),
+        ("FSDP2", 1),
+        ("FSDP2", 2),
+    ]
+    assert [a.formula_bytes for a in accounts] == pytest.approx(
+        [1_423_360] * 3 + [711_680] * 3
+    )
+    assert [a.imbalance_bytes for a in accounts] == pytest.approx(
+        [4_608, 4_608, -9_216, 14_048, 14_048, -28_096], abs=1e-6
+    )
+    for a in accounts:
+        assert a.held_minus_formula_bytes == pytest.approx(a.imbalance_bytes, abs=1e-6)
+    assert [a.padding_bytes for a in accounts] == [0, 0, 0, 0, 0, 21_072]
+    assert [a.step_counter_bytes for a in accounts] == [20, 20, 40, 80, 80, 80]
+    assert [a.tensors for a in accounts[:3]] == [5, 5, 10]
+    assert experiments.summed_over_ranks(sharded.zero1) == {
+        "weights": 1_601_280,
+        "grads": 1_601_280,
+        "moments": 1_067_520,
+    }
+    assert experiments.summed_over_ranks(sharded.fsdp2) == {
+        "weights": 533_760,
+        "grads": 533_760,
+        "moments": 1_067_520,
+    }
+
+
+@pytest.mark.parametrize("stage, by_hand", [(1, 8), (2, 12), (3, 16)])
+def test_sharded_bytes_per_param_in_fp32_adam(stage, by_hand):
+    from mlbook.scaling import experiments
+
+    assert experiments.sharded_bytes_per_param(stage) == by_hand
+    with pytest.raises(ValueError, match="stage must be 1, 2 or 3, got 4"):
+        experiments.sharded_bytes_per_param(4)
+
+
 def test_sharded_training_matches_one_process(sharded):
     # fp32 gradients summed in another order agree to a few ulps: losses near
     # ln 256 = 5.5 agree to 1e-5 relative (measured: ~1e-7). Rounding changes Adam's
@@ -516,9 +567,12 @@ def test_the_ring_refuses_one_rank():
 
 
 def test_the_ring_figure_draws_each_send_and_its_bytes():
-    """Llama-3-70B's bf16 gradients, 141,107,412,992 bytes, over 4 ranks:
-    6 steps of S/4 = 35.28 GB, 4 arrows each (one per rank, the wrap-around
-    one included); each rank sends 6 x 35.28 = 211.7 GB = 2 (3/4) S."""
+    """Llama-3-70B's bf16 gradients, 141,107,412,992 bytes, over 4 ranks: the
+    3 reduce-scatter steps and the first all-gather step are drawn, each with
+    4 arrows (one per rank, the wrap-around one included) and S/4 = 35.28 GB a
+    rank; the title counts all 6 steps: 6 x 35.28 = 211.7 GB = 2 (3/4) S. After
+    the reduce-scatter rank r holds chunk (r + 1) mod 4 summed over all 4 ranks
+    (one cell a rank); one all-gather step later, two chunks a rank."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch
 
@@ -531,7 +585,12 @@ def test_the_ring_figure_draws_each_send_and_its_bytes():
         for ax in fig.axes
         if (ax.get_gid() or "").split(" ")[0] in ("reduce-scatter", "all-gather")
     ]
-    assert len(steps) == 6
+    assert [ax.get_gid() for ax in steps] == [
+        "reduce-scatter 1",
+        "reduce-scatter 2",
+        "reduce-scatter 3",
+        "all-gather 1",
+    ]
     for ax in steps:
         sends = [
             p
@@ -540,12 +599,22 @@ def test_the_ring_figure_draws_each_send_and_its_bytes():
         ]
         assert len(sends) == 4
         assert "35.3 GB" in ax.get_title()
-    assert "212 GB" in fig._suptitle.get_text()
-    last = next(ax for ax in steps if ax.get_gid() == "all-gather 3")
-    cells = [
-        p.get_gid() for p in last.patches if (p.get_gid() or "").startswith("cell")
-    ]
-    assert len(cells) == 16 and all(c.endswith("sums 4") for c in cells)
+    assert (
+        "212 GB" in fig._suptitle.get_text() and "6 steps" in fig._suptitle.get_text()
+    )
+
+    def summed_by_all(ax):
+        return {
+            p.get_gid()
+            for p in ax.patches
+            if (p.get_gid() or "").startswith("cell") and p.get_gid().endswith("sums 4")
+        }
+
+    after_reduce_scatter, after_one_gather = steps[2], steps[3]
+    assert summed_by_all(after_reduce_scatter) == {
+        f"cell rank {r} chunk {(r + 1) % 4} sums 4" for r in range(4)
+    }
+    assert len(summed_by_all(after_one_gather)) == 8
     plt.close(fig)
 
 

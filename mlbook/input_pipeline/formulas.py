@@ -183,6 +183,67 @@ BEKMAN_NUM_WORKERS = PublishedLoaderBench(
 )
 
 
+@dataclass(frozen=True)
+class LoopRow:
+    """One way of feeding a training step, as the A/B table shows it: the
+    seconds a step waits for its batch and computes, where they come from,
+    and (measured rows only) the tokens a step trains on."""
+
+    fed: str
+    source: str
+    data_s: float
+    compute_s: float
+    tokens_per_step: int = 0  # 0: not known (a published or modelled row)
+
+    @property
+    def step_s(self) -> float:
+        return self.data_s + self.compute_s
+
+    @property
+    def data_ms(self) -> float:
+        return self.data_s * 1e3
+
+    @property
+    def compute_ms(self) -> float:
+        return self.compute_s * 1e3
+
+    @property
+    def step_ms(self) -> float:
+        return self.step_s * 1e3
+
+    @property
+    def waiting(self) -> float:
+        """Share of the step spent waiting for data."""
+        return self.data_s / self.step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s if self.tokens_per_step else math.nan
+
+
+def published_loop_rows(
+    bench: PublishedLoaderBench = BEKMAN_NUM_WORKERS, workers=(0, 4)
+) -> list[LoopRow]:
+    """Bekman's DataLoader benchmark as loops, one row for each of
+    ``workers``: a step's share of his epoch's loader overhead (the overhead
+    over his batches) against his emulated compute."""
+    rows = []
+    for w in workers:
+        if w not in bench.overhead_s:
+            raise ValueError(
+                f"workers={w!r}: the benchmark reports {sorted(bench.overhead_s)}"
+            )
+        rows.append(
+            LoopRow(
+                f"{w} workers, a {bench.item_cost_s * 1e3:g} ms sleep an item",
+                "Bekman, a CUDA machine",
+                bench.overhead_s[w] / bench.n_batches,
+                bench.compute_s,
+            )
+        )
+    return rows
+
+
 # The same README's pinned-memory benchmark (pin-memory-non-block-bench.py): the
 # setup above without the per-item sleep, five workers, each batch copied to
 # the GPU; "average time" per epoch minus compute, on an A100 80GB PCIe.

@@ -19,7 +19,7 @@ from pathlib import Path
 from mlbook.common import validate
 from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch.launch import fork_group_formed
-from mlbook.scaling import dist_script
+from mlbook.scaling import dist_script, formulas
 
 # 1 KiB to 64 MiB, a factor of 4 apart
 DEFAULT_SIZES = tuple(1024 * 4**i for i in range(9))
@@ -376,7 +376,7 @@ class RankState:
 class ShardedRun:
     """One sharded engine's run: each rank's state and the training it did."""
 
-    engine: str  # "ZeroRedundancyOptimizer" or "FSDP2 fully_shard"
+    engine: str  # "ZeRO-1" (ZeroRedundancyOptimizer with DDP) or "FSDP2" (fully_shard)
     stage: int  # the ZeRO stage it implements
     ranks: tuple  # RankState per rank
     losses: tuple  # mean loss over ranks, per step
@@ -402,6 +402,78 @@ class ShardedRuns:
             for run in (self.zero1, self.fsdp2)
             for a, b in zip(run.losses, self.ref_losses, strict=True)
         )
+
+
+# The sharded runs train in fp32: 4 bytes of weights, 4 of gradients and K = 8
+# of Adam's two moments a parameter (the weights are their own master copy).
+FP32_ADAM = {"k": 8, "weight_bytes": 4, "grad_bytes": 4}
+
+
+def sharded_bytes_per_param(stage: int) -> int:
+    """Bytes a parameter that ZeRO stage ``stage`` shards, in fp32 Adam: the
+    moments (8) from stage 1, the gradients (4) from stage 2, the weights (4)
+    at stage 3."""
+    validate.positive_int("stage", stage)
+    if stage > 3:
+        raise ValueError(f"stage must be 1, 2 or 3, got {stage}")
+    return 8 + 4 * (stage >= 2) + 4 * (stage >= 3)
+
+
+@dataclass(frozen=True)
+class RankAccount:
+    """One rank's bytes after the last step, set against ``zero_state_bytes``
+    at its engine's stage. ``imbalance_bytes`` is what its share of the
+    parameters (the elements whose sharded state it keeps) adds beyond
+    N / N_d: the sharded bytes a parameter times (share - N / N_d). The
+    formula plus the imbalance is every byte held; ``padding_bytes`` and
+    ``step_counter_bytes`` are what the formula leaves out."""
+
+    engine: str
+    rank: int
+    tensors: int  # parameter tensors whose optimizer state it keeps
+    held_bytes: int  # weights, gradients and Adam's moments
+    formula_bytes: float
+    imbalance_bytes: float
+    padding_bytes: int  # storage beyond the weights' and gradients' elements
+    step_counter_bytes: int  # Adam's 4-byte step, one a tensor it updates
+
+    @property
+    def held_minus_formula_bytes(self) -> float:
+        return self.held_bytes - self.formula_bytes
+
+
+def rank_accounts(runs: ShardedRuns) -> tuple:
+    """Every rank of both engines, as a ``RankAccount``: ZeRO-1's ranks, then
+    FSDP2's."""
+    n, world = runs.n_params, runs.n_ranks
+    accounts = []
+    for run in (runs.zero1, runs.fsdp2):
+        formula = formulas.zero_state_bytes(n, world, run.stage, **FP32_ADAM)
+        sharded = sharded_bytes_per_param(run.stage)
+        accounts += [
+            RankAccount(
+                run.engine,
+                r.rank,
+                r.owned_tensors,
+                r.held_bytes,
+                formula,
+                sharded * (r.owned_params - n / world),
+                r.padding_bytes,
+                r.steps.bytes,
+            )
+            for r in run.ranks
+        ]
+    return tuple(accounts)
+
+
+ITEMS = ("weights", "grads", "moments")
+
+
+def summed_over_ranks(run: ShardedRun) -> dict:
+    """Bytes of each item (weights, gradients, Adam's moments) summed over a
+    run's ranks: a sharded item adds up to the whole model's, a replicated
+    one to N_d copies of it."""
+    return {i: sum(getattr(r, i).bytes for r in run.ranks) for i in ITEMS}
 
 
 def _held(d: dict) -> Held:
@@ -464,8 +536,8 @@ def sharded_state(
         rep["n_params"],
         {k: tuple(v) for k, v in rep["shapes"].items()},
         tuple(rep["ref_losses"]),
-        _sharded("ZeroRedundancyOptimizer", 1, rep["zero1"]),
-        _sharded("FSDP2 fully_shard", 3, rep["fsdp2"]),
+        _sharded("ZeRO-1", 1, rep["zero1"]),
+        _sharded("FSDP2", 3, rep["fsdp2"]),
         wall,
         redone,
     )

@@ -251,121 +251,93 @@ def _decimal_bytes(n_bytes: float) -> str:
     return f"{n_bytes:.3g} B"
 
 
-def _ring_panel(ax, n: int, held, sends, title: str, cmap):
+def _ring_panel(ax, n: int, held, sends, title: str, cmap, left: bool):
     """One step: rank r is column r, chunk c row c; a cell is shaded by how
-    many ranks' values it sums and says which; an arrow per transfer."""
+    many ranks' values it sums and says which; an arrow per transfer. Only
+    the ``left`` panels name the chunks."""
     from matplotlib.patches import FancyArrowPatch, Rectangle
 
     for r in range(n):
         for c in range(n):
             share = len(held[r][c]) / n
-            done = share == 1
             ax.add_patch(
                 Rectangle(
-                    (r - 0.3, c - 0.36),
+                    (r - 0.3, c - 0.38),
                     0.6,
-                    0.72,
+                    0.76,
                     facecolor=cmap(0.12 + 0.75 * share),
                     edgecolor="0.35",
                     lw=0.6,
                     gid=f"cell rank {r} chunk {c} sums {len(held[r][c])}",
                 )
             )
-            label = "all" if done else "".join(str(k) for k in sorted(held[r][c]))
+            label = "all" if share == 1 else "".join(str(k) for k in sorted(held[r][c]))
             ax.text(
                 r,
                 c,
                 label,
                 ha="center",
                 va="center",
-                fontsize=7 if n <= 4 else 5,
+                fontsize=10 if n <= 4 else 7,
                 color="white" if share > 0.6 else "black",
             )
+    arrow = dict(arrowstyle="-|>", mutation_scale=11, color="#d62728", lw=1.5)
     for s in sends:
         wrap = s.dst != s.src + 1
-        start = (s.src + 0.3, s.chunk)
-        end = (s.src + 0.75, s.chunk) if wrap else (s.dst - 0.3, s.chunk)
+        end = (s.src + 0.62, s.chunk) if wrap else (s.dst - 0.3, s.chunk)
         ax.add_patch(
             FancyArrowPatch(
-                start,
+                (s.src + 0.3, s.chunk),
                 end,
-                arrowstyle="-|>",
-                mutation_scale=8,
-                color="#d62728",
-                lw=1.2,
                 gid=f"send {s.src}->{s.dst} chunk {s.chunk}",
+                **arrow,
             )
         )
-        if wrap:  # the last rank's piece goes round to rank 0
-            ax.text(
-                s.src + 0.97,
-                s.chunk,
-                f"to {s.dst}",
-                fontsize=6,
-                va="center",
-                color="#d62728",
-            )
-            ax.add_patch(
-                FancyArrowPatch(
-                    (-0.75, s.chunk),
-                    (-0.3, s.chunk),
-                    arrowstyle="-|>",
-                    mutation_scale=8,
-                    color="#d62728",
-                    lw=1.2,
-                )
-            )
-    ax.set_xlim(-0.8, n - 0.05)
+        if wrap:  # the last rank's piece goes round to rank 0: out right, in left
+            ax.add_patch(FancyArrowPatch((-0.62, s.chunk), (-0.3, s.chunk), **arrow))
+    ax.set_xlim(-0.65, n - 0.35)
     ax.set_ylim(n - 0.5, -0.5)
-    ax.set_xticks(range(n), [str(r) for r in range(n)], fontsize=7)
-    ax.set_xlabel("rank", fontsize=7, labelpad=1)
-    ax.set_yticks(range(n), [f"chunk {c}" for c in range(n)], fontsize=7)
-    ax.tick_params(length=0)
+    ax.xaxis.tick_top()
+    ax.set_xticks(range(n), [f"rank {r}" for r in range(n)], fontsize=9)
+    ax.set_yticks(range(n), [f"chunk {c}" for c in range(n)] if left else [])
+    ax.tick_params(length=0, labelsize=9)
     for side in ax.spines.values():
         side.set_visible(False)
-    ax.set_title(title, fontsize=8)
+    ax.set_title(title, fontsize=10, pad=4)
 
 
 def ring_allreduce(n_bytes: float, n_ranks: int = 4):
-    """A ring all-reduce of ``n_bytes`` over ``n_ranks``, step by step: the
-    start, the N - 1 reduce-scatter steps (top row) and the N - 1 all-gather
-    steps (bottom row). Each panel shows every rank's buffer as N chunks,
-    shaded by how many ranks' values a chunk sums (and which), with an arrow
-    for each chunk sent; each step's title gives the bytes a rank sends, S/N,
-    and the figure's the total, 2(N - 1)/N x S."""
+    """A ring all-reduce of ``n_bytes`` over ``n_ranks``: its N - 1
+    reduce-scatter steps and the first all-gather step, two panels a row
+    (the other all-gather steps pass the finished pieces on the same way).
+    Each panel shows every rank's buffer as N chunks, shaded by how many
+    ranks' values a chunk sums (and which), with an arrow for each chunk
+    sent; each step's title gives the bytes a rank sends, S/N, and the
+    figure's title the total over all 2(N - 1) steps, 2(N - 1)/N x S."""
     steps = ring.ring_allreduce_steps(n_ranks, n_bytes)
     n = n_ranks
+    drawn = [s for s in steps if s.phase == "reduce-scatter" or s.step == 1]
+    rows = -(-len(drawn) // 2)
     fig, axes = plt.subplots(
-        2, n, figsize=(9.0, 1.0 + 0.62 * n * 2), layout="constrained"
+        rows, 2, figsize=(7.2, 0.55 + rows * (0.42 * n + 0.75)), layout="constrained"
     )
+    fig.get_layout_engine().set(wspace=0.1)  # a wrap-around arrow ends its panel
     cmap = plt.get_cmap("Blues")
-    _ring_panel(axes[0][0], n, ring.start_state(n), (), "start: each rank's own", cmap)
-    for step in steps:
-        row = 0 if step.phase == "reduce-scatter" else 1
-        ax = axes[row][step.step]
+    flat = list(axes.flat)
+    for i, (ax, step) in enumerate(zip(flat, drawn, strict=False)):
         title = (
-            f"{step.phase} {step.step}: each rank\nsends "
-            f"{_decimal_bytes(step.bytes_per_rank)} (S/N)"
+            f"{step.phase}, step {step.step} of {n - 1}: "
+            f"{_decimal_bytes(step.bytes_per_rank)} a rank"
         )
-        _ring_panel(ax, n, step.held, step.sends, title, cmap)
+        _ring_panel(ax, n, step.held, step.sends, title, cmap, left=i % 2 == 0)
         ax.set_gid(f"{step.phase} {step.step}")
-    note = axes[1][0]
-    note.axis("off")
+    for ax in flat[len(drawn) :]:
+        ax.axis("off")
     sent = ring.bytes_sent_per_rank(steps)[0]
-    note.text(
-        0.0,
-        0.5,
-        f"S = {_decimal_bytes(n_bytes)}, N = {n}\n"
-        f"{2 * (n - 1)} steps of S/N each:\n"
-        f"{_decimal_bytes(sent)} sent a rank\n= 2(N - 1)/N x S",
-        fontsize=8,
-        va="center",
-    )
     fig.suptitle(
-        f"Ring all-reduce of {_decimal_bytes(n_bytes)} over {n} ranks: "
-        f"reduce-scatter (top), then all-gather (bottom); each rank sends "
-        f"{_decimal_bytes(sent)}",
-        fontsize=9,
+        f"Ring all-reduce of S = {_decimal_bytes(n_bytes)} over N = {n} ranks: "
+        f"{len(steps)} steps of S/N, {_decimal_bytes(sent)} sent a rank",
+        fontsize=11,
     )
     return fig
 
