@@ -533,3 +533,35 @@ def test_the_peak_of_a_child_is_seen():
     assert watcher.peak.main_bytes > 0
     with pytest.raises(ValueError, match="every_s"):
         resources.PeakWatcher(every_s=0)
+
+
+def test_the_predicted_against_measured_figure_plots_each_ratio_against_one():
+    """One dot per row at measured / predicted (a time 3 s against 2 s
+    predicted is 1.5; bytes 100 against 100 are 1.0; 1 s against 4 s is 0.25),
+    a line at 1, and a legend in a reader's words, not the checks' kinds."""
+    import matplotlib.pyplot as plt
+
+    from mlbook.calibrate import figures as figs
+
+    rows = [
+        cal.Comparison("step", "a step", "mfu", 2.0, 3.0, "s", "", "lower bound"),
+        cal.Comparison(
+            "bytes", "bytes kept", "recompute", 100, 100, "bytes", "", "exact"
+        ),
+        cal.Comparison("write", "a write", "cadence", 4.0, 1.0, "s", "", "stated"),
+    ]
+    fig = figs.predicted_vs_measured(rows, "CPU: test")
+    ax = fig.axes[0]
+    dots = [tuple(c.get_offsets()[0]) for c in ax.collections]
+    assert dots == [(1.5, 0), (1.0, 1), (0.25, 2)]
+    assert any(list(line.get_xdata()) == [1, 1] for line in ax.get_lines())
+    words = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "measured = predicted" in words and len(words) == 4
+    assert not set(words) & {"stated", "lower bound", "exact"}
+    assert not any("stated" in w or "lower bound" in w for w in words)
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "step (mfu)",
+        "bytes (recompute)",
+        "write (cadence)",
+    ]
+    plt.close(fig)

@@ -68,13 +68,15 @@ def test_the_default_bars_by_hand():
     assert list(bars) == [
         "datasheet peak",
         "MAMF ceiling",
-        "all fixes",
+        "fixed step's gap to the ceiling",
         "pre-tokenised data",
         "no recompute",
         "achieved",
     ]
     assert bars["MAMF ceiling"]["lo"] == pytest.approx(0.6)  # 60 of 100
-    assert bars["all fixes"]["lo"] == pytest.approx(0.3)  # 3e9 / (0.1 * 100e9)
+    assert bars["fixed step's gap to the ceiling"]["lo"] == pytest.approx(
+        0.3
+    )  # 3e9 / (0.1 * 100e9)
     # 3e9 / (0.35 * 100e9) = 0.0857; then 3e9 / (0.39 * 100e9) = 0.0769
     assert bars["pre-tokenised data"]["lo"] == pytest.approx(3 / 35)
     assert bars["no recompute"]["change"] == pytest.approx(3 / 39 - 3 / 35)

@@ -32,10 +32,11 @@ def sizes(v):
 
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
-    verdicts = {k for k in labels if k.startswith("fix_") and k.endswith("_verdict")}
-    verbs = {k for k in labels if k.startswith("fix_") and k.endswith("_verb")}
-    assert len(verdicts) == len(verbs) == v["ladder_n_rungs"] - 1  # one a fix
-    assert set(labels) - verdicts - verbs == {
+    # a fix's saving is a signed number read against its noise, never a verb or
+    # a verdict glued into a sentence
+    savings = {k for k in v if k.startswith("fix_") and k.endswith("_saved")}
+    assert len(savings) == v["ladder_n_rungs"] - 1  # one a fix
+    assert set(labels) == {
         "device_name",
         "peak_basis",
         "peak_label",
@@ -51,6 +52,7 @@ def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
         "comm_device",
         "here_top_fix",
         "a100_top_fix",
+        "bf16_rung",
     }
     assert all(len(x) < 80 for x in labels.values())  # a label, not a sentence
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
@@ -130,9 +132,11 @@ def test_the_rungs_follow_the_probe(v):
         assert v["ladder_final_label"] == (
             "bf16 autocast" if bf16 else "bigger micro-batch"
         )
-        assert (
-            (v["bf16_step_ratio"] > 0) == bf16 == (v["bf16_matmul_ratio"] > 0)
-        )  # 0: "no bf16 rung"
+        # on a CPU the bf16 rung, where there is one, is the last
+        last = v["ladder_n_rungs"] - 1
+        assert v["bf16_rung"] == (
+            f"a bf16 rung (rung {last})" if bf16 else "no bf16 rung"
+        )
     # The vocabulary starts ragged: not a multiple of 64 (the defect the pad fixes).
     assert v["vocab_raw"] % 64 != 0
 
@@ -368,30 +372,22 @@ def test_which_shares_are_lower_limits_is_said_from_the_glued_basis(v):
     assert "On a CPU the peak is an upper bound" not in PROSE
 
 
-def test_each_saving_is_read_against_its_noise_and_its_bucket(v):
-    """By hand: a saving no larger than the two rungs' spread is within the
-    run's noise; one beyond its bucket's share and the spread came from
-    elsewhere as well; a negative one "changed the step by"."""
-    fixes = [k[len("fix_") : -len("_verdict")] for k in v if k.endswith("_verdict")]
+def test_each_saving_is_a_signed_number_beside_its_noise(v):
+    """Each fix's bullet quotes its saving with its sign (a negative one is a
+    slower step) and the noise it is read against, the larger spread of the
+    two rungs' steps; the table's reading column is the package's verdict,
+    which tests/test_capstone_properties.py checks. No glued verb or verdict
+    carries a sentence's logic."""
+    fixes = [k[len("fix_") : -len("_saved")] for k in v if k.endswith("_saved")]
     assert fixes
     for fix in fixes:
-        saved, bucket = v[f"fix_{fix}_saved"], v[f"fix_{fix}_bucket_share"]
-        spread = v[f"fix_{fix}_spread"]
-        if abs(saved) <= spread:
-            expected = "within the run's noise"
-        elif saved > bucket + spread:
-            expected = "more than its bucket held"
-        else:
-            expected = "above the run's noise"
-        assert v[f"fix_{fix}_verdict"] == expected, fix
-        assert v[f"fix_{fix}_verb"] == (
-            "saved" if saved >= 0 else "changed the step by"
-        )
-    for fix in fixes:
+        assert v[f"fix_{fix}_spread"] >= 0, fix
+        assert f"fix_{fix}_verb" not in v and f"fix_{fix}_verdict" not in v, fix
         if fix in ("bf16", "compile"):
             continue  # no bullet of their own
-        assert f"{{glue:text}}`fix_{fix}_verdict`" in PROSE, fix
-        assert f"{{glue:text}}`fix_{fix}_verb`" in PROSE, fix
+        assert f"{{glue:text}}`fix_{fix}_saved:+.1%`" in PROSE, fix
+        assert f"{{glue:text}}`fix_{fix}_spread:.1%`" in PROSE, fix
+    assert "Read each saving by its sign, then against the noise" in PROSE
 
 
 def test_the_schematic_s_exposed_times_by_hand(v):

@@ -72,6 +72,32 @@ def test_measure_mfu_arithmetic_with_stubbed_clocks(monkeypatch):
     )  # progress goes where the caller says
 
 
+def test_every_round_starts_with_an_untimed_step(monkeypatch):
+    """Three rounds of two timed steps: each round warms up with one untimed
+    step (the first step after the round's matmuls is not a warm step), so
+    the spread is that of the six warm steps, 0.8 / 0.4 - 1 = 1."""
+    from mlbook.common_torch import mamf
+
+    warmups = []
+    times = iter([[0.4, 0.5], [0.6, 0.8], [0.5, 0.4]])
+
+    def timed(step, steps, warmup, device):
+        warmups.append(warmup)
+        return next(times)
+
+    monkeypatch.setattr(measure, "time_steps", timed)
+    monkeypatch.setattr(devices, "measure_matmul_flops_per_s", lambda *a, **k: 2e9)
+    monkeypatch.setattr(
+        devices, "nominal_peak_flops_per_s", lambda device, dtype: (1e9, "stub")
+    )
+    monkeypatch.setattr(mamf, "find_ceiling", lambda *a, **k: _stub_ceiling(4e9))
+    monkeypatch.setattr(mamf, "refine", lambda c, **k: c)
+    m = mfu_demo.measure_mfu(CFG, 32, 2, steps=2, device="cpu", gemm_n=128, rounds=3)
+    assert warmups == [1, 1, 1]
+    assert m.step_spread == pytest.approx(1.0, rel=1e-12)
+    assert m.step_s == pytest.approx(0.5, rel=1e-12)  # the median of the six
+
+
 def test_a_beaten_ceiling_widens_the_sweep(monkeypatch):
     """A step at 47 MFLOP/s against a 10 MFLOP/s 'ceiling': the sweep is widened,
     three times at most, and the result reports it instead of hiding it."""

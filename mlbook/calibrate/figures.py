@@ -4,29 +4,55 @@ from __future__ import annotations
 
 import math
 
-from mlbook.calibrate import formulas as cal
-from mlbook.plotting.style import new_figure, percent_axis
+from mlbook.plotting.style import new_figure, percent_axis, plain_log_axis
+
+# What each kind of comparison (Comparison.check) is, in a reader's words, and
+# its marker; a kind not named here is drawn as an estimate.
+KINDS = {
+    "lower bound": ("a floor the step cannot beat", "^", "C3"),
+    "exact": ("an exact count of bytes", "s", "C2"),
+    "stated": ("an estimate", "o", "C0"),
+}
 
 
 def predicted_vs_measured(rows, device: str):
-    """Each comparison's prediction (x) against its measurement (y), both in
-    the row's own unit on log axes, with the diagonal where they agree: above
-    it the machine was slower (or kept more bytes) than predicted."""
-    fig, ax = new_figure(size=(7.0, 4.2))
-    shown = [cal.display(r.predicted, r.unit) + (r,) for r in rows]
-    for i, (x, unit, r) in enumerate(shown):
-        y = cal.display(r.measured, r.unit)[0]
-        marker = {"lower bound": "^", "exact": "s"}.get(r.check, "o")
-        ax.loglog(x, y, marker, color=f"C{i}", label=f"{r.key} ({unit}, {r.check})")
-    values = [v for x, _, r in shown for v in (x, cal.display(r.measured, r.unit)[0])]
-    lo, hi = min(values) / 2, max(values) * 2
-    ax.loglog([lo, hi], [lo, hi], "--", color="0.4", label="measured = predicted")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("predicted (the row's unit)")
-    ax.set_ylabel("measured (the row's unit)")
-    ax.set_title(f"Predicted against measured, {device}", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
+    """One row per comparison: its measurement over its prediction, on a log
+    axis, against the line at 1 where the two agree. Right of the line the
+    machine took longer (or kept more bytes) than the chapter's formula
+    predicted, left of it less; each dot is labelled with its ratio."""
+    fig, ax = new_figure(size=(7.0, 0.42 * len(rows) + 1.9), layout="constrained")
+    ratios = [r.ratio for r in rows]
+    seen = set()
+    for i, (r, ratio) in enumerate(zip(rows, ratios, strict=True)):
+        words, marker, colour = KINDS.get(r.check, KINDS["stated"])
+        label = None if words in seen else words
+        seen.add(words)
+        ax.scatter(ratio, i, marker=marker, s=45, color=colour, label=label, zorder=3)
+        ax.annotate(
+            f"{ratio:.2f}",
+            (ratio, i),
+            xytext=(6, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+        )
+    ax.axvline(1, ls="--", color="0.35", label="measured = predicted")
+    names = [f"{r.key} ({r.chapter.replace('_', ' ')})" for r in rows]
+    ax.set_yticks(range(len(rows)), names)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    plain_log_axis(ax, "x", base=2)
+    reach = max(2.0, *(max(x, 1 / x) for x in ratios if x > 0))
+    ax.set_xlim(1 / (1.6 * reach), 1.6 * reach)
+    ax.set_xlabel(
+        "measured / predicted (log scale): right of 1 the machine took longer, "
+        "or kept more bytes",
+        fontsize=8,
+    )
+    ax.set_title(
+        f"Each chapter's prediction against this machine\n{device}", fontsize=9
+    )
+    fig.legend(loc="outside lower center", ncols=2, fontsize=7, frameon=False)
     return fig
 
 

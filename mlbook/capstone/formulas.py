@@ -523,7 +523,7 @@ def waterfall(
     level = flops_per_step / (t * peak_flops_per_s)
     bars = [
         Bar("peak to MAMF ceiling", 1.0, ceiling_mfu),
-        Bar("ceiling to all fixes", ceiling_mfu, level),
+        Bar("ceiling to the fixed step", ceiling_mfu, level),
     ]
     for name, saved in savings_s.items():
         if name in applied:

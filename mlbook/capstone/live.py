@@ -51,12 +51,14 @@ EXAMPLE_RUN = {
 
 
 COMM = "exposed communication"  # the bar of the what-if control
+# the bar from the ceiling down to the step with every fix: what no fix here removes
+GAP = "fixed step's gap to the ceiling"
 
 
 def _bar_label(name: str) -> str:
     return {
         "peak to MAMF ceiling": "MAMF ceiling",
-        "ceiling to all fixes": "all fixes",
+        "ceiling to the fixed step": GAP,
     }.get(name, LABELS.get(name, name))
 
 
@@ -128,7 +130,7 @@ def mfu_waterfall(run: dict | None = None, comm_pct: float = 0, **applied) -> di
         "type": "nominal",
         "sort": None,
         "title": vl.title_of("peak, losses, then each fix left out", "in order"),
-        "axis": {"labelAngle": -30, "labelLimit": 160},
+        "axis": {"labelAngle": -30, "labelLimit": 200},
     }
     top = peak_label(run)
     y = vl.channel(

@@ -34,6 +34,7 @@ from mlbook.mfu.flops import (
     six_nd,
 )
 from mlbook.mfu.formulas import (
+    GOOD_MFU,
     PUBLISHED_MFU,
     ROUNDING,
     ImpossibleUtilisation,
@@ -50,6 +51,7 @@ __all__ = [
     "BUCKETS",
     "CAUSES",
     "DASHBOARD_MODELS",
+    "GOOD_MFU",
     "MATMUL_BUCKETS",
     "MODES",
     "PUBLISHED_MFU",

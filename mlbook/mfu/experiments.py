@@ -85,7 +85,9 @@ class MfuMeasurement:
     step_vs_square: float  # achieved / the square matmul; may pass 1
     step_vs_ceiling: float  # achieved / MAMF ceiling
     sweeps: int  # how many sweeps it took for the ceiling to hold
-    step_spread: float = 0.0  # the timed steps' slowest / fastest - 1
+    # the timed steps' slowest / fastest - 1: warm steps only, as every round
+    # starts with an untimed one
+    step_spread: float = 0.0
     peak_basis: str = "datasheet"  # accelerators.PEAK_BASES
 
 
@@ -112,10 +114,16 @@ def measure_mfu(
     GEMM shapes included.
 
     The machine's speed drifts, so the step and the ceiling are measured in
-    ``rounds`` alternating rounds: ``steps`` timed steps, then the best shapes
-    timed again. Should the step still beat the ceiling, the sweep is widened
-    (twice the budget, larger sizes) and the step measured again, up to
-    MAX_SWEEPS sweeps; a beaten ceiling is reported, never explained away.
+    ``rounds`` alternating rounds: one untimed warm-up step, ``steps`` timed
+    steps, then the best shapes timed again. The warm-up is per round: on a
+    busy 2-core CPU the first step after the best shapes' matmuls ran several
+    times as long as the next, and timing it made the spread of the steps,
+    which bounds how far a step may pass the ceiling, the size of that first
+    step, not the spread of the steps.
+
+    Should the step still beat the ceiling, the sweep is widened (twice the
+    budget, larger sizes) and the step measured again, up to MAX_SWEEPS
+    sweeps; a beaten ceiling is reported, never explained away.
 
     On a GPU the step runs under bf16 autocast and is compared with bf16
     peaks; on a CPU it trains in fp32 against fp32 peaks. ``log`` (for
@@ -175,8 +183,7 @@ def measure_mfu(
                 f"round {r + 1}/{rounds}: {steps} training steps of b={batch} x "
                 f"s={seq_len}, then the best shapes again ..."
             )
-            warm = 1 if not state["times"] else 0
-            state["times"] += measure.time_steps(step, steps, warm, device)
+            state["times"] += measure.time_steps(step, steps, 1, device)
             ceiling = mamf.refine(ceiling, top=3, min_run_time_s=run_s)
         state["ceiling"] = ceiling
         return state

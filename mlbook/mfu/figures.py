@@ -45,7 +45,8 @@ def published_mfu():
     ]
     ax.barh(labels, [r.mfu for r in runs], color="C0", label="reported MFU")
     ax.axvspan(*GOOD_MFU, color="C2", alpha=0.15, label=GOOD_LABEL)
-    ax.legend(loc="lower right", fontsize=8)
+    # above the bars, so that it hides none of them
+    fig.legend(loc="outside upper center", ncols=2, fontsize=8, frameon=False)
     ax.invert_yaxis()
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("model FLOPs utilisation")

@@ -156,6 +156,11 @@ def nanogpt_estimate_mfu(
     return _utilisation("MFU", flops_per_tok * tokens_per_s, peak_flops_per_s, 1)
 
 
+# "Good at scale" for BF16 MFU: the range of the large runs in PUBLISHED_MFU
+# since PaLM (MT-NLG 30 %, Llama 3 38-43 %, PaLM 46 %), as the BRIEF states it.
+GOOD_MFU = (0.35, 0.50)
+
+
 @dataclass(frozen=True)
 class PublishedRun:
     model: str

@@ -14,10 +14,8 @@ from mlbook.common import vegalite as vl
 from mlbook.mfu import flops
 from mlbook.mfu import formulas as mfu
 
-# "Good at scale" for BF16 MFU: the range of the large runs in PUBLISHED_MFU
-# since PaLM (MT-NLG 30 %, Llama 3 38-43 %, PaLM 46 %), as the BRIEF states it.
-GOOD_MFU = (0.35, 0.50)
-GOOD_LABEL = "35-50 %: good at scale"
+GOOD_MFU = mfu.GOOD_MFU  # the band of large runs, shaded
+GOOD_LABEL = f"{GOOD_MFU[0] * 100:.0f}-{GOOD_MFU[1] * 100:.0f} %: good at scale"
 SEQ_LENS = (2048, 4096, 8192, 32768, 131072)
 MODELS = tuple(config.PRESETS)
 GPUS = tuple(hardware.ACCELERATORS)
@@ -50,7 +48,7 @@ def mfu_calculator(
     model: str, tokens_per_s: float, seq_len: int, gpu: str, n_gpus: int
 ) -> dict:
     """MFU against job throughput for one model and cluster, the current
-    point marked; the 35-50 % band of large runs shaded."""
+    point marked; the band of large runs (GOOD_MFU) shaded."""
     cfg = config.PRESETS[model]
     peak = sixteen_bit_peak(gpu)
     top = mfu.max_tokens_per_s(cfg, seq_len, peak, n_gpus)  # tokens/s at 100 % MFU
