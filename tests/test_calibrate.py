@@ -108,12 +108,35 @@ def write(path: Path, data) -> Path:
 # --- the schema -----------------------------------------------------------------------
 
 
+# A 2-core Xeon VM reports its host's whole L3, 480 MiB: sized by it, the
+# triad once took three 1.9 GiB arrays and each all-reduce rank wrote over 960
+# MiB before every all-reduce. The command runs as `python -m mlbook calibrate`
+# would, with the L3 probe made to report that.
+L3_480 = 480 * 2**20
+AS_A_480_MIB_L3 = f"""
+import runpy, sys
+import mlbook.scaling.experiments as scaling
+scaling.l3_bytes = lambda: {L3_480}
+sys.argv = ["mlbook", *sys.argv[1:]]
+runpy.run_module("mlbook", run_name="__main__", alter_sys=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
-    """One quick calibration of this machine, by the command."""
+    """One quick calibration of this machine, by the command, on a machine
+    whose L3 probe reports 480 MiB."""
     folder = tmp_path_factory.mktemp("calibrated")
     out = subprocess.run(
-        [sys.executable, "-m", "mlbook", "calibrate", "--quick", "--out", "m.json"],
+        [
+            sys.executable,
+            "-c",
+            AS_A_480_MIB_L3,
+            "calibrate",
+            "--quick",
+            "--out",
+            "m.json",
+        ],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -145,6 +168,42 @@ def test_a_real_calibration_follows_the_schema(real):
     assert (
         "python -m mlbook calibrate --quick --out m.json" in machine.created["command"]
     )
+
+
+def test_a_calibration_on_a_480_mib_l3_stays_within_a_gib_a_process(real):
+    """The triad's arrays and the all-reduce's cache flush are capped by what
+    they measure, not grown with the L3 the machine reports; the command says
+    its peak resident memory, this process's and its largest child's."""
+    folder, out = real
+    assert out.returncode == 0, out.stderr
+    machine = cal.load(folder / "m.json")
+    peak = machine.created["peak_resident_bytes"]
+    assert set(peak) == {"main", "children"}
+    assert 0 < peak["main"] <= 2**30 and 0 < peak["children"] <= 2**30, peak
+    assert "peak resident memory" in out.stderr
+    # 4 x 480 MiB asked, 128 MiB each kept; 64 MiB written, whatever the L3
+    assert cal.TRIAD_MAX_BYTES == 128 * 2**20 and cal.FLUSH_MAX_BYTES == 64 * 2**20
+    triad = machine["memory_bandwidth"].method
+    assert "3 fp32 arrays of 128 MiB" in triad and "L3 reported 480 MiB" in triad
+    assert "at most 128 MiB" in triad
+    flush = machine["allreduce_alpha"].method
+    assert "writes over 64 MiB before each all-reduce" in flush
+    assert "at most 64 MiB whatever the cache: L3 reported 480 MiB" in flush
+
+
+def test_the_held_out_all_reduce_is_not_a_fitted_size():
+    from mlbook.calibrate.experiments import Sizes, sizes_for
+
+    for quick in (True, False):
+        sz = sizes_for(quick)
+        assert sz.allreduce_heldout not in sz.allreduce_sizes
+        # between two fitted sizes, so the fit is interpolated, not extrapolated
+        assert min(sz.allreduce_sizes) < sz.allreduce_heldout < max(sz.allreduce_sizes)
+    # quick: 1, 16, 256 and 4,096 KiB fitted; 64 KiB held out
+    assert sizes_for(True).allreduce_heldout == 64 * 1024
+    fields = sizes_for(True).__dict__ | {"allreduce_heldout": 16 * 1024}
+    with pytest.raises(ValueError, match="allreduce_heldout=16,384 bytes is one of"):
+        Sizes(**fields)
 
 
 def test_the_median_lies_within_min_and_max():
@@ -465,3 +524,19 @@ def test_a_gpu_row_found_by_its_cuda_name():
     pcie = copy.deepcopy(d)
     pcie["device"]["model"] = "NVIDIA H100 PCIe"
     assert not cal.plan_inputs(cal.from_dict(pcie), "H100 SXM").applies
+
+
+def test_the_peak_of_a_child_is_seen():
+    """A child that holds 200 MiB for a second: its peak is the largest child's
+    (read from /proc while it runs, or from getrusage once it is waited for)."""
+    from mlbook.calibrate import resources
+
+    hold = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+    with resources.PeakWatcher(every_s=0.05) as watcher:
+        subprocess.run(
+            [sys.executable, "-c", hold + "import time; time.sleep(1)"], check=True
+        )
+    assert watcher.peak.children_bytes >= 200 * 2**20
+    assert watcher.peak.main_bytes > 0
+    with pytest.raises(ValueError, match="every_s"):
+        resources.PeakWatcher(every_s=0)

@@ -261,6 +261,46 @@ def test_the_judge_imports_no_chapter_and_not_the_catalogue():
     assert not {n: e for n, e in bad.items() if e}, bad
 
 
+def test_shared_packages_import_nothing_above_them():
+    """``mlbook.common`` and ``mlbook.common_torch`` sit below every chapter:
+    they import no chapter package, nor the judge, the catalogue or
+    ``mlbook.calibrate``, lazily or not."""
+    graph = import_graph()
+    above = [
+        p
+        for p in all_modules()
+        if p.count(".") == 1
+        and all_modules()[p].name == "__init__.py"
+        and p.split(".")[1] not in ("common", "common_torch", "plotting")
+    ]
+    assert "mlbook.capstone" in above and "mlbook.calibrate" in above
+    shared = [
+        n for n in graph if _in("mlbook.common", n) or _in("mlbook.common_torch", n)
+    ]
+    assert "mlbook.common_torch.reference_loop" in shared
+    bad = {
+        n: sorted(e for e in graph[n] if any(_in(a, e) for a in above)) for n in shared
+    }
+    assert not {n: e for n, e in bad.items() if e}, bad
+
+
+def test_calibrate_runs_the_reference_loop_not_the_capstones_experiments():
+    """``mlbook.calibrate`` times the reference loop from
+    ``mlbook.common_torch.reference_loop``; no module of it imports the
+    capstone's experiments (``mlbook.capstone.experiments*``)."""
+    graph = import_graph()
+    calibrate = {n: graph[n] for n in graph if _in("mlbook.calibrate", n)}
+    assert (
+        "mlbook.common_torch.reference_loop"
+        in calibrate["mlbook.calibrate.experiments"]
+    )
+    bad = {
+        n: sorted(e for e in edges if e.startswith("mlbook.capstone.experiments"))
+        for n, edges in calibrate.items()
+    }
+    assert not {n: e for n, e in bad.items() if e}, bad
+
+
 def test_only_the_catalogue_imports_a_chapters_exercises():
     """Nothing in mlbook but ``mlbook.exercises`` imports a chapter's exercises
     module: a chapter's own modules importing it would tie the chapter to the

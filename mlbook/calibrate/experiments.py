@@ -7,9 +7,14 @@ What is measured, and by whose code:
 - the MAMF ceiling of each dtype the device runs fast (mlbook.common_torch.mamf,
   the capstone's sweep with the reference model's own GEMM shapes first);
 - memory bandwidth: a triad a = b + 2c over arrays four times the last-level
-  cache (at least 64 MiB each; 1 GiB on a GPU);
+  cache the machine reports, at least 64 MiB and at most
+  cal.TRIAD_MAX_BYTES each (a VM reports its host's whole L3), and never
+  more than a sixteenth of the free memory (1 GiB on a GPU);
 - all-reduce alpha and beta between 2 local ranks (the scaling chapter's
-  sweep over gloo, fitted per round; one size is held out of the fit);
+  sweep over gloo, fitted per round; one size, not among the fitted ones, is
+  held out of the fit), each rank writing over cal.FLUSH_MAX_BYTES of
+  scratch (a fixed size, not twice the reported L3) before each all-reduce
+  to flush its caches;
 - checkpoint write bandwidth and the cost of an fsync in the working folder,
   and the reference model's own checkpoint written (mlbook.cadence's item);
 - tokenizer and loader throughput at the input pipeline's settings (the
@@ -17,11 +22,15 @@ What is measured, and by whose code:
   the step fed by a loader that tokenises, with no workers and with the
   workers the loader model says it needs;
 - one reference training step: the capstone's final configuration at its
-  sizes, on every thread torch has, and the same step accumulated over k
-  micro-steps (the accumulation chapter);
+  sizes, every fix of its ladder applied but torch.compile (three
+  compilations would take most of the minute), on one thread on a CPU (the
+  capstone's convention) and on the GPU where there is one, and the same
+  step accumulated over k micro-steps (the accumulation chapter);
 - the bytes one of its blocks keeps for backward (the recompute chapter).
 
-Nothing here prints: progress lines go to ``log``.
+Nothing here prints: progress lines go to ``log``. The peak resident memory
+of the process and of its children is kept in the machine file's
+``created`` (mlbook.calibrate.resources).
 """
 
 from __future__ import annotations
@@ -38,20 +47,31 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from mlbook.calibrate import formulas as cal
-from mlbook.capstone import experiments as cx
-from mlbook.capstone import formulas as cf
+from mlbook.calibrate import resources
 from mlbook.common import validate
 from mlbook.common.accelerators import match_cuda_name, read_cpuinfo, usable_cores
+from mlbook.common.reference_loop import LadderSizes, ladder_fixes, ladder_sizes
+from mlbook.common.tokenizer import encode_documents, tokenizer_sha256
+from mlbook.common.transformer import gemm_shapes
 from mlbook.common_torch import mamf
 from mlbook.common_torch.device import (
     device_description,
     pick_device,
 )
 from mlbook.common_torch.gpt import tiny_config
+from mlbook.common_torch.reference_loop import (
+    Loop,
+    LoopConfig,
+    TextData,
+    apply_fix,
+    model_config,
+    nominal_peak,
+    slow_loop,
+    step_clock,
+)
 from mlbook.common_torch.timing import cpu_threads, sync, time_steps
 from mlbook.input_pipeline import formulas as pipeline
 from mlbook.input_pipeline import shards as shard_files
-from mlbook.input_pipeline.tokenizer import encode_documents, tokenizer_sha256
 from mlbook.mfu import flops
 from mlbook.recompute.experiments import compare_block
 from mlbook.scaling import experiments as scaling
@@ -79,18 +99,30 @@ class Sizes:
     loader_steps: int  # timed steps fed by each loader
     max_workers: int  # at most this many loader workers
 
+    def __post_init__(self):
+        if self.allreduce_heldout in self.allreduce_sizes:
+            raise ValueError(
+                f"allreduce_heldout={self.allreduce_heldout:,} bytes is one of the "
+                "fitted allreduce_sizes: the held-out size must be one the fit "
+                "never saw"
+            )
+
 
 def sizes_for(quick: bool) -> Sizes:
-    """Full: about 45 s on a 2-core CPU (Zen 5, 2026-12), quick: about 15 s,
-    imports included."""
+    """Full: about 45 s on a 2-core CPU, imports included (a Zen 5 took 48 s
+    and a Xeon with AMX 62 s with 8 s sweeps, three 1.9 GiB triad arrays and
+    960 MiB flushes; each sweep now takes 5 s, three dtypes' on a CPU with
+    fast fp16, and the buffers are capped); quick: about 15 s. The held-out
+    all-reduce lies between two fitted sizes, a factor of 4 (quick) or 2
+    (full) from each."""
     kib = 1024
     if quick:
         return Sizes(
             True, 0.6, 3, 16 * 2**20, tuple(kib * 16**i for i in range(4)),
-            256 * kib, 0.03, 8 * 2**20, 4, 40, 3, 2, 3, 2,
+            64 * kib, 0.03, 8 * 2**20, 4, 40, 3, 2, 3, 2,
         )  # fmt: skip
     return Sizes(
-        False, 8.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
+        False, 5.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
         2 * 2**20, 0.1, 128 * 2**20, 10, 200, 8, 4, 8, 4,
     )  # fmt: skip
 
@@ -129,7 +161,7 @@ def device_info(device: str, threads: int | None = None) -> dict:
     info["cores"] = usable_cores()
     peaks = {}
     for d in dtypes:
-        p = cx.nominal_peak(device, d, threads)
+        p = nominal_peak(device, d, threads)
         peaks[d] = {"flops_per_s": p.flops_per_s, "basis": p.basis, "how": p.how}
     info["peaks"] = peaks
     return info
@@ -199,11 +231,36 @@ def mamf_ceiling(
 # --- memory, links and storage --------------------------------------------------------
 
 
+def triad_bytes(device: str, min_bytes: int) -> int:
+    """Each triad array's bytes: on a CPU four times the last-level cache the
+    machine reports, at least ``min_bytes``, at most cal.TRIAD_MAX_BYTES and
+    a sixteenth of the free memory; 1 GiB on a GPU."""
+    if device == "cuda":
+        return 2**30
+    want = 4 * (scaling.l3_bytes() or 0)
+    return cal.bounded_bytes(
+        want, min_bytes, cal.TRIAD_MAX_BYTES, resources.available_bytes()
+    )
+
+
+def flush_bytes() -> int:
+    """The scratch each all-reduce rank writes over before each all-reduce:
+    cal.FLUSH_MAX_BYTES, a fixed size past a core's own caches and a VM's
+    share of the last level, whatever L3 the machine reports; less where a
+    sixteenth of the free memory is less."""
+    cap = cal.FLUSH_MAX_BYTES
+    return cal.bounded_bytes(cap, cap, cap, resources.available_bytes())
+
+
+def _l3_words() -> str:
+    l3 = scaling.l3_bytes()
+    return "no L3 reported" if l3 is None else f"L3 reported {l3 / 2**20:,.0f} MiB"
+
+
 def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measurement:
-    """A triad a = b + 2c over fp32 arrays of at least ``min_bytes`` and four
-    times the last-level cache (1 GiB on a GPU): 12 bytes moved a value."""
-    cache = scaling.l3_bytes() or 0
-    n_bytes = 2**30 if device == "cuda" else max(min_bytes, 4 * cache)
+    """A triad a = b + 2c over three fp32 arrays of ``triad_bytes`` each:
+    12 bytes moved a value."""
+    n_bytes = triad_bytes(device, min_bytes)
     n = n_bytes // 4
     a, b, c = (torch.ones(n, device=device) for _ in range(3))
     rates = []
@@ -215,8 +272,14 @@ def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measureme
         if i:  # the first pass faults the pages in
             rates.append(12 * n / (time.perf_counter() - t0))
     del a, b, c
+    bound = (
+        ""
+        if device == "cuda"
+        else f" (4x the last-level cache, at least {min_bytes / 2**20:,.0f} and "
+        f"at most {cal.TRIAD_MAX_BYTES / 2**20:,.0f} MiB: {_l3_words()})"
+    )
     method = (
-        f"triad a = b + 2c, 3 fp32 arrays of {n_bytes / 2**20:,.0f} MiB, "
+        f"triad a = b + 2c, 3 fp32 arrays of {n_bytes / 2**20:,.0f} MiB{bound}, "
         f"{repeats} passes, 12 bytes a value"
     )
     return cal.Measurement.of(rates, "bytes/s", method)
@@ -226,7 +289,10 @@ def allreduce(sz: Sizes) -> tuple[dict, dict]:
     """alpha and beta fitted to each round of the scaling chapter's sweep
     (2 gloo ranks), and the held-out size's times."""
     sizes = tuple(sorted((*sz.allreduce_sizes, sz.allreduce_heldout)))
-    sweep = scaling.allreduce_sweep(sizes, 2, 3, sz.allreduce_budget_s, rounds=1)
+    flush = flush_bytes()
+    sweep = scaling.allreduce_sweep(
+        sizes, 2, 3, sz.allreduce_budget_s, rounds=1, flush_bytes=flush
+    )
     held = sizes.index(sz.allreduce_heldout)
     fit_sizes = [s for i, s in enumerate(sizes) if i != held]
     rounds = min(len(b) for b in sweep.blocks_s)
@@ -245,7 +311,10 @@ def allreduce(sz: Sizes) -> tuple[dict, dict]:
         alphas, betas = [fit.alpha_s], [fit.beta_s_per_byte]
     how = (
         f"2 gloo ranks on one thread each, {len(fit_sizes)} sizes from "
-        f"{fit_sizes[0]:,} to {fit_sizes[-1]:,} bytes, caches flushed; "
+        f"{fit_sizes[0]:,} to {fit_sizes[-1]:,} bytes, caches flushed (each rank "
+        f"writes over {flush / 2**20:,.0f} MiB before each all-reduce, a fixed "
+        f"size at most {cal.FLUSH_MAX_BYTES / 2**20:,.0f} MiB whatever the cache: "
+        f"{_l3_words()}); "
         f"alpha-beta fitted to each of {len(alphas)} rounds' block medians"
     )
     out = {
@@ -305,7 +374,7 @@ def storage(folder: Path, sz: Sizes) -> dict:
 # --- data: the tokenizer and the loaders ----------------------------------------------
 
 
-def tokenizer_throughput(data: cx.TextData, sz: Sizes) -> cal.Measurement:
+def tokenizer_throughput(data: TextData, sz: Sizes) -> cal.Measurement:
     texts = data.texts[: sz.tokenizer_texts]
     rates = []
     for _ in range(sz.repeats):
@@ -320,7 +389,7 @@ def tokenizer_throughput(data: cx.TextData, sz: Sizes) -> cal.Measurement:
     )
 
 
-def loader_throughput(data: cx.TextData, batch: int, folder: Path, sz: Sizes):
+def loader_throughput(data: TextData, batch: int, folder: Path, sz: Sizes):
     """Tokens/s a DataLoader (no workers) delivers from packed shards."""
     from mlbook.common_torch.checkpoint import ShardedSampler
     from mlbook.input_pipeline.experiments import ShardDataset
@@ -355,7 +424,7 @@ class RawWindows(Dataset):
     """Item i: a window of raw text from a place seeded by i, tokenised, its
     first s + 1 ids (the capstone's loader that tokenises as it goes)."""
 
-    def __init__(self, data: cx.TextData, n_items: int):
+    def __init__(self, data: TextData, n_items: int):
         self.tok, self.raw, self.s = data.tok, data.raw, data.seq_len
         self.chars, self.n_items = data.raw_chars, n_items
 
@@ -398,7 +467,7 @@ def fed_step(config, sizes, data, device, workers: int, steps: int):
         kw |= {"prefetch_factor": 2, "timeout": 60.0}
     loader = DataLoader(RawWindows(data, n), batch_size=sizes.batch, **kw)
     fed = _Fed(loader)
-    loop = cx.Loop(replace(config, tokenise_in_loop=False), sizes, fed, device)
+    loop = Loop(replace(config, tokenise_in_loop=False), sizes, fed, device)
     step_s = time_steps(loop.step, steps, warmup=1, device=device)
     del fed.it
     return step_s, fed.waits[1:]
@@ -424,13 +493,13 @@ def timed(step, steps: int, warmup: int, device: str, clock: str) -> list:
     return times
 
 
-def final_config(sizes: cf.LadderSizes, bf16_fast: bool, device: str) -> cx.LoopConfig:
+def final_config(sizes: LadderSizes, bf16_fast: bool, device: str) -> LoopConfig:
     """The capstone ladder's last rung, every fix applied but torch.compile:
     the reference step is built three times (plain, accumulated, fed by a
     loader), and three compilations would take most of the minute."""
-    config = cx.slow_loop(sizes)
-    for fix in cf.ladder_fixes(bf16_fast=bf16_fast, compile_on=False):
-        config = cx.apply_fix(config, fix.name, sizes)
+    config = slow_loop(sizes)
+    for fix in ladder_fixes(bf16_fast=bf16_fast, compile_on=False):
+        config = apply_fix(config, fix.name, sizes)
     return config
 
 
@@ -456,19 +525,25 @@ def calibrate(
     # cannot follow them, and it would say so on stderr
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     torch.manual_seed(seed)
-    sizes = cf.ladder_sizes(device, quick)
-    cfg = cx.model_config(sizes, pad_vocab=True)
+    sizes = ladder_sizes(device, quick)
+    cfg = model_config(sizes, pad_vocab=True)
     with cpu_threads(sizes.cpu_threads, device):
         info = device_info(device, sizes.cpu_threads)
     log(f"calibrating {info['name']} ({'quick' if quick else 'full'})")
     scratch = tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir)
-    with scratch as tmp, cpu_threads(sizes.cpu_threads, device):
+    watcher = resources.PeakWatcher()
+    with watcher, scratch as tmp, cpu_threads(sizes.cpu_threads, device):
         m, ref = _hardware(device, cfg, sizes, sz, Path(tmp), log)
-        data = cx.TextData(sizes, seed)
+        data = TextData(sizes, seed)
         m |= _data(data, sizes, sz, Path(tmp), log)
         m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log)
         m["activation_bytes"], extras = activation_bytes(cfg, sizes, device, ref)
         ref["activation_extra_bytes"] = extras
+    peak = watcher.peak
+    log(
+        f"peak resident memory: {peak.main_bytes / 2**20:,.0f} MiB this process, "
+        f"{peak.children_bytes / 2**20:,.0f} MiB its largest child"
+    )
     ref |= {
         "model": {
             "n_layers": cfg.n_layers,
@@ -487,26 +562,25 @@ def calibrate(
         "seconds": round(time.perf_counter() - start, 1),
         "quick": quick,
         "load_average_1min": None if load is None else round(load[0], 2),
+        "peak_resident_bytes": peak.as_dict(),
     }
     # torch's own thread count, and the count the matmuls and steps ran on
     threads = {"step_threads": sizes.cpu_threads or torch.get_num_threads()}
     machine = cal.Machine(info, torch_info() | threads, m, ref, created)
     # the step against the peak and the ceiling, kept in the file beside it
-    ceiling = m[f"mamf_{machine.step_dtype}"].median
-    per_step = ref["flops_per_token"] * ref["tokens_per_step"]
     ref["step_mfu"] = cal.reference_mfu(machine)
-    ref["step_of_mamf"] = per_step / m["reference_step"].median / ceiling
+    ref["step_of_mamf"] = cal.step_of_mamf(machine)
     return machine
 
 
 def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     """Matmul ceilings, memory bandwidth, all-reduce and storage."""
     m, ref = {}, {}
-    clock = cx.step_clock(device, sizes.cpu_threads)
+    clock = step_clock(device, sizes.cpu_threads)
     ref["clock"] = clock
     probe = matmul_probe(device, clock=clock)
     ref["matmul_probe_flops_per_s"] = probe
-    include = cf.gemm_shapes(cfg, sizes.batch * sizes.seq_len)
+    include = gemm_shapes(cfg, sizes.batch * sizes.seq_len)
     fast = fast_dtypes(probe, device)
     ref["slow_dtypes"] = [d for d in cal.MAMF_DTYPES if d not in fast]
     for d in fast:
@@ -532,7 +606,7 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     return m, ref
 
 
-def _data(data: cx.TextData, sizes, sz: Sizes, folder: Path, log) -> dict:
+def _data(data: TextData, sizes, sz: Sizes, folder: Path, log) -> dict:
     """Tokenizer and loader throughput."""
     m = {"tokenizer_throughput": tokenizer_throughput(data, sz)}
     (folder / "shards").mkdir()
@@ -554,9 +628,9 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     out = {}
     fast = "mamf_bf16" in m and m["mamf_bf16"].median >= m["mamf_fp32"].median
     config = final_config(sizes, fast, device)
-    loop = cx.Loop(config, sizes, data, device, seed)
+    loop = Loop(config, sizes, data, device, seed)
     warmup = 2 if config.compile else 1
-    clock = cx.step_clock(device, sizes.cpu_threads)
+    clock = step_clock(device, sizes.cpu_threads)
     steps = timed(loop.step, sz.steps, warmup, device, clock)
     out["reference_step"] = cal.Measurement.of(
         steps,
@@ -578,7 +652,7 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     del loop
     k = sz.accumulation_k
     micro = replace(config, micro_batch=sizes.batch // k)
-    acc = cx.Loop(micro, sizes, data, device, seed)
+    acc = Loop(micro, sizes, data, device, seed)
     out["accumulated_step"] = cal.Measurement.of(
         timed(acc.step, sz.steps, warmup, device, clock),
         "s",

@@ -1,6 +1,5 @@
 """Where things are: the repository root, the package's name, what the
-book is staged from, the environment variable that names a page's inputs,
-and an atomic file write that every other module uses.
+book is staged from, and an atomic file write that every other module uses.
 
 Every module reads ``paths.ROOT`` at call time, so a test that points the
 build at a synthetic project patches it here, once."""
@@ -21,9 +20,6 @@ BOOK_FILES = ("_config.yml", "_toc.yml")
 
 
 BOOK_DIRS = ("book", "mlbook", "_vendor")
-
-
-VALUES_ENV = "MLBOOK_VALUES_DIR"
 
 
 def write_atomically(
