@@ -18,6 +18,8 @@ from mlbook.capstone import stepmodel as sm
 PROPERTY_COVERS = {
     "mlbook.capstone.stepmodel.operators",
     "mlbook.capstone.stepmodel.machine_model_from_json",
+    "mlbook.capstone.stepmodel.operators_to_json",
+    "mlbook.capstone.stepmodel.operators_from_json",
     "mlbook.capstone.stepmodel.operator_time_s",
     "mlbook.capstone.stepmodel.predict_step",
     "mlbook.capstone.stepmodel.compare",
@@ -94,9 +96,19 @@ def test_a_faster_machine_never_predicts_a_slower_step(ops, machine, speedup):
 
 
 @FEW
-@given(machines())
-def test_json_round_trip(machine):
+@given(machines(), operator_lists())
+def test_json_round_trip(machine, ops):
+    import json
+
     assert sm.machine_model_from_json(machine.to_json()) == machine
+    rows = json.loads(json.dumps(sm.operators_to_json(ops)))
+    assert sm.operators_from_json(rows) == tuple(ops)
+
+
+@pytest.mark.parametrize("bad", [None, {}, [{"bucket": "matmul"}], [3]])
+def test_operators_from_json_refuses_what_is_not_a_list_of_operators(bad):
+    with pytest.raises(ValueError, match="operators"):
+        sm.operators_from_json(bad)
 
 
 @FEW

@@ -2,6 +2,9 @@
 loop with one more defect fixed, timed and profiled, with the MAMF ceiling
 re-probed between rungs.
 
+Each rung's operators are counted once after its timed steps
+(``experiments_stepmodel``), for the step model's prediction.
+
 The loop and its defects are ``mlbook.common_torch.reference_loop``
 (``mlbook.calibrate`` times the same loop); the profiler's account of a step
 and the timing of a rung are ``experiments_profile``; the two-process run for
@@ -20,6 +23,7 @@ from mlbook.capstone import formulas as cf
 from mlbook.capstone.experiments_comm import COMM_MODES as COMM_MODES
 from mlbook.capstone.experiments_comm import comm_run as comm_run
 from mlbook.capstone.experiments_profile import StepTimes, time_and_profile
+from mlbook.capstone.experiments_stepmodel import count_loop
 from mlbook.common import validate
 from mlbook.common_torch import mamf
 from mlbook.common_torch.device import device_description
@@ -117,6 +121,8 @@ class Rung:
     rates: (
         cf.RungRates
     )  # against the datasheet peak and the final ceiling of the rung's dtype
+    # the step's operators, counted once after its timed steps (stepmodel.Operator)
+    operators: tuple = ()
 
     @property
     def step_s(self) -> float:
@@ -252,13 +258,14 @@ def _run_ladder(
             f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
             f"{times.residual:+.1%} ({time.perf_counter() - start:.1f} s)"
         )
-        measured.append((name, label, config, times, attempts))
+        operators = count_loop(loop)  # one more step, under the counter
+        measured.append((name, label, config, times, attempts, operators))
         del loop
     widened, widenings = [], 0
-    for dtype in sorted({c.dtype for _, _, c, _, _ in measured}):
+    for dtype in sorted({c.dtype for _, _, c, *_ in measured}):
         best = max(
             tokens / t.step_s * per_token
-            for _, _, c, t, _ in measured
+            for _, _, c, t, *_ in measured
             if c.dtype == dtype
         )
         budget_s = 2 * sizes.probe_budget_s
@@ -288,8 +295,9 @@ def _run_ladder(
                 peaks[mfu_dtype].flops_per_s,
                 ceilings[config.dtype].flops_per_s,
             ),
+            operators,
         )
-        for name, label, config, times, attempts in measured
+        for name, label, config, times, attempts, operators in measured
     )
     return Ladder(
         rungs,

@@ -132,6 +132,41 @@ def operators(counted) -> tuple:
     return tuple(Operator(*k[:3], n, *k[3:]) for k, n in counts.items())
 
 
+_FIELDS = (
+    "bucket", "name", "dtype", "count", "flops", "bytes",
+    "gemm", "batch", "attention", "backward",
+)  # fmt: skip
+
+
+def operators_to_json(ops) -> list:
+    """Operators as a list of dicts of numbers, strings and lists (JSON)."""
+    out = []
+    for i, op in enumerate(ops):
+        validate.instance_of(f"ops[{i}]", op, Operator)
+        row = {f: getattr(op, f) for f in _FIELDS}
+        row["gemm"] = None if op.gemm is None else list(op.gemm)
+        row["attention"] = None if op.attention is None else list(op.attention)
+        out.append(row)
+    return out
+
+
+def operators_from_json(rows) -> tuple:
+    """The Operators ``operators_to_json`` wrote."""
+    if not isinstance(rows, list):
+        raise ValueError(f"operators must be a list of dicts, got {rows!r}")
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or set(row) != set(_FIELDS):
+            raise ValueError(
+                f"operators[{i}] must be a dict of {', '.join(_FIELDS)}, got {row!r}"
+            )
+        shaped = {
+            k: None if row[k] is None else tuple(row[k]) for k in ("gemm", "attention")
+        }
+        out.append(Operator(**(row | shaped)))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class MachineModel:
     """What the step model needs of a machine, measured by a calibration.
@@ -214,22 +249,29 @@ def machine_model_from_json(data: dict) -> MachineModel:
 
 
 def operator_time_s(op: Operator, machine: MachineModel) -> float:
-    """``op.count`` calls of max(FLOPs / rate, bytes / bandwidth) plus the
-    fixed cost each."""
-    return op.count * (_work_s(op, machine) + machine.op_cost_s)
+    """``op.count`` calls, each taking the longer of its FLOPs at the rate
+    its shape runs at and its bytes at the bandwidth, plus the fixed cost
+    every operator pays."""
+    rate = _rate(op, machine)  # the shape's measured rate, or the ceiling
+    compute_s = op.flops / rate if op.flops else 0.0
+    memory_s = op.bytes / machine.bandwidth_bytes_per_s
+    return op.count * (max(compute_s, memory_s) + machine.op_cost_s)
 
 
-def _work_s(op: Operator, machine: MachineModel) -> float:
-    memory = op.bytes / machine.bandwidth_bytes_per_s
+def _rate(op: Operator, machine: MachineModel) -> float | None:
+    """The checks, and the FLOP/s ``op`` runs at (None for an operator of no
+    FLOPs)."""
+    validate.instance_of("op", op, Operator)
+    validate.instance_of("machine", machine, MachineModel)
     if not op.flops:
-        return memory
+        return None
     rate = machine.rate(op)
     if rate is None:
         raise ValueError(
             f"no rate for {op.name} in {op.dtype or 'no dtype'}: the machine "
             f"has ceilings for {sorted(machine.ceiling_flops_per_s)} only"
         )
-    return max(op.flops / rate, memory)
+    return rate
 
 
 @dataclass(frozen=True)
@@ -275,10 +317,14 @@ def predict_step(ops, machine: MachineModel) -> StepPrediction:
     parts = {b: [0.0, 0.0, 0.0, 0] for b in BUCKETS}
     for i, op in enumerate(ops):
         validate.instance_of(f"ops[{i}]", op, Operator)
-        work = _work_s(op, machine)
-        compute = op.flops > 0 and work > op.bytes / machine.bandwidth_bytes_per_s
+        rate = _rate(op, machine)
+        compute_s = op.flops / rate if op.flops else 0.0
+        memory_s = op.bytes / machine.bandwidth_bytes_per_s
         p = parts[op.bucket]
-        p[0 if compute else 1] += op.count * work
+        if compute_s > memory_s:  # bound by its FLOPs
+            p[0] += op.count * compute_s
+        else:
+            p[1] += op.count * memory_s
         p[2] += op.count * machine.op_cost_s
         p[3] += op.count
     return StepPrediction(tuple(BucketPrediction(b, *parts[b]) for b in BUCKETS))
