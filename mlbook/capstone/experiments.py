@@ -23,6 +23,7 @@ from mlbook.capstone import formulas as cf
 from mlbook.capstone.experiments_comm import COMM_MODES as COMM_MODES
 from mlbook.capstone.experiments_comm import comm_run as comm_run
 from mlbook.capstone.experiments_profile import StepTimes, time_and_profile
+from mlbook.capstone.experiments_stepmodel import calibrate as _calibrate_step_model
 from mlbook.capstone.experiments_stepmodel import count_loop
 from mlbook.common import validate
 from mlbook.common_torch import mamf
@@ -39,6 +40,9 @@ from mlbook.common_torch.reference_loop import (
 )
 from mlbook.common_torch.timing import cpu_threads, measure_until
 from mlbook.mfu import flops
+
+# the step model's calibration, which a page reaches through this module
+calibrate_step_model = _calibrate_step_model
 
 # --- the ceiling ---------------------------------------------------------------------
 
