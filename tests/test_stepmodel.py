@@ -89,7 +89,7 @@ def test_operators_merge_identical_calls_and_bucket_them_as_the_profiler_does():
         )
 
     fwd = ("ladder/step", "ladder/forward")
-    ops = sm.operators(
+    ops = sm.operators_of(
         [
             counted("aten::mm", "aten::linear", fwd, 10, 20, (1, 5, 1)),
             counted("aten::mm", "aten::linear", fwd, 10, 20, (1, 5, 1)),

@@ -16,7 +16,7 @@ from mlbook.capstone import formulas as cf
 from mlbook.capstone import stepmodel as sm
 
 PROPERTY_COVERS = {
-    "mlbook.capstone.stepmodel.operators",
+    "mlbook.capstone.stepmodel.operators_of",
     "mlbook.capstone.stepmodel.machine_model_from_json",
     "mlbook.capstone.stepmodel.operators_to_json",
     "mlbook.capstone.stepmodel.operators_from_json",
@@ -137,7 +137,7 @@ def test_operators_keep_every_call(calls):
         )
         for n, s in calls
     ]
-    ops = sm.operators(counted)
+    ops = sm.operators_of(counted)
     assert sum(o.count for o in ops) == len(calls)
     assert len({o.key for o in ops}) == len(ops)
     for o in ops:
@@ -178,4 +178,4 @@ def test_machine_model_from_json_refuses_what_is_not_one(bad):
 
 def test_operators_refuses_what_is_not_counted():
     with pytest.raises(ValueError, match=r"counted\[0\]"):
-        sm.operators([object()])
+        sm.operators_of([object()])

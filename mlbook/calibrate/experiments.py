@@ -26,7 +26,11 @@ What is measured, and by whose code:
   compilations would take most of the minute), on one thread on a CPU (the
   capstone's convention) and on the GPU where there is one, and the same
   step accumulated over k micro-steps (the accumulation chapter);
-- the bytes one of its blocks keeps for backward (the recompute chapter).
+- the bytes one of its blocks keeps for backward (the recompute chapter);
+- what the capstone's step model needs to predict that step: its operators
+  counted once, the rates of its shapes (the sweeps' where they timed them),
+  a triad on the step's threads and the small-operator benchmark
+  (mlbook.common_torch.opbench).
 
 Nothing here prints: progress lines go to ``log``. The peak resident memory
 of the process and of its children is kept in the machine file's
@@ -48,17 +52,20 @@ from torch.utils.data import DataLoader, Dataset
 
 from mlbook.calibrate import formulas as cal
 from mlbook.calibrate import resources
+from mlbook.capstone import stepmodel
 from mlbook.common import validate
 from mlbook.common.accelerators import match_cuda_name, read_cpuinfo, usable_cores
 from mlbook.common.reference_loop import LadderSizes, ladder_fixes, ladder_sizes
 from mlbook.common.tokenizer import encode_documents, tokenizer_sha256
 from mlbook.common.transformer import gemm_shapes
-from mlbook.common_torch import mamf
+from mlbook.common_torch import mamf, opbench
+from mlbook.common_torch.bandwidth import triad_bytes_per_s
 from mlbook.common_torch.device import (
     device_description,
     pick_device,
 )
 from mlbook.common_torch.gpt import tiny_config
+from mlbook.common_torch.opcount import count_ops
 from mlbook.common_torch.reference_loop import (
     Loop,
     LoopConfig,
@@ -533,10 +540,10 @@ def calibrate(
     scratch = tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir)
     watcher = resources.PeakWatcher()
     with watcher, scratch as tmp, cpu_threads(sizes.cpu_threads, device):
-        m, ref = _hardware(device, cfg, sizes, sz, Path(tmp), log)
+        m, ref, sweeps = _hardware(device, cfg, sizes, sz, Path(tmp), log)
         data = TextData(sizes, seed)
         m |= _data(data, sizes, sz, Path(tmp), log)
-        m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log)
+        m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log, sweeps)
         m["activation_bytes"], extras = activation_bytes(cfg, sizes, device, ref)
         ref["activation_extra_bytes"] = extras
     peak = watcher.peak
@@ -574,8 +581,9 @@ def calibrate(
 
 
 def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
-    """Matmul ceilings, memory bandwidth, all-reduce and storage."""
-    m, ref = {}, {}
+    """Matmul ceilings, memory bandwidth, all-reduce and storage; and each
+    fast dtype's sweep (for the step model's rates at the step's shapes)."""
+    m, ref, sweeps = {}, {}, {}
     clock = step_clock(device, sizes.cpu_threads)
     ref["clock"] = clock
     probe = matmul_probe(device, clock=clock)
@@ -585,12 +593,12 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     ref["slow_dtypes"] = [d for d in cal.MAMF_DTYPES if d not in fast]
     for d in fast:
         budget = sz.mamf_budget_s
-        _, ceiling = mamf_ceiling(d, device, budget, include, sz.repeats, clock)
+        sweep, ceiling = mamf_ceiling(d, device, budget, include, sz.repeats, clock)
         if d != "fp32" and device == "cpu" and ceiling.max < 0.5 * m["mamf_fp32"].max:
             ref["slow_dtypes"].append(d)  # the probe was fooled by a busy moment
             log(f"mamf_{d}: {ceiling.max / 1e9:,.1f} GFLOP/s at best, not fast here")
             continue
-        m[f"mamf_{d}"] = ceiling
+        m[f"mamf_{d}"], sweeps[d] = ceiling, sweep
         log(f"mamf_{d}: {ceiling.median / 1e9:,.1f} GFLOP/s")
     with cpu_threads(usable_cores(), device):  # memory is the whole machine's
         m["memory_bandwidth"] = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
@@ -603,7 +611,7 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     m |= storage(folder, sz)
     bw, fsync = m["checkpoint_write_bandwidth"].median, m["fsync"].median
     log(f"storage: {bw / 1e9:,.2f} GB/s, fsync {fsync * 1e3:,.2f} ms")
-    return m, ref
+    return m, ref, sweeps
 
 
 def _data(data: TextData, sizes, sz: Sizes, folder: Path, log) -> dict:
@@ -623,8 +631,9 @@ def _save(path: Path, model, opt) -> float:
     return _write_fsync(path, lambda f: torch.save(state, f))
 
 
-def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
-    """The reference step, its checkpoint, accumulated, and fed by loaders."""
+def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) -> dict:
+    """The reference step, its checkpoint, the step model's inputs,
+    accumulated, and fed by loaders."""
     out = {}
     fast = "mamf_bf16" in m and m["mamf_bf16"].median >= m["mamf_fp32"].median
     config = final_config(sizes, fast, device)
@@ -640,6 +649,12 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
         f"thread(s), {clock} clock",
     )
     log(f"reference step: {out['reference_step'].median * 1e3:,.1f} ms")
+    out |= step_model_inputs(loop, sweeps, device, sz, ref, clock)
+    log(
+        f"step model: {len(ref['step_model']['operators'])} kinds of operator, "
+        f"{out['step_bandwidth'].median / 1e9:,.2f} GB/s on the step's threads, "
+        f"{out['op_cost'].median * 1e6:,.1f} us an operator"
+    )
     path = folder / "reference.pt"
     writes = [_save(path, loop.model, loop.opt) for _ in range(sz.repeats)]
     ref["checkpoint_bytes"] = path.stat().st_size
@@ -668,6 +683,44 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     )
     ref |= {"step_dtype": config.dtype, "accumulation_k": k}
     return out
+
+
+def step_model_inputs(loop, sweeps: dict, device: str, sz: Sizes, ref: dict, clock):
+    """What the capstone's step model needs to predict the reference step
+    (``loop``, which has run): its operators counted once, the rates of its
+    matmul shapes (from ``sweeps``, each dtype's MAMF sweep, which timed the
+    step's shapes first) and of its fused attention, the triad's bandwidth on
+    the step's threads and the small-operator benchmark's cost. The rates and
+    operators go to ``ref["step_model"]``; the two measurements are returned."""
+    ops = stepmodel.operators_of(count_ops(loop.step))
+    with torch.inference_mode():
+        gemm = opbench.gemm_rates(ops, sweeps, device, 0.02, clock)
+    attention = opbench.attention_rates(ops, device, clock=clock)
+    rates = triad_bytes_per_s(sz.triad_min_bytes, sz.repeats, device, clock)
+    costs = [opbench.op_cost_s(10, clock, device=device) for _ in range(sz.repeats)]
+    ref["step_model"] = {  # as stepmodel.MachineModel.to_json writes them
+        "gemm_flops_per_s": [[*k, v] for k, v in gemm.items()],
+        "attention_flops_per_s": [[*k, v] for k, v in attention.items()],
+        "ceiling_flops_per_s": {d: c.flops_per_s for d, c in sweeps.items()},
+        "operators": stepmodel.operators_to_json(ops),
+    }
+    threads = torch.get_num_threads()
+    return {
+        "step_bandwidth": cal.Measurement.of(
+            rates,
+            "bytes/s",
+            f"triad a = b + 2c, 3 fp32 arrays of {sz.triad_min_bytes / 2**20:,.0f} "
+            f"MiB (a fixed size), {len(rates)} passes, {threads} thread(s) as the "
+            f"step, {clock} clock",
+        ),
+        "op_cost": cal.Measurement.of(
+            costs,
+            "s",
+            "the small-operator benchmark: the median of 10 training steps of 4 x "
+            "(LayerNorm, 16 x 16 linear, GELU), batch 4, SGD, over the operators a "
+            f"step runs; {len(costs)} times, {threads} thread(s), {clock} clock",
+        ),
+    }
 
 
 def loader_waits(config, sizes, data, device, sz: Sizes, ref: dict) -> dict:

@@ -20,7 +20,7 @@ from mlbook.common_torch.opcount import count_ops
 def count_step(step) -> tuple:
     """The Operators of one call of ``step()`` (call it once before, so that
     what a first step creates, an optimizer's moments, exists)."""
-    return stepmodel.operators(count_ops(step))
+    return stepmodel.operators_of(count_ops(step))
 
 
 def count_loop(loop) -> tuple:

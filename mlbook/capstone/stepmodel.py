@@ -33,8 +33,6 @@ from mlbook.capstone.formulas import BUCKET_LABELS, BUCKETS, SCOPE_PREFIX, bucke
 from mlbook.capstone.formulas import SCOPES as _SCOPES
 from mlbook.common import validate
 
-PASSES = ("forward", "backward")
-
 
 @dataclass(frozen=True)
 class Operator:
@@ -102,7 +100,7 @@ def _scope(scopes) -> str | None:
     return None
 
 
-def operators(counted) -> tuple:
+def operators_of(counted) -> tuple:
     """Counted operators (anything with opcount.CountedOp's fields: name,
     flops, bytes, dtype, scopes, top, gemm, batch, attention, backward) as
     Operators: each in the bucket the profiler's accounting would give it
