@@ -640,16 +640,20 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) ->
     loop = Loop(config, sizes, data, device, seed)
     warmup = 2 if config.compile else 1
     clock = step_clock(device, sizes.cpu_threads)
-    steps = timed(loop.step, sz.steps, warmup, device, clock)
+    for _ in range(warmup):
+        loop.step()
+    ops = stepmodel.operators_of(count_ops(loop.step))  # one more step, counted
+    steps, rates = steps_and_rates(loop.step, ops, device, clock, sz)
     out["reference_step"] = cal.Measurement.of(
         steps,
         "s",
         f"the capstone's final loop ({config.dtype}), {sz.steps} steps of "
-        f"{sizes.batch} x {sizes.seq_len} tokens, {torch.get_num_threads()} "
-        f"thread(s), {clock} clock",
+        f"{sizes.batch} x {sizes.seq_len} tokens in {len(rates)} rounds, each "
+        f"followed by its matmul and attention shapes timed again, "
+        f"{torch.get_num_threads()} thread(s), {clock} clock",
     )
     log(f"reference step: {out['reference_step'].median * 1e3:,.1f} ms")
-    out |= step_model_inputs(loop, sweeps, device, sz, ref, clock)
+    out |= step_model_inputs(ops, rates, sweeps, device, sz, ref, clock)
     log(
         f"step model: {len(ref['step_model']['operators'])} kinds of operator, "
         f"{out['step_bandwidth'].median / 1e9:,.2f} GB/s on the step's threads, "
@@ -685,18 +689,45 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) ->
     return out
 
 
-def step_model_inputs(loop, sweeps: dict, device: str, sz: Sizes, ref: dict, clock):
-    """What the capstone's step model needs to predict the reference step
-    (``loop``, which has run): its operators counted once, the rates of its
-    matmul shapes (from ``sweeps``, each dtype's MAMF sweep, which timed the
-    step's shapes first) and of its fused attention, the triad's bandwidth on
-    the step's threads and the small-operator benchmark's cost. The rates and
-    operators go to ``ref["step_model"]``; the two measurements are returned."""
-    ops = stepmodel.operators_of(count_ops(loop.step))
-    with torch.inference_mode():
-        gemm = opbench.gemm_rates(ops, sweeps, device, 0.02, clock)
-    attention = opbench.attention_rates(ops, device, clock=clock)
-    rates = triad_bytes_per_s(sz.triad_min_bytes, sz.repeats, device, clock)
+def steps_and_rates(step, ops, device: str, clock: str, sz: Sizes) -> tuple:
+    """The reference step timed in rounds, each round's steps followed by
+    the rates of the step's matmul and attention shapes timed again, so that
+    the step and its operators' rates see the same load of a shared machine
+    (as the MFU chapter times its ceiling in turns with its step): the step
+    times, and each round's (matmul rates, attention rates)."""
+    rounds = min(4, sz.steps)
+    times, rates = [], []
+    for r in range(rounds):
+        n = sz.steps // rounds + (r < sz.steps % rounds)
+        times += timed(step, n, 0, device, clock)
+        with torch.inference_mode():
+            gemm = opbench.gemm_rates(ops, {}, device, 0.01, clock)
+        rates.append((gemm, opbench.attention_rates(ops, device, 2, clock)))
+    return times, rates
+
+
+def step_model_inputs(ops, rates, sweeps: dict, device, sz: Sizes, ref: dict, clock):
+    """What the capstone's step model needs to predict the reference step:
+    its Operators ``ops``, counted once; each matmul shape's rate, the
+    median of the sweep's timing of it (``sweeps``, each dtype's MAMF sweep,
+    which timed the step's shapes first) and of the timings taken in turns
+    with the step (``rates``, steps_and_rates's); the fused attention's, the
+    median of those; the triad's bandwidth on the step's threads and the
+    small-operator benchmark's cost. The rates and operators go to
+    ``ref["step_model"]``; the two measurements are returned."""
+    gemm, attention = {}, {}
+    for key in rates[0][0]:
+        m, n, k, dtype = key
+        sweep = {
+            t.shape: t.flops_per_s for t in getattr(sweeps.get(dtype), "timings", ())
+        }
+        samples = [r[0][key] for r in rates] + (
+            [sweep[(m, n, k)]] if (m, n, k) in sweep else []
+        )
+        gemm[key] = statistics.median(samples)
+    for key in rates[0][1]:
+        attention[key] = statistics.median(r[1][key] for r in rates)
+    bandwidths = triad_bytes_per_s(sz.triad_min_bytes, sz.repeats, device, clock)
     costs = [opbench.op_cost_s(10, clock, device=device) for _ in range(sz.repeats)]
     ref["step_model"] = {  # as stepmodel.MachineModel.to_json writes them
         "gemm_flops_per_s": [[*k, v] for k, v in gemm.items()],
@@ -707,11 +738,11 @@ def step_model_inputs(loop, sweeps: dict, device: str, sz: Sizes, ref: dict, clo
     threads = torch.get_num_threads()
     return {
         "step_bandwidth": cal.Measurement.of(
-            rates,
+            bandwidths,
             "bytes/s",
             f"triad a = b + 2c, 3 fp32 arrays of {sz.triad_min_bytes / 2**20:,.0f} "
-            f"MiB (a fixed size), {len(rates)} passes, {threads} thread(s) as the "
-            f"step, {clock} clock",
+            f"MiB (a fixed size), {len(bandwidths)} passes, {threads} thread(s) as "
+            f"the step, {clock} clock",
         ),
         "op_cost": cal.Measurement.of(
             costs,
