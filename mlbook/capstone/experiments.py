@@ -2,7 +2,7 @@
 loop with one more defect fixed, timed and profiled, with the MAMF ceiling
 re-probed between rungs.
 
-Each rung's operators are counted once after its timed steps
+Each rung's operators are counted once, in its first untimed step
 (``experiments_stepmodel``), for the step model's prediction.
 
 The loop and its defects are ``mlbook.common_torch.reference_loop``
@@ -125,7 +125,7 @@ class Rung:
     rates: (
         cf.RungRates
     )  # against the datasheet peak and the final ceiling of the rung's dtype
-    # the step's operators, counted once after its timed steps (stepmodel.Operator)
+    # the step's operators, counted once in its first untimed step (stepmodel.Operator)
     operators: tuple = ()
 
     @property
@@ -242,11 +242,22 @@ def _run_ladder(
         start = time.perf_counter()
         clock = step_clock(device, sizes.cpu_threads)
         warm = [warmup]  # the first measurement warms the loop up, the rest not
+        counted = {"calls": 0, "operators": None}
 
-        def measure(loop=loop, clock=clock, warm=warm):
+        def step(loop=loop, counted=counted, warmup=warmup):
+            # the first step after the warm-up is an untimed one (it settles
+            # the machine before the first timed step): it runs under the
+            # operator counter, at no extra step
+            counted["calls"] += 1
+            if counted["calls"] == warmup + 1:
+                counted["operators"] = count_loop(loop)
+            else:
+                loop.step()
+
+        def measure(step=step, clock=clock, warm=warm):
             w, warm[0] = warm[0], 0
             return time_and_profile(
-                loop.step, sizes.steps, sizes.profiled_steps, device, w, clock
+                step, sizes.steps, sizes.profiled_steps, device, w, clock
             )
 
         got = measure_until(
@@ -262,7 +273,7 @@ def _run_ladder(
             f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
             f"{times.residual:+.1%} ({time.perf_counter() - start:.1f} s)"
         )
-        operators = count_loop(loop)  # one more step, under the counter
+        operators = counted["operators"] or count_loop(loop)
         measured.append((name, label, config, times, attempts, operators))
         del loop
     widened, widenings = [], 0
