@@ -2,8 +2,9 @@
 loop with one more defect fixed, timed and profiled, with the MAMF ceiling
 re-probed between rungs.
 
-Each rung's operators are counted once, in its first untimed step
-(``experiments_stepmodel``), for the step model's prediction.
+Each rung's operators are counted once, in its first untimed step, and its
+matmul shapes timed once right after its steps (``experiments_stepmodel``),
+for the step model's prediction.
 
 The loop and its defects are ``mlbook.common_torch.reference_loop``
 (``mlbook.calibrate`` times the same loop); the profiler's account of a step
@@ -26,7 +27,7 @@ from mlbook.capstone.experiments_profile import StepTimes, time_and_profile
 from mlbook.capstone.experiments_stepmodel import calibrate as _calibrate_step_model
 from mlbook.capstone.experiments_stepmodel import count_loop
 from mlbook.common import validate
-from mlbook.common_torch import mamf
+from mlbook.common_torch import mamf, opbench
 from mlbook.common_torch.device import device_description
 from mlbook.common_torch.reference_loop import (
     Loop,
@@ -127,6 +128,8 @@ class Rung:
     )  # against the datasheet peak and the final ceiling of the rung's dtype
     # the step's operators, counted once in its first untimed step (stepmodel.Operator)
     operators: tuple = ()
+    # its matmul shapes timed once right after its steps: {(m, n, k, dtype): FLOP/s}
+    gemm_flops_per_s: dict = field(default_factory=dict)
 
     @property
     def step_s(self) -> float:
@@ -274,7 +277,9 @@ def _run_ladder(
             f"{times.residual:+.1%} ({time.perf_counter() - start:.1f} s)"
         )
         operators = counted["operators"] or count_loop(loop)
-        measured.append((name, label, config, times, attempts, operators))
+        with torch.inference_mode():  # in turns with the steps: under their load
+            shape_rates = opbench.gemm_rates(operators, {}, device, 0.005, clock)
+        measured.append((name, label, config, times, attempts, operators, shape_rates))
         del loop
     widened, widenings = [], 0
     for dtype in sorted({c.dtype for _, _, c, *_ in measured}):
@@ -311,8 +316,9 @@ def _run_ladder(
                 ceilings[config.dtype].flops_per_s,
             ),
             operators,
+            shape_rates,
         )
-        for name, label, config, times, attempts, operators in measured
+        for name, label, config, times, attempts, operators, shape_rates in measured
     )
     return Ladder(
         rungs,

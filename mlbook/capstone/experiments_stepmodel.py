@@ -43,14 +43,40 @@ def calibrate(
     clock: str = "wall",
     triad_bytes: int = 64 * 2**20,
     min_run_time_s: float = 0.02,
+    timed=(),
 ) -> stepmodel.MachineModel:
     """A MachineModel for the steps whose Operators are ``steps_operators``
-    (one tuple a step): rates at their shapes, the triad's median bandwidth
-    and the small-operator benchmark's cost, on the current threads and
-    ``clock``. ``ceilings`` maps a dtype to its matmul sweep."""
+    (one tuple a step), on the current threads and ``clock``.
+
+    A matmul shape's rate is the median of its timings: the sweep's
+    (``ceilings`` maps a dtype to its matmul sweep, which times the model's
+    own shapes first) and those in ``timed`` ({(m, n, k, dtype): FLOP/s}
+    dicts taken in turns with the steps, so that the rates see the load the
+    steps saw); a shape with neither is timed now. Fused attention is timed
+    now, at every shape; the bandwidth is the triad's median and the fixed
+    cost the small-operator benchmark's."""
     ops = [op for step in steps_operators for op in step]
+    samples: dict = {}
+    for d, ceiling in ceilings.items():
+        for t in ceiling.timings:
+            samples.setdefault((t.m, t.n, t.k, d), []).append(t.flops_per_s)
+    for rates in timed:
+        for key, rate in rates.items():
+            samples.setdefault(key, []).append(rate)
+    untimed = [
+        op
+        for op in ops
+        if op.gemm is not None and op.batch == 1 and op.flops
+        and (*op.gemm, op.dtype) not in samples
+    ]  # fmt: skip
     with torch.inference_mode():
-        gemm = opbench.gemm_rates(ops, ceilings, device, min_run_time_s, clock)
+        now = opbench.gemm_rates(untimed, {}, device, min_run_time_s, clock)
+    gemm = {
+        (*op.gemm, op.dtype): statistics.median(samples[(*op.gemm, op.dtype)])
+        for op in ops
+        if op.gemm is not None and op.batch == 1 and op.flops
+        and (*op.gemm, op.dtype) in samples
+    } | now  # fmt: skip
     attention = opbench.attention_rates(ops, device, clock=clock)
     bandwidth = statistics.median(triad_bytes_per_s(triad_bytes, 5, device, clock))
     cost = opbench.op_cost_s(clock=clock, device=device)
