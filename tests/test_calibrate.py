@@ -1,4 +1,4 @@
-"""The machine file: its schema, its atomic write, the predictions held against
+"""The machine file: its schema, the predictions held against
 it, each bad input of ``python -m mlbook calibrate``, and ``plan --machine``.
 
 Synthetic files are written out here by hand; one real quick calibration
@@ -193,6 +193,32 @@ def test_a_calibration_on_a_480_mib_l3_stays_within_a_gib_a_process(real):
     assert "at most 64 MiB whatever the cache: L3 reported 480 MiB" in flush
 
 
+def test_no_buffer_grows_with_the_l3_the_machine_reports(monkeypatch):
+    """The L3 probe made to report 480 MiB (a 2-core VM's view of its
+    host), then 4 and 64 GiB, with a terabyte free so that free memory caps
+    nothing: calibrate's triad arrays stay at 128 MiB and its flush at
+    64 MiB, and the scaling chapter's flush before each all-reduce at
+    4 x its largest message (256 MiB for the default sizes up to 64 MiB).
+    With 1 GiB free, a sixteenth of it: 64 MiB."""
+    from mlbook.calibrate import experiments as ex
+    from mlbook.calibrate import resources
+    from mlbook.scaling import experiments as scaling
+
+    mib = 2**20
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2**40)
+    for l3 in (480 * mib, 4 * 2**30, 64 * 2**30):
+        monkeypatch.setattr(scaling, "l3_bytes", lambda l3=l3: l3)
+        got = (
+            ex.triad_bytes("cpu", 64 * mib),
+            ex.flush_bytes(),
+            scaling.flush_bytes_for(scaling.DEFAULT_SIZES),
+        )
+        assert got == (128 * mib, 64 * mib, 256 * mib), (l3 // mib, got)
+    assert max(scaling.DEFAULT_SIZES) == 64 * mib
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2**30)
+    assert ex.triad_bytes("cpu", 64 * mib) == ex.flush_bytes() == 64 * mib
+
+
 def test_the_held_out_all_reduce_is_not_a_fitted_size():
     from mlbook.calibrate.experiments import Sizes, sizes_for
 
@@ -221,39 +247,6 @@ def test_a_synthetic_file_round_trips(tmp_path):
     again = json.loads(cal.dumps(machine))
     assert again["measurements"] == synthetic()["measurements"]
     assert machine["reference_step"].spread == pytest.approx(0.06 / 0.04 - 1)
-
-
-# --- the atomic write -----------------------------------------------------------------
-
-
-class Boom(Exception):
-    pass
-
-
-def test_a_failed_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch):
-    def broken(fd):
-        raise Boom
-
-    monkeypatch.setattr(os, "fsync", broken)
-    with pytest.raises(Boom):
-        cal.write_atomic(tmp_path / "m.json", "{}")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_an_existing_file_is_replaced_whole_or_left_untouched(tmp_path, monkeypatch):
-    path = write(tmp_path / "m.json", "old")
-    real_replace = os.replace
-
-    def broken(a, b):
-        raise Boom
-
-    monkeypatch.setattr(os, "replace", broken)
-    with pytest.raises(Boom):
-        cal.write_atomic(path, "new")
-    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
-    monkeypatch.setattr(os, "replace", real_replace)
-    cal.write_atomic(path, "new")
-    assert path.read_text() == "new" and list(tmp_path.iterdir()) == [path]
 
 
 # --- bad input: exit status 2 and one line naming the file and the rule ---------------

@@ -24,7 +24,6 @@ PROPERTY_COVERS = {
     "mlbook.calibrate.formulas.from_dict",
     "mlbook.calibrate.formulas.load",
     "mlbook.calibrate.formulas.check_writable",
-    "mlbook.calibrate.formulas.write_atomic",
     "mlbook.calibrate.formulas.dumps",
     "mlbook.calibrate.formulas.kept",
     "mlbook.calibrate.formulas.label",
@@ -115,16 +114,17 @@ def test_the_planner_refuses_exactly_the_mfus_above_the_share(mamf, mfu):
 
 
 @examples(20)
-@given(text=st.text(max_size=200), name=st.sampled_from(["m.json", "x y.json"]))
-def test_an_atomic_write_leaves_exactly_the_file(text, name):
+@given(name=st.sampled_from(["m.json", "x y.json", ".m.json"]))
+def test_a_writable_path_is_checked_without_a_trace(name):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
-        cal.check_writable(path)
-        cal.write_atomic(path, text)
-        assert path.read_bytes() == text.encode()
-        assert [p.name for p in Path(tmp).iterdir()] == [name]
+        assert cal.check_writable(path) == path
+        assert list(Path(tmp).iterdir()) == []
         with pytest.raises(cal.MachineFileError, match="does not exist"):
             cal.check_writable(Path(tmp) / "no" / name)
+        path.mkdir()
+        with pytest.raises(cal.MachineFileError, match="is a directory"):
+            cal.check_writable(path)
 
 
 @examples(20)

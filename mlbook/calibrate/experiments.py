@@ -54,7 +54,12 @@ from mlbook.calibrate import formulas as cal
 from mlbook.calibrate import resources
 from mlbook.capstone import stepmodel
 from mlbook.common import validate
-from mlbook.common.accelerators import match_cuda_name, read_cpuinfo, usable_cores
+from mlbook.common.accelerators import (
+    cpu_model,
+    match_cuda_name,
+    read_cpuinfo,
+    usable_cores,
+)
 from mlbook.common.reference_loop import LadderSizes, ladder_fixes, ladder_sizes
 from mlbook.common.tokenizer import encode_documents, tokenizer_sha256
 from mlbook.common.transformer import gemm_shapes
@@ -152,11 +157,7 @@ def device_info(device: str, threads: int | None = None) -> dict:
         dtypes = cal.MAMF_DTYPES
     else:
         text = read_cpuinfo() or ""
-        model = next(
-            (ln.split(":", 1)[1].strip() for ln in text.splitlines()
-             if ln.startswith("model name")),
-            None,
-        )  # fmt: skip
+        model = cpu_model(text)
         flags = next(
             (ln.split(":", 1)[1].split() for ln in text.splitlines()
              if ln.startswith("flags")),

@@ -350,40 +350,6 @@ def check_writable(path) -> Path:
     return p
 
 
-def write_atomic(path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: a temporary file in the
-    same folder, flushed and fsynced, then renamed over ``path`` (a rename
-    within one file system is atomic). On any failure the temporary file is
-    removed and ``path`` is left as it was."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 is for secrets
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # the rename itself survives a crash once the folder is synced
-        dfd = os.open(p.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
 def dumps(machine: Machine) -> str:
     return json.dumps(machine.as_dict(), indent=2, sort_keys=False) + "\n"
 

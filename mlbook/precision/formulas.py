@@ -200,7 +200,7 @@ def absorb_limit(weight: float, name: str = "bf16") -> float:
     exactly this size rounds away too when the weight's last mantissa bit is
     even (the tie goes to the even neighbour, the weight itself)."""
     fmt = float_format(name)
-    if not isinstance(weight, Real) or isinstance(weight, bool):
+    if not validate.is_real(weight):
         raise ValueError(f"weight must be a number, got {weight!r}")
     if not math.isfinite(weight) or weight == 0:
         raise ValueError(f"weight must be finite and non-zero, got {weight!r}")
@@ -219,7 +219,7 @@ def stall_log2(update: float, name: str = "bf16") -> int:
     integer above log2|u| + m + 1: floor(log2|u|) + m + 2. Gaps grow with E,
     so every larger weight ignores the update too."""
     fmt = float_format(name)
-    if not isinstance(update, Real) or isinstance(update, bool):
+    if not validate.is_real(update):
         raise ValueError(f"update must be a number, got {update!r}")
     if not math.isfinite(update) or update == 0:
         raise ValueError(f"update must be finite and non-zero, got {update!r}")
@@ -300,8 +300,7 @@ def _check_scaler(init_scale, growth_factor, backoff_factor, growth_interval):
     whole interval of at least one step)."""
     validate.positive("init_scale", init_scale)
     if (
-        not isinstance(growth_factor, Real)
-        or isinstance(growth_factor, bool)
+        not validate.is_real(growth_factor)
         or not math.isfinite(growth_factor)
         or growth_factor <= 1
     ):
@@ -485,7 +484,7 @@ def _grad_maxima(grad_max) -> list[float]:
         raise ValueError("grad_max must hold at least one step")
     out = []
     for g in values:
-        if not isinstance(g, Real) or isinstance(g, bool):
+        if not validate.is_real(g):
             raise ValueError(f"grad_max entries must be numbers, got {g!r}")
         g = float(g)
         if math.isfinite(g) and g <= 0:
@@ -500,7 +499,7 @@ def fp16_overflows(scale: float, grad_max: float) -> bool:
     """Does the largest gradient, scaled in fp32 and stored in fp16, overflow?
     (inf or NaN for ``grad_max`` always does.)"""
     validate.positive("scale", scale)
-    if not isinstance(grad_max, Real) or isinstance(grad_max, bool):
+    if not validate.is_real(grad_max):
         raise ValueError(f"grad_max must be a number, got {grad_max!r}")
     # The product of two fp32 numbers is exact in a double (24 + 24 bits), so
     # rounding it to fp32 is fp32's multiply; then fp32 to fp16, as a cast does.

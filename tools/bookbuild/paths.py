@@ -6,9 +6,9 @@ build at a synthetic project patches it here, once."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
+
+from mlbook.common.files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,9 +25,6 @@ BOOK_DIRS = ("book", "mlbook", "_vendor")
 def write_atomically(
     path: Path, text: str | None = None, source: Path | None = None
 ) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if source is not None:
-        shutil.copyfile(source, tmp)
-    else:
-        tmp.write_text(text)
-    os.replace(tmp, path)
+    """``text``, or the bytes of the file ``source``, written to ``path``
+    whole or not at all (mlbook.common.files.write_atomic)."""
+    write_atomic(path, Path(source).read_bytes() if source is not None else text)
