@@ -151,7 +151,9 @@ def test_a_real_calibration_follows_the_schema(real):
     assert sorted(p.name for p in folder.iterdir()) == ["m.json"], "scratch left"
     data = json.loads((folder / "m.json").read_text())
     assert {"schema_version", "device", "torch", "measurements"} <= set(data)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2  # the step model's inputs kept since 2
+    assert {"step_bandwidth", "op_cost"} <= set(data["measurements"])
+    assert {"gemm_flops_per_s", "operators"} <= set(data["reference"]["step_model"])
     meas = data["measurements"]
     assert set(NAMES) <= set(meas)
     for name, v in meas.items():
@@ -347,7 +349,7 @@ def test_a_failed_measurement_leaves_nothing(tmp_path, monkeypatch, capsys):
 BAD_FILES = {
     "missing": (None, "no such file"),
     "malformed": ("{not json", "not valid JSON"),
-    "another version": ({**synthetic(), "schema_version": 2}, "schema_version 2"),
+    "another version": ({**synthetic(), "schema_version": 3}, "schema_version 3"),
     "a key missing": (
         {k: v for k, v in synthetic().items() if k != "torch"},
         "missing top-level key(s) torch",

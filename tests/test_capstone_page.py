@@ -53,6 +53,8 @@ def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
         "here_top_fix",
         "a100_top_fix",
         "bf16_rung",
+        "model_first_excess",
+        "model_final_excess",
     }
     assert all(len(x) < 80 for x in labels.values())  # a label, not a sentence
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
@@ -406,3 +408,46 @@ def test_the_gpu_beside_the_cpu(v):
     labels = {f.label for f in FIXES}
     assert v["a100_top_fix"] == "fused attention (SDPA)"
     assert v["here_top_fix"] in labels
+
+
+def _executed_tables(page: str) -> list[str]:
+    """The HTML tables in the executed notebook's outputs, in order."""
+    from conftest import BOOK_DEST
+
+    nb = json.loads((BOOK_DEST / "src" / "notebooks" / f"{page}.ipynb").read_text())
+    return [
+        "".join(out["data"]["text/html"])
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if "text/html" in out.get("data", {})
+        and "<table" in "".join(out["data"]["text/html"])
+    ]
+
+
+def test_every_rung_has_its_buckets_predicted_beside_the_profilers(v):
+    """One table a rung, rung 0 included, with "predicted (ms)" beside
+    "measured (ms)" and rows named by the bucket labels; and a summary with
+    every rung's measured over predicted step."""
+    from mlbook.capstone.formulas import BUCKET_LABELS
+
+    tables = [t for t in _executed_tables("capstone") if "predicted (ms)" in t]
+    per_rung = [t for t in tables if "<th>bucket</th>" in t or ">bucket<" in t]
+    assert len(per_rung) == v["ladder_n_rungs"]
+    for t in per_rung:
+        assert t.index("predicted (ms)") < t.index("measured (ms)")
+        assert any(label in t for label in BUCKET_LABELS.values())
+    summary = [t for t in tables if "measured / predicted" in t and t not in per_rung]
+    assert summary and summary[0].count("<tr>") >= v["ladder_n_rungs"]
+
+
+def test_the_step_models_ratios_are_stated_and_its_excess_named(v):
+    """The ratios are the machine's (stated, not held to a bar); the buckets
+    named as furthest above their prediction are buckets."""
+    from mlbook.capstone.formulas import BUCKET_LABELS
+
+    for k in ("first", "final", "lo", "hi"):
+        assert v[f"model_ratio_{k}"] > 0
+    assert v["model_ratio_lo"] <= v["model_ratio_hi"]
+    assert v["model_first_excess"] in BUCKET_LABELS.values()
+    assert v["model_final_excess"] in BUCKET_LABELS.values()
+    assert v["model_bandwidth"] > 0 and v["model_cost_us"] > 0

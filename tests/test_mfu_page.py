@@ -21,7 +21,12 @@ def v(book):
 
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
-    assert set(labels) == {"device_name", "meas_dtype", "meas_peak_basis"}
+    assert set(labels) == {
+        "device_name",
+        "meas_dtype",
+        "meas_peak_basis",
+        "roof_here_dtype",
+    }
     assert all(len(x) < 80 for x in labels.values())  # a label, not a sentence
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
 
@@ -313,3 +318,34 @@ def test_the_ceiling_is_called_a_measured_bound():
     assert re.search(r"best of the shapes a finite sweep tried", prose)
     assert re.search(r"fused causal kernel computes about half", prose)
     assert not re.search(r"(?<!not )a physical bound", prose)
+
+
+def test_the_roofline_by_hand(v):
+    # NVIDIA H100 SXM datasheet: 989 TFLOP/s dense BF16 over 3.35 TB/s of HBM3
+    assert v["roof_h100_peak"] == 989 and v["roof_h100_tbs"] == pytest.approx(3.35)
+    assert v["roof_h100_ridge"] == pytest.approx(989 / 3.35, rel=EXACT)  # 295.2
+    # 2 T 4096^2 >= 295.22 * 2 * (2 T 4096 + 4096^2): T >= 295.22 * 4096 /
+    # (4096 - 2 * 295.22) = 344.9, so 345 tokens
+    r = 989 / 3.35
+    assert v["roof_h100_tokens"] == -(-(r * 4096) // (4096 - 2 * r)) == 345
+    # an add in bf16: 1 FLOP over 3 x 2 bytes, times 3.35 TB/s, over 989 TFLOP/s
+    assert v["roof_add_share"] == pytest.approx(3.35e12 / 6 / 989e12, rel=EXACT)
+    # AdamW in bf16: 14 FLOPs over 7 x 2 bytes
+    assert v["roof_adamw_share"] == pytest.approx(3.35e12 * 1.0 / 989e12, rel=EXACT)
+    # one token through 4096 x 4096: 2 * 4096^2 / (2 (2 * 4096 + 4096^2)) FLOPs a byte
+    one = 2 * 4096**2 / (2 * (2 * 4096 + 4096**2))
+    assert v["roof_one_token_share"] == pytest.approx(one * 3.35e12 / 989e12, rel=EXACT)
+
+
+def test_this_machines_roofline_is_its_roof_over_its_bandwidth(v):
+    # the glued roof (GFLOP/s) and bandwidth (GB/s) give the glued ridge
+    ridge = v["roof_here_gflops"] / v["roof_here_gbs"]
+    assert v["roof_here_ridge"] == pytest.approx(ridge, rel=EXACT)
+    assert v["roof_here_dtype"] == v["meas_dtype"]
+    # the roof is the page's own matmul ceiling, the sweep the measurement used
+    assert v["roof_here_gflops"] <= v["meas_ceiling"] * (1 + EXACT)
+    # an h x h matmul at the step's T: 2 T h^2 / (e (2 T h + h^2))
+    h, e, t = v["roof_model_h"], 2 if v["meas_dtype"] == "bf16" else 4, 4 * 64
+    assert v["roof_step_tokens"] == t  # b x s at test sizes
+    want = 2 * t * h * h / (e * (2 * t * h + h * h))
+    assert v["roof_here_step_intensity"] == pytest.approx(want, rel=EXACT)

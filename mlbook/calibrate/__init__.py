@@ -20,6 +20,8 @@ from mlbook.calibrate.formulas import (
     FLUSH_MAX_BYTES,
     KEPT_DIR,
     MAMF_DTYPES,
+    READ_VERSIONS,
+    SCHEMA_VERSION,
     TRIAD_MAX_BYTES,
     Comparison,
     Machine,
@@ -36,6 +38,7 @@ from mlbook.calibrate.formulas import (
     predictions,
     reference_mfu,
     step_lower_bound_s,
+    step_model_ratio,
     step_of_mamf,
 )
 
@@ -44,6 +47,8 @@ __all__ = [
     "FLUSH_MAX_BYTES",
     "KEPT_DIR",
     "MAMF_DTYPES",
+    "READ_VERSIONS",
+    "SCHEMA_VERSION",
     "TRIAD_MAX_BYTES",
     "Comparison",
     "Machine",
@@ -60,5 +65,6 @@ __all__ = [
     "predictions",
     "reference_mfu",
     "step_lower_bound_s",
+    "step_model_ratio",
     "step_of_mamf",
 ]

@@ -26,7 +26,11 @@ What is measured, and by whose code:
   compilations would take most of the minute), on one thread on a CPU (the
   capstone's convention) and on the GPU where there is one, and the same
   step accumulated over k micro-steps (the accumulation chapter);
-- the bytes one of its blocks keeps for backward (the recompute chapter).
+- the bytes one of its blocks keeps for backward (the recompute chapter);
+- what the capstone's step model needs to predict that step: its operators
+  counted once, the rates of its shapes (the sweeps' where they timed them),
+  a triad on the step's threads and the small-operator benchmark
+  (mlbook.common_torch.opbench).
 
 Nothing here prints: progress lines go to ``log``. The peak resident memory
 of the process and of its children is kept in the machine file's
@@ -48,6 +52,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from mlbook.calibrate import formulas as cal
 from mlbook.calibrate import resources
+from mlbook.capstone import stepmodel
 from mlbook.common import validate
 from mlbook.common.accelerators import (
     cpu_model,
@@ -58,12 +63,14 @@ from mlbook.common.accelerators import (
 from mlbook.common.reference_loop import LadderSizes, ladder_fixes, ladder_sizes
 from mlbook.common.tokenizer import encode_documents, tokenizer_sha256
 from mlbook.common.transformer import gemm_shapes
-from mlbook.common_torch import mamf
+from mlbook.common_torch import mamf, opbench
+from mlbook.common_torch.bandwidth import triad_bytes_per_s
 from mlbook.common_torch.device import (
     device_description,
     pick_device,
 )
 from mlbook.common_torch.gpt import tiny_config
+from mlbook.common_torch.opcount import count_ops
 from mlbook.common_torch.reference_loop import (
     Loop,
     LoopConfig,
@@ -534,10 +541,10 @@ def calibrate(
     scratch = tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir)
     watcher = resources.PeakWatcher()
     with watcher, scratch as tmp, cpu_threads(sizes.cpu_threads, device):
-        m, ref = _hardware(device, cfg, sizes, sz, Path(tmp), log)
+        m, ref, sweeps = _hardware(device, cfg, sizes, sz, Path(tmp), log)
         data = TextData(sizes, seed)
         m |= _data(data, sizes, sz, Path(tmp), log)
-        m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log)
+        m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log, sweeps)
         m["activation_bytes"], extras = activation_bytes(cfg, sizes, device, ref)
         ref["activation_extra_bytes"] = extras
     peak = watcher.peak
@@ -575,8 +582,9 @@ def calibrate(
 
 
 def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
-    """Matmul ceilings, memory bandwidth, all-reduce and storage."""
-    m, ref = {}, {}
+    """Matmul ceilings, memory bandwidth, all-reduce and storage; and each
+    fast dtype's sweep (for the step model's rates at the step's shapes)."""
+    m, ref, sweeps = {}, {}, {}
     clock = step_clock(device, sizes.cpu_threads)
     ref["clock"] = clock
     probe = matmul_probe(device, clock=clock)
@@ -586,12 +594,12 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     ref["slow_dtypes"] = [d for d in cal.MAMF_DTYPES if d not in fast]
     for d in fast:
         budget = sz.mamf_budget_s
-        _, ceiling = mamf_ceiling(d, device, budget, include, sz.repeats, clock)
+        sweep, ceiling = mamf_ceiling(d, device, budget, include, sz.repeats, clock)
         if d != "fp32" and device == "cpu" and ceiling.max < 0.5 * m["mamf_fp32"].max:
             ref["slow_dtypes"].append(d)  # the probe was fooled by a busy moment
             log(f"mamf_{d}: {ceiling.max / 1e9:,.1f} GFLOP/s at best, not fast here")
             continue
-        m[f"mamf_{d}"] = ceiling
+        m[f"mamf_{d}"], sweeps[d] = ceiling, sweep
         log(f"mamf_{d}: {ceiling.median / 1e9:,.1f} GFLOP/s")
     with cpu_threads(usable_cores(), device):  # memory is the whole machine's
         m["memory_bandwidth"] = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
@@ -604,7 +612,7 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     m |= storage(folder, sz)
     bw, fsync = m["checkpoint_write_bandwidth"].median, m["fsync"].median
     log(f"storage: {bw / 1e9:,.2f} GB/s, fsync {fsync * 1e3:,.2f} ms")
-    return m, ref
+    return m, ref, sweeps
 
 
 def _data(data: TextData, sizes, sz: Sizes, folder: Path, log) -> dict:
@@ -624,23 +632,34 @@ def _save(path: Path, model, opt) -> float:
     return _write_fsync(path, lambda f: torch.save(state, f))
 
 
-def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
-    """The reference step, its checkpoint, accumulated, and fed by loaders."""
+def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) -> dict:
+    """The reference step, its checkpoint, the step model's inputs,
+    accumulated, and fed by loaders."""
     out = {}
     fast = "mamf_bf16" in m and m["mamf_bf16"].median >= m["mamf_fp32"].median
     config = final_config(sizes, fast, device)
     loop = Loop(config, sizes, data, device, seed)
     warmup = 2 if config.compile else 1
     clock = step_clock(device, sizes.cpu_threads)
-    steps = timed(loop.step, sz.steps, warmup, device, clock)
+    for _ in range(warmup):
+        loop.step()
+    ops = stepmodel.operators_of(count_ops(loop.step))  # one more step, counted
+    steps, rates = steps_and_rates(loop.step, ops, device, clock, sz)
     out["reference_step"] = cal.Measurement.of(
         steps,
         "s",
         f"the capstone's final loop ({config.dtype}), {sz.steps} steps of "
-        f"{sizes.batch} x {sizes.seq_len} tokens, {torch.get_num_threads()} "
-        f"thread(s), {clock} clock",
+        f"{sizes.batch} x {sizes.seq_len} tokens in {len(rates)} rounds, each "
+        f"followed by its matmul and attention shapes timed again, "
+        f"{torch.get_num_threads()} thread(s), {clock} clock",
     )
     log(f"reference step: {out['reference_step'].median * 1e3:,.1f} ms")
+    out |= step_model_inputs(ops, rates, sweeps, device, sz, ref, clock)
+    log(
+        f"step model: {len(ref['step_model']['operators'])} kinds of operator, "
+        f"{out['step_bandwidth'].median / 1e9:,.2f} GB/s on the step's threads, "
+        f"{out['op_cost'].median * 1e6:,.1f} us an operator"
+    )
     path = folder / "reference.pt"
     writes = [_save(path, loop.model, loop.opt) for _ in range(sz.repeats)]
     ref["checkpoint_bytes"] = path.stat().st_size
@@ -669,6 +688,71 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     )
     ref |= {"step_dtype": config.dtype, "accumulation_k": k}
     return out
+
+
+def steps_and_rates(step, ops, device: str, clock: str, sz: Sizes) -> tuple:
+    """The reference step timed in rounds, each round's steps followed by
+    the rates of the step's matmul and attention shapes timed again, so that
+    the step and its operators' rates see the same load of a shared machine
+    (as the MFU chapter times its ceiling in turns with its step): the step
+    times, and each round's (matmul rates, attention rates)."""
+    rounds = min(4, sz.steps)
+    times, rates = [], []
+    for r in range(rounds):
+        n = sz.steps // rounds + (r < sz.steps % rounds)
+        times += timed(step, n, 0, device, clock)
+        with torch.inference_mode():
+            gemm = opbench.gemm_rates(ops, {}, device, 0.01, clock)
+        rates.append((gemm, opbench.attention_rates(ops, device, 2, clock)))
+    return times, rates
+
+
+def step_model_inputs(ops, rates, sweeps: dict, device, sz: Sizes, ref: dict, clock):
+    """What the capstone's step model needs to predict the reference step:
+    its Operators ``ops``, counted once; each matmul shape's rate, the
+    median of the sweep's timing of it (``sweeps``, each dtype's MAMF sweep,
+    which timed the step's shapes first) and of the timings taken in turns
+    with the step (``rates``, steps_and_rates's); the fused attention's, the
+    median of those; the triad's bandwidth on the step's threads and the
+    small-operator benchmark's cost. The rates and operators go to
+    ``ref["step_model"]``; the two measurements are returned."""
+    gemm, attention = {}, {}
+    for key in rates[0][0]:
+        m, n, k, dtype = key
+        sweep = {
+            t.shape: t.flops_per_s for t in getattr(sweeps.get(dtype), "timings", ())
+        }
+        samples = [r[0][key] for r in rates] + (
+            [sweep[(m, n, k)]] if (m, n, k) in sweep else []
+        )
+        gemm[key] = statistics.median(samples)
+    for key in rates[0][1]:
+        attention[key] = statistics.median(r[1][key] for r in rates)
+    bandwidths = triad_bytes_per_s(sz.triad_min_bytes, sz.repeats, device, clock)
+    costs = [opbench.op_cost_s(10, clock, device=device) for _ in range(sz.repeats)]
+    ref["step_model"] = {  # as stepmodel.MachineModel.to_json writes them
+        "gemm_flops_per_s": [[*k, v] for k, v in gemm.items()],
+        "attention_flops_per_s": [[*k, v] for k, v in attention.items()],
+        "ceiling_flops_per_s": {d: c.flops_per_s for d, c in sweeps.items()},
+        "operators": stepmodel.operators_to_json(ops),
+    }
+    threads = torch.get_num_threads()
+    return {
+        "step_bandwidth": cal.Measurement.of(
+            bandwidths,
+            "bytes/s",
+            f"triad a = b + 2c, 3 fp32 arrays of {sz.triad_min_bytes / 2**20:,.0f} "
+            f"MiB (a fixed size), {len(bandwidths)} passes, {threads} thread(s) as "
+            f"the step, {clock} clock",
+        ),
+        "op_cost": cal.Measurement.of(
+            costs,
+            "s",
+            "the small-operator benchmark: the median of 10 training steps of 4 x "
+            "(LayerNorm, 16 x 16 linear, GELU), batch 4, SGD, over the operators a "
+            f"step runs; {len(costs)} times, {threads} thread(s), {clock} clock",
+        ),
+    }
 
 
 def loader_waits(config, sizes, data, device, sz: Sizes, ref: dict) -> dict:

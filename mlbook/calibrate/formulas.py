@@ -4,7 +4,8 @@ without measuring anything.
 
 The file (``machine.json``) is JSON with four keys every reader relies on:
 
-- ``schema_version``: SCHEMA_VERSION; a file of another version is refused;
+- ``schema_version``: SCHEMA_VERSION, or an older version this mlbook still
+  reads (READ_VERSIONS); a file of any other version is refused;
 - ``device``: what was measured (kind "cpu" or "cuda", its name, cores, the
   table row of a GPU, the nominal peaks with their basis);
 - ``torch``: the build that measured (version, threads, ISA caps);
@@ -15,7 +16,13 @@ Two more keys make the file self-describing: ``created`` (date, command,
 seconds, quick or not) and ``reference`` (the sizes the measurements were
 made at: the reference step's model, the message size held out of the
 all-reduce fit, the checkpoint's bytes, ...), from which ``predictions``
-computes each chapter's prediction with the chapter's own formula.
+computes each chapter's prediction with the chapter's own formula. Since
+version 2 ``reference`` also keeps what the capstone's step model needs
+(``step_model``: the rates of the reference step's matmul and attention
+shapes, the ceilings, and the step's operators, counted once), and the
+measurements add the bandwidth on the step's threads (``step_bandwidth``)
+and the small-operator benchmark's cost (``op_cost``). A version 1 file has
+none of them: its step is held against the lower bound alone.
 
 Two kinds of prediction are checks. A memory prediction is exact up to
 bytes the comparison names. A time predicted from the measured matmul
@@ -39,11 +46,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlbook.accumulation.formulas import StepCostModel
+from mlbook.capstone.stepmodel import (
+    machine_model_from_json,
+    operators_from_json,
+    predict_step,
+)
 from mlbook.common.accelerators import ACCELERATORS, accelerator, match_cuda_name
 from mlbook.input_pipeline import formulas as pipeline
 from mlbook.scaling.formulas import ring_allreduce_s
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# the versions this mlbook reads: 1 lacks the step model's inputs
+READ_VERSIONS = (1, 2)
 TOP_KEYS = ("schema_version", "device", "torch", "measurements")
 MEASUREMENT_KEYS = ("median", "min", "max", "unit", "method")
 # The measurements every calibration has, with their units. mamf_bf16 and
@@ -68,6 +82,9 @@ UNITS = {
     "loader_compute_inline": "s",
     "loader_step_workers": "s",
     "accumulated_step": "s",
+    # the step model's (version 2)
+    "step_bandwidth": "bytes/s",
+    "op_cost": "s",
 }
 REQUIRED = (
     "mamf_fp32",
@@ -183,6 +200,35 @@ class Machine:
     def step_dtype(self) -> str:
         return self.reference.get("step_dtype", "fp32")
 
+    @property
+    def has_step_model(self) -> bool:
+        """Whether the file keeps the step model's inputs (version 2 on)."""
+        return (
+            "step_model" in self.reference
+            and "step_bandwidth" in self
+            and "op_cost" in self
+        )
+
+    def step_model(self) -> tuple:
+        """(stepmodel.MachineModel, the reference step's Operators) from the
+        file; a ValueError for a file that keeps none."""
+        if not self.has_step_model:
+            raise ValueError(
+                "this calibration keeps no step model (schema version "
+                f"{self.schema_version}): calibrate again to predict the step"
+            )
+        data = self.reference["step_model"]
+        machine = machine_model_from_json(
+            {
+                "gemm_flops_per_s": data["gemm_flops_per_s"],
+                "attention_flops_per_s": data["attention_flops_per_s"],
+                "ceiling_flops_per_s": data["ceiling_flops_per_s"],
+                "bandwidth_bytes_per_s": self["step_bandwidth"].median,
+                "op_cost_s": self["op_cost"].median,
+            }
+        )
+        return machine, operators_from_json(data["operators"])
+
     def peak(self, dtype: str) -> float | None:
         """The nominal peak of ``dtype`` the file records (None where unknown)."""
         return (self.device.get("peaks", {}).get(dtype) or {}).get("flops_per_s")
@@ -219,11 +265,12 @@ def from_dict(data, path="machine.json") -> Machine:
             f"has {', '.join(TOP_KEYS)}",
         )
     version = data["schema_version"]
-    if version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version not in READ_VERSIONS:
         raise MachineFileError(
             path,
-            f"schema_version {version!r} is not {SCHEMA_VERSION}, the version this "
-            "mlbook reads; calibrate again with python -m mlbook calibrate",
+            f"schema_version {version!r} is not one of "
+            f"{', '.join(map(str, READ_VERSIONS))}, the versions this mlbook reads; "
+            "calibrate again with python -m mlbook calibrate",
         )
     device, torch_info = data["device"], data["torch"]
     if not isinstance(device, dict) or device.get("kind") not in DEVICE_KINDS:
@@ -405,9 +452,24 @@ def predictions(machine: Machine) -> tuple:
     step = m["reference_step"]
     ceiling = m[f"mamf_{machine.step_dtype}"]
     flops_per_step = ref["flops_per_token"] * ref["tokens_per_step"]
+    if machine.has_step_model:
+        model, ops = machine.step_model()
+        rows.append(
+            Comparison(
+                "step",
+                "reference step, the step model: each operator at its roofline "
+                "plus a fixed cost",
+                "capstone",
+                predict_step(ops, model).step_s,
+                step.median,
+                "s",
+                "caches, the arithmetic of elementwise operators (exp, erf), "
+                "Python beyond the benchmark's cost per operator, other processes",
+            )
+        )
     rows.append(
         Comparison(
-            "step",
+            "step_bound",
             "reference step, from 6N_matmul + 12Lhs at the MAMF ceiling",
             "mfu",
             step_lower_bound_s(flops_per_step, ceiling.max),
@@ -514,6 +576,17 @@ def predictions(machine: Machine) -> tuple:
             )
         )
     return tuple(rows)
+
+
+def step_model_ratio(machine: Machine) -> float | None:
+    """The reference step as measured over the capstone's step model's
+    prediction of it; None for a file that keeps no step model (version 1)."""
+    if not isinstance(machine, Machine):
+        raise ValueError(f"machine must be a Machine, got {machine!r}")
+    if not machine.has_step_model:
+        return None
+    model, ops = machine.step_model()
+    return machine["reference_step"].median / predict_step(ops, model).step_s
 
 
 def reference_mfu(machine: Machine) -> float | None:

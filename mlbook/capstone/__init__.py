@@ -12,14 +12,19 @@ of fixes that wins the time back one measured rung at a time.
   defect switchable is ``mlbook.common_torch.reference_loop`` (its sizes and
   fixes ``mlbook.common.reference_loop``), which ``mlbook.calibrate`` runs
   too.
+- ``stepmodel``: torch-free: a step predicted before it runs, bucket by
+  bucket, from its operators (each at the longer of its FLOPs at the rate its
+  shape runs and its bytes at the bandwidth, plus a fixed cost) and a
+  machine's calibration; ``experiments_stepmodel`` counts a rung's operators
+  and calibrates the machine.
 - ``cases``: torch-free: seeded generators of the diagnosis exercises'
   artifacts (a profile with a planted defect, a run's HFU and MFU).
 - ``figures``: matplotlib: the stacked bars, one step's timeline, a schematic
   step with its all-reduce overlapped or not, the per-rank times.
 - ``exercises``: the chapter's problem set (mlbook.exercises registers it).
 
-The torch-free calculators (``formulas``, ``cases``) are named here too, so a page or a
-reader can write ``from mlbook import capstone`` and call
+The torch-free calculators (``formulas``, ``stepmodel``, ``cases``) are
+named here too, so a page or a reader can write ``from mlbook import capstone`` and call
 ``capstone.step_bound(...)``; importing the package loads neither torch, numpy
 nor matplotlib (tests/test_layering.py), and the HTML book imports it in the
 browser.
@@ -82,8 +87,38 @@ from mlbook.capstone.formulas import (
     waterfall,
     within_ceiling,
 )
+from mlbook.capstone.stepmodel import (
+    BucketComparison,
+    BucketPrediction,
+    MachineModel,
+    Operator,
+    StepPrediction,
+    compare,
+    largest_excess,
+    machine_model_from_json,
+    operator_time_s,
+    operators_from_json,
+    operators_of,
+    operators_to_json,
+    predict_step,
+    step_ratio,
+)
 
 __all__ = [
+    "BucketComparison",
+    "BucketPrediction",
+    "MachineModel",
+    "Operator",
+    "StepPrediction",
+    "compare",
+    "largest_excess",
+    "machine_model_from_json",
+    "operator_time_s",
+    "operators_from_json",
+    "operators_of",
+    "operators_to_json",
+    "predict_step",
+    "step_ratio",
     "BUCKETS",
     "HEALTHY_SHARES",
     "JITTER",

@@ -2,6 +2,10 @@
 loop with one more defect fixed, timed and profiled, with the MAMF ceiling
 re-probed between rungs.
 
+Each rung's operators are counted once, in its first untimed step, and its
+matmul shapes timed once right after its steps (``experiments_stepmodel``),
+for the step model's prediction.
+
 The loop and its defects are ``mlbook.common_torch.reference_loop``
 (``mlbook.calibrate`` times the same loop); the profiler's account of a step
 and the timing of a rung are ``experiments_profile``; the two-process run for
@@ -20,8 +24,10 @@ from mlbook.capstone import formulas as cf
 from mlbook.capstone.experiments_comm import COMM_MODES as COMM_MODES
 from mlbook.capstone.experiments_comm import comm_run as comm_run
 from mlbook.capstone.experiments_profile import StepTimes, time_and_profile
+from mlbook.capstone.experiments_stepmodel import calibrate as _calibrate_step_model
+from mlbook.capstone.experiments_stepmodel import count_loop
 from mlbook.common import validate
-from mlbook.common_torch import mamf
+from mlbook.common_torch import mamf, opbench
 from mlbook.common_torch.device import device_description
 from mlbook.common_torch.reference_loop import (
     Loop,
@@ -35,6 +41,9 @@ from mlbook.common_torch.reference_loop import (
 )
 from mlbook.common_torch.timing import cpu_threads, measure_until
 from mlbook.mfu import flops
+
+# the step model's calibration, which a page reaches through this module
+calibrate_step_model = _calibrate_step_model
 
 # --- the ceiling ---------------------------------------------------------------------
 
@@ -117,6 +126,10 @@ class Rung:
     rates: (
         cf.RungRates
     )  # against the datasheet peak and the final ceiling of the rung's dtype
+    # the step's operators, counted once in its first untimed step (stepmodel.Operator)
+    operators: tuple = ()
+    # its matmul shapes timed once right after its steps: {(m, n, k, dtype): FLOP/s}
+    gemm_flops_per_s: dict = field(default_factory=dict)
 
     @property
     def step_s(self) -> float:
@@ -232,11 +245,22 @@ def _run_ladder(
         start = time.perf_counter()
         clock = step_clock(device, sizes.cpu_threads)
         warm = [warmup]  # the first measurement warms the loop up, the rest not
+        counted = {"calls": 0, "operators": None}
 
-        def measure(loop=loop, clock=clock, warm=warm):
+        def step(loop=loop, counted=counted, warmup=warmup):
+            # the first step after the warm-up is an untimed one (it settles
+            # the machine before the first timed step): it runs under the
+            # operator counter, at no extra step
+            counted["calls"] += 1
+            if counted["calls"] == warmup + 1:
+                counted["operators"] = count_loop(loop)
+            else:
+                loop.step()
+
+        def measure(step=step, clock=clock, warm=warm):
             w, warm[0] = warm[0], 0
             return time_and_profile(
-                loop.step, sizes.steps, sizes.profiled_steps, device, w, clock
+                step, sizes.steps, sizes.profiled_steps, device, w, clock
             )
 
         got = measure_until(
@@ -252,13 +276,16 @@ def _run_ladder(
             f"rung {i}: {label}: {times.step_s * 1e3:,.0f} ms a step, residual "
             f"{times.residual:+.1%} ({time.perf_counter() - start:.1f} s)"
         )
-        measured.append((name, label, config, times, attempts))
+        operators = counted["operators"] or count_loop(loop)
+        with torch.inference_mode():  # in turns with the steps: under their load
+            shape_rates = opbench.gemm_rates(operators, {}, device, 0.005, clock)
+        measured.append((name, label, config, times, attempts, operators, shape_rates))
         del loop
     widened, widenings = [], 0
-    for dtype in sorted({c.dtype for _, _, c, _, _ in measured}):
+    for dtype in sorted({c.dtype for _, _, c, *_ in measured}):
         best = max(
             tokens / t.step_s * per_token
-            for _, _, c, t, _ in measured
+            for _, _, c, t, *_ in measured
             if c.dtype == dtype
         )
         budget_s = 2 * sizes.probe_budget_s
@@ -288,8 +315,10 @@ def _run_ladder(
                 peaks[mfu_dtype].flops_per_s,
                 ceilings[config.dtype].flops_per_s,
             ),
+            operators,
+            shape_rates,
         )
-        for name, label, config, times, attempts in measured
+        for name, label, config, times, attempts, operators, shape_rates in measured
     )
     return Ladder(
         rungs,

@@ -59,6 +59,10 @@ class MatmulTiming:
     k: int
     flops_per_s: float
 
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
 
 @dataclass(frozen=True)
 class MatmulCeiling:

@@ -1,7 +1,7 @@
 """Chapter: MFU and the FLOPs of a training step.
 
-The torch-free calculators (``flops`` and ``formulas``) and the generators of
-artifacts to diagnose (``diagnose``) are named here too, so
+The torch-free calculators (``flops``, ``formulas`` and ``roofline``) and
+the generators of artifacts to diagnose (``diagnose``) are named here too, so
 a page or a reader can write ``from mlbook import mfu`` and call
 ``mfu.mfu(...)``; importing the package loads neither torch, numpy nor
 matplotlib (tests/test_layering.py), and the HTML book imports it in the
@@ -46,8 +46,23 @@ from mlbook.mfu.formulas import (
     nanogpt_estimate_mfu,
     training_days,
 )
+from mlbook.mfu.roofline import (
+    ADAMW_FLOPS_PER_PARAM,
+    ADAMW_VALUES_PER_PARAM,
+    adamw_intensity,
+    attainable_flops_per_s,
+    elementwise_intensity,
+    matmul_bytes,
+    matmul_flops,
+    matmul_intensity,
+    ridge_point,
+    roofline_time_s,
+    tokens_to_ridge,
+)
 
 __all__ = [
+    "ADAMW_FLOPS_PER_PARAM",
+    "ADAMW_VALUES_PER_PARAM",
     "BUCKETS",
     "CAUSES",
     "DASHBOARD_MODELS",
@@ -62,13 +77,19 @@ __all__ = [
     "LoggedRun",
     "PublishedRun",
     "StepProfile",
+    "adamw_intensity",
+    "attainable_flops_per_s",
     "attention_flops_per_token",
     "attention_params_per_layer",
     "attention_share",
     "bucket_flops",
+    "elementwise_intensity",
     "flops_per_token",
     "hfu",
     "logged_mfu",
+    "matmul_bytes",
+    "matmul_flops",
+    "matmul_intensity",
     "matmul_params",
     "max_tokens_per_s",
     "mfu",
@@ -76,8 +97,11 @@ __all__ = [
     "mfu_from_six_nd",
     "mlp_params_per_layer",
     "n_params",
+    "ridge_point",
+    "roofline_time_s",
     "nanogpt_estimate_mfu",
     "six_nd",
     "step_profile",
+    "tokens_to_ridge",
     "training_days",
 ]

@@ -4,6 +4,7 @@ MFU of the small GPT's training step on the current device."""
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -12,6 +13,7 @@ from mlbook.common.transformer import TransformerConfig
 from mlbook.common_torch import device as devices
 from mlbook.common_torch import mamf
 from mlbook.common_torch import timing as measure
+from mlbook.common_torch.bandwidth import triad_bytes_per_s
 from mlbook.common_torch.gpt import GPT, random_batch, train_step
 from mlbook.common_torch.mamf import MatmulCeiling
 from mlbook.mfu import flops
@@ -67,6 +69,37 @@ def gemm_shapes(cfg: TransformerConfig, batch: int, seq_len: int) -> tuple:
     return tuple(dict.fromkeys(shapes))
 
 
+def sweep_ceiling(
+    cfg: TransformerConfig,
+    seq_len: int,
+    batch: int,
+    device: str,
+    ceiling_budget_s: float = 5.0,
+    min_run_time_s: float = 0.5,
+    **_,
+) -> MatmulCeiling:
+    """measure_mfu's first sweep on its own: the step's own GEMM shapes
+    first, then the grid, for ``ceiling_budget_s`` seconds, in the dtype the
+    step trains in (bf16 on a GPU, fp32 on a CPU). Pass it on to
+    measure_mfu as ``ceiling``. Other keyword arguments (a page's probe
+    sizes) are ignored."""
+    dtype = "bf16" if device == "cuda" else "fp32"
+    return mamf.find_ceiling(
+        dtype,
+        device,
+        budget_s=ceiling_budget_s,
+        include=gemm_shapes(cfg, batch, seq_len),
+        min_run_time_s=min(min_run_time_s, 0.05),
+    )
+
+
+def memory_bandwidth(device: str, array_bytes: int, repeats: int = 5) -> float:
+    """The median of ``repeats`` triad passes (a = b + 2c, 12 bytes a value,
+    mlbook.common_torch.bandwidth) over three arrays of ``array_bytes``, on
+    the threads the step runs on, by the wall clock."""
+    return statistics.median(triad_bytes_per_s(array_bytes, repeats, device))
+
+
 @dataclass(frozen=True)
 class MfuMeasurement:
     device: str  # what produced the numbers, e.g. "CPU: ..., 2 threads"
@@ -107,6 +140,7 @@ def measure_mfu(
     ceiling_budget_s: float = 5.0,
     rounds: int = 3,
     log=None,
+    ceiling: MatmulCeiling | None = None,
 ) -> MfuMeasurement:
     """Time the small GPT's training step and compute its MFU against the
     nominal peak, against one square matmul, and against the maximum
@@ -124,6 +158,8 @@ def measure_mfu(
     Should the step still beat the ceiling, the sweep is widened (twice the
     budget, larger sizes) and the step measured again, up to MAX_SWEEPS
     sweeps; a beaten ceiling is reported, never explained away.
+    ``ceiling``, a sweep that ``sweep_ceiling`` made with the same arguments,
+    stands for the first sweep (the page draws its roofline from it first).
 
     On a GPU the step runs under bf16 autocast and is compared with bf16
     peaks; on a CPU it trains in fp32 against fp32 peaks. ``log`` (for
@@ -152,6 +188,12 @@ def measure_mfu(
     include = gemm_shapes(cfg, batch, seq_len)
     tokens = batch * seq_len
     run_s = min(min_run_time_s, 0.05)
+    if ceiling is not None and (ceiling.dtype, ceiling.device) != (dtype, str(device)):
+        raise ValueError(
+            f"the first sweep must be of {dtype} on {device}, got "
+            f"{ceiling.dtype} on {ceiling.device}"
+        )
+    first = ceiling
     # (ceiling, step times, sweep budget, largest size): each sweep merges into
     # the ceiling, and the step's times accumulate across rounds and sweeps
     state = {"ceiling": None, "times": [], "budget_s": ceiling_budget_s, "dim": None}
@@ -163,18 +205,21 @@ def measure_mfu(
             # instead could give a grid smaller than the default, or than 256)
             last = state["dim"] or (8192 if device == "cuda" else 2048)
             state["dim"] = 2 * max(last, *state["ceiling"].shape)
-        log(
-            f"sweep: matmul shapes for {state['budget_s']:g} s (the step's "
-            f"own {len(include)} first) ..."
-        )
-        found = mamf.find_ceiling(
-            dtype,
-            device,
-            budget_s=state["budget_s"],
-            include=include,
-            max_dim=state["dim"],
-            min_run_time_s=run_s,
-        )
+        if state["ceiling"] is None and first is not None:
+            found = first  # the sweep the caller made first
+        else:
+            log(
+                f"sweep: matmul shapes for {state['budget_s']:g} s (the step's "
+                f"own {len(include)} first) ..."
+            )
+            found = mamf.find_ceiling(
+                dtype,
+                device,
+                budget_s=state["budget_s"],
+                include=include,
+                max_dim=state["dim"],
+                min_run_time_s=run_s,
+            )
         ceiling = (
             found if state["ceiling"] is None else mamf.merge(state["ceiling"], found)
         )

@@ -1,17 +1,18 @@
-"""The MFU chapter's live figures (mlbook.common.live): an MFU calculator
-whose throughput control ends at 100 % MFU, and a planner of days to train
-against the GPU count. Standard library and mlbook's torch-free modules
-only: the HTML book runs them in the reader's browser."""
+"""The MFU chapter's live figures (mlbook.common.live): the roofline with a
+model's operators on it, an MFU calculator whose throughput control ends at
+100 % MFU, and a planner of days to train against the GPU count. Standard
+library and mlbook's torch-free modules only: the HTML book runs them in the
+reader's browser."""
 
 from __future__ import annotations
 
 import math
 
 from mlbook.common import accelerators as hardware
-from mlbook.common import live
+from mlbook.common import live, validate
 from mlbook.common import transformer as config
 from mlbook.common import vegalite as vl
-from mlbook.mfu import flops
+from mlbook.mfu import flops, roofline
 from mlbook.mfu import formulas as mfu
 
 GOOD_MFU = mfu.GOOD_MFU  # the band of large runs, shaded
@@ -187,3 +188,220 @@ def training_days_planner(
         ],
         title=title,
     )
+
+
+# --- the roofline --------------------------------------------------------------------
+
+ROOF_GPUS = ("H100 SXM", "A100 SXM")  # drawn from the table, in bf16
+ROOF_DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+INTENSITY_RANGE = (0.01, 10_000.0)  # FLOPs a byte, the x axis
+# The elementwise operators placed on the roofline, FLOPs an element and the
+# tensors read or written (mlbook.mfu.roofline): an add, and AdamW's update.
+ADD = "add (1 FLOP, 3 values)"
+ADAMW = "AdamW update (14 FLOPs, 7 values)"
+PROJECTION = "h x h matmul (Q, K, V, O)"
+MLP_MATMUL = "h x 4h matmul (MLP)"
+MEASURED = "measured here (the step's own matmuls)"
+
+
+def roofline_data(
+    name: str,
+    dtype: str,
+    ceiling_flops_per_s: float,
+    bytes_per_s: float,
+    measured=(),
+    tokens: int | None = None,
+    d_model: int | None = None,
+) -> dict:
+    """The figure's fixed data: this machine's roofline (its measured matmul
+    ceiling, in ``dtype``, and its measured bandwidth) and ``measured``,
+    (m, n, k, FLOP/s) of the step's own matmuls, which belong to the model
+    of ``tokens`` tokens a matmul and width ``d_model``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must name the machine, got {name!r}")
+    live_dtype = validate.one_of("dtype", dtype, tuple(ROOF_DTYPE_BYTES))
+    roofline.ridge_point(ceiling_flops_per_s, bytes_per_s)  # checks both
+    rows = []
+    for i, row in enumerate(measured):
+        if len(row) != 4:
+            raise ValueError(f"measured[{i}] must be (m, n, k, FLOP/s), got {row!r}")
+        m, n, k, rate = row
+        roofline.matmul_flops(m, n, k)
+        rows.append(
+            {
+                "m": m,
+                "n": n,
+                "k": k,
+                "flops_per_s": validate.positive(f"measured[{i}] FLOP/s", rate),
+            }
+        )
+    if rows and (tokens is None or d_model is None):
+        raise ValueError("measured matmuls need the tokens and d_model they ran at")
+    return {
+        "name": name,
+        "dtype": live_dtype,
+        "ceiling_flops_per_s": float(ceiling_flops_per_s),
+        "bytes_per_s": float(bytes_per_s),
+        "measured": rows,
+        "tokens": tokens,
+        "d_model": d_model,
+    }
+
+
+def _roof(label, peak, bw, dtype) -> dict:
+    return {"label": label, "peak": peak, "bw": bw, "dtype": dtype}
+
+
+@live.figure(
+    live.slider("tokens", "tokens a matmul T (b x s)", 2048, 1, 65536, 2, "log"),
+    live.slider("d_model", "model width h", 256, 64, 16384, 2, "log"),
+)
+def roofline_explorer(tokens: int, d_model: int, machine: dict | None = None) -> dict:
+    """Attainable FLOP/s against arithmetic intensity, log-log: the rooflines
+    of an H100 SXM and an A100 SXM in bf16 from the table and, where
+    ``machine`` (``roofline_data``) is given, this machine's from its
+    measurements; on each, a weight matmul of T tokens through h x h and
+    h x 4h weights, an add and AdamW's update, in that roofline's dtype; and
+    this machine's measured matmuls where T and h are the ones they ran at."""
+    tokens, d_model = int(tokens), int(d_model)
+    roofs = []
+    if machine:
+        roofs.append(
+            _roof(
+                f"this machine, {machine['dtype']} ({machine['name']})",
+                machine["ceiling_flops_per_s"],
+                machine["bytes_per_s"],
+                machine["dtype"],
+            )
+        )
+    for gpu in ROOF_GPUS:
+        row = hardware.accelerator(gpu)
+        roofs.append(
+            _roof(f"{gpu}, bf16", row.peak("bf16"), row.hbm_bytes_per_s, "bf16")
+        )
+    colours = {r["label"]: vl.C[i] for i, r in enumerate(roofs)}
+    lo, hi = INTENSITY_RANGE
+    lines, points = [], []
+    for r in roofs:
+        ridge = roofline.ridge_point(r["peak"], r["bw"])
+        grid = sorted(
+            set(vl.geomspace(lo, hi, 40)) | ({ridge} if lo < ridge < hi else set())
+        )
+        lines += [
+            {
+                "curve": r["label"],
+                "intensity": i,
+                "flops_per_s": roofline.attainable_flops_per_s(i, r["peak"], r["bw"]),
+            }
+            for i in grid
+        ]
+        e = ROOF_DTYPE_BYTES[r["dtype"]]
+        placed = {
+            PROJECTION: roofline.matmul_intensity(tokens, d_model, d_model, e),
+            MLP_MATMUL: roofline.matmul_intensity(tokens, 4 * d_model, d_model, e),
+            ADD: roofline.elementwise_intensity(1, 3, e),
+            ADAMW: roofline.adamw_intensity(e),
+        }
+        points += [
+            {
+                "curve": r["label"],
+                "operator": op,
+                "intensity": i,
+                "ridge": ridge,
+                "flops_per_s": roofline.attainable_flops_per_s(i, r["peak"], r["bw"]),
+            }
+            for op, i in placed.items()
+        ]
+    x = vl.channel(
+        "intensity",
+        vl.title_of("arithmetic intensity", "FLOPs/byte"),
+        scale="log",
+        domain=list(INTENSITY_RANGE),
+        nice=False,
+    )
+    y = vl.channel(
+        "flops_per_s",
+        vl.title_of("attainable rate", "FLOP/s"),
+        scale="log",
+        format="~s",
+    )
+    curves = vl.lines(
+        lines,
+        x,
+        y,
+        styles={k: {"color": c} for k, c in colours.items()},
+        tooltip=[vl.tip("intensity", "FLOPs/byte"), vl.tip("flops_per_s", "FLOP/s")],
+    )
+    shapes = [PROJECTION, MLP_MATMUL, ADD, ADAMW]
+    placed_layer = {
+        "data": {"values": points},
+        "mark": {"type": "point", "filled": True, "size": 70, "clip": True},
+        "encoding": {
+            "x": x,
+            "y": y,
+            "color": curves["encoding"]["color"],
+            "shape": {
+                "field": "operator",
+                "type": "nominal",
+                "scale": {
+                    "domain": shapes,
+                    "range": ["circle", "square", "triangle-up", "diamond"],
+                },
+                "legend": {"title": None, "orient": "bottom", "columns": 2},
+            },
+            "tooltip": [
+                vl.tip("operator", "operator", nominal=True),
+                vl.tip("curve", "roofline", nominal=True),
+                vl.tip("intensity", "FLOPs/byte"),
+                vl.tip("flops_per_s", "attainable FLOP/s"),
+                vl.tip("ridge", "ridge point (FLOPs/byte)"),
+            ],
+        },
+    }
+    layers = [curves, placed_layer]
+    note = ""
+    if machine and machine.get("measured"):
+        here = (machine["tokens"], machine["d_model"])
+        if (tokens, d_model) == tuple(here):
+            e = ROOF_DTYPE_BYTES[machine["dtype"]]
+            dots = [
+                {
+                    "operator": MEASURED,
+                    "shape": f"{d['m']} x {d['n']} x {d['k']}",
+                    "intensity": roofline.matmul_intensity(d["m"], d["n"], d["k"], e),
+                    "flops_per_s": d["flops_per_s"],
+                }
+                for d in machine["measured"]
+            ]
+            layers.append(
+                vl.points(
+                    dots,
+                    x,
+                    y,
+                    color="black",
+                    shape="cross",
+                    size=60,
+                    tooltip=[
+                        vl.tip("operator", "", nominal=True),
+                        vl.tip("shape", "m x n x k", nominal=True),
+                        vl.tip("intensity", "FLOPs/byte"),
+                        vl.tip("flops_per_s", "measured FLOP/s"),
+                    ],
+                )
+            )
+            note = "black crosses: the step's own matmuls as measured here"
+        else:
+            note = f"measured matmuls shown at T = {here[0]:,}, h = {here[1]:,} only"
+    ridges = ", ".join(
+        f"{r['label'].split(',')[0]} {roofline.ridge_point(r['peak'], r['bw']):,.0f}"
+        for r in roofs
+    )
+    spec = vl.chart(
+        layers,
+        title=f"T = {tokens:,} tokens, h = {d_model:,}; ridge points (FLOPs/byte): "
+        f"{ridges}",
+    )
+    if note:
+        spec["title"]["subtitle"] = note
+        spec["title"]["subtitleColor"] = "#555555"
+    return spec
