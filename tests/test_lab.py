@@ -40,14 +40,8 @@ in the repository.
 """
 
 import json
-import os
 import re
-import secrets
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from contextlib import contextmanager
 from html import unescape
 from pathlib import Path
@@ -57,11 +51,10 @@ import pytest
 
 from conftest import BOOK_DEST, page_values
 from helpers.browser import Allowed, chromium_or_skip, watch
-from mlbook.common_torch.launch import free_port
+from helpers.lab import SERVER_START_S, jupyter_server, server_config, user_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "book" / "plan.md"  # 3 s at test sizes
-SERVER_START_S = 60  # generous: JupyterLab starts in 2-5 s here, longer under load
 RUN_ALL_S = 120  # the page takes about 3 s at test sizes
 
 # Console errors and page errors from JupyterLab that are harmless, each with
@@ -126,30 +119,6 @@ def notebook_copies(chapters: list[Path], root: Path) -> list[Path]:
     return out
 
 
-def lab_command(root: Path, port: int, token: str) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        "--ServerApp.terminals_enabled=False",
-        # nothing from the network: no news feed, no update check, no PyPI queries
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.extension_manager=readonly",
-        # window.jupyterapp, so the test can run cells and read the notebook model
-        "--LabApp.expose_app_in_browser=True",
-    ]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-    return cmd
-
-
 @contextmanager
 def lab_server(tmp: Path, chapters: list[Path]):
     """A JupyterLab server on 127.0.0.1 serving a temporary folder that holds
@@ -161,72 +130,15 @@ def lab_server(tmp: Path, chapters: list[Path]):
     root, home = tmp / "root", tmp / "jupyter"
     notebooks = notebook_copies(chapters, root)
     install_extension(home / "data" / "labextensions")
+    server_config(home)
     # JupyterLab renders only the cells in view unless told otherwise;
     # the test reads every cell
-    tracker = (
-        home
-        / "settings"
-        / "@jupyterlab"
-        / "notebook-extension"
-        / "tracker.jupyterlab-settings"
+    user_settings(
+        home, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"}
     )
-    tracker.parent.mkdir(parents=True)
-    tracker.write_text(json.dumps({"windowingMode": "none"}))
-    env = dict(
-        os.environ,
-        JUPYTER_CONFIG_DIR=str(home / "config"),
-        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-        JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
-        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-        JUPYTER_PATH=str(home / "data"),  # before the venv's: this extension
-        IPYTHONDIR=str(home / "ipython"),
-        MLBOOK_LAB_VALUES_DIR=str(tmp / "lab-values"),
-    )
-    port, token = free_port(), secrets.token_hex(16)
-    log = tmp / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            lab_command(root, port, token),
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"JupyterLab exited with {proc.returncode}:\n"
-                    f"{log.read_text()[-3000:]}"
-                )
-            try:
-                req = urllib.request.Request(
-                    f"{base}/api/status", headers={"Authorization": f"token {token}"}
-                )
-                with urllib.request.urlopen(req, timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(
-                        f"JupyterLab did not answer within {SERVER_START_S} s:\n"
-                        f"{log.read_text()[-3000:]}"
-                    )
-                time.sleep(0.3)
+    lab_values = str(tmp / "lab-values")
+    with jupyter_server(root, home, MLBOOK_LAB_VALUES_DIR=lab_values) as (base, token):
         yield base, token, [nb.relative_to(root).as_posix() for nb in notebooks]
-    finally:
-        proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        try:  # whatever of its session is left (a kernel), by group id
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
 
 
 @pytest.fixture
