@@ -168,18 +168,17 @@ def document(target: str) -> str | None:
 
 @lru_cache(maxsize=4)
 def _numbered(path: str, mtime_ns: int) -> dict[str, str]:
-    """stem -> chapter number for the pages of _toc.yml's numbered parts,
-    numbered on from one part to the next as jupyter-book numbers them."""
+    """stem -> chapter number for the pages of _toc.yml's numbered parts.
+    Each part is a toctree of its own, and Sphinx numbers every numbered
+    toctree from 1."""
     import yaml
 
     toc = yaml.safe_load(Path(path).read_text()) or {}
-    numbers, n = {}, 0
+    numbers = {}
     for part in toc.get("parts", []):
-        if not part.get("numbered"):
-            continue
-        for chapter in part.get("chapters", []):
-            n += 1
-            numbers[Path(chapter["file"]).stem] = str(n)
+        if part.get("numbered"):
+            for n, chapter in enumerate(part.get("chapters", []), start=1):
+                numbers[Path(chapter["file"]).stem] = str(n)
     return numbers
 
 
