@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from mlbook.common.validate import COMMA_DECIMAL, number_text
+
 # diagnose: an artifact (a profile, a log, a curve) from a seeded generator or
 # the run, and what is wrong, what to do, what it buys; checked as compute is
 KINDS = ("compute", "derive", "code", "measure", "predict", "diagnose")
@@ -114,6 +116,7 @@ MESSAGES = {
     "not_a_number": "Enter a number (digits, a point, an optional exponent).",
     "percent_here": "Enter a number in {unit}: a percentage (%) is for a fraction.",
     "whole": "Enter a whole number of {unit}.",
+    "comma": COMMA_DECIMAL,  # a decimal comma (0,49), as everywhere a number is typed
 }
 ROUNDINGS = (1, 2)  # significant figures told apart from a wrong answer
 SIZES = (  # (ratio of the larger to the smaller at most, phrase)
@@ -489,18 +492,19 @@ def spec(exercise_id: str, **measured) -> dict:
 
 # --- a typed answer -------------------------------------------------------------------
 
-_SEPARATORS = re.compile(r"[,\s\u00a0\u202f_]")
 _NUMBER = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?")
 
 
 def read_number(text: str, unit: str, whole: bool = False) -> float:
     """A typed answer as a number, as the answer box reads it (exercises.js
     ``readNumber``, rule for rule): digits with an optional sign, decimals
-    and exponent; thousands separators (commas, spaces, underscores) are
-    dropped; a trailing "%" divides by 100 where a fraction is asked ("55.9%"
-    is 0.559) and is the unit itself where a percentage is. Anything else is
-    a ValueError whose message says what to type."""
-    t = _SEPARATORS.sub("", str(text))
+    and exponent; digit grouping (spaces, underscores, commas between groups
+    of three: 16,384) is dropped, and a decimal comma (0,49) is refused, as
+    everywhere a number is typed (mlbook.common.validate.number_text); a
+    trailing "%" divides by 100 where a fraction is asked ("55.9%" is 0.559)
+    and is the unit itself where a percentage is. Anything else is a
+    ValueError whose message says what to type."""
+    t = number_text(text)
     if not t:
         raise ValueError(MESSAGES["empty"].format(unit=unit))
     percent = t.endswith("%")

@@ -440,22 +440,49 @@
     return Math.round((c.value - c.min) / c.step);
   }
 
-  function lastIndex(c) {
-    if (c.kind === "select-slider") return c.options.length - 1;
-    if (c.scale === "log") return Math.round(Math.log(c.max / c.min) / Math.log(c.step));
-    return Math.floor((c.max - c.min) / c.step + 1e-6);
+  // The grid index of a value (fractional: between grid points for a typed value)
+  function gridPosition(c, value) {
+    if (c.scale === "log") return Math.log(value / c.min) / Math.log(c.step);
+    return (value - c.min) / c.step;
   }
 
-  // The value at grid index k, written as Python's fit writes it (a log
-  // slider's to six digits, a linear one's without 0.1 + 0.2's last digit), so
-  // that a step taken here is read back as on the grid, with no note.
+  function lastIndex(c) {
+    if (c.kind === "select-slider") return c.options.length - 1;
+    // max is the last position, on the grid or not (Control.last_step)
+    return Math.ceil(gridPosition(c, c.max) - 1e-6);
+  }
+
+  // An end of the range as a value (Control._end, rule for rule): exact for
+  // an integer control, else to six significant digits, inside the range (a
+  // computed end such as 100 % MFU's 376.70097... tokens/s is 376.7).
+  function endValue(c, end, up) {
+    var whole = [c.min, c.max, c.step].every(Number.isInteger) && c.scale !== "log";
+    if (whole) return end;
+    var near = Number(end.toPrecision(6));
+    if (near === end || (near > end) === up) return near;
+    var scale = Math.pow(10, Math.floor(Math.log10(Math.abs(end))) - 5);
+    var inside = Number(((Math.round(end / scale) + (up ? 1 : -1)) * scale).toPrecision(6));
+    return (inside >= end) === up ? inside : end;
+  }
+
+  // The value at grid index k, written as Python writes it (the ends as
+  // endValue, a log slider's points to six digits, a linear one's without
+  // 0.1 + 0.2's last digit), so that a step taken here is read back as it is.
   function fromIndex(c, k) {
     if (c.kind === "select-slider") return optionKey(c.options[k]);
     k = Math.max(0, Math.min(k, lastIndex(c)));
-    if (k === 0) return String(c.min);
-    if (k === lastIndex(c) && c.kind === "slider") return String(c.max);
+    if (k === 0) return String(endValue(c, c.min, true));
+    if (k === lastIndex(c)) return String(endValue(c, c.max, false));
     if (c.scale === "log") return String(Number((c.min * Math.pow(c.step, k)).toPrecision(6)));
     return String(Number((c.min + k * c.step).toPrecision(12)));
+  }
+
+  // The grid point next above (or below) ``value``: an arrow key's step from
+  // a typed value that may lie between grid points
+  function stepFrom(c, value, up) {
+    var at = gridPosition(c, value);
+    if (!isFinite(at)) return fromIndex(c, 0);
+    return fromIndex(c, up ? Math.floor(at + 1e-6) + 1 : Math.ceil(at - 1e-6) - 1);
   }
 
   function Figure(el, index) {
@@ -506,7 +533,9 @@
           if (fromFile || input.disabled) return;
           event.preventDefault();
           var now = self.control(c.name);
-          input.value = fromIndex(now, gridIndex(now) + (event.key === "ArrowUp" ? 1 : -1));
+          var typed = Number(String(input.value).replace(/[\s,_]/g, ""));
+          var from = isFinite(typed) && String(input.value).trim() ? typed : now.value;
+          input.value = stepFrom(now, from, event.key === "ArrowUp");
           self.changed();
         });
       }
@@ -688,7 +717,13 @@
         input.setAttribute("min", String(c.min));
         input.setAttribute("max", String(c.max));
         input.setAttribute("step", String(c.step));
-        input.value = String(out.values[c.name]);
+        // the reader's text stays as typed ("2,400,000", "15e12") while it is
+        // the value drawn; a value that moved (or was refused) is shown as drawn
+        var shown = out.values[c.name];
+        var typed = Number(String(input.value).replace(/[\s,_]/g, ""));
+        if (!(String(input.value).trim() && typed === shown && !(out.refused || {})[c.name])) {
+          input.value = String(shown);
+        }
       }
       if (drag) {
         drag.max = String(lastIndex(c));
