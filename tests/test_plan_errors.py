@@ -9,6 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import examples
+from mlbook.plan import cli
 
 BASE = ["--model", "Llama-3-70B", "--tokens", "15e12", "--gpu", "H100 SXM"]
 BASE += ["--gpus", "1024"]
@@ -83,3 +88,25 @@ def test_an_mfu_just_above_1_gets_no_percentage_hint():
     line = run(*BASE, "--mfu", "1.001").stderr
     assert "--mfu 1.001: MFU, a fraction of peak, must be from 0.001 to 1" in line
     assert "%" not in line
+
+
+PROPERTY_COVERS = {"mlbook.plan.cli.check_args"}
+
+
+@examples(100)
+@given(st.sampled_from(sorted(cli.LIMITS)), st.floats(-1e18, 1e18), st.booleans())
+def test_check_args_takes_a_flags_range_and_refuses_beyond_it(dest, x, inside):
+    """Any value inside a flag's range passes; outside it, the line names
+    the flag and states the range in the flag's unit."""
+    limit = cli.LIMITS[dest]
+    if inside:  # a value in the range, from x
+        x = limit.lo + (abs(x) % 1) * (limit.hi - limit.lo) or limit.hi
+    value = round(x) if limit.whole else x
+    args = cli.parser().parse_args(BASE)
+    setattr(args, dest, value)
+    said = cli.check_args(args)
+    if limit.holds(value):
+        assert said is None
+    else:
+        flag = "--" + dest.replace("_", "-")
+        assert said.startswith(f"{flag} ") and limit.rule() in said, said

@@ -140,7 +140,7 @@ def did_you_mean(word: str, candidates, n: int = 3) -> list[str]:
 
     text = str(word).strip().lower()
     names = [str(c) for c in candidates]
-    same = [c for c in names if c.lower() == text]
+    same = [c for c in names if c.strip().lower() == text]
     if same:
         return same[:1]
     scored = []

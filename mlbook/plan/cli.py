@@ -76,7 +76,8 @@ class Limit:
         start = f"above {_num(self.lo)}" if self.above else f"from {_num(self.lo)}"
         joint = "and at most" if self.above else "to"
         kind = "a whole number " if self.whole else ""
-        return f"{self.what} must be {kind}{start} {joint} {_num(self.hi)} {self.unit}"
+        said = f"{self.what} must be {kind}{start} {joint} {_num(self.hi)} {self.unit}"
+        return said.rstrip()
 
     def holds(self, value) -> bool:
         low = value > self.lo if self.above else value >= self.lo
@@ -211,7 +212,7 @@ def check_args(args, typed: dict[str, str] | None = None) -> str | None:
         if value is None or limit.holds(value):
             continue
         flag = "--" + dest.replace("_", "-")
-        said = f"{flag} {typed.get(flag, _num(value))}: {limit.rule()}".rstrip()
+        said = f"{flag} {typed.get(flag, _num(value))}: {limit.rule()}"
         if dest == "mfu" and 2 <= value <= 100:  # a percentage, surely
             said += f"; {_num(value)} % is {_num(value / 100)}"
         if dest == "interval_min" and value <= 0:
