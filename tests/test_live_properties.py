@@ -247,7 +247,9 @@ def test_the_builders_give_json_specs(ys, name, unit):
     )
     assert json.loads(json.dumps(spec, allow_nan=False)) == spec
     assert len(spec["layer"]) == 5 and spec["title"]["text"] == name
-    assert x["title"] == (f"{name} ({unit})" if unit else name)
+    assert x["title"] == (f"{name} ({unit})" if unit and unit != name else name)
+    # a quantity that is its own unit is named once: "days", not "days (days)"
+    assert vl.title_of("days", "days") == "days"
     with pytest.raises(ValueError, match="without a style"):
         vl.lines(rows, x, y, styles={"b": {"color": "red"}})
 

@@ -125,6 +125,7 @@ def test_json_carries_every_key_null_where_it_does_not_apply():
         "options",
         "value",
         "on_grid",
+        "whole",
     ]
     for c in controls:
         j = c.to_json()
@@ -138,6 +139,20 @@ def test_json_carries_every_key_null_where_it_does_not_apply():
     assert d["options"] == [2048, 4096] and d["value"] == 4096
     assert c["value"] is True and c["options"] is c["min"] is c["scale"] is None
     assert n["kind"] == "number" and n["scale"] == "linear" and n["options"] is None
+    assert (s["whole"], g["whole"], n["whole"], d["whole"]) == (True, False, True, None)
+
+
+def test_whole_travels_in_the_json_where_a_browser_reads_1e15_as_an_int():
+    """A float control whose bounds are whole numbers (1, 1e15) stays a float
+    control after a browser's JSON round trip, which writes 1e15 as
+    1000000000000000: 2.5 typed is 2.5, not 3."""
+    c = live.number("t", "tokens", 15e12, 1.0, 1e15, 1e12)
+    assert c.whole is False
+    as_js = json.loads(json.dumps(c.to_json()).replace(".0,", ",").replace(".0}", "}"))
+    assert as_js["min"] == 1 and type(as_js["min"]) is int
+    back = live.Control.from_json(as_js)
+    assert back.read("2.5") == 2.5 and back.clamp("2.5") == 2.5
+    assert live.number("n", "GPUs", 8, 1, 64).clamp("2.5") in (2, 3)
 
 
 # --- clamping and snapping ------------------------------------------------------------

@@ -116,6 +116,7 @@ JSON_KEYS = (
     "options",
     "value",
     "on_grid",
+    "whole",
 )
 MIME_TYPE = "application/vnd.mlbook.live+json"  # the HTML book's output type
 VEGALITE_MIME_TYPE = "application/vnd.vegalite.v5+json"  # JupyterLab draws this
@@ -236,6 +237,10 @@ class Control:
     scale: str | None = None
     options: tuple | None = None
     on_grid: bool = False  # the grid is the domain (b a power of two), not a drag's
+    # whole-number values (a count): for a slider or a number, from the
+    # declaration's types (int min, max and step, linear) when not given, and
+    # carried in the JSON, where 1e15 and 1 read back as ints
+    whole: bool | None = None
 
     def __post_init__(self):
         where = f"control {self.name!r}"
@@ -261,6 +266,22 @@ class Control:
             raise ValueError(
                 f"{where}: on_grid is True or False, and True only for a slider "
                 f"or a number, got {self.on_grid!r}"
+            )
+        if ranged and self.whole is None:
+            integers = all(
+                isinstance(v, Integral) for v in (self.min, self.max, self.step)
+            )
+            object.__setattr__(self, "whole", self.scale == "linear" and integers)
+        if ranged and not isinstance(self.whole, bool):
+            raise ValueError(f"{where}: whole is True or False, got {self.whole!r}")
+        if not ranged and self.whole is not None:
+            raise ValueError(f"{where}: a {self.kind} has no whole, got {self.whole!r}")
+        if self.whole and not all(
+            float(v).is_integer() for v in (self.min, self.max, self.step)
+        ):
+            raise ValueError(
+                f"{where}: a whole-number control needs whole min, max and step, "
+                f"got {self.min!r}, {self.max!r}, {self.step!r}"
             )
         if ranged:
             self._check_range(where)
@@ -348,12 +369,9 @@ class Control:
 
     @property
     def integral(self) -> bool:
-        """Values are ints: a linear slider or number with int min, max and step."""
-        return (
-            self.kind in ("slider", "number")
-            and self.scale == "linear"
-            and all(isinstance(v, Integral) for v in (self.min, self.max, self.step))
-        )
+        """Values are ints (``whole``): by default a linear slider or number
+        declared with int min, max and step."""
+        return bool(self.whole)
 
     @property
     def last_step(self) -> int | None:
@@ -451,7 +469,7 @@ class Control:
         if value > self.max:
             return self._end(self.max, up=False)
         if self.integral:
-            return min(max(int(round(value)), self.min), self.max)
+            return int(min(max(round(value), self.min), self.max))
         return value
 
     def _snap(self, value):
@@ -529,18 +547,23 @@ class Control:
         if data.get("options") is not None:
             data["options"] = tuple(data["options"])
         data["on_grid"] = bool(data.get("on_grid"))
+        if data.get("whole") is not None:
+            data["whole"] = bool(data["whole"])
         return cls(**{key: data.get(key) for key in JSON_KEYS})
 
 
 def slider(
-    name, label, value, min, max, step, scale="linear", on_grid=False
+    name, label, value, min, max, step, scale="linear", on_grid=False, whole=None
 ) -> Control:
     """A slider from ``min`` to ``max``: dragged in linear steps of ``step``,
     or with ``scale="log"`` in steps that multiply by ``step``. A typed value
     in the range is kept as typed, unless ``on_grid``: the grid is then the
     domain (b a power of two, m a multiple of p), and a value goes to its
-    nearest grid point; ``max`` must then lie on the grid."""
-    return Control(name, label, "slider", value, min, max, step, scale, None, on_grid)
+    nearest grid point; ``max`` must then lie on the grid. ``whole``: whole
+    numbers only (by default when min, max and step are ints, linear)."""
+    return Control(
+        name, label, "slider", value, min, max, step, scale, None, on_grid, whole
+    )
 
 
 def select_slider(name, label, options, value) -> Control:
@@ -557,12 +580,12 @@ def checkbox(name, label, value) -> Control:
     return Control(name, label, "checkbox", bool(value))
 
 
-def number(name, label, value, min, max, step=1, on_grid=False) -> Control:
-    """A typed number in [min, max] (integers when min and step are ints),
-    kept as typed; the arrow keys step it by ``step``. ``on_grid``: only
-    the grid min + k * step is the domain."""
+def number(name, label, value, min, max, step=1, on_grid=False, whole=None) -> Control:
+    """A typed number in [min, max] (whole numbers when min, max and step are
+    ints, or ``whole``), kept as typed; the arrow keys step it by ``step``.
+    ``on_grid``: only the grid min + k * step is the domain."""
     return Control(
-        name, label, "number", value, min, max, step, "linear", None, on_grid
+        name, label, "number", value, min, max, step, "linear", None, on_grid, whole
     )
 
 

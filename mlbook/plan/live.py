@@ -97,7 +97,7 @@ def budget_chart(d: dict, title: str) -> dict:
     verdict = "fits" if d["fits"] else f"short by {d['short_bytes'] / GIB:,.1f} GiB"
     day_bar = _bar(
         days,
-        "days",
+        "time",  # the axis reads "time (days)", not "days (days)"
         "days",
         f"{d['expected_days']:,.1f} days expected, goodput {d['goodput']:.1%}",
     )
@@ -217,9 +217,10 @@ def _field(name: str, label: str, value, step) -> live.Control:
     lo, hi = limit.lo, limit.hi
     if limit.whole:
         lo, hi, step = int(lo), int(hi), int(step)
-    return live.number(
-        name, f"{label} (--{name.replace('_', '-')})", value, lo, hi, step
-    )
+    flag = f"{label} (--{name.replace('_', '-')})"
+    # whole or not as the command reads the flag, said in the JSON too: the
+    # browser's JSON reads 1e15 back as a whole number
+    return live.number(name, flag, value, lo, hi, step, whole=limit.whole)
 
 
 # The controls of the form: the command's flags, in its units and defaults,

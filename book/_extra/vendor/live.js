@@ -71,6 +71,7 @@
     warm_cause: null, // what started Python: "view", "pointer", "focus" or "change"
     python_started_ms: null, // performance.now() when Python's start began
     python_ready_ms: null, // performance.now() when it was ready
+    import_ms: null, // of that, importing the page's figures' modules
     python_start: null, // "fresh", or "snapshot": from the copy an earlier page kept
     snapshot_kept: null, // bytes of the copy this page kept, once stored
     snapshot_refused: null, // why a stored copy did not restore (it was dropped)
@@ -178,6 +179,17 @@
     });
   }
 
+  // The modules of the page's live functions ("mlbook.plan.live:planner_form")
+  function pageModules() {
+    var names = {};
+    figures.forEach(function (f) {
+      [f.call["function"], f.call.ranges, f.call.view].forEach(function (path) {
+        if (path) names[path.split(":")[0]] = true;
+      });
+    });
+    return Object.keys(names);
+  }
+
   var pythonReady = null;
   var pythonStarted = null;
   function python() {
@@ -202,6 +214,12 @@
           py.unpackArchive(archive, "zip", { extractDir: "/mlbook-live" });
           py.runPython("import sys\nsys.path.insert(0, '/mlbook-live')\nimport mlbook.common.live");
           var draw = py.pyimport("mlbook.common.live").draw_json;
+          // the page's figures' modules now, not at the first change: Python
+          // compiles each from source, which took 0.1-1.5 s for the plan
+          // page's (its planner imports five chapters' formulas)
+          var t0 = performance.now();
+          pageModules().forEach(function (name) { py.pyimport(name); });
+          stats.import_ms = performance.now() - t0;
           stats.python_ready_ms = performance.now();
           stats.boot_ms = stats.python_ready_ms - pythonStarted;
           return draw;
@@ -456,8 +474,7 @@
   // an integer control, else to six significant digits, inside the range (a
   // computed end such as 100 % MFU's 376.70097... tokens/s is 376.7).
   function endValue(c, end, up) {
-    var whole = [c.min, c.max, c.step].every(Number.isInteger) && c.scale !== "log";
-    if (whole) return end;
+    if (c.whole) return end;
     var near = Number(end.toPrecision(6));
     if (near === end || (near > end) === up) return near;
     var scale = Math.pow(10, Math.floor(Math.log10(Math.abs(end))) - 5);
@@ -694,7 +711,26 @@
     if (fromFile) return;
     this.wanted += 1;
     this.changedAt = performance.now();
+    this.updating(true);
     if (!this.running) this.run();
+  };
+
+  // From a change until it is drawn, the figure says it is being redrawn
+  // (data-updating on the element, its text over the dimmed chart, shown
+  // after 150 ms so a quick redraw does not flicker): the controls and the
+  // figure never disagree unsaid, however long Python takes to start.
+  var UPDATING = "Redrawing for the new values ...";
+  var UPDATING_BOOT = "Redrawing for the new values once Python has started " +
+    "in your browser (once a page) ...";
+  Figure.prototype.updating = function (on) {
+    if (on) {
+      var text = pythonReady && stats.boot_ms !== null ? UPDATING : UPDATING_BOOT;
+      this.el.setAttribute("data-updating", text);
+      this.chart.setAttribute("data-updating", text);
+    } else {
+      this.el.removeAttribute("data-updating");
+      this.chart.removeAttribute("data-updating");
+    }
   };
 
   // Apply a draw's clamped values and ranges to the inputs, and to the
@@ -741,6 +777,7 @@
     function next() {
       if (self.done >= self.wanted) {
         self.running = false;
+        self.updating(false);
         self.setState(self.failed ? "error" : "live");
         return Promise.resolve();
       }
