@@ -1,8 +1,9 @@
 """A reader's first touch of a live figure, on the served book.
 
-book/_extra/vendor/live.js starts Python in the background once a live figure
-has been in view for half a second (not at page load, once a page), and says
-so in the figure's status line while it starts. Here, for each live page, as
+book/_extra/vendor/live.js starts Python in the background (in a worker, so
+the page stays live) once a live figure has been in view for half a second
+(not at page load, once a page), and says so in the figure's status line
+while it starts. Here, for each live page, as
 a reader would: the page opens at its top, the first live figure is scrolled
 into view, stays there 5 s, and then its first control is moved; the time
 from the change to the redraw is measured in the page (a MutationObserver on
@@ -18,8 +19,10 @@ chart that it was being redrawn from the touch until the redraw
 (data-updating); and the touch waited at most for what was left of
 Python's start plus FIRST_TOUCH_S for the redraw.
 The first touch itself within FIRST_TOUCH_S needs Python to start within
-the 5 s, which it does here in 4-6 s cold (about 1 s from the snapshot)
-while other work shares the two cores: that is recorded, not asserted, in
+the 5 s, which it did in about 5 s cold (1.05-1.62 s from the snapshot) on
+the two cores alone, and in 12-35 s cold (3.3-9.1 s from the snapshot) with
+other builds sharing them (docs/live-figures.md): that is recorded, not
+asserted, in
 the test build's timings.json under "live" / "first_touch", which `make
 test` prints, one line a page. Marked `alone`: another test's load would
 change the time it measures.
@@ -35,7 +38,7 @@ from helpers.browser import watch
 from helpers.live import record_live
 
 IN_VIEW_S = 5  # the figure in view this long before the touch, as the issue asks
-FIRST_TOUCH_S = 1.0  # a redraw within about a second of the first touch
+FIRST_TOUCH_S = 2.0  # the redraw within 2 s of the first touch, as the issue asks
 BOOT_TIMEOUT_MS = 90_000
 WINDOW = {"width": 1300, "height": 800}
 RESULTS: dict = {}
@@ -171,6 +174,13 @@ def test_first_touch_redraws_at_once(chromium_browser, served, name):
         assert t["ms"] <= left_ms + FIRST_TOUCH_S * 1000, (
             f"{name} ({how}): the first touch took {t['ms']:.0f} ms to redraw, "
             f"{left_ms:.0f} ms of it waiting for Python"
+        )
+        # the page stayed live while Python started (in its worker): the touch,
+        # due 5 s after the figure came into view, ran then, not once Python
+        # was ready (on the page's thread the start held it up to 17 s here)
+        assert t["in_view_ms"] <= (IN_VIEW_S + 2) * 1000, (
+            f"{name} ({how}): the page could not take the touch for "
+            f"{t['in_view_ms']:.0f} ms"
         )
         # whatever the wait, the figure said it was being redrawn, and stopped
         assert t["updating"]["at_touch"].startswith("Redrawing for the new values"), t

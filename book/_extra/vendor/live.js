@@ -113,10 +113,14 @@
   // starting Python, and on the page's thread it froze the page for all of
   // it. The first page a reader opens keeps Pyodide's memory snapshot in
   // IndexedDB, and every later page starts from it (live-worker.js says how).
-  // Measured on the 2-core machine the book is built on, a fresh start took
-  // START_FRESH and a start from the snapshot START_SNAPSHOT (see
-  // docs/live-figures.md, which gives the figures and the load they were
-  // measured under).
+  // Measured in headless Chromium on the 2-core machine the book is built on,
+  // shared with other builds (load average 9-13): a fresh start took 12-35 s
+  // (median 16 s) and a start from the snapshot 3.3-9.1 s, the page's modules'
+  // import included (0.1-0.5 s for a chapter's figures, 2-5 s for the plan
+  // page's planner). With the cores to itself (measured earlier, on the page's
+  // thread), a start from the snapshot took 1.05-1.62 s (median 1.30 s over
+  // 17 pages), and a first move redrew 5.1-5.5 s after the figure drew, cold.
+  // docs/live-figures.md gives the figures per page.
 
   // The modules of the page's live functions ("mlbook.plan.live:planner_form")
   function pageModules() {
@@ -797,9 +801,10 @@
 
   // --- Python before the first touch ---------------------------------------------------
 
-  // Python takes a few seconds to start (about 1 s from the snapshot an earlier
-  // page kept). Started when a reader stops at a figure, it is ready by the time
-  // they touch a control, and the first change redraws as fast as the later ones.
+  // Python takes seconds to start (see the figures above). Started when a
+  // reader stops at a figure, it is ready by the time they touch a control,
+  // or nearly: a change before it is ready waits for it, and the figure says
+  // so over its chart (data-updating) until it is drawn.
   var DWELL_MS = 500; // in view this long: a reader who stops at it, not one scrolling past
   var IN_VIEW = 0.2; // the share of a figure on screen that counts as in view
   var STARTING = "Starting Python in your browser for this figure's controls " +
