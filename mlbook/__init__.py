@@ -36,7 +36,8 @@ book runs them in the reader's browser); ``experiments*.py`` run torch;
 torchrun starts. tests/test_layering.py enforces that rule. A chapter's
 ``__init__`` names its torch-free calculators (``from mlbook import cadence``,
 then ``cadence.young_interval(...)``), and its ``exercises.py`` holds its
-problem set, which ``mlbook.exercises`` registers and checks.
+problem set, built with the judge (``mlbook.judge``, which imports no
+chapter) and gathered by the catalogue ``mlbook.exercises``.
 
 The package returns numbers and typed results. It does not print, word
 sentences or glue values into pages: the pages do that.

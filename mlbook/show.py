@@ -4,8 +4,9 @@ Two helpers, and nothing else in the package touches the page:
 
 - ``table(rows, ...)`` turns rows of results into a pandas Styler, which
   JupyterLab and the HTML book both render as an HTML ``<table>``: units go
-  in the column names, formats (thousands separators, percentages) per
-  column, an optional caption.
+  in the column names, and the unit sets the format (a "(%)" column shows
+  fractions as percentages; other numbers get thousands separators and four
+  significant digits), with an optional caption.
 - ``glue_values(**values)`` glues each named value for the prose
   (``{glue:text}`name```) with ``display=False``, one call per cell. It glues
   only what it is handed (numbers and short labels) and computes nothing; the
@@ -85,6 +86,22 @@ def _number(value) -> str:
     return f"{value:.4g}"
 
 
+def _percent(value) -> str:
+    """A fraction shown as a percentage, to a tenth of a per cent."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return str(value)
+    return "-" if value != value else f"{value:.1%}"
+
+
+def unit_format(header: str):
+    """The format a column's unit implies: a header that ends in "(%)" holds
+    fractions shown as percentages ("share (%)": 0.1234 shows as 12.3%);
+    every other number gets thousands separators and four significant
+    digits. A page names its columns with their units and needs no format
+    of its own."""
+    return _percent if str(header).rstrip().endswith("(%)") else _number
+
+
 def _records(rows, columns) -> list[dict]:
     """Rows as dicts. ``rows`` are dicts or objects (dataclasses: properties
     work too); ``columns`` picks and names them: a list of keys or
@@ -117,10 +134,11 @@ def table(
     keys are the column names, units in them: "step (ms)"; or objects such as
     dataclasses, with ``columns``). ``columns`` picks and names the columns:
     a list of keys/attributes, or a dict header -> key, attribute or function.
-    ``formats`` maps a column to a format string or callable ("{:,.0f}",
-    "{:.1%}"); other numbers get thousands separators and four significant
-    digits. ``index`` names a column to use as the row labels; otherwise the
-    index is hidden. Returns a pandas Styler: make it the cell's last
+    Each column's format follows its unit (``unit_format``: "share (%)"
+    shows fractions as percentages); ``formats``, for the package's own
+    tables, maps a column to a format string or callable instead.
+    ``index`` names a column to use as the row labels; otherwise the index
+    is hidden. Returns a pandas Styler: make it the cell's last
     expression.
     """
     import pandas as pd
@@ -143,7 +161,7 @@ def table(
         frame = frame.set_index(index)
     chosen = formats or {}
     styler = frame.style.format(
-        {col: chosen.get(col, _number) for col in frame.columns}, na_rep="-"
+        {col: chosen.get(col, unit_format(col)) for col in frame.columns}, na_rep="-"
     )
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
     styler = styler.set_properties(subset=numeric, **{"text-align": "right"})

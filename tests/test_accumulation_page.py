@@ -63,6 +63,11 @@ GLUED = {
     "acc_fp16_tiny",
     "acc_fp16_flush",
     "acc_fp16_flush_log2",
+    "acc_ex_naive_sum",
+    "acc_ex_mean",
+    "acc_7b_grad_gb",
+    "acc_7b_ring_s",
+    "acc_7b_k_s",
     *(
         f"acc_ex_{what}_k{k}_S{S}"
         for what in ("zero", "rel")
@@ -199,3 +204,20 @@ def test_fp16_underflow_threshold_is_half_the_smallest_subnormal(v):
     import numpy as np
 
     assert np.float16(2.0**-25) == 0 and np.float16(1.5 * 2.0**-25) == 2.0**-24
+
+
+def test_the_small_token_example(v):
+    # [[2, 1, 3], [0.5]]: the naive losses are mean / k = 2 / 2 and 0.5 / 2, which
+    # add up to 1.25; the token mean is 6.5 / 4 = 1.625
+    assert v["acc_ex_naive_sum"] == pytest.approx(1.25, abs=1e-12)
+    assert v["acc_ex_mean"] == pytest.approx(1.625, abs=1e-12)
+
+
+def test_the_cluster_row_beside_the_loopback_all_reduce(v):
+    # Llama-2-7B: 6,738,415,616 parameters (Touvron et al. 2023's shapes), 2 bytes
+    # each in bf16: 13.4768 GB. A ring over 64 GPUs at 50 GB/s (a H100's
+    # InfiniBand line rate): 2 x 63/64 x 13.4768e9 / 50e9 = 0.530650 s, and k = 4
+    # (the test size) of them without no_sync.
+    assert v["acc_7b_grad_gb"] == pytest.approx(13.476831232, rel=1e-9)
+    assert v["acc_7b_ring_s"] == pytest.approx(0.53065023, rel=1e-7)
+    assert v["acc_7b_k_s"] == pytest.approx(DDP_K * 0.53065023, rel=1e-7)

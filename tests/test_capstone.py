@@ -16,8 +16,11 @@ import pytest
 import torch
 
 from mlbook.capstone import experiments as ex
+from mlbook.capstone import experiments_comm as comm
+from mlbook.capstone import experiments_profile as prof
 from mlbook.capstone import formulas as cf
 from mlbook.common_torch import mamf
+from mlbook.common_torch import reference_loop as rl
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
@@ -47,7 +50,7 @@ def tiny_sizes(**kw) -> cf.LadderSizes:
 
 @pytest.fixture(scope="module")
 def data():
-    return ex.TextData(tiny_sizes())
+    return rl.TextData(tiny_sizes())
 
 
 # --- bucket rules ---------------------------------------------------------------------
@@ -145,22 +148,22 @@ def _cpu_trace():
     # nothing runs 40-45, 55-60, 90-100.
     P = cf.SCOPE_PREFIX
     evs = [
-        ex.Ev(P + "step", 0, 100, 1),
-        ex.Ev(P + "forward", 5, 42, 1),
-        ex.Ev("aten::linear", 10, 40, 1),
-        ex.Ev("aten::mm", 12, 38, 1),
-        ex.Ev(P + "data", 45, 55, 1),
-        ex.Ev("aten::copy_", 46, 50, 1),
-        ex.Ev(P + "optimizer", 60, 90, 1),
-        ex.Ev("aten::mul_", 61, 70, 1),
-        ex.Ev("aten::add_", 71, 80, 1),
-        ex.Ev("aten::mm", 200, 300, 2),
+        prof.Ev(P + "step", 0, 100, 1),
+        prof.Ev(P + "forward", 5, 42, 1),
+        prof.Ev("aten::linear", 10, 40, 1),
+        prof.Ev("aten::mm", 12, 38, 1),
+        prof.Ev(P + "data", 45, 55, 1),
+        prof.Ev("aten::copy_", 46, 50, 1),
+        prof.Ev(P + "optimizer", 60, 90, 1),
+        prof.Ev("aten::mul_", 61, 70, 1),
+        prof.Ev("aten::add_", 71, 80, 1),
+        prof.Ev("aten::mm", 200, 300, 2),
     ]  # another thread, another time: ignored
-    return ex.nest(evs)
+    return prof.nest(evs)
 
 
 def test_cpu_account_of_a_synthetic_step():
-    acc = ex.account_step(_cpu_trace(), "cpu")
+    acc = prof.account_step(_cpu_trace(), "cpu")
     us = {k: round(v * 1e6, 6) for k, v in acc.buckets.items()}
     assert acc.window_s == pytest.approx(100e-6)
     assert us == {
@@ -191,22 +194,22 @@ def test_cuda_account_buckets_kernels_by_their_launcher():
     # copy 2-6 (linked to 11). Host-side time is GPU idle time.
     P = cf.SCOPE_PREFIX
     evs = [
-        ex.Ev(P + "step", 0, 100, 1),
-        ex.Ev(P + "data", 1, 8, 1),
-        ex.Ev("aten::copy_", 1, 7, 1, id=11),
-        ex.Ev(P + "forward", 10, 30, 1),
-        ex.Ev("aten::linear", 10, 20, 1, id=6),
-        ex.Ev("aten::mm", 11, 19, 1, id=7),
-        ex.Ev(
+        prof.Ev(P + "step", 0, 100, 1),
+        prof.Ev(P + "data", 1, 8, 1),
+        prof.Ev("aten::copy_", 1, 7, 1, id=11),
+        prof.Ev(P + "forward", 10, 30, 1),
+        prof.Ev("aten::linear", 10, 20, 1, id=6),
+        prof.Ev("aten::mm", 11, 19, 1, id=7),
+        prof.Ev(
             "cudaLaunchKernel", 12, 13, 1, id=7, linked_id=7
         ),  # the runtime call: not the launcher
-        ex.Ev(P + "optimizer", 60, 65, 1),
-        ex.Ev("aten::_fused_adamw_", 60, 64, 1, id=9),
-        ex.Ev("sm90_xmma_gemm_f32", 20, 50, 7, "cuda", linked_id=7),
-        ex.Ev("void fused_adam_kernel", 70, 80, 7, "cuda", linked_id=9),
-        ex.Ev("Memcpy HtoD (Pageable -> Device)", 2, 6, 7, "cuda", linked_id=11),
+        prof.Ev(P + "optimizer", 60, 65, 1),
+        prof.Ev("aten::_fused_adamw_", 60, 64, 1, id=9),
+        prof.Ev("sm90_xmma_gemm_f32", 20, 50, 7, "cuda", linked_id=7),
+        prof.Ev("void fused_adam_kernel", 70, 80, 7, "cuda", linked_id=9),
+        prof.Ev("Memcpy HtoD (Pageable -> Device)", 2, 6, 7, "cuda", linked_id=11),
     ]
-    acc = ex.account_step(ex.nest(evs), "cuda")
+    acc = prof.account_step(prof.nest(evs), "cuda")
     us = {k: round(v * 1e6, 6) for k, v in acc.buckets.items()}
     assert us == {
         "matmul": 30.0,
@@ -226,14 +229,14 @@ def test_the_device_picks_the_cuda_branches(monkeypatch):
 
     from mlbook.common_torch.device import pick_device
 
-    assert ex.profiler_activities("cuda") == [
+    assert prof.profiler_activities("cuda") == [
         ProfilerActivity.CPU,
         ProfilerActivity.CUDA,
     ]
-    assert ex.profiler_activities("cpu") == [ProfilerActivity.CPU]
-    assert ex.step_clock("cuda", None) == "wall" and ex.step_clock("cpu", 1) == "thread"
+    assert prof.profiler_activities("cpu") == [ProfilerActivity.CPU]
+    assert rl.step_clock("cuda", None) == "wall" and rl.step_clock("cpu", 1) == "thread"
     assert (
-        ex.step_clock("cpu", 2) == "wall"
+        rl.step_clock("cpu", 2) == "wall"
     )  # other threads' CPU time is not the caller's
     gpu, cpu = cf.ladder_sizes("cuda", False), cf.ladder_sizes("cpu", False)
     assert (
@@ -254,9 +257,11 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
     """On CUDA each profiled step follows a warm-up step whose trace is dropped (a
     cycle of 4, with the settling step and the timed one); run here on the CPU with the
     sync and CUDA activity stubbed out."""
-    monkeypatch.setattr(ex, "sync", lambda device: None)
+    monkeypatch.setattr(prof, "sync", lambda device: None)
     monkeypatch.setattr(
-        ex, "profiler_activities", lambda device: [torch.profiler.ProfilerActivity.CPU]
+        prof,
+        "profiler_activities",
+        lambda device: [torch.profiler.ProfilerActivity.CPU],
     )
     calls = []
 
@@ -265,7 +270,7 @@ def test_time_and_profile_takes_the_gpu_schedule_on_cuda(monkeypatch):
         with torch.profiler.record_function(cf.SCOPE_PREFIX + "step"):
             torch.ones(64, 64) @ torch.ones(64, 64)
 
-    st = ex.time_and_profile(step, steps=2, profiled_steps=2, device="cuda", warmup=1)
+    st = prof.time_and_profile(step, steps=2, profiled_steps=2, device="cuda", warmup=1)
     assert (
         len(calls) == 1 + 4 * 2
     )  # warm-up, then (settle, timed, warm-up, active) twice
@@ -278,9 +283,9 @@ def test_the_residual_compares_the_fastest_steps():
 
     def account(window_s):
         buckets = dict.fromkeys(cf.BUCKETS, 0.0) | {"matmul": window_s}
-        return ex.StepAccount(window_s, buckets, (), {}, {})
+        return prof.StepAccount(window_s, buckets, (), {}, {})
 
-    st = ex.StepTimes(
+    st = prof.StepTimes(
         (0.100, 0.300, 0.120),  # the 0.3 s step shared its core
         (account(0.105), account(0.500), account(0.110)),
         (0.100, 0.300, 0.120),
@@ -298,10 +303,10 @@ def test_pooled_measurements_compare_the_medians():
 
     def account(window_s):
         buckets = dict.fromkeys(cf.BUCKETS, 0.0) | {"matmul": window_s}
-        return ex.StepAccount(window_s, buckets, (), {}, {})
+        return prof.StepAccount(window_s, buckets, (), {}, {})
 
     def measured(unprofiled, profiled):
-        return ex.StepTimes(
+        return prof.StepTimes(
             unprofiled, tuple(map(account, profiled)), unprofiled, "thread"
         )
 
@@ -328,7 +333,7 @@ def test_time_and_profile_times_no_step_right_after_a_profiled_one():
         with torch.profiler.record_function(cf.SCOPE_PREFIX + "step"):
             time.sleep(gap_s * (len(calls) - 1))  # the warm-up call sleeps 0
 
-    st = ex.time_and_profile(
+    st = prof.time_and_profile(
         step, steps=4, profiled_steps=2, device="cpu", warmup=1, clock="wall"
     )
     assert len(calls) == 1 + 3 * 2 + 1 + 2
@@ -344,33 +349,33 @@ def test_time_and_profile_times_no_step_right_after_a_profiled_one():
 
 def test_each_fix_changes_one_thing(data):
     sizes = tiny_sizes()
-    slow = ex.slow_loop(sizes)
+    slow = rl.slow_loop(sizes)
     assert slow.tokenise_in_loop and slow.sync_every_micro_step and slow.recompute
     assert (
         slow.attn_impl == "math" and not slow.fused_optimizer and slow.micro_batch == 1
     )
     config = slow
     for fix in cf.FIX_NAMES:
-        new = ex.apply_fix(config, fix, sizes)
+        new = rl.apply_fix(config, fix, sizes)
         changed = [k for k in vars(new) if getattr(new, k) != getattr(config, k)]
         assert len(changed) == 1, (fix, changed)
         config = new
     assert config.micro_batch == sizes.batch and config.bf16 and config.compile
     assert (
-        ex.model_config(sizes, pad_vocab=True).vocab_size == 320
+        rl.model_config(sizes, pad_vocab=True).vocab_size == 320
     )  # 300 -> next multiple of 64
     with pytest.raises(ValueError, match="fix"):
-        ex.apply_fix(slow, "faster", sizes)
+        rl.apply_fix(slow, "faster", sizes)
 
 
 def test_the_profile_shows_each_defect(data):
     """The slow loop's profile has a data, sync and recompute bucket and many optimizer
     operators; the fixed loop's has none of them."""
     sizes = tiny_sizes()
-    slow = ex.measure_config(ex.slow_loop(sizes), sizes, data, "cpu")
-    fixed_config = ex.slow_loop(sizes)
+    slow = ex.measure_config(rl.slow_loop(sizes), sizes, data, "cpu")
+    fixed_config = rl.slow_loop(sizes)
     for fix in cf.ladder_fixes(bf16_fast=False, compile_on=False):
-        fixed_config = ex.apply_fix(fixed_config, fix.name, sizes)
+        fixed_config = rl.apply_fix(fixed_config, fix.name, sizes)
     fixed = ex.measure_config(fixed_config, sizes, data, "cpu")
     for st in (slow, fixed):
         for acc in st.profiled:
@@ -382,8 +387,8 @@ def test_the_profile_shows_each_defect(data):
     # the slow loop logs (one .item() and a print) on every micro-step,
     # the fixed one every 20 steps
     slow_loop, fixed_loop = (
-        ex.Loop(ex.slow_loop(sizes), sizes, data),
-        ex.Loop(fixed_config, sizes, data),
+        rl.Loop(rl.slow_loop(sizes), sizes, data),
+        rl.Loop(fixed_config, sizes, data),
     )
     for _ in range(3):
         slow_loop.step()
@@ -401,9 +406,9 @@ def test_the_profile_shows_each_defect(data):
 
 def test_the_mystery_has_two_defects_back():
     sizes = tiny_sizes()
-    fixed = ex.slow_loop(sizes)
+    fixed = rl.slow_loop(sizes)
     for fix in cf.ladder_fixes(False, False):
-        fixed = ex.apply_fix(fixed, fix.name, sizes)
+        fixed = rl.apply_fix(fixed, fix.name, sizes)
     mystery = ex.mystery_config(sizes, "cpu")
     assert {k for k in vars(mystery) if getattr(mystery, k) != getattr(fixed, k)} == {
         "recompute",
@@ -570,8 +575,8 @@ def test_the_probe_times_on_the_steps_threads(monkeypatch):
 def test_the_gloo_run_names_the_slowed_rank():
     from mlbook.faults.formulas import find_straggler
 
-    run = ex.comm_run(steps=3, warmup=1, slow_rank=1, delay_fraction=0.5)
-    assert set(run.step_s) == set(ex.COMM_MODES) and run.delay_s > 0
+    run = comm.comm_run(steps=3, warmup=1, slow_rank=1, delay_fraction=0.5)
+    assert set(run.step_s) == set(comm.COMM_MODES) and run.delay_s > 0
     assert all(
         len(rows) == 3 and all(len(r) == 2 for r in rows)
         for rows in run.step_s.values()
@@ -748,13 +753,13 @@ def test_comm_waits_are_each_ranks_median_wait_by_hand():
     # three steps of two ranks: rank 0 waits 5, 7 and 6 ms, rank 1 waits 0, 1, 0
     step = ((0.010, 0.010), (0.012, 0.012), (0.011, 0.011))
     compute = ((0.005, 0.010), (0.005, 0.011), (0.005, 0.011))
-    run = ex.CommRun(
+    run = comm.CommRun(
         2, 3, 0.005, 1, {"straggler": step}, {"straggler": compute}, 1, "x"
     )
     waits = run.waits_s("straggler")
     assert waits == pytest.approx((0.006, 0.0), abs=1e-12)
     # of an even count, the upper of the two middle values
-    two = ex.CommRun(
+    two = comm.CommRun(
         1, 2, 0.0, 0, {"m": ((0.004,), (0.009,))}, {"m": ((0.0,), (0.0,))}, 1, "x"
     )
     assert two.waits_s("m") == (0.009,)

@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from conftest import examples
 from mlbook.capstone import formulas as cf
 from mlbook.capstone import live
+from mlbook.common.accelerators import PEAK_BASES
 
 PROPERTY_COVERS = {
     "mlbook.capstone.live.mfu_waterfall",
     "mlbook.capstone.live.waterfall_rows",
+    "mlbook.capstone.live.peak_label",
 }
 
 FEW = examples(60)
@@ -26,6 +28,7 @@ FEW = examples(60)
 # every fix (30 % MFU); without pre-tokenising 0.35 s, then 0.39 s without
 # dropping recompute too.
 RUN = {
+    "peak_basis": "datasheet",
     "peak_flops_per_s": 100e9,
     "ceiling_flops_per_s": 60e9,
     "flops_per_step": 3e9,
@@ -109,8 +112,42 @@ def test_exposed_communication_is_a_last_loss_by_hand():
 
 def test_the_example_run_draws_without_a_page():
     spec = live.mfu_waterfall()
-    assert _bars(spec)[0]["bar"] == "datasheet peak"
+    assert _bars(spec)[0]["bar"] == "upper-bound peak"  # a CPU's, as the example's
     assert "example run" in spec["title"]["text"]
+
+
+@pytest.mark.parametrize(
+    "basis,label",
+    [
+        ("datasheet", "datasheet peak"),
+        ("upper bound", "upper-bound peak"),
+        ("assumed clock", "assumed-clock peak"),
+        ("unknown", "MAMF ceiling"),
+    ],
+)
+def test_the_peak_is_named_from_its_basis_wherever_the_figure_names_it(basis, label):
+    """A CPU's peak is an upper bound or a peak at an assumed clock, never a
+    datasheet's: the first bar, the y axis and the legend say which."""
+    spec = live.mfu_waterfall(run=RUN | {"peak_basis": basis})
+    first = _bars(spec)[0]
+    assert first["bar"] == first["kind"] == label
+    bars = spec["layer"][0]["encoding"]
+    assert bars["y"]["title"] == f"MFU (% of the {label})"
+    assert bars["color"]["scale"]["domain"][0] == label
+    assert len(bars["color"]["scale"]["domain"]) == len(bars["color"]["scale"]["range"])
+    others = {p for p in ("datasheet peak", "upper-bound peak", "assumed-clock peak")}
+    assert not (others - {label}) & set(json.dumps(spec).split('"'))
+
+
+@FEW
+@given(st.one_of(st.text(), st.none(), st.integers()))
+def test_a_run_without_a_known_basis_is_refused_by_name(basis):
+    if basis in PEAK_BASES:
+        return
+    with pytest.raises(ValueError, match="peak_basis"):
+        live.peak_label({"peak_basis": basis})
+    with pytest.raises(ValueError, match="peak_basis"):
+        live.peak_label({})
 
 
 @st.composite
@@ -119,6 +156,7 @@ def runs(draw):
     peak = draw(st.floats(1e9, 1e15))
     fixed = draw(st.floats(1e-3, 1.0))
     return {
+        "peak_basis": draw(st.sampled_from(PEAK_BASES)),
         "peak_flops_per_s": peak,
         "ceiling_flops_per_s": peak * draw(st.floats(0.1, 1.0)),
         "flops_per_step": peak * fixed * draw(st.floats(0.01, 0.9)),
@@ -145,6 +183,7 @@ def test_bars_chain_from_the_peak_to_the_additive_model(run, ticks, comm_pct):
     t = run["fixed_step_s"] + sum(run["savings_s"][n] for n in left_out) + comm_s
     final = run["flops_per_step"] / (t * run["peak_flops_per_s"])
     assert rows[-1]["hi"] == pytest.approx(final)
+    assert rows[0]["kind"] == rows[0]["bar"] == live.peak_label(run)
     for r in rows[1:-1]:
         assert r["lo"] <= r["hi"] and r["kind"] in live.KINDS
     json.dumps(spec, allow_nan=False)

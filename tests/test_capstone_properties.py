@@ -19,17 +19,19 @@ PROPERTY_COVERS = {
     "mlbook.capstone.formulas.bucket_of",
     "mlbook.capstone.formulas.account",
     "mlbook.capstone.formulas.residual_fraction",
-    "mlbook.capstone.formulas.padded_vocab",
-    "mlbook.capstone.formulas.gemm_shapes",
+    "mlbook.common.reference_loop.padded_vocab",
+    "mlbook.common.transformer.gemm_shapes",
     "mlbook.capstone.formulas.rung_rates",
     "mlbook.capstone.formulas.fix_savings",
     "mlbook.capstone.formulas.exposed_fraction",
-    "mlbook.capstone.formulas.ladder_fixes",
-    "mlbook.capstone.formulas.ladder_sizes",
+    "mlbook.common.reference_loop.ladder_fixes",
+    "mlbook.common.reference_loop.ladder_sizes",
     "mlbook.capstone.formulas.waterfall",
     "mlbook.capstone.formulas.fix_effects",
     "mlbook.capstone.formulas.mfu_after_fix",
     "mlbook.capstone.formulas.idle_s",
+    "mlbook.capstone.formulas.ceiling_reach",
+    "mlbook.capstone.formulas.saving_verdict",
 }
 
 FEW = examples(50)
@@ -529,3 +531,52 @@ def test_idle_by_hand_and_bad_input():
         cf.idle_s(10.0, [(1.0, 2.0, 3.0)])
     with pytest.raises(ValueError, match="before it starts"):
         cf.idle_s(10.0, [(3.0, 1.0)])
+
+
+# --- ceiling_reach and saving_verdict -------------------------------------------------
+
+
+bucket_dicts = st.dictionaries(
+    st.sampled_from(cf.BUCKETS), st.floats(0.0, 10.0), min_size=1
+).filter(lambda b: b.get("matmul", 0) + b.get("attention", 0) > 1e-6)
+
+
+@FEW
+@given(bucket_dicts, st.floats(1e-4, 1.5))
+def test_a_step_s_share_of_the_ceiling_is_time_share_times_own(buckets, step):
+    reach = cf.ceiling_reach(buckets, step)
+    total = sum(buckets.values())
+    matmul = buckets.get("matmul", 0.0) + buckets.get("attention", 0.0)
+    assert reach.matmul_time_share == pytest.approx(matmul / total, rel=1e-12)
+    assert reach.matmul_time_share * reach.matmul_vs_ceiling == pytest.approx(step)
+    assert 0 < reach.matmul_time_share <= 1 + 1e-12
+    # at most the matmuls' share of the time, while they run below the ceiling
+    if reach.matmul_vs_ceiling <= 1:
+        assert reach.step_vs_ceiling <= reach.matmul_time_share + 1e-12
+
+
+@FEW
+@given(st.floats(-0.9, 0.99), st.floats(0.0, 1.0), st.floats(0.0, 0.5))
+def test_a_saving_s_verdict_follows_the_spread_and_the_bucket(saved, bucket, spread):
+    verdict = cf.saving_verdict(saved, bucket, spread)
+    assert verdict in cf.SAVING_VERDICTS
+    if abs(saved) <= spread:
+        assert verdict == "within the run's noise"
+    elif saved > bucket + spread:
+        assert verdict == "more than its bucket held"
+    else:
+        assert verdict == "above the run's noise"
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((1.0, 0.1, 0.1), "saved_share"),
+        ((math.nan, 0.1, 0.1), "saved_share"),
+        ((0.1, 1.5, 0.1), "bucket_share"),
+        ((0.1, 0.1, -0.1), "spread"),
+    ],
+)
+def test_saving_verdict_names_a_bad_argument(args, match):
+    with pytest.raises(ValueError, match=match):
+        cf.saving_verdict(*args)

@@ -139,9 +139,9 @@ def test_without_the_linux_only_calls(no_linux):
 
 
 def test_the_capstone_peak_without_the_linux_only_calls(no_linux):
-    from mlbook.capstone import experiments as ex
+    from mlbook.common_torch import reference_loop as rl
 
-    peak = ex.nominal_peak("cpu", "fp32", 1)
+    peak = rl.nominal_peak("cpu", "fp32", 1)
     assert peak.flops_per_s is None and peak.basis == "unknown"
 
 

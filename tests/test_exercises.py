@@ -278,7 +278,7 @@ def test_a_gib_answer_names_gb():
         key=lambda n_bytes: {"memory": n_bytes / 2**30},
     )
     data = {"key": 3.0, "rel_tol": 0.01, "name": "memory", "type": "real"}
-    from mlbook.exercises._core import mistake_values
+    from mlbook.judge._core import mistake_values
 
     data["mistakes"] = mistake_values(record, {"memory": 3.0})["memory"]
     verdict = judge(data, 3 * 2**30 / 1e9)

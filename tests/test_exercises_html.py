@@ -156,18 +156,23 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record)
     url = page_of(record.chapter).as_uri()
     page, w = chapter_pages.get(url, changes=(f"answers {record.id}",))
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
-    for name in record.fields:
-        block.locator(f'input[name="{name}"]').fill(repr(key[name]))
+    for name, f in record.fields.items():
+        if isinstance(f, Choice):  # a diagnosis's cause: tick the key's options
+            for option in key[name]:
+                block.locator(f'input[name="{name}"][value="{option}"]').check()
+        else:
+            block.locator(f'input[name="{name}"]').fill(repr(key[name]))
     block.locator("button.mlbook-check").click()
     verdicts = block.locator(".mlbook-verdict").all_inner_texts()
     assert verdicts == ["✓ Right."] * len(record.fields)
     assert "mlbook-solved" in block.get_attribute("class")
     # a wrong value in the first box: the hint check() prints
-    first = data["answers"][0]
+    first = next(a for a in data["answers"] if a["type"] != "choice")
+    verdict = block.locator(f'[data-answer="{first["name"]}"] .mlbook-verdict')
     wrong = first["mistakes"][0]["value"] if first["mistakes"] else first["key"] * 3
     block.locator(f'input[name="{first["name"]}"]').fill(repr(wrong))
     block.locator("button.mlbook-check").click()
-    shown_hint = block.locator(".mlbook-verdict").first.inner_text()
+    shown_hint = verdict.inner_text()
     expected = judge(first, wrong, data["messages"], data["sizes"])
     assert not expected.correct and shown_hint == "✗ " + expected.hint
     result = check(record.id, **{**key, first["name"]: wrong})
@@ -175,7 +180,7 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record)
     # not a number: says what to type
     block.locator(f'input[name="{first["name"]}"]').fill("twelve")
     block.locator("button.mlbook-check").click()
-    assert "Enter a number" in block.locator(".mlbook-verdict").first.inner_text()
+    assert "Enter a number" in verdict.inner_text()
     w.assert_clean()
 
 

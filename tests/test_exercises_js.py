@@ -19,7 +19,7 @@ import pytest
 
 from helpers.exercise_keys import measured_for
 from mlbook.exercises import EXERCISES, judge, spec
-from mlbook.exercises._core import MESSAGES, read_number
+from mlbook.judge._core import MESSAGES, read_number
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "book" / "_extra" / "vendor" / "exercises.js"

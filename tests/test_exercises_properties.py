@@ -27,19 +27,19 @@ from mlbook.exercises import (
     register,
     spec,
 )
-from mlbook.exercises._core import MESSAGES, UNIT_MISTAKES, mistake_values
+from mlbook.judge._core import MESSAGES, UNIT_MISTAKES, mistake_values
 from mlbook.precision.exercises import scale_window
 from mlbook.recompute.exercises import first_s_above
 
 PROPERTY_COVERS = {
-    "mlbook.exercises._check.check",
-    "mlbook.exercises._core.exercise",
-    "mlbook.exercises._core.get",
-    "mlbook.exercises._core.judge",
-    "mlbook.exercises._core.mistake_values",
-    "mlbook.exercises._core.register",
-    "mlbook.exercises._core.spec",
-    "mlbook.exercises._page.answer_key",
+    "mlbook.judge._check.check",
+    "mlbook.judge._core.exercise",
+    "mlbook.judge._core.get",
+    "mlbook.judge._core.judge",
+    "mlbook.judge._core.mistake_values",
+    "mlbook.judge._core.register",
+    "mlbook.judge._core.spec",
+    "mlbook.judge._page.answer_key",
     "mlbook.precision.exercises.scale_window",
     "mlbook.recompute.exercises.first_s_above",
 }
@@ -149,7 +149,7 @@ def test_exercise_reads_the_chapter_from_the_id_and_refuses_bad_records(
         assert register(record) == (record,) and register(record) == (record,)
         with pytest.raises(ValueError, match="registered twice"):
             register(exercise(f"{chapter}-{n}", level=level, kind=kind))
-        from mlbook.exercises._core import _REGISTRY
+        from mlbook.judge._core import _REGISTRY
 
         del _REGISTRY[record.id]  # leave the book's registry as it was
     else:

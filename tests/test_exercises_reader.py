@@ -13,7 +13,7 @@ import math
 import pytest
 
 from mlbook.exercises import EXERCISES, UnknownExercise, check, judge, spec
-from mlbook.exercises._core import MESSAGES, read_number
+from mlbook.judge._core import MESSAGES, read_number
 
 # --- answers typed as text ------------------------------------------------------------
 
@@ -231,7 +231,7 @@ def test_an_id_like_none_lists_the_ids():
     exc, lines = _shown(lambda: check("xyz"))
     assert lines[0] == "UnknownExercise: no exercise 'xyz'."
     assert lines[1].startswith("The ids: accumulation-1 to accumulation-")
-    assert "mfu-1 to mfu-7" in lines[1] and len(lines) == 2
+    assert "mfu-1 to mfu-10" in lines[1] and len(lines) == 2
 
 
 def test_a_wrong_type_is_one_line():
@@ -245,7 +245,7 @@ def test_a_wrong_type_is_one_line():
 
 def test_ipython_shows_the_message_alone(capsys):
     """In an IPython shell, a refused check() prints its message, not the
-    traceback through mlbook/exercises that the hook replaces."""
+    traceback through mlbook/judge that the hook replaces."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell()

@@ -7,12 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import examples
-from mlbook.exercises._core import close_matches, read_number, rounded_to
+from mlbook.judge._core import close_matches, read_number, rounded_to
 
 PROPERTY_COVERS = {
-    "mlbook.exercises._core.read_number",
-    "mlbook.exercises._core.rounded_to",
-    "mlbook.exercises._core.close_matches",
+    "mlbook.judge._core.read_number",
+    "mlbook.judge._core.rounded_to",
+    "mlbook.judge._core.close_matches",
 }
 FEW = examples(50)
 finite = st.floats(-1e12, 1e12, allow_nan=False).filter(lambda x: abs(x) > 1e-9)

@@ -18,7 +18,7 @@ INTERVIEW = ROOT / "book" / "interview.md"
 
 # {ref}`label` and {ref}`text <label>`, as MyST writes a cross-reference
 REF = re.compile(r"\{(?:ref|numref)\}`(?:[^`<]*<)?([^`<>]+)>?`")
-# an exercise id, as mlbook/exercises/_core.py spells one: <page stem>-<n>
+# an exercise id, as mlbook/judge/_core.py spells one: <page stem>-<n>
 EXERCISE_ID = re.compile(r"^[a-z][a-z_]*-[1-9][0-9]*$")
 # an exercise directive and its label, as the pages write it (docs/exercises.md)
 DIRECTIVE = re.compile(

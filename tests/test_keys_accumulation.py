@@ -132,3 +132,46 @@ def test_equal_micro_batches_cannot_tell_the_naive_mean_from_the_fix():
     equal = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
     naive = [sum(x) / len(x) / len(equal) for x in equal]
     assert all(math.isclose(a, b) for a, b in zip(naive, by_hand(equal), strict=True))
+
+
+# --- the diagnoses: worked from the artifacts the page shows -----------------------
+
+
+def test_accumulation_7_the_micro_batch_log_worked_by_hand():
+    """Seed 11's log: four micro-batches of 239, 825, 1,196 and 1,648 real
+    tokens. Each logged loss is its token sum over (k N_j), not over N."""
+    from mlbook.accumulation import incidents
+
+    log = incidents.micro_batch_log(11)
+    tokens = [m.tokens for m in log.micro_batches]
+    assert tokens == [239, 825, 1196, 1648]  # the artifact, on every machine
+    n = sum(tokens)  # 3,908
+    for m in log.micro_batches:  # which normalisation reproduces the log
+        assert math.isclose(m.logged_loss, m.loss_sum / (4 * m.tokens), rel_tol=1e-12)
+        assert not math.isclose(m.logged_loss, m.loss_sum / n, rel_tol=0.01)
+    # micro-batch 1: 621.0 / 239 / 4 = 0.6496 logged, against 621.0 / 3,908 = 0.159
+    assert log.micro_batches[0].loss_sum == pytest.approx(621.0, abs=0.05)
+    by_hand = {
+        "normalisation": ["mean_over_k"],
+        "weight": 1 / (4 * 239),  # 0.00104603
+        "right_weight": 1 / 3908,  # 0.000255885
+    }
+    assert_matches({"accumulation-7": by_hand})
+
+
+def test_accumulation_8_the_k_sweep_worked_by_hand():
+    """Seed 1's sweep at B = 256: activations fit 16 GiB from b = 32 down (15.64
+    GiB; b = 64 needs 28.03), so k = 8; the step there against k = 64's."""
+    from mlbook.accumulation import incidents
+
+    sweep = incidents.k_sweep_log(1, 256).sweep
+    step_ms = {r.k: r.step_s * 1e3 for r in sweep.rows}
+    gib = {r.k: r.saved_bytes / 2**30 for r in sweep.rows}
+    assert gib[8] == pytest.approx(15.64, abs=0.01) and gib[4] > 16 >= gib[8]
+    assert step_ms[64] == pytest.approx(948.7, abs=0.05)
+    assert step_ms[8] == pytest.approx(298.5, abs=0.05)
+    # each micro-batch adds its fixed cost: (948.7 - 579.6) / 32 = 11.5 ms
+    assert (step_ms[64] - step_ms[32]) / 32 == pytest.approx(11.5, abs=0.1)
+    by_hand = {"cause": ["fixed_cost"], "k": 8, "saved_ms": step_ms[64] - step_ms[8]}
+    assert by_hand["saved_ms"] == pytest.approx(650.2, abs=0.05)
+    assert_matches({"accumulation-8": by_hand})

@@ -1,6 +1,7 @@
 """The cadence chapter's exercise keys, worked out by hand."""
 
 import math
+import statistics
 
 import pytest
 
@@ -29,19 +30,27 @@ def exact_loss(c, t=T, r=0.0):
 
 
 # cadence-3: 405e9 parameters x 14 bytes = 5.67e12 bytes. 2,048 writers x 1 GB/s
-# = 2.048e12 B/s, above the storage's 500e9 B/s, so C = 5.67e12 / 500e9 = 11.34 s.
-# 16,384 GPUs / 8 = 2,048 nodes: T = 60 days * 86,400 s / 2,048 = 2,531.25 s
-# = 0.703125 h. Daly: sqrt(2 * 11.34 * 2531.25) = sqrt(57,408.75) = 239.601 s;
-# x = 11.34 / 5062.5 = 0.00224; 239.601 * (1 + 0.0157762 + 0.000249) - 11.34
-# = 232.101 s.
-C3, T3 = 5.67e12 / 500e9, 60 * DAY / 2048
+# = 2.048e12 B/s, above the storage's 500e9 B/s: storage-bound, so C = 5.67e12 /
+# 500e9 = 11.34 s, and 4,096 writers change nothing. The job doubled: 32,768 GPUs /
+# 8 = 4,096 nodes, T = 60 days * 86,400 s / 4,096 = 1,265.625 s.
+# Daly: sqrt(2 * 11.34 * 1265.625) = sqrt(28,704.375) = 169.424 s; x = 11.34 /
+# 2531.25 = 0.00448, sqrt(x) / 3 = 0.0223107, x / 9 = 0.000497778:
+# 169.424 * 1.0228085 - 11.34 = 161.948 s.
+C3, T3 = 5.67e12 / 500e9, 60 * DAY / 4096
 
 # cadence-4: Llama 3 (Grattafiori et al. 2024, Sec. 3.3.4): 419 unexpected
-# interruptions in 54 days: T = 54 * 86,400 / 419 = 11,135.1 s = 3.09308 h.
-# Daly at C = 60 s: sqrt(2 * 60 * 11,135.1) = 1155.96, x = 60 / 22,270.2
-# = 0.00269419: 1155.96 * (1 + 0.0173019 + 0.000299354) - 60 = 1116.29 s.
-# The exact loss with R = 600 s multiplies the segment's time by e^(R/T).
+# interruptions in 54 days: T = 54 * 86,400 / 419 = 11,135.1 s. C = 60 s, R = 600 s.
+# What the restarts cost is the exact loss with R minus the loss without it; what a
+# halving buys is the loss now minus the loss with C (or R) halved, each at Daly's
+# interval for its own C.
 T4 = 54 * DAY / 419
+NOW4 = exact_loss(60.0, T4, 600.0)
+
+# cadence-6: C = 30 s doubles to 60 s, T = 3 h halves to 5,400 s. Young's sqrt(2CT)
+# = sqrt(648,000) = 804.984 s either way (CT is unchanged). Daly: x = 60 / 10,800 =
+# 1/180, sqrt(x) / 3 = 0.0248452, x / 9 = 0.000617284: 804.984 * 1.0254625 - 60 =
+# 765.481 s. The first-order loss at Young's, sqrt(2C/T), depends on C/T only.
+T6 = 5400.0
 
 # cadence-5: W(k I*) = C / (k I*) + k I* / (2T) with I* = sqrt(2CT):
 #   = sqrt(C / 2T) / k + k sqrt(C / 2T) = sqrt(2C/T) (k + 1/k) / 2.
@@ -57,15 +66,21 @@ INDEPENDENT = {
         "saved": exact_loss(C) - exact_loss(C / 2),
     },
     "cadence-3": {
-        "c_s": 11.34,
-        "mtbf_h": 0.703125,
+        "bound": ["storage"],
         "daly_s": daly(C3, T3),
         "waste": exact_loss(C3, T3),
     },
     "cadence-4": {
-        "mtbf_h": T4 / HOUR,
-        "daly_s": daly(60.0, T4),
-        "waste": exact_loss(60.0, T4, 600.0),
+        "restarts": NOW4 - exact_loss(60.0, T4, 0.0),
+        "saved_half_c": NOW4 - exact_loss(30.0, T4, 600.0),
+        "saved_half_r": NOW4 - exact_loss(60.0, T4, 300.0),
+        "better": ["halve_c"],
+    },
+    "cadence-6": {
+        "daly_s": daly(60.0, T6),
+        "waste": exact_loss(60.0, T6),
+        "interval_on": ["product"],
+        "loss_on": ["ratio"],
     },
     "cadence-5": {"waste_long": W_OPT * 1.25, "waste_short": W_OPT * 5.05},
 }
@@ -75,10 +90,14 @@ def test_keys_match_the_hand_computation():
     assert_matches(INDEPENDENT)
     assert INDEPENDENT["cadence-1"]["daly_s"] == pytest.approx(822.071, abs=1e-3)
     # the hand values written out above, to their printed digits
-    assert C3 == pytest.approx(11.34) and T3 == 2531.25
-    assert daly(C3, T3) == pytest.approx(232.101, abs=1e-3)
-    assert T4 / HOUR == pytest.approx(3.09308, rel=1e-5)
-    assert daly(60.0, T4) == pytest.approx(1116.29, abs=1e-2)
+    assert C3 == pytest.approx(11.34) and T3 == 1265.625
+    assert daly(C3, T3) == pytest.approx(161.948, abs=1e-3)
+    assert daly(60.0, T6) == pytest.approx(765.481, abs=1e-3)
+    # halving C buys a little more than halving R at Llama 3's failure rate
+    halve_c, halve_r = (
+        INDEPENDENT["cadence-4"][k] for k in ("saved_half_c", "saved_half_r")
+    )
+    assert 1 < halve_c / halve_r < 1.25
     assert W_OPT * 1.25 == pytest.approx(0.0931695, rel=1e-5)
     assert W_OPT * 5.05 == pytest.approx(0.376405, rel=1e-5)
 
@@ -94,54 +113,86 @@ def test_young_and_daly_are_asked_for_by_name_and_told_apart():
     assert record.tolerances["daly_s"] < gap / 2
 
 
-def test_the_restart_adds_waste_but_does_not_move_the_optimum():
-    # cadence-4's hint: with R = 0 the loss is lower, the interval the same
-    no_restart = exact_loss(60.0, T4)
-    assert no_restart < INDEPENDENT["cadence-4"]["waste"]
-    assert check("cadence-4", **{**INDEPENDENT["cadence-4"], "waste": no_restart})[
-        "waste"
-    ].mistake == ("the restarts left out")
+def test_the_restart_cost_is_below_its_first_order_estimate():
+    # cadence-4's named mistake: R/T = 600 / 11,135.1 = 0.0539; the exact cost is
+    # lower (a restart only costs while the job runs), and the hint names it
+    first_order = 600.0 / T4
+    assert first_order == pytest.approx(0.0538837, rel=1e-5)
+    assert INDEPENDENT["cadence-4"]["restarts"] < first_order
+    answers = {**INDEPENDENT["cadence-4"], "restarts": first_order}
+    assert check("cadence-4", **answers)["restarts"].mistake == (
+        "R/T, the first-order restart cost"
+    )
 
 
 def test_the_chapter_has_every_kind_of_exercise():
     kinds = [r.kind for r in EXERCISES.values() if r.chapter == "cadence"]
     assert len(kinds) >= 6
-    assert kinds.count("compute") >= 2
-    assert {"derive", "code", "measure", "predict"} <= set(kinds)
+    assert kinds.count("compute") >= 2 and kinds.count("diagnose") >= 2
+    assert {"derive", "measure", "predict"} <= set(kinds)
 
 
-# --- cadence-6: a reader's daly_interval --------------------------------------------
+# --- the diagnoses: worked from the artifacts the page shows -----------------------
 
 
-def test_cadence_6_passes_a_hand_written_daly_and_the_reference():
-    from mlbook.cadence import formulas
+def test_cadence_8_the_failure_log_worked_by_hand():
+    """The log of seed 2 (C = 5 min, I = 3 h of work, R = 10 min, 48 h): its 16
+    failures, as the page tables them, give every answer by hand."""
+    from mlbook.cadence import incidents
 
-    assert check("cadence-6", daly).correct  # this file's own, written from Daly 2006
-    assert check("cadence-6", formulas.daly_interval).correct
+    log = incidents.failure_log(2, 300.0, 3 * HOUR, 600.0, 48.0)
+    failed = [f.failed_at_h for f in log.failures]
+    since = [f.committed_at_h for f in log.failures]
+    # the artifact itself, the same on every machine (NumPy's PCG64): 16 failures,
+    # the first at 0.6093 h (before any checkpoint), the last at 43.1026 h
+    assert len(failed) == 16
+    assert failed[0] == pytest.approx(0.6093, abs=1e-4) and since[0] == 0.0
+    assert failed[-1] == pytest.approx(43.1026, abs=1e-4)
+    # the MTBF an operator reads off: 48 h / 16 failures = 3 h
+    t = 48 * HOUR / len(failed)
+    assert t == 3 * HOUR
+    # Daly at C = 300 s, T = 10,800 s: sqrt(6,480,000) = 2,545.58 s; x = 300 /
+    # 21,600 = 0.0138889, sqrt(x) / 3 = 0.0392837, x / 9 = 0.00154321:
+    # 2,545.58 * 1.0408269 - 300 = 2,349.51 s = 39.1585 min, so 3 h is 4.6 times it
+    assert daly(300.0, t) == pytest.approx(2349.51, abs=0.01)
+    # the work redone: the sum of (failed - last save or restart), 22.1026 h
+    redone = sum(a - b for a, b in zip(failed, since, strict=True))
+    assert redone == pytest.approx(22.1026, abs=1e-4)
+
+    def lost(i, r=600.0):  # the exact loss at interval i, R = 600 s
+        return 1 - i / (t * math.exp(r / t) * math.expm1((i + 300.0) / t))
+
+    INDEPENDENT_8 = {
+        "cause": ["too_rare"],
+        "mtbf_h": 3.0,
+        "daly_min": daly(300.0, t) / 60,
+        "redone_h": redone,
+        "saved_h": (lost(3 * HOUR) - lost(daly(300.0, t))) * 48,
+    }
+    assert INDEPENDENT_8["saved_h"] == pytest.approx(10.2296, abs=1e-3)
+    assert_matches({"cadence-8": INDEPENDENT_8})
 
 
-def test_cadence_6_fails_functions_that_hard_code_the_printed_numbers():
-    printed = {(40.0, 9000.0): 822.071, (30.0, 10_800.0): 785.109}
-    hard_coded = [
-        lambda c, t: 822.0709838775421,  # cadence-1's answer, always
-        lambda c, t: printed.get((c, t), math.sqrt(2 * c * t)),
-        # every known case answered right, then Young's rule: only the generated
-        # cases catch it
-        lambda c, t: (
-            EXERCISES["cadence-6"].code.reference(c, t)
-            if (c, t) in dict.fromkeys(EXERCISES["cadence-6"].code.cases)
-            else math.sqrt(2 * c * t)
-        ),
-    ]
-    for f in hard_coded:
-        assert not check("cadence-6", f).correct
+def test_cadence_9_the_write_sweep_read_as_a_reader_would():
+    """Seed 1: one writer's bandwidth from the rows where C halves with every
+    doubling, the storage's from the flat rows; both within the jitter (1.5 %)."""
+    from mlbook.cadence import incidents
 
-
-def test_cadence_6_names_the_wrong_branch():
-    def no_branch(c, t):
-        x = c / (2 * t)
-        return math.sqrt(2 * c * t) * (1 + math.sqrt(x) / 3 + x / 9) - c
-
-    result = check("cadence-6", no_branch)
-    assert not result.correct
-    assert result.verdicts[-1].mistake == "no branch for C >= 2T"
+    sweep = incidents.write_sweep(1, 405e9)
+    rows = {t.writers: t.write_s for t in sweep.timings}
+    nbytes = 405e9 * 14  # 5.67e12 bytes
+    # 8 writers took 566.59 s: 5.67e12 / (8 * 566.59) = 1.2509 GB/s each; 16 took
+    # 277.96 s (1.2750), 32 took 139.45 s (1.2706)
+    writer = statistics.mean(nbytes / (n * rows[n]) for n in (8, 16, 32))
+    # 256, 512 and 1,024 writers all took about 27.2 s: 5.67e12 / 27.22 = 208 GB/s
+    storage = nbytes / statistics.mean(rows[n] for n in (256, 512, 1024))
+    assert writer == pytest.approx(1.265e9, rel=0.01)
+    assert storage == pytest.approx(208.3e9, rel=0.01)
+    by_hand = {
+        "bound": ["storage"],  # 1,024 x 1.27 GB/s = 1.3 TB/s, above 208 GB/s
+        "writers_full": storage / writer,  # about 164.6
+        "c_next_s": nbytes / storage,  # still the storage's: about 27.2 s
+    }
+    assert by_hand["writers_full"] == pytest.approx(164.6, abs=0.5)
+    # a reader's estimates from the table agree with the key to within 3 %
+    assert_matches({"cadence-9": by_hand}, rel=0.03)

@@ -1,12 +1,14 @@
 """The capstone chapter's exercise keys, worked out here by hand: the two
 defects the mystery loop has back in (read from the loop's configuration,
-independently of the record), and the numbers of capstone-3 to -5."""
+independently of the record), the numbers of capstone-3 to -5, and the two
+diagnoses from the artifacts as a reader sees them (capstone-7, -8)."""
 
 from test_capstone import tiny_sizes
 
 from helpers.exercise_keys import assert_matches
 from mlbook.capstone import experiments as ex
 from mlbook.capstone import formulas as cf
+from mlbook.common_torch import reference_loop as rl
 
 # capstone-3: GPT-2 124M (L = 12, h = 768, d_ff = 3072, V = 50,257, tied head)
 # at s = 1024, Raschka's last rung 142,156 tokens/s on one A100 SXM, whose dense
@@ -33,6 +35,14 @@ INDEPENDENT = {
     },
     # 8 % MFU, a bucket of 35 %: the FLOPs stay, the step falls to 65 %, or 82.5 %
     "capstone-5": {"mfu_after": 0.08 / 0.65, "mfu_half": 0.08 / 0.825},
+    # The profile of seed 1, as the page's table shows it (ms): only the optimizer
+    # grew, 23.6 -> 111.0 (4.7 x; every other bucket within a few per cent), so
+    # AdamW's for-loop is back. Today's step 560.4 less that excess: 473.0 ms.
+    "capstone-7": {"defect": ["fused_adamw"], "step_ms": 560.4 - (111.0 - 23.6)},
+    # The report of seed 1: Llama-3-8B at s = 8192 on 64 H100, a step of 9.86 s,
+    # MFU 38.9 %, HFU 51.9 %: 51.9 / 38.9 = 1.334, a whole extra forward (4/3),
+    # so full recompute. At the same FLOP rate the step falls to 3/4: 7.395 s.
+    "capstone-8": {"setting": ["full"], "step_s": 9.86 * 3 / 4},
 }
 
 
@@ -44,11 +54,29 @@ def test_hand_keys_are_the_numbers_the_statements_round_to():
     assert round(INDEPENDENT["capstone-5"]["mfu_after"], 4) == 0.1231
 
 
+def test_the_artifacts_show_the_numbers_worked_with_above():
+    """The generators are seeded: the tables a reader reads are these."""
+    from mlbook.capstone import cases
+
+    p = cases.planted_profile(1)
+    assert (p.today_step_ms, p.today_ms["optimizer"], p.healthy_ms["optimizer"]) == (
+        560.4,
+        111.0,
+        23.6,
+    )
+    others = [b for b, ms in p.healthy_ms.items() if ms and b != "optimizer"]
+    assert all(abs(p.today_ms[b] / p.healthy_ms[b] - 1) < 0.07 for b in others)
+    r = cases.recompute_report(1)
+    assert (r.model, r.seq_len, r.n_gpus, r.step_s) == ("Llama-3-8B", 8192, 64, 9.86)
+    assert (round(100 * r.mfu, 1), round(100 * r.hfu, 1)) == (38.9, 51.9)
+    assert round(51.9 / 38.9, 2) == 1.33
+
+
 def test_keys_match_the_mystery_loop():
     sizes = tiny_sizes()  # test_capstone's unit-test ladder
-    fixed = ex.slow_loop(sizes)
+    fixed = rl.slow_loop(sizes)
     for fix in cf.ladder_fixes(False, False):
-        fixed = ex.apply_fix(fixed, fix.name, sizes)
+        fixed = rl.apply_fix(fixed, fix.name, sizes)
     mystery = ex.mystery_config(sizes, "cpu")
     assert not mystery.fused_optimizer and mystery.recompute  # the two defects
     assert fixed.fused_optimizer and not fixed.recompute

@@ -105,3 +105,57 @@ def test_the_noisy_break_even_agrees_with_monte_carlo():
         return np.maximum(others, (1 + delta) * x[:, -1]).mean()
 
     assert wait(0.7 * NOISY) < drain < wait(1.4 * NOISY)
+
+
+# --- the diagnoses: worked from the artifacts the page shows -----------------------
+
+
+def test_faults_7_the_hidden_straggler_by_hand():
+    """Seed 4's profile of 8 ranks: every step takes 517.5 ms on every rank (the
+    barrier); rank 5 spends 60.0 ms in the all-reduce, the others about 117."""
+    import statistics
+
+    from mlbook.faults import incidents
+
+    ranks = incidents.rank_timings(4, 8).ranks
+    step = {r.rank: r.step_ms for r in ranks}
+    allreduce = {r.rank: r.allreduce_ms for r in ranks}
+    assert len(set(step.values())) == 1  # the step time cannot tell them apart
+    assert step[0] == pytest.approx(517.55, abs=0.01)
+    slow = min(allreduce, key=allreduce.get)  # the rank nobody waits for
+    assert slow == 5 and allreduce[5] == pytest.approx(60.02, abs=0.01)
+    # compute = step - all-reduce: rank 5 457.53 ms, the others' median 400.26 ms
+    compute = {r: step[r] - allreduce[r] for r in step}
+    healthy = statistics.median(c for r, c in compute.items() if r != slow)
+    assert compute[5] == pytest.approx(457.53, abs=0.01)
+    assert healthy == pytest.approx(400.26, abs=0.01)
+    by_hand = {
+        "rank": ["rank_5"],
+        "measurement": ["allreduce"],
+        "delta": compute[5] / healthy - 1,  # 0.1431
+    }
+    assert by_hand["delta"] == pytest.approx(0.1431, abs=1e-4)
+    assert_matches({"faults-7": by_hand})
+
+
+def test_faults_8_the_spike_and_its_replay_by_hand():
+    """Seed 3: the run's loss leaps at step 29 (3.77 to 5.47) after batch 13 was
+    read at step 28; the replay from the checkpoint of step 20 reads the window's
+    batches in another order and leaps at step 26, after batch 13 at step 25."""
+    from mlbook.faults import incidents
+
+    r = incidents.spike_replay(3, 60, 10)
+    run = dict(enumerate(r.batches))
+    replay = {r.replay_from + i: b for i, b in enumerate(r.replay_batches)}
+    jumps = [t for t in range(1, 60) if r.losses[t] > 1.3 * r.losses[t - 1]]
+    replay_losses = dict(enumerate(r.replay_losses, start=r.replay_from))
+    replay_jumps = [
+        t
+        for t in range(r.replay_from + 1, 60)
+        if replay_losses[t] > 1.3 * replay_losses[t - 1]
+    ]
+    assert jumps == [29] and replay_jumps == [26]
+    assert (run[28], replay[25]) == (13, 13)  # the batch before each leap
+    assert (run[29], replay[26]) == (44, 59)  # not the leap's own batches
+    by_hand = {"batch": 13, "cause": ["data"], "remedy": ["skip_batch"]}
+    assert_matches({"faults-8": by_hand})

@@ -13,9 +13,10 @@ module is checked without being listed anywhere:
 
 A chapter package's ``__init__`` names the chapter's torch-free calculators
 (``from mlbook import cadence``; ``cadence.young_interval(...)``) and loads no
-numpy either: the HTML book imports it in the browser. A chapter's exercises
-(``mlbook/<chapter>/exercises.py``) reach the judge through
-``mlbook.exercises._core`` only, and only ``mlbook.exercises`` imports them.
+numpy either: the HTML book imports it in the browser. The exercise judge
+(``mlbook.judge``) sits below the chapters and imports none; a chapter's
+exercises (``mlbook/<chapter>/exercises.py``) import the judge, and only the
+catalogue ``mlbook.exercises``, above the chapters, imports them.
 """
 
 from __future__ import annotations
@@ -182,8 +183,9 @@ def test_no_import_cycles():
 
 # --- chapter packages and their exercises --------------------------------------------
 
-# not chapters: shared packages, and the calibration of the whole machine
-SHARED = ("common", "common_torch", "plotting", "exercises", "calibrate")
+# not chapters: shared packages, the exercise judge and catalogue, and the
+# calibration of the whole machine
+SHARED = ("common", "common_torch", "plotting", "judge", "exercises", "calibrate")
 HEAVY = ("torch", "numpy", "matplotlib", "ipywidgets", "pandas", "scipy")
 
 
@@ -205,7 +207,11 @@ def chapter_exercises() -> list[str]:
     ]
 
 
-def test_every_chapter_has_its_exercises_and_the_registry_imports_them():
+def _in(package: str, name: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_every_chapter_has_its_exercises_and_the_catalogue_imports_them():
     chapters, exercises = chapter_packages(), chapter_exercises()
     assert "mlbook.mfu" in chapters and "mlbook.plan" in chapters
     assert [e.rsplit(".", 1)[0] for e in exercises] == chapters, (
@@ -217,25 +223,85 @@ def test_every_chapter_has_its_exercises_and_the_registry_imports_them():
     )
 
 
-def test_chapter_exercises_reach_the_judge_through_its_core_only():
-    """A chapter's exercises module imports ``mlbook.exercises._core`` (the
-    record types and the registry), not the package's names, _check or
-    _page, and no other chapter's exercises."""
+def test_no_chapter_imports_the_catalogue():
+    """No arrow runs back up: no module of a chapter (its exercises
+    included) imports ``mlbook.exercises``, and a chapter's exercises import
+    no other chapter's exercises."""
     graph, exercises = import_graph(), set(chapter_exercises())
+    chapter_modules = [n for n in graph if any(_in(c, n) for c in chapter_packages())]
+    assert "mlbook.mfu.exercises" in chapter_modules
     bad = {
         n: sorted(
             e
             for e in graph[n]
-            if (e == "mlbook.exercises" or e.startswith("mlbook.exercises."))
-            and e != "mlbook.exercises._core"
-            or e in exercises
+            if _in("mlbook.exercises", e) or (n in exercises and e in exercises)
         )
-        for n in exercises
+        for n in chapter_modules
     }
     assert not {n: e for n, e in bad.items() if e}, bad
 
 
-def test_only_the_registry_imports_a_chapters_exercises():
+def test_chapter_exercises_import_the_judge():
+    graph = import_graph()
+    for n in chapter_exercises():
+        assert any(_in("mlbook.judge", e) for e in graph[n]), n
+
+
+def test_the_judge_imports_no_chapter_and_not_the_catalogue():
+    """``mlbook.judge`` sits below the chapters: it imports nothing from a
+    chapter package or from ``mlbook.exercises``, lazily or not."""
+    graph = import_graph()
+    above = ["mlbook.exercises", *chapter_packages()]
+    bad = {
+        n: sorted(e for e in edges if any(_in(a, e) for a in above))
+        for n, edges in graph.items()
+        if _in("mlbook.judge", n)
+    }
+    assert "mlbook.judge._core" in bad
+    assert not {n: e for n, e in bad.items() if e}, bad
+
+
+def test_shared_packages_import_nothing_above_them():
+    """``mlbook.common`` and ``mlbook.common_torch`` sit below every chapter:
+    they import no chapter package, nor the judge, the catalogue or
+    ``mlbook.calibrate``, lazily or not."""
+    graph = import_graph()
+    above = [
+        p
+        for p in all_modules()
+        if p.count(".") == 1
+        and all_modules()[p].name == "__init__.py"
+        and p.split(".")[1] not in ("common", "common_torch", "plotting")
+    ]
+    assert "mlbook.capstone" in above and "mlbook.calibrate" in above
+    shared = [
+        n for n in graph if _in("mlbook.common", n) or _in("mlbook.common_torch", n)
+    ]
+    assert "mlbook.common_torch.reference_loop" in shared
+    bad = {
+        n: sorted(e for e in graph[n] if any(_in(a, e) for a in above)) for n in shared
+    }
+    assert not {n: e for n, e in bad.items() if e}, bad
+
+
+def test_calibrate_runs_the_reference_loop_not_the_capstones_experiments():
+    """``mlbook.calibrate`` times the reference loop from
+    ``mlbook.common_torch.reference_loop``; no module of it imports the
+    capstone's experiments (``mlbook.capstone.experiments*``)."""
+    graph = import_graph()
+    calibrate = {n: graph[n] for n in graph if _in("mlbook.calibrate", n)}
+    assert (
+        "mlbook.common_torch.reference_loop"
+        in calibrate["mlbook.calibrate.experiments"]
+    )
+    bad = {
+        n: sorted(e for e in edges if e.startswith("mlbook.capstone.experiments"))
+        for n, edges in calibrate.items()
+    }
+    assert not {n: e for n, e in bad.items() if e}, bad
+
+
+def test_only_the_catalogue_imports_a_chapters_exercises():
     """Nothing in mlbook but ``mlbook.exercises`` imports a chapter's exercises
     module: a chapter's own modules importing it would tie the chapter to the
     registry of every chapter, in a circle."""
@@ -248,15 +314,19 @@ def test_only_the_registry_imports_a_chapters_exercises():
     assert bad == {}, f"only mlbook.exercises may import a chapter's exercises: {bad}"
 
 
-def test_a_chapters_exercises_imported_first_still_register_every_record():
-    """Python runs mlbook/exercises/__init__.py on the way to ``_core``, so a
-    chapter's exercises module imported before mlbook.exercises re-enters
-    itself half-loaded; every record must be registered all the same."""
+def test_a_chapters_exercises_load_without_the_catalogue():
+    """A chapter's exercises module imported first loads the judge and not
+    ``mlbook.exercises`` (nothing is half-loaded on the way), registers its own
+    records, and the catalogue imported afterwards still sees every record."""
     code = (
         "import importlib, json, sys\n"
-        "importlib.import_module(sys.argv[1])\n"
+        "m = importlib.import_module(sys.argv[1])\n"
+        "from mlbook.judge import EXERCISES as judged\n"
+        "alone = 'mlbook.exercises' in sys.modules\n"
+        "own = sorted(r.id for r in m.EXERCISES)\n"
+        "first = sorted(judged)\n"
         "from mlbook.exercises import EXERCISES\n"
-        "print(json.dumps(sorted(EXERCISES)))\n"
+        "print(json.dumps([alone, own, first, sorted(EXERCISES)]))\n"
     )
     from mlbook.exercises import EXERCISES
 
@@ -269,7 +339,10 @@ def test_a_chapters_exercises_imported_first_still_register_every_record():
     for n, proc in runs.items():
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0, f"importing {n} first failed"
-        assert json.loads(out.strip().splitlines()[-1]) == sorted(EXERCISES), n
+        loaded, own, first, every = json.loads(out.strip().splitlines()[-1])
+        assert not loaded, f"{n} loaded mlbook.exercises"
+        assert own and set(own) <= set(first), n
+        assert every == sorted(EXERCISES), n
 
 
 def test_chapter_packages_load_neither_torch_numpy_nor_matplotlib():

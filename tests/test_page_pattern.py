@@ -1,11 +1,18 @@
-"""Every page shows its work in cells a reader can read (CONTRIBUTING.md, the
-page guide), checked on the sources and on the test build:
+"""Every page teaches in cells a reader can read (CONTRIBUTING.md, the page
+guide), checked on the sources and on the test build:
 
-- at most a third of a page's code cells hide or remove their input;
-- one glue call per cell, ``mlbook.show.glue_values``; myst_nb's ``glue`` is
-  called in the package only, inside that function, and nowhere else;
-- a cell that glues shows what it glues (a table or a printed line), and in
-  the executed page every glued value is visible in its cell's output;
+- the parameters and set-up cells fold (``hide-input``); a chapter's first
+  idea comes in prose before its first code listing;
+- glue is plumbing: one call per cell, ``mlbook.show.glue_values``, in a cell
+  the HTML hides (``remove-cell``); myst_nb's ``glue`` is called in the
+  package only, inside that function; every glued value is visible in the
+  executed page, in its cell's output or in a cell just before it;
+- glue calls and format dictionaries are at most 3 % of the code lines a
+  reader sees in the HTML (solutions folded): a column's unit sets its format;
+- at most 2 % of a page's prose sentences talk about the page (its checks,
+  cells, budgets, timing method or build: tools/page_metrics.py's NARRATION)
+  rather than the subject; a chapter ends with one collapsed "How this page
+  checks itself" box, where the checks are told;
 - no column alignment typed into f-strings: rows of results are tables;
 - cells are short: the median code cell is at most 12 lines and none is over
   30 (parameters, set-up and exercise solutions aside);
@@ -25,13 +32,17 @@ from pathlib import Path
 import pytest
 
 from bookbuild import pages
-from page_metrics import metrics, sized_cells
+from page_metrics import metrics, prose_sentences, sized_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = pages.chapters()
 HIDING = {"hide-input", "remove-input", "remove-cell"}
 MEDIAN_CELL_LINES, MAX_CELL_LINES = 12, 30
 BOOKKEEPING_SHARE = 0.15
+PLUMBING_SHARE = 0.03  # of the code lines a reader sees in the HTML
+NARRATING_SHARE = 0.02  # of the prose body's sentences
+CHECKS_BOX = "```{dropdown} How this page checks itself"
+CHAPTERS = [p for p in PAGES if p.parent.name == "notebooks"]
 GLUE_HELPER = "glue_values"  # mlbook/show.py: the one function that glues
 
 
@@ -69,16 +80,18 @@ def shows_something(source: str) -> bool:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
-def test_at_most_a_third_of_code_cells_hide_their_input(page):
+def test_the_parameters_and_set_up_cells_fold(page):
     cells = code_cells(page)
-    hidden = [c for c in cells if HIDING & set(c.metadata.get("tags", []))]
-    assert len(hidden) * 3 <= len(cells), (
-        f"{page.name}: {len(hidden)} of {len(cells)} code cells hide their input"
-    )
+    tags = [set(c.metadata.get("tags", [])) for c in cells]
+    if not tags or "parameters" not in tags[0]:
+        return  # a page with no knobs has no parameters cell to fold
+    assert "hide-input" in tags[0], f"{page.name}: the parameters cell shows its input"
+    if len(tags) > 1:
+        assert tags[1] & HIDING, f"{page.name}: the set-up cell shows its input"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
-def test_one_glue_call_per_cell_and_the_cell_shows_it(page):
+def test_glue_is_one_hidden_call_per_cell(page):
     text = page.read_text()
     assert "mlbook.page" not in text and "from mlbook import page" not in text
     assert not re.search(r"from myst_nb import|import myst_nb", text), (
@@ -88,10 +101,70 @@ def test_one_glue_call_per_cell_and_the_cell_shows_it(page):
         n = len(calls(cell.source, GLUE_HELPER))
         assert n <= 1, f"{page.name}, code cell {i}: {n} glue calls (one per cell)"
         if n:
-            assert shows_something(cell.source), (
-                f"{page.name}, code cell {i}: glues values but shows nothing "
-                "(a table or a printed line must show what it glues)"
+            assert HIDING & set(cell.metadata.get("tags", [])), (
+                f"{page.name}, code cell {i}: glues in a cell the HTML shows; "
+                "glue in a cell of its own tagged remove-cell, after the cell "
+                "that shows the values"
             )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_plumbing_is_a_small_share_of_the_code_a_reader_sees(page):
+    m = metrics(page)
+    assert m.plumbing_lines <= PLUMBING_SHARE * m.visible_lines, (
+        f"{page.name}: {m.plumbing_lines} of the {m.visible_lines} code lines the "
+        f"HTML shows glue or format (at most {PLUMBING_SHARE:.0%}); name columns "
+        "with their units and glue in a remove-cell cell"
+    )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_the_prose_speaks_of_the_subject(page):
+    from page_metrics import narrating
+
+    sentences = prose_sentences(page.read_text())
+    about_the_page = [s for s in sentences if narrating(s)]
+    assert len(about_the_page) <= NARRATING_SHARE * len(sentences), (
+        f"{page.name}: {len(about_the_page)} of {len(sentences)} sentences talk "
+        f"about the page, its checks or its build (at most {NARRATING_SHARE:.0%}); "
+        "move them to the 'How this page checks itself' box: "
+        + " | ".join(s[:90] for s in about_the_page)
+    )
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.stem)
+def test_a_chapter_ends_with_one_box_of_its_checks(page):
+    text = page.read_text()
+    assert text.count(CHECKS_BOX) == 1, (
+        f"{page.name}: one '{CHECKS_BOX}' box, found {text.count(CHECKS_BOX)}"
+    )
+    after = text[text.index(CHECKS_BOX) :]
+    assert not re.search(r"^#|^```\{(?:exercise|code-cell)\}", after, flags=re.M), (
+        f"{page.name}: the checks box is the chapter's last section"
+    )
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.stem)
+def test_the_first_idea_comes_before_the_first_listing(page):
+    text = page.read_text()
+    listing = re.compile(r"^```\{(?:code-cell|literalinclude)\}", flags=re.M)
+    first_visible = len(text)
+    for m in listing.finditer(text):
+        after = text[m.end() :].split("\n")[1:]
+        options = ""
+        for line in after:
+            if not line.startswith(":"):
+                break
+            options += line
+        if not re.search(r"hide-input|remove-input|remove-cell|parameters", options):
+            first_visible = m.start()
+            break
+    before = text[:first_visible]
+    sentences = prose_sentences(before)
+    assert len(sentences) >= 4, (
+        f"{page.name}: the first code a reader sees comes after only "
+        f"{len(sentences)} sentences; give the idea in words first"
+    )
 
 
 ALIGNED = re.compile(r"\{[^{}]*:[^{}]?[<>^=]\d+[^{}]*\}")
@@ -141,7 +214,7 @@ def test_bookkeeping_is_a_small_share_of_the_code():
 # scripts torchrun starts (their stdout is the launcher's log), and the
 # exercises' check(), whose printed hint is what a reader checking an answer
 # in JupyterLab reads.
-MAY_PRINT = ("plan/cli.py", "calibrate/cli.py", "__main__.py", "exercises/_check.py")
+MAY_PRINT = ("plan/cli.py", "calibrate/cli.py", "__main__.py", "judge/_check.py")
 
 
 def test_the_package_glues_only_in_the_page_helper_and_never_prints():
@@ -262,7 +335,10 @@ def shown(value, text: str) -> bool:
 
 @pytest.mark.book
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
-def test_every_glued_value_is_visible_in_its_cell(book, page):
+def test_every_glued_value_is_visible_where_it_is_made(book, page):
+    """Each glued value shows in the executed page: in the output of the cell
+    that glues it or of the cells since the previous glue (the cell that
+    computed and showed it), as a number that rounds it or as a label."""
     import nbformat
 
     from conftest import BOOK_DEST
@@ -271,21 +347,23 @@ def test_every_glued_value_is_visible_in_its_cell(book, page):
     nb = nbformat.read(executed, as_version=4)
     from bookbuild import values as glued
 
-    hidden = []
+    hidden, since_glue = [], []
     for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        since_glue.append(visible_text(cell.get("outputs", [])))
         records = [
             o for o in cell.get("outputs", []) if o.get("metadata", {}).get("scrapbook")
         ]
         if not records:
             continue
-        text = visible_text(cell.outputs)
+        text = "\n".join(since_glue)
         for record in records:
             name = record["metadata"]["scrapbook"]["name"]
             value = glued.glued_value_of_output(record, page.stem)
             if not shown(value, text):
                 hidden.append(f"code cell {i}: {name} = {value!r}")
+        since_glue = []
     assert not hidden, (
-        f"{page.stem}: glued values not shown in their cell's output: {hidden}"
+        f"{page.stem}: glued values not shown by the cells that made them: {hidden}"
     )
 
 

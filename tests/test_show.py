@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from conftest import examples
 from mlbook import show
 
-PROPERTY_COVERS = {"mlbook.show.table", "mlbook.show.glue_values"}
+PROPERTY_COVERS = {
+    "mlbook.show.table",
+    "mlbook.show.glue_values",
+    "mlbook.show.unit_format",
+}
 
 
 def cells(styler) -> list[str]:
@@ -120,6 +124,19 @@ def test_a_number_shows_as_itself_to_four_figures(x):
 
 @examples(50)
 @given(
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6),
+    st.sampled_from(["share (%)", "MFU (%)", "of the step (%) "]),
+)
+def test_a_percent_column_shows_a_hundred_times_the_fraction(x, header):
+    (text,) = cells(show.table({header: [x]}))[1:]
+    assert text.endswith("%")
+    shown = float(text[:-1].replace(",", ""))
+    assert abs(shown - 100 * x) <= 0.05 * (1 + 1e-9) + 1e-9 * abs(100 * x)
+    assert show.unit_format(header)(x) == text
+
+
+@examples(50)
+@given(
     st.dictionaries(
         st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True),
         st.one_of(
@@ -150,3 +167,15 @@ def test_glue_values_glues_each_value_once_unchanged(values):
             assert got == []
     finally:
         myst_nb.glue = original
+
+
+def test_a_percent_column_shows_fractions_as_percentages_without_a_format():
+    html = show.table(
+        [{"share (%)": 0.12345, "step (ms)": 1234.5, "label": "x"}]
+    ).to_html()
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
+    assert cells == ["12.3%", "1,234", "x"]  # 0.12345 -> 12.3 %; 4 figures
+    assert show.unit_format("share (%) ")(float("nan")) == "-"
+    # a format the page gives still wins over the unit's
+    html = show.table([{"share (%)": 0.5}], formats={"share (%)": "{:.0%}"}).to_html()
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", html) == ["50%"]

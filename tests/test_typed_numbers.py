@@ -19,7 +19,7 @@ from conftest import examples
 from mlbook.common import live
 from mlbook.common.validate import COMMA_DECIMAL, did_you_mean, number_text
 from mlbook.exercises import check
-from mlbook.exercises._core import MESSAGES, read_number
+from mlbook.judge._core import MESSAGES, read_number
 
 PROPERTY_COVERS = {
     "mlbook.common.validate.number_text",

@@ -20,17 +20,33 @@ from mlbook.accumulation.formulas import (
     naive_token_losses,
     token_normalised_losses,
 )
+from mlbook.accumulation.incidents import (
+    NORMALISATIONS,
+    STEP_JITTER,
+    MicroBatch,
+    MicroBatchLog,
+    SweepIncident,
+    k_sweep_log,
+    micro_batch_log,
+)
 
 __all__ = [
     "KSweep",
+    "MicroBatch",
+    "MicroBatchLog",
+    "NORMALISATIONS",
+    "STEP_JITTER",
     "StepCostModel",
+    "SweepIncident",
     "SweepRow",
     "check_k",
     "divisors",
     "fit_cost_model",
     "fit_line",
+    "k_sweep_log",
     "largest_unscaled_k",
     "loss_scale_log2",
+    "micro_batch_log",
     "naive_token_losses",
     "token_normalised_losses",
 ]

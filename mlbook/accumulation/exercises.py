@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
-from mlbook.accumulation import formulas
+from mlbook.accumulation import formulas, incidents
 from mlbook.common import accelerators, transformer
 from mlbook.common.memory import ADAM_MIXED_STATE_BYTES
 from mlbook.common.units import GIB
-from mlbook.exercises._core import (
+from mlbook.judge import (
+    Choice,
     Code,
     Integer,
     Mistake,
@@ -459,6 +460,136 @@ ACCUMULATION_6 = exercise(
     ),
 )
 
+# --- diagnoses: a step's micro-batch log, a k sweep ----------------------------------
+
+NORMALISATION_CHOICE = Choice(
+    "how this trainer normalised each micro-batch's loss",
+    {
+        "sum_over_n": "the token sum over the whole batch's N (right)",
+        "mean_over_k": "each micro-batch's token mean, divided by k",
+        "mean_no_k": "each micro-batch's token mean, not divided by k",
+        "sum_over_k": "each micro-batch's token sum, divided by k",
+    },
+    {
+        "sum_over_n": "divide a micro-batch's loss sum by N and compare with the "
+        "logged loss.",
+        "mean_no_k": "add the logged losses up: the whole batch's mean is about "
+        "one token's loss, 2.6 nats.",
+        "sum_over_k": "a token sum is thousands of nats; compare the logged "
+        "losses with the sums.",
+    },
+)
+
+
+def _accumulation_7(seed):
+    log = incidents.micro_batch_log(seed)
+    return {
+        "normalisation": log.normalisation,
+        "weight": log.token_weight(log.shortest),
+        "right_weight": log.token_weight(log.shortest, "sum_over_n"),
+    }
+
+
+ACCUMULATION_7 = exercise(
+    "accumulation-7",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 11},
+    answers={
+        "normalisation": NORMALISATION_CHOICE,
+        "weight": Real(
+            "fraction", "the weight this trainer gave one token of micro-batch 1", 0.01
+        ),
+        "right_weight": Real("fraction", "the weight one token should have had", 0.01),
+    },
+    key=_accumulation_7,
+    mistakes=(
+        Mistake(
+            "weight",
+            "the right weight 1/N",
+            "that is what the token should have weighed; this trainer divided by "
+            "something else.",
+            lambda seed: _accumulation_7(seed)["right_weight"],
+        ),
+        Mistake(
+            "weight",
+            "1/N_1, without the k",
+            "each micro-batch's mean was also divided by k.",
+            lambda seed: 1 / incidents.micro_batch_log(seed).micro_batches[0].tokens,
+        ),
+        Mistake(
+            "right_weight",
+            "1/(k N_1), the trainer's weight",
+            "the right weight is the same for every token of the batch.",
+            lambda seed: _accumulation_7(seed)["weight"],
+        ),
+    ),
+)
+
+K_CAUSES = Choice(
+    "what makes the step at the team's k slow",
+    {
+        "fixed_cost": "each micro-batch's fixed cost, paid k times",
+        "per_example": "the work per example",
+        "optimizer": "the optimizer step",
+    },
+    {
+        "per_example": "every k processes the same B examples.",
+        "optimizer": "the optimizer runs once a step, whatever k is.",
+    },
+)
+
+
+def _accumulation_8(seed, global_batch, k_used, budget_gib):
+    log = incidents.k_sweep_log(seed, global_batch)
+    m, rows = log.model, {r.k: r for r in log.sweep.rows}
+    k_fit = global_batch // m.largest_micro_batch(global_batch, budget_gib * GIB)
+    grows = {  # what each term of the step adds between k_fit and k_used
+        "fixed_cost": (k_used - k_fit) * m.per_micro_batch_s,
+        "per_example": 0.0,
+        "optimizer": 0.0,
+    }
+    return {
+        "cause": max(grows, key=grows.get),
+        "k": k_fit,
+        "saved_ms": (rows[k_used].step_s - rows[k_fit].step_s) * 1e3,
+    }
+
+
+def _all_fixed_costs_ms(seed, global_batch, k_used, budget_gib):
+    fit = formulas.fit_cost_model(incidents.k_sweep_log(seed, global_batch).sweep)
+    return k_used * fit.per_micro_batch_s * 1e3
+
+
+ACCUMULATION_8 = exercise(
+    "accumulation-8",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 1, "global_batch": 256, "k_used": 64, "budget_gib": 16},
+    answers={
+        "cause": K_CAUSES,
+        "k": Integer("micro-batches", "the k to use"),
+        "saved_ms": Real("ms", "what it saves a step", 0.04),
+    },
+    key=_accumulation_8,
+    mistakes=(
+        Mistake(
+            "k",
+            "the micro-batch b instead of k",
+            "k is the number of micro-batches: B / b.",
+            lambda seed, global_batch, budget_gib, **_: (
+                global_batch // _accumulation_8(seed, global_batch, 1, budget_gib)["k"]
+            ),
+        ),
+        Mistake(
+            "saved_ms",
+            "the fixed cost of all 64 micro-batches",
+            "at the k you pick, its micro-batches still pay their fixed cost.",
+            _all_fixed_costs_ms,
+        ),
+    ),
+)
+
 EXERCISES = register(
     ACCUMULATION_1,
     ACCUMULATION_2,
@@ -466,4 +597,6 @@ EXERCISES = register(
     ACCUMULATION_4,
     ACCUMULATION_5,
     ACCUMULATION_6,
+    ACCUMULATION_7,
+    ACCUMULATION_8,
 )

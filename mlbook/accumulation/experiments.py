@@ -88,7 +88,11 @@ def _grads(model: nn.Module) -> list[torch.Tensor]:
     ]
 
 
-def _check_batch(X, y, k: int | None = None) -> int:
+def _check_batch(X, y, k: int | None = None, scale: float | None = None) -> int:
+    """The batch's size; an error if X and y differ in length, the batch is
+    empty, k does not split it or a loss scale is not above 0."""
+    if scale is not None:
+        validate.positive("scale", scale)
     if len(X) != len(y):
         raise ValueError(f"X has {len(X)} examples but y has {len(y)}; they must match")
     if len(X) == 0:
@@ -239,6 +243,16 @@ def token_sum_loss(logits, targets):
     )
 
 
+def _check_tokens(idx, targets, k: int) -> int:
+    """The batch's real-token count; an error if k does not split it or it has
+    no real token."""
+    _check_batch(idx, targets, k)
+    n_tokens = token_count(targets)
+    if n_tokens == 0:
+        raise ValueError("the batch has no real tokens (every target is padding)")
+    return n_tokens
+
+
 def naive_token_grads(model: nn.Module, idx, targets, k: int) -> list[torch.Tensor]:
     """The bug: each micro-batch's own token mean, divided by k. A token in a
     short micro-batch weighs more than one in a long micro-batch."""
@@ -250,10 +264,7 @@ def token_normalised_grads(
 ) -> list[torch.Tensor]:
     """The fix: sum each micro-batch's token losses and divide by the token
     count of the whole batch, counted before the first micro-batch."""
-    _check_batch(idx, targets, k)
-    n_tokens = token_count(targets)
-    if n_tokens == 0:
-        raise ValueError("the batch has no real tokens (every target is padding)")
+    n_tokens = _check_tokens(idx, targets, k)  # the whole batch's real tokens
     m = copy.deepcopy(model)
     m.zero_grad(set_to_none=True)
     for idx_j, t_j in zip(idx.chunk(k), targets.chunk(k), strict=True):
@@ -288,8 +299,7 @@ def fp16_accumulated_grads(model: nn.Module, loss_fn, X, y, k: int, scale: float
     gradient overflowed, in which case a real trainer skips the step and
     lowers S (torch.amp.GradScaler does both).
     """
-    _check_batch(X, y, k)
-    validate.positive("scale", scale)
+    _check_batch(X, y, k, scale)
     m = copy.deepcopy(model).half()
     m.zero_grad(set_to_none=True)
     for X_j, y_j in zip(X.chunk(k), y.chunk(k), strict=True):

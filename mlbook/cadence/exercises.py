@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 
-from mlbook.cadence import formulas
+from mlbook.cadence import formulas, incidents
 from mlbook.common.units import DAY_S, HOUR_S
-from mlbook.exercises._core import (
-    Code,
+from mlbook.judge import (
+    Choice,
     Mistake,
     Real,
-    WrongFunction,
     exercise,
     register,
 )
@@ -138,28 +137,58 @@ CADENCE_2 = exercise(
 )
 
 
+def _storage_bound(nbytes, writers, writer_bytes_per_s, storage_bytes_per_s):
+    """'storage' when the writers together could push more than the storage
+    takes, else 'writers' (formulas.write_time_s takes the smaller)."""
+    pushed = writers * writer_bytes_per_s
+    return "storage" if pushed >= storage_bytes_per_s else "writers"
+
+
+BOUND = Choice(
+    "what sets the write time C",
+    {
+        "storage": "the storage's aggregate bandwidth",
+        "writers": "the writers' own bandwidth (too few of them)",
+    },
+    {
+        "writers": "add up what all the writers could push and compare it with "
+        "what the storage takes.",
+    },
+)
+
+
 def _cadence_3(
     n_params_b, writers, writer_gb_s, storage_gb_s, n_gpus, gpus_per_node, node_days
 ):
+    """The job doubled: twice the GPUs (so twice the nodes) and twice the writers."""
     nbytes = formulas.checkpoint_bytes(n_params_b * 1e9)
-    c = formulas.write_time_s(nbytes, writers, writer_gb_s * 1e9, storage_gb_s * 1e9)
-    t = formulas.cluster_mtbf(node_days * DAY_S, n_gpus // gpus_per_node)
+    w, s = writer_gb_s * 1e9, storage_gb_s * 1e9
+    c = formulas.write_time_s(nbytes, 2 * writers, w, s)
+    t = formulas.cluster_mtbf(node_days * DAY_S, 2 * n_gpus // gpus_per_node)
     daly = formulas.daly_interval(c, t)
     return {
-        "c_s": c,
-        "mtbf_h": t / HOUR_S,
+        "bound": _storage_bound(nbytes, writers, w, s),
         "daly_s": daly,
         "waste": formulas.waste_fraction(daly, c, t, exact=True),
     }
 
 
-def _cadence_3_with(**changes):
-    """cadence-3's key computed with some inputs changed (a mistake's way)."""
+def _cadence_3_before(**i):
+    """cadence-3's Daly interval and loss before the job doubled."""
+    nbytes = formulas.checkpoint_bytes(i["n_params_b"] * 1e9)
+    c = formulas.write_time_s(
+        nbytes, i["writers"], i["writer_gb_s"] * 1e9, i["storage_gb_s"] * 1e9
+    )
+    nodes = i["n_gpus"] // i["gpus_per_node"]
+    t = formulas.cluster_mtbf(i["node_days"] * DAY_S, nodes)
+    daly = formulas.daly_interval(c, t)
+    return c, t, daly
 
-    def wrong(answer):
-        return lambda **i: _cadence_3(**{**i, **changes})[answer]
 
-    return wrong
+def _cadence_3_halved_c(**i):
+    """Daly's interval if doubling the writers had halved C."""
+    c, t, _ = _cadence_3_before(**i)
+    return formulas.daly_interval(c / 2, t / 2)
 
 
 CADENCE_3 = exercise(
@@ -176,61 +205,44 @@ CADENCE_3 = exercise(
         "node_days": 60,
     },
     answers={
-        "c_s": Real("s", "the write time C", 0.005),
-        "mtbf_h": Real("h", "the job's MTBF T", 0.005),
-        "daly_s": Real("s", "Daly's interval", 0.005),
-        "waste": Real("fraction", "fraction of time lost at Daly's interval", 0.005),
+        "bound": BOUND,
+        "daly_s": Real("s", "Daly's interval once the job has doubled", 0.005),
+        "waste": Real(
+            "fraction", "fraction of time lost there, once the job has doubled", 0.01
+        ),
     },
     key=_cadence_3,
     mistakes=(
         Mistake(
-            "c_s",
-            "no storage ceiling",
-            "2,048 writers at 1 GB/s would push 2 TB/s; the storage takes less.",
-            _cadence_3_with(storage_gb_s=1e9)("c_s"),
-        ),
-        Mistake(
-            "c_s",
-            "one writer",
-            "every rank writes its own shard, all at once.",
-            _cadence_3_with(writers=1)("c_s"),
-        ),
-        Mistake(
-            "c_s",
-            "16 bytes a parameter",
-            "the gradients are not saved: the next step recomputes them.",
-            lambda **i: _cadence_3(**i)["c_s"] * 16 / 14,
-        ),
-        Mistake(
-            "mtbf_h",
-            "GPUs instead of nodes",
-            "the failure rate given is per node: divide by the node count.",
-            _cadence_3_with(gpus_per_node=1)("mtbf_h"),
-        ),
-        Mistake(
-            "mtbf_h",
-            "the node's MTBF",
-            "a synchronous job stops when any of its nodes fails.",
-            lambda node_days, **_: node_days * DAY_S / HOUR_S,
+            "daly_s",
+            "C halved by the doubled writers",
+            "the writers could already push more than the storage takes: twice "
+            "as many write no faster (and sqrt(2CT) does not halve with T).",
+            _cadence_3_halved_c,
         ),
         Mistake(
             "daly_s",
-            "Young's interval",
-            "Daly's refinement multiplies sqrt(2CT) by 1 + (1/3) sqrt(C/2T) + "
-            "(1/9) C/2T and subtracts C.",
-            lambda **i: formulas.young_interval(
-                _cadence_3(**i)["c_s"], _cadence_3(**i)["mtbf_h"] * HOUR_S
+            "the interval before the job doubled",
+            "twice the nodes fail twice as often: T halves.",
+            lambda **i: _cadence_3_before(**i)[2],
+        ),
+        Mistake(
+            "waste",
+            "the loss doubled with the failure rate",
+            "at the optimum the loss grows as sqrt(C/T), not as 1/T.",
+            lambda **i: (
+                2
+                * formulas.waste_fraction(
+                    _cadence_3_before(**i)[2], *_cadence_3_before(**i)[:2], exact=True
+                )
             ),
         ),
         Mistake(
             "waste",
-            "the first-order loss",
-            "that is Young's estimate C/I + I/(2T); the exact expectation under "
-            "exponential failures is a little lower.",
+            "the loss before the job doubled",
+            "twice the nodes fail twice as often, and every failure costs work.",
             lambda **i: formulas.waste_fraction(
-                _cadence_3(**i)["daly_s"],
-                _cadence_3(**i)["c_s"],
-                _cadence_3(**i)["mtbf_h"] * HOUR_S,
+                _cadence_3_before(**i)[2], *_cadence_3_before(**i)[:2], exact=True
             ),
         ),
     ),
@@ -239,69 +251,63 @@ CADENCE_3 = exercise(
 
 def _cadence_4(interruptions, days, checkpoint_s, restart_s):
     t = days * DAY_S / interruptions
-    daly = formulas.daly_interval(checkpoint_s, t)
+
+    def lost(c, r):  # the exact loss at Daly's interval for C = c, R = r
+        daly = formulas.daly_interval(c, t)
+        return formulas.waste_fraction(daly, c, t, r, exact=True)
+
+    now = lost(checkpoint_s, restart_s)
+    half_c = now - lost(checkpoint_s / 2, restart_s)
+    half_r = now - lost(checkpoint_s, restart_s / 2)
     return {
-        "mtbf_h": t / HOUR_S,
-        "daly_s": daly,
-        "waste": formulas.waste_fraction(daly, checkpoint_s, t, restart_s, exact=True),
+        "restarts": now - lost(checkpoint_s, 0.0),
+        "saved_half_c": half_c,
+        "saved_half_r": half_r,
+        "better": "halve_c" if half_c > half_r else "halve_r",
     }
 
 
 CADENCE_4 = exercise(
     "cadence-4",
-    level=1,
+    level=2,
     kind="compute",
     inputs={"interruptions": 419, "days": 54, "checkpoint_s": 60, "restart_s": 600},
     answers={
-        "mtbf_h": Real("h", "the job's MTBF T", 0.005),
-        "daly_s": Real("s", "Daly's interval", 0.005),
-        "waste": Real(
-            "fraction", "fraction of time lost at Daly's interval, restarts in", 0.005
+        "restarts": Real(
+            "fraction", "fraction of time the restarts cost, at Daly's interval", 0.02
+        ),
+        "saved_half_c": Real("fraction", "fraction of time halving C gives back", 0.02),
+        "saved_half_r": Real("fraction", "fraction of time halving R gives back", 0.02),
+        "better": Choice(
+            "which buys more",
+            {"halve_c": "halving the write C", "halve_r": "halving the restart R"},
         ),
     },
     key=_cadence_4,
     mistakes=(
         Mistake(
-            "mtbf_h",
-            "the MTBF in days",
-            "54 days over 419 interruptions is a number of days: give hours.",
-            lambda interruptions, days, **_: days / interruptions,
-        ),
-        Mistake(
-            "daly_s",
-            "the restart added to C",
-            "the restart cost adds waste but does not move the optimum.",
-            lambda interruptions, days, checkpoint_s, restart_s: formulas.daly_interval(
-                checkpoint_s + restart_s, days * DAY_S / interruptions
+            "restarts",
+            "R/T, the first-order restart cost",
+            "a failure can also strike during a restart, and restarts only cost "
+            "while the job runs: use the exact loss with R and without it.",
+            lambda interruptions, days, restart_s, **_: (
+                restart_s / (days * DAY_S / interruptions)
             ),
         ),
         Mistake(
-            "daly_s",
-            "Young's interval",
-            "Daly's refinement multiplies sqrt(2CT) by 1 + (1/3) sqrt(C/2T) + "
-            "(1/9) C/2T and subtracts C.",
-            lambda interruptions, days, checkpoint_s, **_: formulas.young_interval(
-                checkpoint_s, days * DAY_S / interruptions
+            "saved_half_c",
+            "a loss that halves with C",
+            "at the optimum the checkpoint's part of the loss scales as sqrt(C).",
+            lambda interruptions, days, checkpoint_s, **_: (
+                _exact_waste(checkpoint_s, days * DAY_S / interruptions) / 2
             ),
         ),
         Mistake(
-            "waste",
-            "the restarts left out",
-            "every failure also costs the restart R, and failures may strike "
-            "during it.",
-            lambda **i: _cadence_4(**{**i, "restart_s": 0})["waste"],
-        ),
-        Mistake(
-            "waste",
-            "the first-order loss C/I + I/(2T) + R/T",
-            "that is the first-order estimate; use the exact expectation.",
-            lambda interruptions, days, checkpoint_s, restart_s: (
-                formulas.waste_fraction(
-                    _cadence_4(interruptions, days, checkpoint_s, restart_s)["daly_s"],
-                    checkpoint_s,
-                    days * DAY_S / interruptions,
-                    restart_s,
-                )
+            "saved_half_r",
+            "R/(2T), the first-order saving",
+            "use the exact loss: e^(R/T) multiplies the time every segment takes.",
+            lambda interruptions, days, restart_s, **_: (
+                restart_s / 2 / (days * DAY_S / interruptions)
             ),
         ),
     ),
@@ -380,86 +386,271 @@ CADENCE_5 = exercise(
 )
 
 
-def _daly_arguments(st):
-    """(checkpoint_s, mtbf_s): write times from 0.1 s to about 3 h, MTBFs
-    from a second to about 12 days, C >= 2T included."""
-    return st.tuples(st.floats(0.1, 1e4), st.floats(1.0, 1e6))
+def _sets(f, c_s, t_s):
+    """What ``f(C, T)`` depends on, found by evaluating it: 'product' when
+    (2C, T/2) leaves it unchanged, 'ratio' when (2C, 2T) does."""
+    base = f(c_s, t_s)
+    if math.isclose(f(2 * c_s, t_s / 2), base, rel_tol=1e-9):
+        return "product"
+    if math.isclose(f(2 * c_s, 2 * t_s), base, rel_tol=1e-9):
+        return "ratio"
+    return "neither"
 
 
-def _young_only(checkpoint_s, mtbf_s):
-    return math.sqrt(2 * checkpoint_s * mtbf_s)
+def _cadence_6(checkpoint_s, mtbf_h):
+    """C doubles and T halves: the new Daly interval and loss, and what sets
+    Young's interval and his loss at it."""
+    c, t = 2 * checkpoint_s, mtbf_h * HOUR_S / 2
+    daly = formulas.daly_interval(c, t)
+    return {
+        "daly_s": daly,
+        "waste": formulas.waste_fraction(daly, c, t, exact=True),
+        "interval_on": _sets(formulas.young_interval, checkpoint_s, mtbf_h * HOUR_S),
+        "loss_on": _sets(_first_order, checkpoint_s, mtbf_h * HOUR_S),
+    }
 
 
-def _no_branch(checkpoint_s, mtbf_s):
-    c, t = checkpoint_s, mtbf_s
-    x = c / (2 * t)
-    return math.sqrt(2 * c * t) * (1 + math.sqrt(x) / 3 + x / 9) - c
-
-
-def _without_minus_c(checkpoint_s, mtbf_s):
-    return formulas.daly_interval(checkpoint_s, mtbf_s) + (
-        checkpoint_s if checkpoint_s < 2 * mtbf_s else 0.0
-    )
-
-
-DALY_CASES = (
-    (40.0, 9000.0),  # cadence-1: C = 40 s, T = 2.5 h
-    (30.0, 10_800.0),  # the page's C = 30 s, T = 3 h
-    (60.0, 10_800.0),
-    (30.0, 1777.5),  # 16,384 GPUs at the 1,024-GPU rate
-    (3000.0, 1000.0),  # C >= 2T: checkpoint once an MTBF
-    (2000.0, 1000.0),  # C = 2T exactly
-)
-_PRINTED = {case: formulas.daly_interval(*case) for case in DALY_CASES}
-
-
-def _hard_coded(checkpoint_s, mtbf_s):
-    """The known cases' answers looked up; Young's rule for anything else."""
-    return _PRINTED.get((checkpoint_s, mtbf_s), _young_only(checkpoint_s, mtbf_s))
-
+DEPENDS = {
+    "product": "the product C T",
+    "ratio": "the ratio C / T",
+    "neither": "neither alone",
+}
 
 CADENCE_6 = exercise(
     "cadence-6",
     level=2,
-    kind="code",
-    code=Code(
-        name="daly_interval",
-        params=("checkpoint_s", "mtbf_s"),
-        reference=formulas.daly_interval,
-        cases=DALY_CASES,
-        arguments=_daly_arguments,
-        same=lambda expected, got: math.isclose(expected, got, rel_tol=1e-9),
-        mistakes=(
-            WrongFunction(
-                "Young's sqrt(2CT)",
-                "Daly's refinement multiplies sqrt(2CT) by 1 + (1/3) sqrt(C/2T) + "
-                "(1/9) C/2T and subtracts C.",
-                _young_only,
+    kind="derive",
+    inputs={"checkpoint_s": 30, "mtbf_h": 3},
+    answers={
+        "daly_s": Real("s", "Daly's interval after the change", 0.005),
+        "waste": Real("fraction", "fraction of time lost there (exact)", 0.01),
+        "interval_on": Choice("Young's interval depends on", DEPENDS),
+        "loss_on": Choice("the loss at Young's interval depends on", DEPENDS),
+    },
+    key=_cadence_6,
+    mistakes=(
+        Mistake(
+            "daly_s",
+            "Young's interval",
+            "Young's sqrt(2CT) does not move; Daly's correction terms grow with "
+            "C/T, and he subtracts C.",
+            lambda checkpoint_s, mtbf_h: formulas.young_interval(
+                2 * checkpoint_s, mtbf_h * HOUR_S / 2
             ),
-            WrongFunction(
-                "no branch for C >= 2T",
-                "when a checkpoint takes two MTBFs or more, Daly's optimum is T.",
-                _no_branch,
+        ),
+        Mistake(
+            "daly_s",
+            "the interval before the change",
+            "C doubled and T halved: Daly's terms in C/T grow fourfold, and the "
+            "final - C doubles.",
+            lambda checkpoint_s, mtbf_h: formulas.daly_interval(
+                checkpoint_s, mtbf_h * HOUR_S
             ),
-            WrongFunction(
-                "the final - C left out",
-                "Daly's interval subtracts the write time C at the end.",
-                _without_minus_c,
+        ),
+        Mistake(
+            "waste",
+            "the loss before the change",
+            "the loss at the optimum grows with C/T, which has quadrupled.",
+            lambda checkpoint_s, mtbf_h: _exact_waste(checkpoint_s, mtbf_h * HOUR_S),
+        ),
+        Mistake(
+            "waste",
+            "four times the loss",
+            "the loss at the optimum grows as the square root of C/T.",
+            lambda checkpoint_s, mtbf_h: (
+                4 * _exact_waste(checkpoint_s, mtbf_h * HOUR_S)
             ),
-            WrongFunction(
-                "the known cases' answers hard-coded",
-                "compute the interval from C and T: the check also draws cases "
-                "of its own.",
-                _hard_coded,
-            ),
+        ),
+        Mistake(
+            "interval_on",
+            "the ratio C/T for the interval",
+            "double both C and T: does Young's interval stay put?",
+            lambda **_: "ratio",
         ),
     ),
 )
+
 
 # The reader times a plain file write on their own disk against the save the
 # page measured: the numbers depend on the machine, so there is no key.
 CADENCE_7 = exercise("cadence-7", level=2, kind="measure")
 
+# --- diagnoses: a failure log, a write sweep -----------------------------------------
+
+CADENCE_CAUSES = Choice(
+    "what is wrong with the cadence",
+    {
+        "too_rare": "checkpoints too far apart for this MTBF",
+        "too_often": "checkpoints so frequent that the writes dominate",
+        "restarts": "restarts that take too long",
+    },
+    {
+        "too_often": "compare the interval the run used with Daly's for its MTBF.",
+        "restarts": "count what the restarts cost against the work redone.",
+    },
+)
+
+
+def _cadence_8(seed, checkpoint_min, interval_h, restart_min, run_h):
+    c, i, r = checkpoint_min * 60, interval_h * HOUR_S, restart_min * 60
+    log = incidents.failure_log(seed, c, i, r, run_h)
+    t = log.observed_mtbf_s
+    daly = formulas.daly_interval(c, t)
+    now = formulas.waste_fraction(i, c, t, r, exact=True)
+    best = formulas.waste_fraction(daly, c, t, r, exact=True)
+    return {
+        "cause": "too_rare" if i > daly else "too_often",
+        "mtbf_h": t / HOUR_S,
+        "daly_min": daly / 60,
+        "redone_h": log.redone_h,
+        "saved_h": (now - best) * run_h,
+    }
+
+
+def _cadence_8_log(seed, checkpoint_min, interval_h, restart_min, run_h):
+    return incidents.failure_log(
+        seed, checkpoint_min * 60, interval_h * HOUR_S, restart_min * 60, run_h
+    )
+
+
+CADENCE_8 = exercise(
+    "cadence-8",
+    level=2,
+    kind="diagnose",
+    inputs={
+        "seed": 2,
+        "checkpoint_min": 5,
+        "interval_h": 3,
+        "restart_min": 10,
+        "run_h": 48,
+    },
+    answers={
+        "cause": CADENCE_CAUSES,
+        "mtbf_h": Real("h", "the MTBF, from the log", 0.01),
+        "daly_min": Real("min", "Daly's interval for that MTBF", 0.01),
+        "redone_h": Real("h", "hours of work redone after failures", 0.02),
+        "saved_h": Real(
+            "h", "hours of the run Daly's interval would save (exact model)", 0.02
+        ),
+    },
+    key=_cadence_8,
+    mistakes=(
+        Mistake(
+            "redone_h",
+            "half an interval per failure",
+            "that is the expectation when failures are rare; read each failure's "
+            "lost work off the log (a failure can strike before any checkpoint).",
+            lambda interval_h, **i: (
+                len(_cadence_8_log(interval_h=interval_h, **i).failures)
+                * interval_h
+                / 2
+            ),
+        ),
+        Mistake(
+            "mtbf_h",
+            "the MTBF in days",
+            "divide the run's hours by the failures.",
+            lambda run_h, **i: (
+                run_h / 24 / len(_cadence_8_log(run_h=run_h, **i).failures)
+            ),
+        ),
+        Mistake(
+            "daly_min",
+            "Young's interval",
+            "Daly's refinement multiplies sqrt(2CT) by 1 + (1/3) sqrt(C/2T) + "
+            "(1/9) C/2T and subtracts C.",
+            lambda checkpoint_min, **i: (
+                formulas.young_interval(
+                    checkpoint_min * 60,
+                    _cadence_8(checkpoint_min=checkpoint_min, **i)["mtbf_h"] * HOUR_S,
+                )
+                / 60
+            ),
+        ),
+        Mistake(
+            "saved_h",
+            "the first-order losses",
+            "C/I + I/(2T) + R/T overstates the loss at long intervals; use the "
+            "exact expectation for both intervals.",
+            lambda **i: _first_order_saving(**i),
+        ),
+    ),
+)
+
+
+def _first_order_saving(seed, checkpoint_min, interval_h, restart_min, run_h):
+    c, i, r = checkpoint_min * 60, interval_h * HOUR_S, restart_min * 60
+    key = _cadence_8(seed, checkpoint_min, interval_h, restart_min, run_h)
+    t, daly = key["mtbf_h"] * HOUR_S, key["daly_min"] * 60
+    gap = formulas.waste_fraction(i, c, t, r) - formulas.waste_fraction(daly, c, t, r)
+    return gap * run_h
+
+
+def _cadence_9(seed, n_params_b, writers, writers_next):
+    sweep = incidents.write_sweep(seed, n_params_b * 1e9)
+    w, s = sweep.writer_bytes_per_s, sweep.storage_bytes_per_s
+    return {
+        "bound": _storage_bound(sweep.checkpoint_bytes, writers, w, s),
+        "writers_full": sweep.saturating_writers,
+        "c_next_s": sweep.write_s(writers_next),
+    }
+
+
+def _first_flat(seed, n_params_b, **_):
+    """The first writer count of the sweep whose write is no faster than the
+    one before it (within the jitter): where the table looks flat."""
+    sweep = incidents.write_sweep(seed, n_params_b * 1e9)
+    for before, after in zip(sweep.timings, sweep.timings[1:], strict=False):
+        if after.write_s > 0.9 * before.write_s:
+            return after.writers
+    return None
+
+
+CADENCE_9 = exercise(
+    "cadence-9",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 1, "n_params_b": 405, "writers": 1024, "writers_next": 2048},
+    answers={
+        "bound": BOUND,
+        "writers_full": Real(
+            "ranks", "writers whose bandwidths add up to the storage's", 0.05
+        ),
+        "c_next_s": Real("s", "the write time C with 2,048 writers", 0.03),
+    },
+    key=_cadence_9,
+    mistakes=(
+        Mistake(
+            "c_next_s",
+            "C halved by twice the writers",
+            "look at what doubling the writers did in the last rows of the sweep.",
+            lambda seed, n_params_b, writers, **_: (
+                next(
+                    t.write_s
+                    for t in incidents.write_sweep(seed, n_params_b * 1e9).timings
+                    if t.writers == writers
+                )
+                / 2
+            ),
+        ),
+        Mistake(
+            "writers_full",
+            "the first count where the table goes flat",
+            "the table only tries powers of two; divide the storage's bandwidth "
+            "by one writer's, both read off the sweep.",
+            _first_flat,
+        ),
+    ),
+)
+
 EXERCISES = register(
-    CADENCE_1, CADENCE_2, CADENCE_3, CADENCE_4, CADENCE_5, CADENCE_6, CADENCE_7
+    CADENCE_1,
+    CADENCE_2,
+    CADENCE_3,
+    CADENCE_4,
+    CADENCE_5,
+    CADENCE_6,
+    CADENCE_7,
+    CADENCE_8,
+    CADENCE_9,
 )

@@ -38,20 +38,30 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from mlbook.calibrate import formulas as cal
-from mlbook.capstone import experiments as cx
-from mlbook.capstone import formulas as cf
 from mlbook.common import validate
 from mlbook.common.accelerators import match_cuda_name, read_cpuinfo, usable_cores
+from mlbook.common.reference_loop import LadderSizes, ladder_fixes, ladder_sizes
+from mlbook.common.tokenizer import encode_documents, tokenizer_sha256
+from mlbook.common.transformer import gemm_shapes
 from mlbook.common_torch import mamf
 from mlbook.common_torch.device import (
     device_description,
     pick_device,
 )
 from mlbook.common_torch.gpt import tiny_config
+from mlbook.common_torch.reference_loop import (
+    Loop,
+    LoopConfig,
+    TextData,
+    apply_fix,
+    model_config,
+    nominal_peak,
+    slow_loop,
+    step_clock,
+)
 from mlbook.common_torch.timing import cpu_threads, sync, time_steps
 from mlbook.input_pipeline import formulas as pipeline
 from mlbook.input_pipeline import shards as shard_files
-from mlbook.input_pipeline.tokenizer import encode_documents, tokenizer_sha256
 from mlbook.mfu import flops
 from mlbook.recompute.experiments import compare_block
 from mlbook.scaling import experiments as scaling
@@ -129,7 +139,7 @@ def device_info(device: str, threads: int | None = None) -> dict:
     info["cores"] = usable_cores()
     peaks = {}
     for d in dtypes:
-        p = cx.nominal_peak(device, d, threads)
+        p = nominal_peak(device, d, threads)
         peaks[d] = {"flops_per_s": p.flops_per_s, "basis": p.basis, "how": p.how}
     info["peaks"] = peaks
     return info
@@ -305,7 +315,7 @@ def storage(folder: Path, sz: Sizes) -> dict:
 # --- data: the tokenizer and the loaders ----------------------------------------------
 
 
-def tokenizer_throughput(data: cx.TextData, sz: Sizes) -> cal.Measurement:
+def tokenizer_throughput(data: TextData, sz: Sizes) -> cal.Measurement:
     texts = data.texts[: sz.tokenizer_texts]
     rates = []
     for _ in range(sz.repeats):
@@ -320,7 +330,7 @@ def tokenizer_throughput(data: cx.TextData, sz: Sizes) -> cal.Measurement:
     )
 
 
-def loader_throughput(data: cx.TextData, batch: int, folder: Path, sz: Sizes):
+def loader_throughput(data: TextData, batch: int, folder: Path, sz: Sizes):
     """Tokens/s a DataLoader (no workers) delivers from packed shards."""
     from mlbook.common_torch.checkpoint import ShardedSampler
     from mlbook.input_pipeline.experiments import ShardDataset
@@ -355,7 +365,7 @@ class RawWindows(Dataset):
     """Item i: a window of raw text from a place seeded by i, tokenised, its
     first s + 1 ids (the capstone's loader that tokenises as it goes)."""
 
-    def __init__(self, data: cx.TextData, n_items: int):
+    def __init__(self, data: TextData, n_items: int):
         self.tok, self.raw, self.s = data.tok, data.raw, data.seq_len
         self.chars, self.n_items = data.raw_chars, n_items
 
@@ -398,7 +408,7 @@ def fed_step(config, sizes, data, device, workers: int, steps: int):
         kw |= {"prefetch_factor": 2, "timeout": 60.0}
     loader = DataLoader(RawWindows(data, n), batch_size=sizes.batch, **kw)
     fed = _Fed(loader)
-    loop = cx.Loop(replace(config, tokenise_in_loop=False), sizes, fed, device)
+    loop = Loop(replace(config, tokenise_in_loop=False), sizes, fed, device)
     step_s = time_steps(loop.step, steps, warmup=1, device=device)
     del fed.it
     return step_s, fed.waits[1:]
@@ -424,13 +434,13 @@ def timed(step, steps: int, warmup: int, device: str, clock: str) -> list:
     return times
 
 
-def final_config(sizes: cf.LadderSizes, bf16_fast: bool, device: str) -> cx.LoopConfig:
+def final_config(sizes: LadderSizes, bf16_fast: bool, device: str) -> LoopConfig:
     """The capstone ladder's last rung, every fix applied but torch.compile:
     the reference step is built three times (plain, accumulated, fed by a
     loader), and three compilations would take most of the minute."""
-    config = cx.slow_loop(sizes)
-    for fix in cf.ladder_fixes(bf16_fast=bf16_fast, compile_on=False):
-        config = cx.apply_fix(config, fix.name, sizes)
+    config = slow_loop(sizes)
+    for fix in ladder_fixes(bf16_fast=bf16_fast, compile_on=False):
+        config = apply_fix(config, fix.name, sizes)
     return config
 
 
@@ -456,15 +466,15 @@ def calibrate(
     # cannot follow them, and it would say so on stderr
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     torch.manual_seed(seed)
-    sizes = cf.ladder_sizes(device, quick)
-    cfg = cx.model_config(sizes, pad_vocab=True)
+    sizes = ladder_sizes(device, quick)
+    cfg = model_config(sizes, pad_vocab=True)
     with cpu_threads(sizes.cpu_threads, device):
         info = device_info(device, sizes.cpu_threads)
     log(f"calibrating {info['name']} ({'quick' if quick else 'full'})")
     scratch = tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir)
     with scratch as tmp, cpu_threads(sizes.cpu_threads, device):
         m, ref = _hardware(device, cfg, sizes, sz, Path(tmp), log)
-        data = cx.TextData(sizes, seed)
+        data = TextData(sizes, seed)
         m |= _data(data, sizes, sz, Path(tmp), log)
         m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log)
         m["activation_bytes"], extras = activation_bytes(cfg, sizes, device, ref)
@@ -502,11 +512,11 @@ def calibrate(
 def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     """Matmul ceilings, memory bandwidth, all-reduce and storage."""
     m, ref = {}, {}
-    clock = cx.step_clock(device, sizes.cpu_threads)
+    clock = step_clock(device, sizes.cpu_threads)
     ref["clock"] = clock
     probe = matmul_probe(device, clock=clock)
     ref["matmul_probe_flops_per_s"] = probe
-    include = cf.gemm_shapes(cfg, sizes.batch * sizes.seq_len)
+    include = gemm_shapes(cfg, sizes.batch * sizes.seq_len)
     fast = fast_dtypes(probe, device)
     ref["slow_dtypes"] = [d for d in cal.MAMF_DTYPES if d not in fast]
     for d in fast:
@@ -532,7 +542,7 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
     return m, ref
 
 
-def _data(data: cx.TextData, sizes, sz: Sizes, folder: Path, log) -> dict:
+def _data(data: TextData, sizes, sz: Sizes, folder: Path, log) -> dict:
     """Tokenizer and loader throughput."""
     m = {"tokenizer_throughput": tokenizer_throughput(data, sz)}
     (folder / "shards").mkdir()
@@ -554,9 +564,9 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     out = {}
     fast = "mamf_bf16" in m and m["mamf_bf16"].median >= m["mamf_fp32"].median
     config = final_config(sizes, fast, device)
-    loop = cx.Loop(config, sizes, data, device, seed)
+    loop = Loop(config, sizes, data, device, seed)
     warmup = 2 if config.compile else 1
-    clock = cx.step_clock(device, sizes.cpu_threads)
+    clock = step_clock(device, sizes.cpu_threads)
     steps = timed(loop.step, sz.steps, warmup, device, clock)
     out["reference_step"] = cal.Measurement.of(
         steps,
@@ -578,7 +588,7 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log) -> dict:
     del loop
     k = sz.accumulation_k
     micro = replace(config, micro_batch=sizes.batch // k)
-    acc = cx.Loop(micro, sizes, data, device, seed)
+    acc = Loop(micro, sizes, data, device, seed)
     out["accumulated_step"] = cal.Measurement.of(
         timed(acc.step, sz.steps, warmup, device, clock),
         "s",

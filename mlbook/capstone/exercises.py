@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from mlbook.capstone import formulas
+from mlbook.capstone import cases, formulas
 from mlbook.common import accelerators, transformer
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Choice,
     Code,
     Mistake,
@@ -303,6 +303,125 @@ CAPSTONE_6 = exercise(
     ),
 )
 
+# --- capstone-7: a profile with one planted defect -----------------------------------
+
+
+def _capstone_7(seed):
+    p = cases.planted_profile(seed)
+    return {"defect": p.defect, "step_ms": p.fixed_step_ms}
+
+
+def _whole_bucket_removed(seed):
+    p = cases.planted_profile(seed)
+    if p.healthy_ms[p.bucket] == 0:  # a bucket the defect made: the same as the key
+        return None
+    return p.today_step_ms - p.today_ms[p.bucket]
+
+
+CAPSTONE_7 = exercise(
+    "capstone-7",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 1},
+    answers={
+        "defect": Choice(
+            "the defect planted (named by the fix that removes it)",
+            options=DEFECTS,
+            hints={
+                name: (
+                    f"{label}: that would grow the {fix.bucket} bucket; is that "
+                    "row much larger today than last week?"
+                )
+                for name, label in DEFECTS.items()
+                for fix in (_LADDER[name],)
+            },
+        ),
+        "step_ms": Real("ms", "today's step once the fix is applied", 0.01),
+    },
+    key=_capstone_7,
+    mistakes=(
+        Mistake(
+            "step_ms",
+            "the whole bucket removed",
+            "the fix returns the bucket to what it took before the defect, not "
+            "to nothing: take off only the excess over last week's.",
+            _whole_bucket_removed,
+        ),
+        Mistake(
+            "step_ms",
+            "last week's step time",
+            "the other buckets measured a little differently today as well; "
+            "the fix removes only its own bucket's excess from today's step.",
+            lambda seed: cases.planted_profile(seed).healthy_step_ms,
+        ),
+    ),
+)
+
+
+# --- capstone-8: HFU above MFU: which recompute ------------------------------------
+
+
+def _capstone_8(seed):
+    r = cases.recompute_report(seed)
+    return {"setting": r.setting, "step_s": r.step_s_without}
+
+
+_SETTINGS = {
+    "none": "no recompute",
+    "selective": "selective recompute (the attention core)",
+    "full": "full recompute (every block's forward again)",
+}
+
+CAPSTONE_8 = exercise(
+    "capstone-8",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 1},
+    answers={
+        "setting": Choice(
+            "the recompute the run is using",
+            options=_SETTINGS,
+            hints={
+                "none": "with nothing run twice, the hardware does only the "
+                "model's FLOPs: HFU would equal MFU.",
+                "selective": "selective recompute repeats only the attention "
+                "core, 4Lhs a token against 6N + 12Lhs: HFU a few per cent "
+                "above MFU. Divide HFU by MFU.",
+                "full": "full recompute adds a whole forward: HFU = 4/3 MFU. "
+                "Divide HFU by MFU.",
+            },
+        ),
+        "step_s": Real("s", "the step with the recompute dropped", 0.01),
+    },
+    key=_capstone_8,
+    mistakes=(
+        Mistake(
+            "step_s",
+            "a third of the step taken off",
+            "the extra forward is one of four passes the hardware runs (a "
+            "forward, the backward at twice its cost, the forward again), not "
+            "one of three.",
+            lambda seed: cases.recompute_report(seed).step_s * 2 / 3,
+        ),
+        Mistake(
+            "step_s",
+            "the HFU - MFU gap taken off as a share of the step",
+            "HFU and MFU are shares of the peak, not of the step's time: at the "
+            "same FLOP rate the step shrinks in proportion to the FLOPs, MFU / HFU.",
+            lambda seed: (
+                (r := cases.recompute_report(seed)).step_s * (1 - (r.hfu - r.mfu))
+            ),
+        ),
+    ),
+)
+
 EXERCISES = register(
-    CAPSTONE_1, CAPSTONE_2, CAPSTONE_3, CAPSTONE_4, CAPSTONE_5, CAPSTONE_6
+    CAPSTONE_1,
+    CAPSTONE_2,
+    CAPSTONE_3,
+    CAPSTONE_4,
+    CAPSTONE_5,
+    CAPSTONE_6,
+    CAPSTONE_7,
+    CAPSTONE_8,
 )

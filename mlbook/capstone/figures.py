@@ -1,6 +1,7 @@
 """Figures of the capstone chapter: where each rung's step time goes, one
-step's timeline, and the per-rank times of the two-process run. (The MFU
-waterfall is a live figure: mlbook/capstone/live.py.)"""
+step's timeline, a schematic step with its all-reduce overlapped or not, and
+the per-rank times of the two-process run. (The MFU waterfall is a live
+figure: mlbook/capstone/live.py.)"""
 
 from __future__ import annotations
 
@@ -144,4 +145,68 @@ def rank_times(comm, device_name: str):
         fontsize=9,
     )
     ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+PHASE_COLORS = {
+    "data": COLORS["data"],
+    "forward": "C0",
+    "backward": "C9",
+    "all-reduce": COLORS["comm"],
+    "optimizer": COLORS["optimizer"],
+}
+
+
+def overlap_schematic(phases: cf.StepPhases):
+    """One data-parallel step drawn twice from formulas.step_schedule: its
+    all-reduce after the backward pass, then in buckets overlapped with it.
+    Each step has a compute lane and a network lane; the bracket under each
+    marks the all-reduce's exposed time (formulas.exposed_allreduce_s), the
+    time it adds to the step."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        2, 1, figsize=(7.0, 3.4), layout="constrained", sharex=True
+    )
+    lanes = {"compute": 1.0, "network": 0.0}
+    end = max(s.end_s for s in cf.step_schedule(phases, False))
+    seen = set()
+    titles = {False: "not overlapped", True: f"overlapped, {phases.buckets} buckets"}
+    for ax, overlap in zip(axes, (False, True), strict=True):
+        spans = cf.step_schedule(phases, overlap)
+        for s in spans:
+            ax.broken_barh(
+                [(s.start_s * 1e3, (s.end_s - s.start_s) * 1e3)],
+                (lanes[s.lane] + 0.1, 0.8),
+                facecolor=PHASE_COLORS[s.phase],
+                edgecolor="white",
+                label=None if s.phase in seen else s.phase,
+            )
+            seen.add(s.phase)
+        backward_end = next(s.end_s for s in spans if s.phase == "backward")
+        exposed = cf.exposed_allreduce_s(
+            phases.backward_s, phases.allreduce_s, phases.buckets, overlap
+        )
+        a, b = backward_end * 1e3, (backward_end + exposed) * 1e3
+        ax.annotate(
+            "",
+            xy=(a, -0.25),
+            xytext=(b, -0.25),
+            arrowprops={"arrowstyle": "|-|", "color": "k", "lw": 1},
+        )
+        ax.text(
+            (a + b) / 2,
+            -0.55,
+            f"exposed {exposed * 1e3:.0f} ms",
+            ha="center",
+            va="top",
+            fontsize=8,
+        )
+        ax.set_ylim(-1.1, 2.0)
+        ax.set_yticks([0.5, 1.5], ["network", "compute"], fontsize=8)
+        ax.set_xlim(0, end * 1e3 * 1.02)
+        ax.set_title(titles[overlap], fontsize=9, loc="left")
+        ax.grid(False)
+    axes[-1].set_xlabel("time since the step began (ms)", fontsize=8)
+    fig.legend(fontsize=7, ncol=5, loc="outside lower center")
     return fig

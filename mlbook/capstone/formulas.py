@@ -3,7 +3,7 @@
 Torch-free. The profiler gives named intervals; these functions decide which
 bucket each belongs to, add the buckets up over a step window (the time no
 operator covers is the idle gaps), and turn measured step times into rates,
-MFU, and a waterfall from the datasheet peak down to what the step achieved.
+MFU, and a waterfall from the nominal peak down to what the step achieved.
 
 Buckets (BRIEF section 8's checklist, as a step's timeline shows it):
 
@@ -27,7 +27,18 @@ import math
 from dataclasses import dataclass
 
 from mlbook.common import validate
-from mlbook.common.transformer import TransformerConfig
+
+# The reference loop's sizes, fixes and scopes, and its model's matmul shapes,
+# live below the chapters (mlbook.calibrate runs the same loop); the chapter
+# names them too.
+from mlbook.common.reference_loop import FIX_NAMES, FIXES, SCOPES
+from mlbook.common.reference_loop import SCOPE_PREFIX as SCOPE_PREFIX
+from mlbook.common.reference_loop import Fix as Fix
+from mlbook.common.reference_loop import LadderSizes as LadderSizes
+from mlbook.common.reference_loop import ladder_fixes as ladder_fixes
+from mlbook.common.reference_loop import ladder_sizes as ladder_sizes
+from mlbook.common.reference_loop import padded_vocab as padded_vocab
+from mlbook.common.transformer import gemm_shapes as gemm_shapes
 
 BUCKETS = (
     "matmul",
@@ -52,18 +63,6 @@ BUCKET_LABELS = {
     "idle": "idle gaps",
 }
 
-# The record_function scopes a step is wrapped in ("ladder/step", "ladder/data", ...).
-SCOPE_PREFIX = "ladder/"
-SCOPES = (
-    "step",
-    "data",
-    "forward",
-    "backward",
-    "optimizer",
-    "log",
-    "recompute",
-    "comm",
-)
 # Scopes whose whole duration is one bucket, whatever runs inside them: the
 # work there (tokenising in Python, printing, a Python loop over parameters)
 # is mostly not operators at all.
@@ -232,41 +231,6 @@ def residual_fraction(step_s: float, accounted_s: float) -> float:
     return (step_s - accounted_s) / step_s
 
 
-def padded_vocab(vocab_size: int, multiple: int = 64) -> int:
-    """The smallest multiple of ``multiple`` at or above ``vocab_size``:
-    nanoGPT's 50,257 -> 50,304. The extra rows are never a target; they only
-    give the LM head's matmul a width the kernels tile without a ragged edge."""
-    validate.positive_int("vocab_size", vocab_size)
-    validate.positive_int("multiple", multiple)
-    return -(-vocab_size // multiple) * multiple
-
-
-def gemm_shapes(cfg: TransformerConfig, tokens: int) -> tuple:
-    """The (m, n, k) of every weight matmul one training step of ``cfg`` runs
-    on ``tokens`` tokens (an (m x k) @ (k x n) product each): forward
-    Y = X W^T is (tokens, out, in); the input gradient (tokens, in, out); the
-    weight gradient (out, in, tokens). Distinct shapes, largest volume first:
-    the MAMF probe times them first, so the ceiling covers the model's own
-    shapes."""
-    validate.instance_of("cfg", cfg, TransformerConfig)
-    tokens = validate.positive_int("tokens", tokens)
-    h, kv, ff, V = cfg.d_model, cfg.kv_dim, cfg.d_ff, cfg.vocab_size
-    weights = [
-        (h, h),
-        (kv, h),
-        (h, h),
-        (ff, h),
-        (h, ff),
-        (V, h),
-    ]  # (out, in): q, k/v, o, up, down, head
-    if cfg.mlp == "swiglu":
-        weights.append((ff, h))  # the gate
-    shapes = set()
-    for out, inp in weights:
-        shapes |= {(tokens, out, inp), (tokens, inp, out), (out, inp, tokens)}
-    return tuple(sorted(shapes, key=lambda s: (-(s[0] * s[1] * s[2]), s)))
-
-
 @dataclass(frozen=True)
 class RungRates:
     tokens_per_s: float
@@ -325,6 +289,15 @@ class StepBound:
     def label(self) -> str:
         return BUCKET_LABELS[self.bucket]
 
+    @property
+    def next_look(self) -> str:
+        """Where the next fix is to be found, as a short label: in the
+        matmuls' shapes and casts where they bound the step, else in the
+        bucket that does, not in the matmuls."""
+        if self.bucket == "matmul":
+            return "the matmuls' shapes and casts"
+        return f"the {self.label} bucket, not the matmuls"
+
 
 def step_bound(buckets: dict) -> StepBound:
     """The bucket that takes the largest share of a step's accounted time
@@ -339,6 +312,38 @@ def step_bound(buckets: dict) -> StepBound:
         raise ValueError(f"buckets must add up to more than 0 s, got {buckets!r}")
     top = max((b for b in BUCKETS if b in buckets), key=lambda b: buckets[b])
     return StepBound(top, buckets[top] / total, buckets.get("matmul", 0.0) / total)
+
+
+@dataclass(frozen=True)
+class CeilingReach:
+    """How much of the MAMF ceiling a step reached, split in two: the share
+    of its time the matmuls took (the weights' and attention's buckets) and
+    the share of the ceiling the step's FLOPs ran at while they ran. The step
+    reaches their product, so at most the matmuls' share of its time: were
+    they at the ceiling, everything else would still take the rest."""
+
+    matmul_time_share: float
+    matmul_vs_ceiling: float  # the model FLOPs over the matmuls' time, / ceiling
+    step_vs_ceiling: float  # = matmul_time_share * matmul_vs_ceiling
+
+
+def ceiling_reach(buckets: dict, step_vs_ceiling: float) -> CeilingReach:
+    """Split a step's share of its ceiling (``step_vs_ceiling``, the model
+    FLOPs a second over the ceiling) by its profile ({bucket: seconds}, as
+    account returns): the matmuls' share of the time (matmul and attention
+    buckets) and their own share of the ceiling, step / time share. A step
+    with no matmul time is an error: it did no model FLOPs."""
+    share = step_bound(buckets)  # checks the buckets
+    validate.positive("step_vs_ceiling", step_vs_ceiling)
+    total = sum(buckets.values())
+    matmul_s = buckets.get("matmul", 0.0) + buckets.get("attention", 0.0)
+    if matmul_s <= 0:
+        raise ValueError(
+            f"buckets hold no matmul or attention time ({share.label} bounds "
+            "them): a step that reached its ceiling at all ran matmuls"
+        )
+    time_share = matmul_s / total
+    return CeilingReach(time_share, step_vs_ceiling / time_share, step_vs_ceiling)
 
 
 def within_ceiling(vs_ceiling: float, spread: float) -> bool:
@@ -373,120 +378,99 @@ def exposed_fraction(step_s: float, compute_s: float) -> float:
     return (step_s - compute_s) / step_s
 
 
-# --- the ladder: its fixes and its sizes -------------------------------------------
+# --- a step with its all-reduce, overlapped or not --------------------------------
+
+
+def exposed_allreduce_s(
+    backward_s: float, allreduce_s: float, buckets: int, overlap: bool
+) -> float:
+    """The time a step's gradient all-reduce adds to it (the part not hidden
+    behind the backward pass).
+
+    Not overlapped, all of it: ``allreduce_s``. Overlapped as DDP does it, the
+    gradients are cut into ``buckets`` equal buckets, ready one after another
+    as the backward pass runs (bucket i at i/n of it) and each all-reduced,
+    one at a time, in allreduce_s / n as soon as it is ready. The last bucket
+    is ready only when the backward pass ends, so at least its share stays
+    exposed; and where the all-reduce is slower than the backward pass, the
+    queue of buckets runs on past it:
+
+        exposed = max(c / n, c - (n - 1) / n * b)
+
+    with b = ``backward_s``, c = ``allreduce_s`` and n = ``buckets``."""
+    validate.positive("backward_s", backward_s)
+    validate.non_negative("allreduce_s", allreduce_s)
+    n = validate.positive_int("buckets", buckets)
+    validate.boolean("overlap", overlap)
+    if not overlap:
+        return float(allreduce_s)
+    return max(allreduce_s / n, allreduce_s - (n - 1) / n * backward_s)
 
 
 @dataclass(frozen=True)
-class Fix:
-    name: str  # a key: "pretokenise", "sdpa", ...
-    label: str  # a short label for tables and figures
-    bucket: str  # the bucket the defect shows in, before the fix (what to look at)
+class StepPhases:
+    """The phases of one data-parallel training step, in seconds, and the
+    buckets its gradients are all-reduced in."""
+
+    data_s: float
+    forward_s: float
+    backward_s: float
+    allreduce_s: float
+    optimizer_s: float
+    buckets: int
+
+    def __post_init__(self):
+        for name in ("data_s", "forward_s", "optimizer_s", "allreduce_s"):
+            validate.non_negative(name, getattr(self, name))
+        validate.positive("backward_s", self.backward_s)
+        validate.positive_int("buckets", self.buckets)
 
 
-# In the order of BRIEF section 8's checklist: is the device busy (data, host
-# syncs), kernel efficiency (attention, matmul shapes, unfused optimizer),
-# recompute, then the micro-batch, the dtype where the hardware rewards it,
-# and the compiler where it pays for itself.
-FIXES = (
-    Fix("pretokenise", "pre-tokenised data", "data"),
-    Fix("log_every_n", "log every N steps", "sync"),
-    Fix("sdpa", "fused attention (SDPA)", "attention"),
-    Fix("pad_vocab", "vocab padded to 64", "matmul"),
-    Fix("fused_adamw", "fused AdamW", "optimizer"),
-    Fix("no_recompute", "no recompute", "recompute"),
-    Fix("bigger_micro_batch", "bigger micro-batch", "matmul"),
-    Fix("bf16", "bf16 autocast", "matmul"),
-    Fix("compile", "torch.compile", "elementwise"),
-)
-FIX_NAMES = tuple(f.name for f in FIXES)
+@dataclass(frozen=True)
+class Span:
+    lane: str  # "compute" or "network"
+    phase: str  # "data", "forward", "backward", "all-reduce", "optimizer"
+    start_s: float
+    end_s: float
+
+
+def step_schedule(phases: StepPhases, overlap: bool) -> tuple:
+    """The spans of one step, in time order per lane: data, forward, backward
+    and optimizer on the compute lane, the all-reduce on the network lane.
+    Not overlapped, the all-reduce starts when the backward pass ends, and the
+    optimizer waits for it. Overlapped, one span per bucket, each starting
+    when its gradients are ready and the bucket before it is done (see
+    exposed_allreduce_s); the optimizer starts when the last one ends."""
+    validate.instance_of("phases", phases, StepPhases)
+    validate.boolean("overlap", overlap)
+    p = phases
+    t = 0.0
+    spans = []
+    for phase, dt in (("data", p.data_s), ("forward", p.forward_s)):
+        spans.append(Span("compute", phase, t, t + dt))
+        t += dt
+    backward_start, backward_end = t, t + p.backward_s
+    spans.append(Span("compute", "backward", backward_start, backward_end))
+    if not overlap:
+        comm = [(backward_end, backward_end + p.allreduce_s)]
+    else:
+        n, each, comm, free = p.buckets, p.allreduce_s / p.buckets, [], 0.0
+        for i in range(1, n + 1):
+            start = max(backward_start + i / n * p.backward_s, free)
+            comm.append((start, start + each))
+            free = start + each
+    spans += [Span("network", "all-reduce", a, e) for a, e in comm if e > a]
+    opt_start = max(backward_end, comm[-1][1])
+    spans.append(Span("compute", "optimizer", opt_start, opt_start + p.optimizer_s))
+    return tuple(spans)
+
+
+# --- the ladder's exercise -------------------------------------------------------
+
+
 # The two defects the chapter's exercise puts back into the fixed loop: full
 # recompute and AdamW's for-loop (experiments.mystery_config undoes these fixes).
 MYSTERY_DEFECTS = ("fused_adamw", "no_recompute")
-
-
-def ladder_fixes(bf16_fast: bool, compile_on: bool) -> tuple:
-    """The fixes the ladder applies, in order: bf16 autocast only where the
-    probe found bf16 matmuls at least as fast as fp32 on this device, and
-    torch.compile only where it is switched on (where its compile time pays)."""
-    validate.boolean("bf16_fast", bf16_fast)
-    validate.boolean("compile_on", compile_on)
-    return tuple(
-        f
-        for f in FIXES
-        if (f.name != "bf16" or bf16_fast) and (f.name != "compile" or compile_on)
-    )
-
-
-@dataclass(frozen=True)
-class LadderSizes:
-    """Every size the ladder runs at (one place, printed by the page)."""
-
-    n_layers: int
-    d_model: int
-    n_heads: int
-    vocab_size: int  # the model's vocabulary before padding (not a multiple of 64)
-    seq_len: int
-    batch: int  # sequences per optimizer step (the global batch, fixed on every rung)
-    small_micro_batch: int  # the defect: sequences per micro-batch before the fix
-    steps: int  # timed steps without the profiler, per rung
-    profiled_steps: int  # profiled steps, per rung, interleaved with those
-    probe_budget_s: float  # seconds for each dtype's MAMF sweep
-    tokenizer_vocab: int  # BPE trained at run time (at most vocab_size)
-    corpus_bytes: int  # raw text it is trained on and the loop reads
-    log_every: int  # after the fix: one .item() every this many steps
-    cpu_threads: (
-        int | None
-    )  # CPU threads the ladder and its ceiling run on (None: torch's default)
-    again_budget_s: float  # seconds for measuring rungs again, all rungs together
-
-    @property
-    def accumulation(self) -> int:
-        """Micro-batches per step before the micro-batch fix (k)."""
-        return self.batch // self.small_micro_batch
-
-
-def ladder_sizes(device: str, small: bool) -> LadderSizes:
-    """The sizes for a device: on a GPU a 12-layer model of width 1536 with
-    GPT-2's vocabulary (50,257, padded to 50,304 on its rung); otherwise a
-    small GPT that fits a 2-core CPU's budget, run on one thread (a second
-    thread that another process is using stalls every parallel operator, so a
-    shared machine measures one thread far more steadily; the ceiling is then
-    probed on one thread too). ``small`` gives test sizes. The seconds for
-    measuring rungs again (``again_budget_s``) and, at reader sizes on a CPU,
-    two profiled steps a rung keep the page within its 90 s budget: on a
-    2-core CPU it took 82-129 s with three and no bound in time (11 runs),
-    77-92 s with three and 10 s (4 runs), 78-87 s with two and 8 s (8 runs)."""
-    validate.one_of("device", device, ("cpu", "cuda"))
-    validate.boolean("small", small)
-    if device == "cuda":
-        if small:
-            return LadderSizes(
-                2, 256, 4, 2000, 128, 8, 2, 3, 2, 1.0, 1000, 400_000, 20, None, 10.0
-            )
-        return LadderSizes(
-            12,
-            1536,
-            12,
-            50257,
-            1024,
-            16,
-            2,
-            6,
-            3,
-            10.0,
-            4000,
-            2_000_000,
-            20,
-            None,
-            30.0,
-        )
-    if small:
-        return LadderSizes(
-            1, 768, 6, 1000, 128, 2, 1, 3, 3, 0.8, 1000, 400_000, 20, 1, 15.0
-        )
-    return LadderSizes(
-        2, 512, 4, 2000, 64, 8, 2, 3, 2, 2.5, 2000, 1_000_000, 20, 1, 8.0
-    )
 
 
 # --- the waterfall ----------------------------------------------------------------
@@ -495,7 +479,7 @@ def ladder_sizes(device: str, small: bool) -> LadderSizes:
 @dataclass(frozen=True)
 class Bar:
     label: str
-    top: float  # MFU before this loss (a fraction of the datasheet peak)
+    top: float  # MFU before this loss (a fraction of the nominal peak)
     bottom: float  # MFU after it
 
 
@@ -507,7 +491,7 @@ def waterfall(
     savings_s: dict,
     applied,
 ) -> tuple:
-    """MFU lost, bar by bar, from the datasheet peak to the MFU of a step
+    """MFU lost, bar by bar, from the nominal peak to the MFU of a step
     with only the ``applied`` fixes.
 
     Bars: the peak down to the MAMF ceiling (the hardware and library), the
@@ -601,6 +585,33 @@ RASCHKA_LADDER = (
 )
 
 
+# Raschka's rungs that make the same change as a rung of this chapter's ladder
+# (his "bigger batch" grows the batch a step runs at once, as the micro-batch fix
+# does; his vocabulary rung pads 50,257 to a multiple of 64). The other fixes have
+# no counterpart there: his loop never tokenised inside the step, synced every
+# step or recomputed activations.
+PUBLISHED_FIX = {
+    "sdpa": "FlashAttention (SDPA)",
+    "pad_vocab": "vocabulary 50,257 -> 50,304",
+    "fused_adamw": "fused AdamW",
+    "bigger_micro_batch": "bigger batch",
+    "bf16": "bf16",
+    "compile": "torch.compile",
+}
+
+
+def published_speedups() -> dict:
+    """{fix: tokens/s after its counterpart in RASCHKA_LADDER over the rung
+    before it} for every fix in PUBLISHED_FIX: what the same change bought on
+    one A100."""
+    by_change = {r.change: i for i, r in enumerate(RASCHKA_LADDER)}
+    out = {}
+    for fix, change in PUBLISHED_FIX.items():
+        i = by_change[change]
+        out[fix] = RASCHKA_LADDER[i].tokens_per_s / RASCHKA_LADDER[i - 1].tokens_per_s
+    return out
+
+
 # --- what each fix bought, and the arithmetic of a fix ------------------------------
 
 
@@ -625,6 +636,41 @@ class FixEffect:
     def saved_share(self) -> float:
         """The time saved, as a share of the step before the fix."""
         return self.saved_s / self.step_before_s
+
+    def verdict(self, spread: float) -> str:
+        """What the saving says, given ``spread``, the relative spread of the
+        two rungs' own steps (slowest / fastest - 1, the larger of the two):
+        one of SAVING_VERDICTS. A saving no larger than the spread, either
+        way, is within the run's noise; one above its bucket's share by more
+        than the spread came from elsewhere in the step as well, since the
+        fix removes at most its bucket; anything else is the fix's effect."""
+        return saving_verdict(self.saved_share, self.bucket_share, spread)
+
+
+SAVING_VERDICTS = (
+    "above the run's noise",
+    "within the run's noise",
+    "more than its bucket held",
+)
+
+
+def saving_verdict(saved_share: float, bucket_share: float, spread: float) -> str:
+    """One of SAVING_VERDICTS for a fix that saved ``saved_share`` of the step
+    (negative where it got slower) from a bucket that took ``bucket_share``
+    of it, between rungs whose steps spread by ``spread`` (see
+    FixEffect.verdict)."""
+    saved_share = _real("saved_share", saved_share)
+    if saved_share >= 1:
+        raise ValueError(
+            f"saved_share must be below 1 (a whole step), got {saved_share!r}"
+        )
+    validate.fraction("bucket_share", bucket_share, allow_zero=True)
+    validate.non_negative("spread", spread)
+    if abs(saved_share) <= spread:
+        return SAVING_VERDICTS[1]
+    if saved_share > bucket_share + spread:
+        return SAVING_VERDICTS[2]
+    return SAVING_VERDICTS[0]
 
 
 def fix_effects(fixes, step_times_s, buckets) -> tuple:

@@ -1,33 +1,38 @@
 """The capstone chapter's live figure (mlbook.common.live): the MFU lost,
-bar by bar, from the datasheet peak to a step with the fixes a reader ticks,
+bar by bar, from the nominal peak to a step with the fixes a reader ticks,
 under the additive time model of formulas.waterfall. Standard library and
 mlbook's torch-free modules only: the HTML book runs it in the reader's
 browser.
 
-The run's measurements reach it as one fixed summary, ``run``: the peak and
-the MAMF ceiling of the final rung's dtype, the model FLOPs of one step, the
-step time with every fix, and the time each measured fix saved (a few
-hundred bytes of JSON)."""
+The run's measurements reach it as one fixed summary, ``run``: the nominal
+peak of the final rung's dtype and its basis (accelerators.PEAK_BASES, which
+names the first bar: a datasheet peak, an upper bound, a peak at an assumed
+clock; with no known peak the bars start at the ceiling), the MAMF ceiling,
+the model FLOPs of one step, the step time with every fix, and the time each
+measured fix saved (a few hundred bytes of JSON)."""
 
 from __future__ import annotations
 
 from mlbook.capstone import formulas as cf
 from mlbook.common import live
 from mlbook.common import vegalite as vl
+from mlbook.common.accelerators import PEAK_LABELS
 
 # What the page leaves out at first: the two fixes whose bars show the most
 # (tokenising inside the loop, and full recompute).
 LEFT_OUT = ("pretokenise", "no_recompute")
 LABELS = {f.name: f.label for f in cf.FIXES}
-KINDS = {  # bar kind -> colour, as the matplotlib figure drew them
-    "datasheet peak": "#999999",
+PEAK_COLOUR = "#999999"  # the first bar, whatever its basis names it
+KINDS = {  # the other bars' kinds -> colour, as the matplotlib figure drew them
     "MFU lost": vl.C[3],
     "MFU gained": vl.C[2],
     "achieved": vl.C[0],
 }
+NO_PEAK = "MAMF ceiling"  # the first bar where the device's peak is unknown
 # A made-up run in the shape the page passes (a CPU ladder of seven fixes),
 # so the figure draws without a page, as the tests call it.
 EXAMPLE_RUN = {
+    "peak_basis": "upper bound",
     "peak_flops_per_s": 1.0e11,
     "ceiling_flops_per_s": 6.0e10,
     "flops_per_step": 3.0e9,
@@ -55,11 +60,24 @@ def _bar_label(name: str) -> str:
     }.get(name, LABELS.get(name, name))
 
 
+def peak_label(run: dict) -> str:
+    """What the figure calls the bar it starts from: the peak's label by its
+    basis (accelerators.PEAK_LABELS), or the MAMF ceiling where the peak is
+    unknown (the run then passes the ceiling as its peak)."""
+    basis = run.get("peak_basis") if isinstance(run, dict) else None
+    if basis not in PEAK_LABELS:
+        raise ValueError(
+            f"run['peak_basis'] must be one of {sorted(PEAK_LABELS)}, got {basis!r}"
+        )
+    return NO_PEAK if basis == "unknown" else PEAK_LABELS[basis]
+
+
 def waterfall_rows(run: dict, applied: list[str], comm_s: float = 0.0) -> list[dict]:
     """The bars of the waterfall as rows: ``bar`` (its label, in order),
     ``lo`` and ``hi`` (its ends, fractions of the peak), ``change`` (MFU
-    after the bar minus before it) and ``kind`` (a key of KINDS). ``comm_s``
-    above 0 adds a last loss: that much exposed communication a step."""
+    after the bar minus before it) and ``kind`` (the peak's label for the
+    first bar, peak_label; a key of KINDS for the others). ``comm_s`` above 0
+    adds a last loss: that much exposed communication a step."""
     savings = dict(run["savings_s"])
     if comm_s > 0:
         savings[COMM] = comm_s  # never applied: a time the step pays
@@ -71,10 +89,8 @@ def waterfall_rows(run: dict, applied: list[str], comm_s: float = 0.0) -> list[d
         savings,
         applied,
     )
-    peak = "datasheet peak"
-    # a device with no datasheet peak starts from its ceiling (run's peak_label)
-    top = run.get("peak_label", peak)
-    rows = [{"bar": top, "lo": 0.0, "hi": 1.0, "change": 1.0, "kind": peak}]
+    top = peak_label(run)
+    rows = [{"bar": top, "lo": 0.0, "hi": 1.0, "change": 1.0, "kind": top}]
     for b in bars:
         lo, hi = sorted((b.top, b.bottom))
         rows.append(
@@ -114,16 +130,17 @@ def mfu_waterfall(run: dict | None = None, comm_pct: float = 0, **applied) -> di
         "title": vl.title_of("peak, losses, then each fix left out", "in order"),
         "axis": {"labelAngle": -30, "labelLimit": 160},
     }
+    top = peak_label(run)
     y = vl.channel(
-        "lo",
-        vl.title_of("MFU", f"% of the {run.get('peak_label', 'datasheet peak')}"),
-        domain=[0, 1.08],
-        percent=True,
+        "lo", vl.title_of("MFU", f"% of the {top}"), domain=[0, 1.08], percent=True
     )
     color = {
         "field": "kind",
         "type": "nominal",
-        "scale": {"domain": list(KINDS), "range": list(KINDS.values())},
+        "scale": {
+            "domain": [top, *KINDS],
+            "range": [PEAK_COLOUR, *KINDS.values()],
+        },
         "legend": {"title": None, "orient": "top"},
     }
     tooltip = [

@@ -34,9 +34,19 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 # core design the table does not know, its FLOPs a cycle read from its flags and
 # its clock assumed (the fastest of any x86 part); "unknown": nothing to compute
 # one from (an ARM core or a GPU the table has no row for, no /proc/cpuinfo).
+# A table row whose datasheet figures are another part's says so with its own
+# basis: the A10G's are the A10's, likely above its own ("upper bound").
 # A share of a datasheet peak is an efficiency; a share of a bound or of an
 # assumed peak is only a lower limit on one; an unknown peak gives no share.
+# (A share of a measured ceiling does not depend on the peak at all.)
 PEAK_BASES = ("datasheet", "upper bound", "assumed clock", "unknown")
+# What a figure or a table calls a peak of each basis, where it names it.
+PEAK_LABELS = {
+    "datasheet": "datasheet peak",
+    "upper bound": "upper-bound peak",
+    "assumed clock": "assumed-clock peak",
+    "unknown": "unknown peak",
+}
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,19 @@ class NominalPeak:
     def known(self) -> bool:
         return self.flops_per_s is not None
 
+    @property
+    def label(self) -> str:
+        """What to call this peak where a figure names it ("datasheet peak",
+        "upper-bound peak", ...): from its basis, never assumed."""
+        return PEAK_LABELS[self.basis]
+
+    @property
+    def share_is_efficiency(self) -> bool:
+        """Whether a share of this peak is an efficiency (a datasheet peak);
+        of an upper bound or an assumed clock it is only a lower limit on one,
+        and of an unknown peak there is none."""
+        return self.basis == "datasheet"
+
     def share(self, flops_per_s: float) -> float:
         """``flops_per_s`` as a fraction of this peak; NaN where it is unknown."""
         return flops_per_s / self.flops_per_s if self.known else float("nan")
@@ -83,7 +106,9 @@ class Accelerator:
 
     hbm_bytes is the HBM on the card (binary: the datasheet's "80 GB" is 80
     GiB); hbm_usable_bytes is what nvidia-smi reports as its total, the most
-    a process can have; hbm_usable_source says where that was read.
+    a process can have; hbm_usable_source says where that was read. basis is
+    what the peaks rest on (PEAK_BASES): "datasheet" for the part's own
+    datasheet, "upper bound" where the figures are a bigger part's.
     """
 
     name: str
@@ -94,6 +119,10 @@ class Accelerator:
     source: str
     hbm_usable_source: str
     as_of: str
+    basis: str = "datasheet"
+
+    def __post_init__(self):
+        validate.one_of("basis", self.basis, ("datasheet", "upper bound"))
 
     def peak(self, dtype: str = "bf16") -> float:
         validate.one_of("dtype", dtype, DTYPES)
@@ -318,9 +347,11 @@ ACCELERATORS = {
             24 * GIB,
             23_028 * MIB,
             600 * GIGA,
-            "NVIDIA A10 datasheet (no A10G datasheet exists): an upper bound",
+            "the NVIDIA A10 datasheet's figures (NVIDIA publishes none for the "
+            "A10G), likely above the A10G's own",
             "nvidia-smi on an A10G: 23,028 MiB (NVIDIA/DCGM#232, driver 535.247.01)",
             "2026-12",
+            basis="upper bound",
         ),
         # NVIDIA T4 datasheet: single precision 8.1 TFLOPS; mixed precision (FP16
         # products, FP32 accumulate) 65 TFLOPS; no BF16, TF32 or FP8 on Turing; 16 GB
@@ -899,6 +930,8 @@ def cpu_peak_from_cpuinfo(text: str, cores: int, dtype: str = "fp32") -> Nominal
         ghz, basis = X86_MAX_BOOST_GHZ, "assumed clock"
         design = f"{what}, not in the table: {_UNKNOWN_CPU_UNITS[flag]} ({flag})"
         clock = f"assumed, the fastest boost of any x86 part, {X86_MAX_BOOST_PART}"
+        # the units are assumed: a design may have more, so this is no bound
+        bound = "an estimate, not a bound"
     else:
         basis = "upper bound"
         design = f"{core.name}, {core.parts}: {core.units} ({flag})"
@@ -912,10 +945,11 @@ def cpu_peak_from_cpuinfo(text: str, cores: int, dtype: str = "fp32") -> Nominal
                 f"{why}, so the fastest {core.name} part's max boost, "
                 f"{core.max_boost_part}"
             )
+        bound = "an upper bound"
     peak = cores * ghz * 1e9 * per_cycle
     how = (
         f"{cores} cores x {ghz:.2f} GHz x {per_cycle} FLOP/cycle: {design}; "
-        f"clock: {clock}, an upper bound"
+        f"clock: {clock}; {bound}"
     )
     return NominalPeak(peak, how, basis)
 

@@ -149,3 +149,29 @@ MT_NLG_530B = TransformerConfig(
 )
 
 PRESETS[MT_NLG_530B.name] = MT_NLG_530B
+
+
+def gemm_shapes(cfg: TransformerConfig, tokens: int) -> tuple:
+    """The (m, n, k) of every weight matmul one training step of ``cfg`` runs
+    on ``tokens`` tokens (an (m x k) @ (k x n) product each): forward
+    Y = X W^T is (tokens, out, in); the input gradient (tokens, in, out); the
+    weight gradient (out, in, tokens). Distinct shapes, largest volume first:
+    the MAMF probe times them first, so the ceiling covers the model's own
+    shapes."""
+    validate.instance_of("cfg", cfg, TransformerConfig)
+    tokens = validate.positive_int("tokens", tokens)
+    h, kv, ff, V = cfg.d_model, cfg.kv_dim, cfg.d_ff, cfg.vocab_size
+    weights = [
+        (h, h),
+        (kv, h),
+        (h, h),
+        (ff, h),
+        (h, ff),
+        (V, h),
+    ]  # (out, in): q, k/v, o, up, down, head
+    if cfg.mlp == "swiglu":
+        weights.append((ff, h))  # the gate
+    shapes = set()
+    for out, inp in weights:
+        shapes |= {(tokens, out, inp), (tokens, inp, out), (out, inp, tokens)}
+    return tuple(sorted(shapes, key=lambda s: (-(s[0] * s[1] * s[2]), s)))

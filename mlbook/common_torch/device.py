@@ -45,8 +45,10 @@ def device_description(device: str) -> str:
 
 
 def gpu_nominal_peak(cuda_name: str, dtype: str) -> NominalPeak:
-    """The datasheet peak of the GPU torch names ``cuda_name``, or an unknown
-    peak (None) that says so where the table has no row for it."""
+    """The table's peak of the GPU torch names ``cuda_name``, with the row's
+    own basis ("datasheet", or "upper bound" where the row's figures are a
+    bigger part's, as the A10G's are the A10's), or an unknown peak (None)
+    that says so where the table has no row for it."""
     row = match_cuda_name(cuda_name)
     if row is None:
         return NominalPeak(
@@ -63,9 +65,11 @@ def gpu_nominal_peak(cuda_name: str, dtype: str) -> NominalPeak:
             "against the measured ceiling",
             "unknown",
         )
-    return NominalPeak(
-        row.peak(dtype), f"{row.name} datasheet ({row.source})", "datasheet"
-    )
+    if row.basis == "datasheet":
+        how = f"{row.name} datasheet ({row.source})"
+    else:  # another part's figures, so a bound on this one's, not its peak
+        how = f"{row.name}: {row.source}, so an upper bound"
+    return NominalPeak(row.peak(dtype), how, row.basis)
 
 
 def nominal_peak_flops_per_s(device: str, dtype: str) -> NominalPeak:

@@ -15,45 +15,41 @@ whose ``.correct`` is True only when every answer is right.
 exercises) on known cases and on hypothesis-generated ones against the
 reference. ``check("mfu-1")`` says what an exercise expects.
 
-Each chapter holds its own records, in its package (``mlbook/mfu/exercises.py``,
-``mlbook/plan/exercises.py``...), and registers them when that module loads;
-importing this package loads every chapter's. docs/exercises.md says how to
-add one.
-
-A chapter's exercises module imports ``mlbook.exercises._core`` (the record
-types and the registry), never this package's names, and nothing but this
-package imports a chapter's exercises module (tests/test_layering.py). Python
-still runs this file on the way to ``_core``: a chapter's exercises module
-imported first finds itself here half-loaded, which the imports below allow
-(they read nothing from it), and registers its records when it resumes.
+This is the catalogue: it stands above the chapters, as ``mlbook.plan``
+does, and imports each chapter's ``exercises.py`` (``mlbook/mfu/exercises.py``,
+``mlbook/plan/exercises.py``...), which registers its records with the judge
+(``mlbook.judge``, below the chapters) as it loads. No chapter imports this
+package (tests/test_layering.py). docs/exercises.md says how to add one.
 """
 
-from mlbook.exercises._check import Result, check
-from mlbook.exercises._core import (
+from mlbook.judge import (
     EXERCISES,
     KINDS,
+    MIME_TYPE,
     STARS,
     UNITS,
+    AnswerKey,
     Choice,
     Code,
     Exercise,
     Integer,
     Mistake,
     Real,
+    Result,
     UnknownExercise,
     Verdict,
     WrongFunction,
+    answer_key,
+    check,
     exercise,
     get,
     judge,
     register,
     spec,
 )
-from mlbook.exercises._page import MIME_TYPE, AnswerKey, answer_key
 
 # isort: split
-# The chapters' records, after the registry: each module registers its own
-# when it loads.
+# The chapters' records: each module registers its own when it loads.
 from mlbook.accumulation import exercises as _accumulation  # noqa: F401
 from mlbook.cadence import exercises as _cadence  # noqa: F401
 from mlbook.capstone import exercises as _capstone  # noqa: F401

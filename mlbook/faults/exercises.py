@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from mlbook.cadence import formulas as cadence
 from mlbook.common.units import DAY_S, HOUR_S
-from mlbook.exercises._core import (
+from mlbook.faults import formulas, incidents
+from mlbook.judge import (
+    Choice,
     Code,
+    Integer,
     Mistake,
     Real,
     WrongFunction,
     exercise,
     register,
 )
-from mlbook.faults import formulas
 
 
 def _faults_1(n_ranks, sigma):
@@ -311,4 +313,150 @@ FAULTS_6 = exercise(
     },
 )
 
-EXERCISES = register(FAULTS_1, FAULTS_2, FAULTS_3, FAULTS_4, FAULTS_5, FAULTS_6)
+# --- diagnoses: a hidden straggler, a loss spike and its replay --------------------
+
+
+def _rank_choice(n_ranks):
+    return Choice(
+        "the slow rank",
+        {f"rank_{r}": f"rank {r}" for r in range(n_ranks)},
+    )
+
+
+def _faults_7(seed, n_ranks):
+    t = incidents.rank_timings(seed, n_ranks)
+    slow = min(t.ranks, key=lambda r: r.allreduce_ms)
+    return {
+        "rank": f"rank_{slow.rank}",
+        "measurement": "allreduce",
+        "delta": t.measured_delta,
+    }
+
+
+def _gap_over(seed, n_ranks, of):
+    """The slow rank's all-reduce gap to the others' median, over ``of``: the
+    step ("step") or the slow rank's own compute ("slow")."""
+    import statistics
+
+    t = incidents.rank_timings(seed, n_ranks)
+    slow = min(t.ranks, key=lambda r: r.allreduce_ms)
+    others = statistics.median(r.allreduce_ms for r in t.ranks if r is not slow)
+    gap = others - slow.allreduce_ms
+    return gap / (slow.step_ms if of == "step" else slow.compute_ms)
+
+
+FAULTS_7 = exercise(
+    "faults-7",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 4, "n_ranks": 8},
+    answers={
+        "rank": _rank_choice(8),
+        "measurement": Choice(
+            "the measurement that shows it",
+            {
+                "step": "the step time",
+                "allreduce": "the time in the all-reduce",
+            },
+            {"step": "the barrier makes every rank's step as long as the slowest."},
+        ),
+        "delta": Real(
+            "fraction", "how much longer its compute takes than a healthy rank's", 0.03
+        ),
+    },
+    key=_faults_7,
+    mistakes=(
+        Mistake(
+            "rank",
+            "the rank that waits longest",
+            "a rank that waits in the all-reduce is waiting for someone else.",
+            lambda seed, n_ranks: (
+                "rank_"
+                + str(
+                    max(
+                        incidents.rank_timings(seed, n_ranks).ranks,
+                        key=lambda r: r.allreduce_ms,
+                    ).rank
+                )
+            ),
+        ),
+        Mistake(
+            "delta",
+            "the all-reduce gap over the step",
+            "compare compute with compute: a rank's compute is its step less its "
+            "all-reduce.",
+            lambda **i: _gap_over(**i, of="step"),
+        ),
+        Mistake(
+            "delta",
+            "the gap over the slow rank's own compute",
+            "delta is measured against a healthy rank's compute.",
+            lambda **i: _gap_over(**i, of="slow"),
+        ),
+    ),
+)
+
+
+def _faults_8(seed, steps, checkpoint_every):
+    r = incidents.spike_replay(seed, steps, checkpoint_every)
+    data = r.replay_spike_step is not None
+    return {
+        "batch": r.batches[r.spike_step - 1],
+        "cause": "data" if data else "state",
+        "remedy": "skip_batch" if data else "rewind_window",
+    }
+
+
+FAULTS_8 = exercise(
+    "faults-8",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 3, "steps": 60, "checkpoint_every": 10},
+    answers={
+        "batch": Integer("count", "the batch that set the spike off"),
+        "cause": Choice(
+            "what the replay says",
+            {
+                "data": "the data: the spike follows the batch",
+                "state": "the state: the model met the data at a bad moment",
+            },
+            {"state": "a spike that comes back with the same batch is the batch's."},
+        ),
+        "remedy": Choice(
+            "what to do",
+            {
+                "skip_batch": "resume from the checkpoint before it, skip that batch",
+                "rewind_window": "rewind further and skip a window of batches",
+                "lower_lr": "lower the learning rate for a while",
+            },
+            {
+                "rewind_window": "the replay pinned the spike on one batch.",
+                "lower_lr": "the spike follows one batch, whatever the state.",
+            },
+        ),
+    },
+    key=_faults_8,
+    mistakes=(
+        Mistake(
+            "batch",
+            "the batch of the spike's own step",
+            "a step's loss is measured before that step's update: the spike "
+            "shows the update before it.",
+            lambda **i: (lambda r: r.batches[r.spike_step])(
+                incidents.spike_replay(**i)
+            ),
+        ),
+        Mistake(
+            "batch",
+            "the batch of the replay's spike step",
+            "in the replay too, look one step earlier.",
+            lambda **i: (
+                lambda r: r.replay_batches[r.replay_spike_step - r.replay_from]
+            )(incidents.spike_replay(**i)),
+        ),
+    ),
+)
+
+EXERCISES = register(
+    FAULTS_1, FAULTS_2, FAULTS_3, FAULTS_4, FAULTS_5, FAULTS_6, FAULTS_7, FAULTS_8
+)

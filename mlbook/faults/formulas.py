@@ -250,7 +250,8 @@ def delta_from_speed(speed: float) -> float:
     return 1.0 / speed - 1.0
 
 
-def _check_straggler_args(n_ranks, delta, sigma):
+def _check_straggler_args(n_ranks, delta, sigma, median_s=1.0):
+    validate.positive("median_s", median_s)
     validate.positive_int("n_ranks", n_ranks)
     validate.non_negative("delta", delta)
     validate.non_negative("sigma", sigma)
@@ -318,8 +319,7 @@ def expected_step_time(
     sigma = 0 is the deterministic case: every step takes median_s (1 + delta)
     (so is a sigma below 1e-9, which moves the answer less than the grid's error).
     """
-    _check_straggler_args(n_ranks, delta, sigma)
-    validate.positive("median_s", median_s)
+    _check_straggler_args(n_ranks, delta, sigma, median_s)
     shift = math.log1p(delta)
     if sigma < _TINY_SIGMA:
         return median_s * (1.0 + delta)
@@ -389,6 +389,12 @@ def drop_beats_wait(n_ranks: int, delta: float, sigma: float = 0.05) -> bool:
     return drop_step_time(n_ranks, sigma) < expected_step_time(n_ranks, delta, sigma)
 
 
+def _check_drain_args(n_ranks, sigma, tol) -> None:
+    _at_least_two(n_ranks)
+    _check_straggler_args(n_ranks, 0.0, sigma)
+    validate.positive("tol", tol)
+
+
 def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> float:
     """The smallest delta at which draining beats waiting (bisection, to ``tol``).
 
@@ -398,9 +404,7 @@ def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> flo
     so the threshold is higher (except at n = 2, where draining leaves one
     rank doing everything and the noise of the pair is what draining saves).
     """
-    _at_least_two(n_ranks)
-    _check_straggler_args(n_ranks, 0.0, sigma)
-    validate.positive("tol", tol)
+    _check_drain_args(n_ranks, sigma, tol)
     if sigma == 0:
         return 1.0 / (n_ranks - 1)
     target = drop_step_time(n_ranks, sigma)
@@ -425,6 +429,23 @@ def drain_threshold(n_ranks: int, sigma: float = 0.05, tol: float = 1e-6) -> flo
     return hi
 
 
+def _check_simulation_args(
+    n_ranks, delta, sigma, steps, seed, straggler_rank, median_s
+):
+    _check_straggler_args(n_ranks, delta, sigma, median_s)
+    validate.positive_int("steps", steps)
+    _non_negative_int("seed", seed)
+    if not (
+        isinstance(straggler_rank, Integral)
+        and not isinstance(straggler_rank, bool)
+        and 0 <= straggler_rank < n_ranks
+    ):
+        raise ValueError(
+            f"straggler_rank must be an integer in [0, {n_ranks}), "
+            f"got {straggler_rank!r}"
+        )
+
+
 def simulate_step_times(
     n_ranks: int,
     delta: float,
@@ -438,19 +459,7 @@ def simulate_step_times(
     slowed by 1 + delta."""
     import numpy as np
 
-    _check_straggler_args(n_ranks, delta, sigma)
-    validate.positive_int("steps", steps)
-    validate.positive("median_s", median_s)
-    _non_negative_int("seed", seed)
-    if not (
-        isinstance(straggler_rank, Integral)
-        and not isinstance(straggler_rank, bool)
-        and 0 <= straggler_rank < n_ranks
-    ):
-        raise ValueError(
-            f"straggler_rank must be an integer in [0, {n_ranks}), "
-            f"got {straggler_rank!r}"
-        )
+    _check_simulation_args(n_ranks, delta, sigma, steps, seed, straggler_rank, median_s)
     rng = np.random.default_rng(seed)
     times = median_s * np.exp(
         sigma * rng.standard_normal((steps, n_ranks))
@@ -564,6 +573,29 @@ def checksum(values: np.ndarray) -> int:
     return int(arr.view(np.uint32).sum(dtype=np.uint64))
 
 
+def _checksum_list(checksums) -> list[int]:
+    values = list(checksums)
+    for i, c in enumerate(values):
+        # numpy's integers are Integral; numpy's bool is not
+        if not isinstance(c, Integral) or isinstance(c, bool):
+            raise ValueError(f"checksums[{i}] must be an integer, got {c!r}")
+    if len(values) < 2:
+        raise ValueError(f"need checksums from at least 2 replicas, got {len(values)}")
+    return values
+
+
+def _norm_list(norms) -> list[float]:
+    norms = list(norms)
+    for i, x in enumerate(norms):
+        if not _is_number(x) or x < 0:
+            raise ValueError(
+                f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
+            )
+    if len(norms) < 2:
+        raise ValueError(f"need norms from at least 2 replicas, got {len(norms)}")
+    return norms
+
+
 @dataclass(frozen=True)
 class CorruptionCheck:
     """Rules for comparing data-parallel replicas before the optimizer step.
@@ -585,15 +617,7 @@ class CorruptionCheck:
     def compare_checksums(self, checksums) -> Verdict:
         """Alarm unless every replica's checksum is the same; suspect those
         outside the strict majority (everyone, when there is none)."""
-        values = list(checksums)
-        for i, c in enumerate(values):
-            # numpy's integers are Integral; numpy's bool is not
-            if not isinstance(c, Integral) or isinstance(c, bool):
-                raise ValueError(f"checksums[{i}] must be an integer, got {c!r}")
-        if len(values) < 2:
-            raise ValueError(
-                f"need checksums from at least 2 replicas, got {len(values)}"
-            )
+        values = _checksum_list(checksums)  # integers, from two replicas or more
         counts = {c: values.count(c) for c in values}
         majority = max(counts, key=counts.get)
         if len(counts) == 1:
@@ -608,17 +632,9 @@ class CorruptionCheck:
     def compare_norms(self, norms) -> Verdict:
         """Alarm on a non-finite norm or one above ``norm_ratio`` times the
         median of the finite ones; suspect exactly those replicas."""
-        norms = list(norms)
-        for i, x in enumerate(norms):
-            if not _is_number(x) or x < 0:
-                raise ValueError(
-                    f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
-                )
         import numpy as np
 
-        values = np.asarray(norms, dtype=float)
-        if values.size < 2:
-            raise ValueError(f"need norms from at least 2 replicas, got {values.size}")
+        values = np.asarray(_norm_list(norms), dtype=float)  # two replicas or more
         bad = ~np.isfinite(values)
         finite = values[~bad]
         median = float(np.median(finite)) if finite.size else math.inf
@@ -671,6 +687,12 @@ class SpikeConfig:
             )
 
 
+def _as_float(name: str, value) -> float:
+    if not _is_number(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
 class SpikeDetector:
     """Feed it one loss (or gradient norm) a step; ``update`` returns the z-score
     and whether it is a spike. Spikes are kept out of the history, so a long
@@ -681,9 +703,7 @@ class SpikeDetector:
         self.history: deque = deque(maxlen=config.window)
 
     def update(self, value: float) -> tuple[float, bool]:
-        if not _is_number(value):
-            raise ValueError(f"value must be a number, got {value!r}")
-        value = float(value)
+        value = _as_float("value", value)
         if not math.isfinite(value):
             return math.inf, True
         if len(self.history) < self.config.min_history:
@@ -737,6 +757,11 @@ class RewindPlan:
         return self.spike_step - self.resume_step
 
 
+def _check_steps(**steps) -> None:
+    for name, value in steps.items():
+        _non_negative_int(name, value)
+
+
 @dataclass(frozen=True)
 class RewindPolicy:
     """PaLM's remedy for a loss spike: restart from a checkpoint about
@@ -762,8 +787,7 @@ class RewindPolicy:
         ``batch_offset`` is the number of batches already skipped, so the window
         is in the numbering of the data stream. The window always reaches past
         the spike's own batch."""
-        _non_negative_int("spike_step", spike_step)
-        _non_negative_int("batch_offset", batch_offset)
+        _check_steps(spike_step=spike_step, batch_offset=batch_offset)
         ckpts = sorted(int(c) for c in checkpoint_steps)
         limit = spike_step - self.rewind_steps
         usable = [c for c in ckpts if c <= limit]

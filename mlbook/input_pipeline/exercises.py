@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from mlbook.common import accelerators, transformer
-from mlbook.exercises._core import (
+from mlbook.input_pipeline import formulas, packing
+from mlbook.judge import (
     Code,
     Integer,
     Mistake,
@@ -14,7 +15,6 @@ from mlbook.exercises._core import (
     exercise,
     register,
 )
-from mlbook.input_pipeline import formulas, packing
 from mlbook.mfu import flops
 
 

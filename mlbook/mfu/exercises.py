@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mlbook.common import accelerators, transformer
 from mlbook.common.units import DAY_S
-from mlbook.exercises._core import (
+from mlbook.judge import (
+    Choice,
     Code,
     Mistake,
     Real,
@@ -12,7 +13,7 @@ from mlbook.exercises._core import (
     exercise,
     register,
 )
-from mlbook.mfu import flops, formulas
+from mlbook.mfu import diagnose, flops, formulas
 
 
 def _mfu_1(model, tokens_per_s, seq_len, gpu, dtype):
@@ -145,14 +146,14 @@ MFU_2 = exercise(
     },
 )
 
-# --- mfu-3: another model on another cluster, and the job's ceiling ------------------
+# --- mfu-3: what doubling the sequence length does to a job's ceiling ---------------
 
 
-def _mfu_3(model, seq_len, gpu, dtype, n_gpus, tokens_per_s):
+def _mfu_3(model, seq_len, long_seq_len, gpu, dtype, n_gpus, tokens_per_s):
     cfg, peak = transformer.PRESETS[model], accelerators.peak_flops_per_s(gpu, dtype)
     return {
         "mfu": formulas.mfu(tokens_per_s, cfg, seq_len, peak, n_gpus),
-        "max_tokens_per_s": formulas.max_tokens_per_s(cfg, seq_len, peak, n_gpus),
+        "max_tokens_per_s": formulas.max_tokens_per_s(cfg, long_seq_len, peak, n_gpus),
     }
 
 
@@ -162,19 +163,24 @@ def _mfu_3_wrong(
     peak_gpu=None,
     peak_dtype=None,
     per_gpu=False,
+    at_short=False,
+    per_sequence=False,
 ):
     """mfu-3's ``answer`` computed another way: ``per_token(cfg, s)`` FLOPs a
-    token, another GPU's or dtype's peak, or one GPU's peak for the job's.
-    Worked out directly: a wrong count may well pass 100 %."""
+    token, another GPU's or dtype's peak, one GPU's peak for the job's, the
+    ceiling at the first s instead of the doubled one, or the ceiling halved
+    (as if tokens/s fell with s as sequences/s do). Worked out directly: a
+    wrong count may well pass 100 %."""
 
-    def value(model, seq_len, gpu, dtype, n_gpus, tokens_per_s):
+    def value(model, seq_len, long_seq_len, gpu, dtype, n_gpus, tokens_per_s):
         cfg = transformer.PRESETS[model]
         peak = accelerators.peak_flops_per_s(peak_gpu or gpu, peak_dtype or dtype)
         capacity = (1 if per_gpu else n_gpus) * peak  # FLOP/s
-        flops_a_token = per_token(cfg, seq_len)
         if answer == "mfu":
-            return tokens_per_s * flops_a_token / capacity
-        return capacity / flops_a_token
+            return tokens_per_s * per_token(cfg, seq_len) / capacity
+        s = seq_len if at_short or per_sequence else long_seq_len
+        top = capacity / per_token(cfg, s)
+        return top / 2 if per_sequence else top
 
     return value
 
@@ -198,15 +204,18 @@ MFU_3 = exercise(
     inputs={
         "model": "GPT-3 175B",
         "seq_len": 2048,
+        "long_seq_len": 4096,
         "gpu": "A100 SXM",
         "dtype": "bf16",
         "n_gpus": 1024,
         "tokens_per_s": 100_000,
     },
     answers={
-        "mfu": Real("fraction", "MFU with the attention term, 6N + 12Lhs", 0.005),
+        "mfu": Real(
+            "fraction", "MFU at s = 2048, with 6 N_matmul + 12Lhs FLOPs a token", 0.005
+        ),
         "max_tokens_per_s": Real(
-            "tokens/s", "the job's tokens/s at 100 % MFU, the same count", 0.005
+            "tokens/s", "the job's tokens/s at 100 % MFU at s = 4096", 0.005
         ),
     },
     key=_mfu_3,
@@ -240,8 +249,22 @@ MFU_3 = exercise(
         ),
         Mistake(
             "max_tokens_per_s",
+            "the ceiling at s = 2048",
+            "doubling s adds attention FLOPs to every token: count 12Lhs at s = 4096.",
+            _mfu_3_wrong("max_tokens_per_s", at_short=True),
+        ),
+        Mistake(
+            "max_tokens_per_s",
+            "the ceiling halved",
+            "tokens a second, not sequences: each token costs 6 N_matmul + 12Lhs "
+            "FLOPs, and only the attention term grows with s.",
+            _mfu_3_wrong("max_tokens_per_s", per_sequence=True),
+        ),
+        Mistake(
+            "max_tokens_per_s",
             "6N instead of 6N + 12Lhs",
-            _GPT3_ATTENTION_HINT,
+            "without the attention term the ceiling would not move with s at all: "
+            "count 12Lhs at s = 4096.",
             _mfu_3_wrong("max_tokens_per_s", _six_n_all),
         ),
         Mistake(
@@ -256,42 +279,43 @@ MFU_3 = exercise(
             _FORWARD_HINT,
             _mfu_3_wrong("max_tokens_per_s", _forward),
         ),
-        Mistake(
-            "max_tokens_per_s",
-            "the H100 peak",
-            "the GPUs are A100s: take their peak from the table.",
-            _mfu_3_wrong("max_tokens_per_s", peak_gpu="H100 SXM"),
-        ),
     ),
 )
 
 
-# --- mfu-4: GPT-3's compute and days on a V100 cluster --------------------------------
+# --- mfu-4: what doubling the GPUs buys when the MFU falls ---------------------------
 
 
-def _mfu_4(n_params_b, tokens_b, gpu, dtype, n_gpus, mfu):
+def _mfu_4(n_params_b, tokens_b, gpu, dtype, n_gpus, mfu, doubled_gpus, doubled_mfu):
     n, d = n_params_b * 1e9, tokens_b * 1e9
     peak = accelerators.peak_flops_per_s(gpu, dtype)
-    return {
-        "train_flops": flops.six_nd(n, d),
-        "days": formulas.training_days(n, d, peak, n_gpus, mfu),
-    }
+    before = formulas.training_days(n, d, peak, n_gpus, mfu)
+    after = formulas.training_days(n, d, peak, doubled_gpus, doubled_mfu)
+    return {"days": after, "scaling_efficiency": before / after / 2}
 
 
 def _mfu_4_wrong(answer, flops_a_param=6, peak_dtype=None, gpus=None, utilisation=None):
-    """mfu-4's ``answer`` with another count of FLOPs a parameter a token
-    (2: the forward; 8: the recomputed forward too), another peak, GPU count
-    or MFU."""
+    """mfu-4's days on the doubled cluster with another count of FLOPs a
+    parameter a token (2: the forward), another peak, GPU count or MFU."""
 
-    def value(n_params_b, tokens_b, gpu, dtype, n_gpus, mfu):
+    def value(n_params_b, tokens_b, gpu, dtype, n_gpus, mfu, doubled_gpus, doubled_mfu):
         total = flops_a_param * n_params_b * 1e9 * tokens_b * 1e9  # FLOPs
-        if answer == "train_flops":
-            return total
         peak = accelerators.peak_flops_per_s(gpu, peak_dtype or dtype)
-        rate = (gpus or n_gpus) * peak * (utilisation or mfu)  # FLOP/s
+        rate = (gpus or doubled_gpus) * peak * (utilisation or doubled_mfu)  # FLOP/s
         return total / rate / DAY_S
 
     return value
+
+
+def _first_cluster_days(n_params_b, tokens_b, gpu, dtype, n_gpus, mfu, **_):
+    return _mfu_4_wrong("days", gpus=n_gpus, utilisation=mfu)(
+        n_params_b, tokens_b, gpu, dtype, n_gpus, mfu, n_gpus, mfu
+    )
+
+
+def _efficiency(ratio):
+    """A wrong scaling efficiency: ``ratio(inputs)``."""
+    return lambda **i: ratio(i)
 
 
 MFU_4 = exercise(
@@ -305,34 +329,32 @@ MFU_4 = exercise(
         "dtype": "fp16",
         "n_gpus": 10_000,
         "mfu": 0.30,
+        "doubled_gpus": 20_000,
+        "doubled_mfu": 0.24,
     },
     answers={
-        "train_flops": Real("FLOPs", "the training FLOPs, C = 6ND", 0.01),
-        "days": Real("days", "the days of computing", 0.01),
+        "days": Real("days", "the days of computing on 20,000 GPUs", 0.01),
+        "scaling_efficiency": Real(
+            "fraction", "the scaling efficiency of the doubling", 0.01
+        ),
     },
     key=_mfu_4,
     mistakes=(
         Mistake(
-            "train_flops",
-            "2ND, the forward only",
-            _FORWARD_HINT,
-            _mfu_4_wrong("train_flops", 2),
-        ),
-        Mistake(
-            "train_flops",
-            "8ND, a recomputed forward counted",
-            "C counts the model's FLOPs, three forwards' worth a token, "
-            "whatever the hardware reran.",
-            _mfu_4_wrong("train_flops", 8),
-        ),
-        Mistake(
-            "days", "2ND, the forward only", _FORWARD_HINT, _mfu_4_wrong("days", 2)
+            "days",
+            "the MFU's fall left out",
+            "twice the GPUs at 24 % do less than twice the work of the first "
+            "cluster at 30 %: divide by the new G x peak x MFU.",
+            _mfu_4_wrong("days", utilisation=0.30),
         ),
         Mistake(
             "days",
-            "8ND, a recomputed forward counted",
-            "an MFU counted as 6N goes with 6ND FLOPs.",
-            _mfu_4_wrong("days", 8),
+            "the first cluster's days",
+            "that is the 10,000-GPU run; the question is the doubled cluster.",
+            _first_cluster_days,
+        ),
+        Mistake(
+            "days", "2ND, the forward only", _FORWARD_HINT, _mfu_4_wrong("days", 2)
         ),
         Mistake(
             "days",
@@ -342,15 +364,21 @@ MFU_4 = exercise(
         ),
         Mistake(
             "days",
-            "100 % MFU",
-            "the GPUs do useful work at 30 % of their peak: divide by the MFU.",
-            _mfu_4_wrong("days", utilisation=1.0),
+            "one GPU's days",
+            "the 20,000 GPUs share the FLOPs: divide by G too.",
+            _mfu_4_wrong("days", gpus=1),
         ),
         Mistake(
-            "days",
-            "one GPU's days",
-            "the 10,000 GPUs share the FLOPs: divide by G too.",
-            _mfu_4_wrong("days", gpus=1),
+            "scaling_efficiency",
+            "the speed-up, not the efficiency",
+            "the efficiency is the speed-up over the factor by which the GPUs grew, 2.",
+            _efficiency(lambda i: i["doubled_mfu"] / i["mfu"] * 2),
+        ),
+        Mistake(
+            "scaling_efficiency",
+            "the MFUs' ratio upside down",
+            "days fall as G x MFU grows: the new MFU goes on top.",
+            _efficiency(lambda i: i["mfu"] / i["doubled_mfu"]),
         ),
     ),
 )
@@ -598,4 +626,205 @@ MFU_6 = exercise(
 # The reader's own sweep: no key, the solution explains what the timings show.
 MFU_7 = exercise("mfu-7", level=2, kind="measure")
 
-EXERCISES = register(MFU_1, MFU_2, MFU_3, MFU_4, MFU_5, MFU_6, MFU_7)
+# --- mfu-8: a step's profile with one slow bucket, diagnosed -------------------------
+
+
+def _profile(model, gpu, batch, seq_len, seed):
+    return diagnose.step_profile(model, gpu, batch, seq_len, seed)
+
+
+def _mfu_8(model, gpu, batch, seq_len, seed):
+    p = _profile(model, gpu, batch, seq_len, seed)
+    return {"bucket": p.defect, "step_ms": p.fixed_step_ms}
+
+
+def _fixed_at(rate):
+    """The step with the slow bucket's FLOPs at ``rate(profile)`` FLOP/s
+    (None: the bucket dropped), or with ``counted`` of its FLOPs."""
+
+    def value(model, gpu, batch, seq_len, seed):
+        p = _profile(model, gpu, batch, seq_len, seed)
+        cfg = transformer.PRESETS[model]
+        work = diagnose.bucket_flops(cfg, batch, seq_len)[p.defect]
+        fixed = 0.0 if rate is None else 1e3 * work / rate(p)
+        return p.step_ms - p.ms(p.defect) + fixed
+
+    return value
+
+
+def _half_counted(p):
+    """Half the square counted at the healthy rate: twice the rate on all."""
+    return 2 * p.healthy_flops_per_s
+
+
+def _dense_peak(p):
+    return accelerators.peak_flops_per_s(p.gpu, "bf16")
+
+
+_NOT_A_MATMUL = (
+    "it does no matmul FLOPs to check a rate against, and it is a small share "
+    "of the step: look for a matmul bucket slower than its FLOPs say."
+)
+_HEALTHY = "its FLOPs over its time give the rate the other matmul buckets reach."
+
+MFU_8 = exercise(
+    "mfu-8",
+    level=2,
+    kind="diagnose",
+    inputs={
+        "model": "Llama-2-7B",
+        "gpu": "H100 SXM",
+        "batch": 2,
+        "seq_len": 4096,
+        "seed": 10,
+    },
+    answers={
+        "bucket": Choice(
+            "the bucket that runs slower than its FLOPs say",
+            dict(diagnose.BUCKETS),
+            hints={
+                "forward_matmuls": _HEALTHY,
+                "backward_matmuls": _HEALTHY,
+                "lm_head": _HEALTHY,
+                "attention": _HEALTHY,
+                "elementwise": _NOT_A_MATMUL,
+                "optimizer": _NOT_A_MATMUL,
+                "data_wait": _NOT_A_MATMUL,
+            },
+        ),
+        "step_ms": Real("ms", "the step's time once that bucket is fixed", 0.005),
+    },
+    key=_mfu_8,
+    mistakes=(
+        Mistake(
+            "bucket",
+            "the largest bucket",
+            "the largest bucket is the one with the most FLOPs: divide each matmul "
+            "bucket's FLOPs by its time and compare the rates.",
+            lambda **i: _profile(**i).largest,
+        ),
+        Mistake(
+            "step_ms",
+            "the slow bucket dropped",
+            "a fix makes the bucket run at the healthy rate; its FLOPs still take "
+            "time.",
+            _fixed_at(None),
+        ),
+        Mistake(
+            "step_ms",
+            "the fixed bucket at the dense peak",
+            "no matmul runs at the datasheet's peak: the fixed bucket runs as fast "
+            "as the step's healthy matmuls.",
+            _fixed_at(_dense_peak),
+        ),
+        Mistake(
+            "step_ms",
+            "half the attention square counted",
+            "count attention's FLOPs as the healthy rate was counted, the full "
+            "s x s square, 12Lhs a token.",
+            _fixed_at(_half_counted),
+        ),
+    ),
+)
+
+
+# --- mfu-9 and mfu-10: an MFU dashboard whose logger counts wrongly ------------------
+
+
+def _dashboard_key(seed, run):
+    d = diagnose.mfu_dashboard(seed)
+    return {"cause": d.cause, "mfu": d.run(run).mfu}
+
+
+def _logged(seed, run):
+    return diagnose.mfu_dashboard(seed).run(run).logged_mfu
+
+
+def _recounted(cause):
+    """The run's MFU as a logger with the mistake ``cause`` would print it."""
+
+    def value(seed, run):
+        r = diagnose.mfu_dashboard(seed).run(run)
+        cfg = transformer.PRESETS[r.model]
+        peak = accelerators.peak_flops_per_s(r.gpu, "bf16")
+        return diagnose.logged_mfu(
+            cause, r.tokens_per_s, cfg, r.seq_len, peak, r.n_gpus
+        )
+
+    return value
+
+
+def _cause_choice(label):
+    return Choice(
+        label,
+        dict(diagnose.CAUSES),
+        hints={
+            "one_gpu_peak": "that would multiply every run's MFU by its GPU count.",
+            "per_gpu_tokens": "that would divide every run's MFU by its GPU count.",
+            "forward_only": "that would print a third of the right MFU.",
+            "recompute_counted": "that would print 4/3 of the right MFU.",
+            "sparse_peak": "that would print half the right MFU.",
+            "six_n": "that would be a few per cent off, by a different share for "
+            "each model and s.",
+        },
+    )
+
+
+_PRINTED_HINT = (
+    "that is the dashboard's own figure: recount it with 6 N_matmul + 12Lhs "
+    "FLOPs a token over G x the dense BF16 peak."
+)
+_SIX_N_HINT = (
+    "the team counts 6 N_matmul + 12Lhs a token; 6N with all parameters leaves "
+    "out attention."
+)
+
+MFU_9 = exercise(
+    "mfu-9",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 11, "run": "A"},
+    answers={
+        "cause": _cause_choice("what the logger does wrong"),
+        "mfu": Real("fraction", "run A's MFU, counted right", 0.01),
+    },
+    key=_dashboard_key,
+    mistakes=(
+        Mistake("mfu", "the dashboard's figure", _PRINTED_HINT, _logged),
+        Mistake("mfu", "6N, N = all parameters", _SIX_N_HINT, _recounted("six_n")),
+        Mistake(
+            "mfu",
+            "the printed figure halved",
+            "halving undoes a sparse peak, and every run here is off by another "
+            "factor: compare your count with the printed one.",
+            lambda seed, run: _logged(seed, run) / 2,
+        ),
+    ),
+)
+
+MFU_10 = exercise(
+    "mfu-10",
+    level=1,
+    kind="diagnose",
+    inputs={"seed": 28, "run": "C"},
+    answers={
+        "cause": _cause_choice("what the logger does wrong"),
+        "mfu": Real("fraction", "run C's MFU, counted right", 0.01),
+    },
+    key=_dashboard_key,
+    mistakes=(
+        Mistake("mfu", "the dashboard's figure", _PRINTED_HINT, _logged),
+        Mistake(
+            "mfu",
+            "divided by the GPUs twice",
+            "the job's tokens/s go over the job's peak, G x peak, once.",
+            _recounted("per_gpu_tokens"),
+        ),
+        Mistake("mfu", "6N, N = all parameters", _SIX_N_HINT, _recounted("six_n")),
+    ),
+)
+
+
+EXERCISES = register(
+    MFU_1, MFU_2, MFU_3, MFU_4, MFU_5, MFU_6, MFU_7, MFU_8, MFU_9, MFU_10
+)

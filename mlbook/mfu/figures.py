@@ -26,7 +26,7 @@ def attention_share_vs_seq_len(presets=None, seq_lens=None):
     ax.set_ylabel("attention share of FLOPs")
     percent_axis(ax)
     ax.legend()
-    ax.set_title("12Lhs / (6N + 12Lhs): wider models feel long context later")
+    ax.set_title("12Lhs / (6N_matmul + 12Lhs): wider models feel long context later")
     return fig
 
 

@@ -74,14 +74,18 @@ def flops_per_token(
               8 N_matmul + 16 L h s. These are the FLOPs the hardware runs
               (for HFU); the model's FLOPs (for MFU) stay 3 x forward.
     """
-    validate.one_of("mode", mode, MODES)
-    validate.boolean("recompute", recompute)
+    _check_mode(mode, recompute)
     forward = 2 * matmul_params(cfg) + attention_flops_per_token(cfg, seq_len)
     if mode == "forward":
-        if recompute:
-            raise ValueError("recompute=True only makes sense with mode='train'")
         return forward
     return (4 if recompute else 3) * forward
+
+
+def _check_mode(mode: str, recompute: bool) -> None:
+    validate.one_of("mode", mode, MODES)
+    validate.boolean("recompute", recompute)
+    if mode == "forward" and recompute:
+        raise ValueError("recompute=True only makes sense with mode='train'")
 
 
 def six_nd(n_params: float, tokens: float) -> float:

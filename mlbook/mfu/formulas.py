@@ -1,14 +1,16 @@
 """Model FLOPs utilisation (MFU), hardware FLOPs utilisation (HFU) and the
 planning arithmetic that turns a FLOP budget into days.
 
-MFU = tokens/s x (6 N + 12 L h s) / (G x peak)   (PaLM, Chowdhery et al. 2022,
-Sec. 4.1 and App. B). tokens_per_s is the throughput of the whole job, over
-all n_gpus; peak_flops_per_s is one GPU's dense peak for the dtype trained in.
+MFU = tokens/s x (6 N_matmul + 12 L h s) / (G x peak)   (PaLM, Chowdhery et
+al. 2022, Sec. 4.1 and App. B, who write 6N for the matmul weights).
+tokens_per_s is the throughput of the whole job, over all n_gpus;
+peak_flops_per_s is one GPU's dense peak for the dtype trained in.
 
 Two FLOP conventions meet in planning. The MFU equation counts 6 N_matmul +
-12 L h s FLOPs a token; the planning formula T = 6 N D / (G x peak x MFU)
-counts 6 N, so the MFU it divides by is one counted without attention.
-``training_days`` takes the attention term as an option so both can be shown.
+12 L h s FLOPs a token, and so does the book's plan by default; the rule of
+thumb T = 6 N D / (G x peak x MFU), with N all parameters, counts 6 N, so the
+MFU it divides by is one counted without attention. ``training_days`` takes
+the attention term as an option so both can be shown.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def mfu(
     peak_flops_per_s: float,
     n_gpus: int = 1,
 ) -> float:
-    """MFU with the attention term: the model's FLOPs, not the hardware's."""
+    """MFU with the attention term, 6 N_matmul + 12 L h s FLOPs a token: the
+    model's FLOPs, not the hardware's."""
     _check_inputs(tokens_per_s, peak_flops_per_s, n_gpus)
     flops = tokens_per_s * flops_per_token(cfg, seq_len, "train")
     return _utilisation("MFU", flops, peak_flops_per_s, n_gpus)
@@ -107,11 +110,17 @@ def training_days(
 ) -> float:
     """T_days = (6 N + A) D / (G x peak x MFU x 86 400).
 
-    With the default A = 0 this is the planning formula 6 N D, and ``mfu``
-    must then be an MFU counted with 6 N FLOPs a token. Pass A = 12 L h s
-    (``3 * flops.attention_flops_per_token(cfg, s)``) to plan with an MFU
-    counted as the MFU equation counts it, attention included.
+    The book plans with N = N_matmul and A = 12 L h s (``3 *
+    flops.attention_flops_per_token(cfg, s)``), for an MFU counted as the MFU
+    equation counts it. With the default A = 0 and N all parameters it is the
+    rule of thumb 6 N D, and ``mfu`` must then be an MFU counted as 6 N.
     """
+    _check_plan(peak_flops_per_s, n_gpus, mfu, attention_flops_per_token)
+    total_flops = six_nd(n_params, tokens) + attention_flops_per_token * tokens
+    return total_flops / (n_gpus * peak_flops_per_s * mfu * DAY_S)
+
+
+def _check_plan(peak_flops_per_s, n_gpus, mfu, attention_flops_per_token) -> None:
     validate.positive("peak_flops_per_s", peak_flops_per_s)
     validate.positive_int("n_gpus", n_gpus)
     validate.non_negative("attention_flops_per_token", attention_flops_per_token)
@@ -120,8 +129,6 @@ def training_days(
             f"mfu={mfu!r} is above 1: no job runs faster than its peak"
         )
     validate.fraction("mfu", mfu)
-    total_flops = six_nd(n_params, tokens) + attention_flops_per_token * tokens
-    return total_flops / (n_gpus * peak_flops_per_s * mfu * DAY_S)
 
 
 def nanogpt_estimate_mfu(

@@ -337,7 +337,76 @@ def parser() -> argparse.ArgumentParser:
         help="a machine file from python -m mlbook calibrate: where it calibrates "
         "the planned GPU, its measured MAMF share of peak bounds --mfu",
     )
+    ap.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="also trace one GPU's shard of the planned model on fake tensors "
+        "(torch, no GPU, nothing allocated) and print the traced bill beside "
+        "the planned one",
+    )
     return ap
+
+
+def _traced_lines(t) -> list[str]:
+    """The traced bill (mlbook.plan.experiments.TracedPlan) beside the planned one,
+    as aligned lines in GiB."""
+    b = t.bill
+    head = (
+        f"memory traced on fake tensors: {b.model}, {b.layers_traced[0]} and "
+        f"{b.layers_traced[1]} layers composed to {b.n_layers}, tp {b.tp}, "
+        f"s={b.seq_len:,}, b={b.micro_batch} (GiB per GPU)"
+    )
+    rows = [("", "planned", "traced")]
+    for line in t.kinds + t.left_out:
+        planned = (
+            "-" if line.planned_bytes is None else f"{line.planned_bytes / GIB:,.2f}"
+        )
+        rows.append((f"  {line.item}", planned, f"{line.traced_bytes / GIB:,.2f}"))
+    if t.peak_bytes is not None:
+        rows.append(
+            (
+                f"  total; traced: the peak ({t.peak_phase})",
+                f"{t.planned_total_bytes / GIB:,.2f}",
+                f"{t.peak_bytes / GIB:,.2f}",
+            )
+        )
+        rows.append(
+            (
+                f"  first step's peak ({t.first_step_peak_phase})",
+                "-",
+                f"{t.first_step_peak_bytes / GIB:,.2f}",
+            )
+        )
+    else:
+        rows.append(
+            (
+                "  total (the peak is not traced across pipeline stages)",
+                f"{t.planned_total_bytes / GIB:,.2f}",
+                "-",
+            )
+        )
+    width = max(len(r[0]) for r in rows)
+    return [head] + [f"{a:<{width}}  {p:>9}  {tr:>9}" for a, p, tr in rows]
+
+
+def _traced_dict(t) -> dict:
+    """The traced bill under stable keys (bytes)."""
+    return {
+        "layers_traced": list(t.bill.layers_traced),
+        "items": [
+            {
+                "item": line.item,
+                "planned_bytes": line.planned_bytes,
+                "traced_bytes": line.traced_bytes,
+            }
+            for line in t.kinds + t.left_out
+        ],
+        "planned_total_bytes": t.planned_total_bytes,
+        "peak_bytes": t.peak_bytes,
+        "peak_phase": t.peak_phase,
+        "first_step_peak_bytes": t.first_step_peak_bytes,
+        "first_step_peak_phase": t.first_step_peak_phase,
+    }
 
 
 def machine_inputs(path: str, gpu: str):
@@ -482,13 +551,27 @@ def main(argv=None) -> int:
                 print(f"{ap.prog}: error: --mfu: {exc}", file=sys.stderr)
                 return 2
     try:
-        d = as_dict(plan(spec_from_args(args)))
+        spec = spec_from_args(args)
+        d = as_dict(plan(spec))
     except ValueError as exc:
         msg = str(exc).splitlines()[0]
         print(
             f"{ap.prog}: error: {flag_for(msg) or 'arguments'}: {msg}", file=sys.stderr
         )
         return 2
+    traced = None
+    if args.trace_memory:  # torch is imported here, and only here
+        from mlbook.plan import experiments as trace
+
+        try:
+            trace.check_traceable(spec)
+        except ValueError as exc:
+            msg = str(exc).splitlines()[0]
+            flag = flag_for(msg) or "--trace-memory"
+            print(f"{ap.prog}: error: {flag}: {msg}", file=sys.stderr)
+            return 2
+        traced = trace.trace_plan(spec)
+        d["traced_memory"] = _traced_dict(traced)
     if inputs is not None:
         d["machine"] = {
             "path": inputs.path,
@@ -501,6 +584,6 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(d, indent=2, sort_keys=True))
     else:
-        lines = budget_lines(d)
-        print("\n".join(lines + (machine_lines(inputs) if inputs else [])))
+        lines = budget_lines(d) + (machine_lines(inputs) if inputs else [])
+        print("\n".join(lines + (_traced_lines(traced) if traced else [])))
     return 0

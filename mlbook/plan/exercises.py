@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mlbook.common.units import DAY_S, GIB, HOUR_S, MINUTE_S, TERA
-from mlbook.exercises._core import Integer, Mistake, Real, exercise, register
 from mlbook.faults.formulas import LLAMA3_405B_LOG
+from mlbook.judge import Integer, Mistake, Real, exercise, register
 from mlbook.plan.planner import RunSpec, plan, restart_for_goodput, wall_clock_s
 from mlbook.recompute.formulas import activation_bytes_per_layer, layer_bytes
 

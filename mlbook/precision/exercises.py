@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Code,
     Integer,
     Mistake,

@@ -6,7 +6,7 @@ import math
 
 from mlbook.common import accelerators, transformer
 from mlbook.common.units import GIB
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Code,
     Integer,
     Mistake,

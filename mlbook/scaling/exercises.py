@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from mlbook.common import accelerators, transformer
-from mlbook.exercises._core import (
+from mlbook.judge import (
     Code,
     Integer,
     Mistake,

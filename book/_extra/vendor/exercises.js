@@ -1,7 +1,7 @@
 /* The book's answer boxes: checked in the page, from the data the build wrote
  * into it (tools/bookext/exercises.py), so they work opened from file://.
  *
- * judge() is mlbook.exercises.judge step for step, on the same data (the
+ * judge() is mlbook.judge.judge step for step, on the same data (the
  * key, the tolerance, each named mistake's value and hint, the sentences of
  * a verdict): tests/test_exercises_js.py feeds both the same answers and
  * compares the verdicts. A "predict" exercise folds the cells tagged
@@ -45,7 +45,7 @@
   }
 
   /* The number of significant figures (1 or 2) to which value is key
-   * rounded, or null: mlbook.exercises._core.rounded_to. value has that many
+   * rounded, or null: mlbook.judge._core.rounded_to. value has that many
    * figures and lies within half a unit of its last figure of the key. */
   function roundedTo(value, key) {
     var roundings = [1, 2];  // _core.ROUNDINGS
@@ -60,7 +60,7 @@
   }
 
   /* The verdict on one answer: value is a number (or, for a choice, a list
-   * of option names). Mirrors mlbook.exercises._core.judge. */
+   * of option names). Mirrors mlbook.judge._core.judge. */
   function judge(answer, value, messages, sizes) {
     var key = answer.key, type = answer.type, tol, right;
     if (type === "choice") return judgeChoice(answer, value, messages);
@@ -101,7 +101,7 @@
             hint: format(high ? messages.high : messages.low, {size: phrase})};
   }
 
-  /* A typed answer as {value} or {error}: mlbook.exercises._core.read_number
+  /* A typed answer as {value} or {error}: mlbook.judge._core.read_number
    * rule for rule (and message for message): digits with an optional sign,
    * decimals and exponent; thousands separators (commas, spaces,
    * underscores) are dropped. A trailing "%" divides by 100

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from numbers import Integral
 from numbers import Real as RealNumber
 
-from mlbook.exercises._core import (
+from mlbook.judge._core import (
     CheckTypeError,
     CheckValueError,
     Choice,

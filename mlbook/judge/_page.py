@@ -10,7 +10,7 @@ reads it from the executed solution cell).
 
 from __future__ import annotations
 
-from mlbook.exercises._core import Choice, Integer, get, spec
+from mlbook.judge._core import Choice, Integer, get, spec
 
 MIME_TYPE = "application/vnd.mlbook.exercise-key+json"
 

@@ -133,7 +133,7 @@ def _check_unit(unit: str) -> str:
     if unit not in UNITS:
         raise ValueError(
             f"unit {unit!r} is not one of the known units {sorted(UNITS)}; add it to "
-            "mlbook/exercises/_core.py UNITS (with its unit mistakes if it has any)"
+            "mlbook/judge/_core.py UNITS (with its unit mistakes if it has any)"
         )
     return unit
 
