@@ -13,9 +13,12 @@ running kernel ("Python 3 (ipykernel)" for the pages' "Python 3"). So:
   format holds: outputs, execution counts and metadata it does not keep
   don't count);
 - the kernelspec on disk is kept while the kernel's name is the same;
-- an edited page is written without the blank line after a code cell's
-  options, as the pages write them (tools/format_pages.py reads them so),
-  and a page with no front matter (book/notation.md) gets none.
+- an edited page keeps the page's own text wherever the notebook did not
+  change (a cell's options as the page writes them, a doubled blank line),
+  and is written as jupytext writes it only where it did, without the blank
+  line after a code cell's options, as the pages write them
+  (tools/format_pages.py reads them so); a page with no front matter
+  (book/notation.md) gets none.
 
 The notebook metadata the text keeps (the build's ``mlbook:`` keys, no
 jupytext version) is jupytext's own configuration, ``jupytext.toml`` at the
@@ -26,6 +29,7 @@ JupyterLab's contents manager in the venv's Jupyter config.
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 
 import nbformat
@@ -96,6 +100,45 @@ def page_text(nb, fmt, config, header: bool = True) -> str:
     return text if header else _without_header(text)
 
 
+def _boundary(opcodes, i: int) -> int | None:
+    """Where the boundary before line ``i`` of the first text falls in the
+    second, by ``opcodes`` between them (None inside a changed block)."""
+    for tag, a1, a2, b1, b2 in opcodes:
+        if tag == "equal" and a1 <= i <= a2:
+            return b1 + (i - a1)
+        if i == a1:
+            return b1
+        if i == a2:
+            return b2
+    return None
+
+
+def kept_text(page: str, old: str, new: str) -> str | None:
+    """``new`` (the edited notebook written out) with the page's own lines
+    wherever the notebook did not change: ``old`` is the page's notebook
+    written out the same way, ``page`` the page as it is. None when a change
+    touches lines the page writes its own way (the caller writes ``new``)."""
+    a, o, b = old.split("\n"), page.split("\n"), new.split("\n")
+    to_page = difflib.SequenceMatcher(None, a, o, autojunk=False).get_opcodes()
+    out = []
+    for tag, a1, a2, b1, b2 in difflib.SequenceMatcher(
+        None, a, b, autojunk=False
+    ).get_opcodes():
+        if tag != "equal":
+            out += b[b1:b2]
+            continue
+        start, end = _boundary(to_page, a1), _boundary(to_page, a2)
+        if start is None or end is None:
+            return None
+        out += o[start:end]
+    return "\n".join(out)
+
+
+def _same_notebook(text: str, other: str, fmt) -> bool:
+    x, y = reads(text, fmt=fmt), reads(other, fmt=fmt)
+    return _cells(x) == _cells(y) and x.metadata == y.metadata
+
+
 class PageContentsManager(_Jupytext):
     """jupytext's contents manager that does not rewrite an unedited page."""
 
@@ -129,6 +172,9 @@ class PageContentsManager(_Jupytext):
         if text == page_text(old, fmt, config, header):
             self.log.info("Unchanged, not written: %s", path)
             return await self.get(path, content=False)
+        kept = kept_text(on_disk, page_text(old, fmt, config, header), text)
+        if kept is not None and _same_notebook(kept, text, fmt):
+            text = kept
         self.log.info("Saving %s", path)
         return await AsyncLargeFileManager.save(
             self, {"type": "file", "format": "text", "content": text}, path
