@@ -382,8 +382,10 @@ PROSE_CHAPTERS = [ROOT / "notebooks" / "mfu.md", ROOT / "notebooks" / "cadence.m
 PROSE_DONE_S = 60  # the extension's answers are drawn within a second or two here
 GLUE_ROLE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
 # a role's body left as text: a name and a format spec, "mc_waste:.2%"
+# (no space after the colon: "Daly: x = C/2T" is prose, and the book's
+# specs never take the space sign)
 FORMAT_SPEC = re.compile(
-    r"[A-Za-z_]\w*:[<>=^+ -]?[,_]?\.?\d*[.,]?\d*[%bcdeEfFgGnosxX](?!\w)"
+    r"[A-Za-z_]\w*:[<>=^+-]?[,_]?\.?\d*[.,]?\d*[%bcdeEfFgGnosxX](?!\w)"
 )
 # words before a glued number in the source, to find the number in both texts
 ANCHOR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z ,-]{14,})$")
