@@ -114,12 +114,12 @@
   // it. The first page a reader opens keeps Pyodide's memory snapshot in
   // IndexedDB, and every later page starts from it (live-worker.js says how).
   // Measured in headless Chromium on the 2-core machine the book is built on,
-  // shared with other builds (load average 9-13): a fresh start took 12-35 s
-  // (median 16 s) and a start from the snapshot 3.3-9.1 s, the page's modules'
-  // import included (0.1-0.5 s for a chapter's figures, 2-5 s for the plan
-  // page's planner). With the cores to itself (measured earlier, on the page's
-  // thread), a start from the snapshot took 1.05-1.62 s (median 1.30 s over
-  // 17 pages), and a first move redrew 5.1-5.5 s after the figure drew, cold.
+  // shared with other builds: at a load average of 2-6 a fresh start took
+  // 3.8-11.7 s (median 6.6 s) and a start from the snapshot 1.2-6.1 s (median
+  // 2.8 s), the page's modules' import included (0.1-0.8 s for a chapter's
+  // figures, 1.2-3.4 s for the plan page's planner); at 9-13, 12-35 s and
+  // 3.3-9.1 s. With the cores to itself (measured earlier, on the page's
+  // thread) a start from the snapshot took 1.05-1.62 s (median 1.30 s).
   // docs/live-figures.md gives the figures per page.
 
   // The modules of the page's live functions ("mlbook.plan.live:planner_form")
