@@ -13,8 +13,8 @@ Two helpers, and nothing else in the package touches the page:
   cell shows the same numbers in its table or printed line. The values
   also stay in this process (``GLUED``), where JupyterLab's book extension
   reads them to show the prose's numbers (mlbook.prose), and, in JupyterLab,
-  in the page's values file, where the pages that quote them read them
-  (mlbook.common.book_values).
+  in the page's own values file (mlbook.common.book_values), which the
+  JupyterLab tests compare with the HTML book's.
 
 Neither chooses words: captions and column names come from the page.
 """

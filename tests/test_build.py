@@ -66,17 +66,6 @@ glue("b_n", g(), display=False)
 glue("b_cpus", len(os.sched_getaffinity(0)), display=False)
 glue("b_threads", os.environ.get("OMP_NUM_THREADS", "unset"), display=False)""",
     ),
-    # s reads a's values, as the introduction may read the chapters'
-    "s": (
-        "mlbook:\n  depends_on: [a]\n",
-        "Page s's prose.",
-        """\
-import json, os
-from pathlib import Path
-from myst_nb import glue
-a = json.loads((Path(os.environ["MLBOOK_VALUES_DIR"]) / "a.json").read_text())
-glue("s_twice_a", a["a_x"] * 2, display=False)""",
-    ),
 }
 
 PACKAGE = {
@@ -167,7 +156,7 @@ def project(tmp_path_factory):
 
 def test_first_build_executes_everything_and_writes_values(project):
     r = project.first
-    assert project.executed(r) == ["a", "b", "s"] and not any(
+    assert project.executed(r) == ["a", "b"] and not any(
         c["error"] for c in r["chapters"].values()
     )
     a = values.read_values(project.dest, "a")
@@ -175,7 +164,6 @@ def test_first_build_executes_everything_and_writes_values(project):
     assert type(a["a_x"]) is float
     b = json.loads((project.dest / "values" / "b.json").read_text())
     assert b["b_n"] == 7 and type(b["b_n"]) is int
-    assert values.read_values(project.dest, "s") == {"s_twice_a": 0.5}
 
 
 def test_parallel_jobs_get_their_own_cores(project):
@@ -291,22 +279,19 @@ def test_unchanged_build_executes_nothing(project):
     assert {n: c["cached"] for n, c in timings["chapters"].items()} == {
         "a": True,
         "b": True,
-        "s": True,
     }
     assert all(
         c["this_run_s"] == 0 and c["seconds"] > 0 for c in timings["chapters"].values()
     )
-    assert values.read_values(project.dest, "s") == {
-        "s_twice_a": 0.5
-    }  # values written from the cache
+    assert values.read_values(project.dest, "a")["a_x"] == 0.25  # from the cache
     assert (project.dest / "src" / "notebooks" / "a.ipynb").exists()
 
 
-def test_prose_edit_reexecutes_that_page_and_the_pages_reading_its_values(project):
+def test_prose_edit_reexecutes_that_page_alone(project):
     project.build()
     project.edit("notebooks/a.md", "Page a's prose.", "Page a's prose, edited.")
     r = project.build()
-    assert project.executed(r) == ["a", "s"]
+    assert project.executed(r) == ["a"]
     assert "edited" in (project.dest / "src" / "notebooks" / "a.ipynb").read_text()
     project.edit("notebooks/b.md", "Page b's prose.", "Page b's prose, edited.")
     assert project.executed(project.build()) == ["b"]
@@ -321,7 +306,7 @@ def test_package_edit_reexecutes_the_pages_whose_key_includes_it(project):
     # reached from a only through mlbook/alpha/core.py's
     # `from ..common.units import GIB`
     project.edit("mlbook/common/units.py", "GIB = 2**30", "GIB = 1 << 30")
-    assert project.executed(project.build()) == ["a", "s"]
+    assert project.executed(project.build()) == ["a"]
 
 
 def test_failed_execution_is_not_cached(project):
@@ -438,24 +423,6 @@ def test_keys_take_the_whole_package_when_imports_cannot_be_resolved(tree, code)
     files, why = deps_of(tree, code)
     assert why
     assert len(files) == len(caching.package_files())
-
-
-def test_dependency_cycles_and_unknown_pages_are_refused(tree):
-    write_tree(
-        tree,
-        {
-            "notebooks/x.md": page_text("x", "mlbook:\n  depends_on: [y]\n", "p", "1"),
-            "notebooks/y.md": page_text("y", "mlbook:\n  depends_on: [x]\n", "p", "1"),
-        },
-    )
-    with pytest.raises(SystemExit, match="cycle"):
-        pages.execution_order(pages.chapters())
-    write_tree(
-        tree,
-        {"notebooks/y.md": page_text("y", "mlbook:\n  depends_on: [zz]\n", "p", "1")},
-    )
-    with pytest.raises(SystemExit, match="'zz'"):
-        pages.execution_order(pages.chapters())
 
 
 def test_jobs_get_disjoint_whole_cores(monkeypatch):

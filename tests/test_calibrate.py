@@ -1,4 +1,4 @@
-"""The machine file: its schema, its atomic write, the predictions held against
+"""The machine file: its schema, the predictions held against
 it, each bad input of ``python -m mlbook calibrate``, and ``plan --machine``.
 
 Synthetic files are written out here by hand; one real quick calibration
@@ -108,12 +108,35 @@ def write(path: Path, data) -> Path:
 # --- the schema -----------------------------------------------------------------------
 
 
+# A 2-core Xeon VM reports its host's whole L3, 480 MiB: sized by it, the
+# triad once took three 1.9 GiB arrays and each all-reduce rank wrote over 960
+# MiB before every all-reduce. The command runs as `python -m mlbook calibrate`
+# would, with the L3 probe made to report that.
+L3_480 = 480 * 2**20
+AS_A_480_MIB_L3 = f"""
+import runpy, sys
+import mlbook.scaling.experiments as scaling
+scaling.l3_bytes = lambda: {L3_480}
+sys.argv = ["mlbook", *sys.argv[1:]]
+runpy.run_module("mlbook", run_name="__main__", alter_sys=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
-    """One quick calibration of this machine, by the command."""
+    """One quick calibration of this machine, by the command, on a machine
+    whose L3 probe reports 480 MiB."""
     folder = tmp_path_factory.mktemp("calibrated")
     out = subprocess.run(
-        [sys.executable, "-m", "mlbook", "calibrate", "--quick", "--out", "m.json"],
+        [
+            sys.executable,
+            "-c",
+            AS_A_480_MIB_L3,
+            "calibrate",
+            "--quick",
+            "--out",
+            "m.json",
+        ],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -147,6 +170,68 @@ def test_a_real_calibration_follows_the_schema(real):
     )
 
 
+def test_a_calibration_on_a_480_mib_l3_stays_within_a_gib_a_process(real):
+    """The triad's arrays and the all-reduce's cache flush are capped by what
+    they measure, not grown with the L3 the machine reports; the command says
+    its peak resident memory, this process's and its largest child's."""
+    folder, out = real
+    assert out.returncode == 0, out.stderr
+    machine = cal.load(folder / "m.json")
+    peak = machine.created["peak_resident_bytes"]
+    assert set(peak) == {"main", "children"}
+    assert 0 < peak["main"] <= 2**30 and 0 < peak["children"] <= 2**30, peak
+    assert "peak resident memory" in out.stderr
+    # 4 x 480 MiB asked, 128 MiB each kept; 64 MiB written, whatever the L3
+    assert cal.TRIAD_MAX_BYTES == 128 * 2**20 and cal.FLUSH_MAX_BYTES == 64 * 2**20
+    triad = machine["memory_bandwidth"].method
+    assert "3 fp32 arrays of 128 MiB" in triad and "L3 reported 480 MiB" in triad
+    assert "at most 128 MiB" in triad
+    flush = machine["allreduce_alpha"].method
+    assert "writes over 64 MiB before each all-reduce" in flush
+    assert "at most 64 MiB whatever the cache: L3 reported 480 MiB" in flush
+
+
+def test_no_buffer_grows_with_the_l3_the_machine_reports(monkeypatch):
+    """The L3 probe made to report 480 MiB (a 2-core VM's view of its
+    host), then 4 and 64 GiB, with a terabyte free so that free memory caps
+    nothing: calibrate's triad arrays stay at 128 MiB and its flush at
+    64 MiB, and the scaling chapter's flush before each all-reduce at
+    4 x its largest message (256 MiB for the default sizes up to 64 MiB).
+    With 1 GiB free, a sixteenth of it: 64 MiB."""
+    from mlbook.calibrate import experiments as ex
+    from mlbook.calibrate import resources
+    from mlbook.scaling import experiments as scaling
+
+    mib = 2**20
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2**40)
+    for l3 in (480 * mib, 4 * 2**30, 64 * 2**30):
+        monkeypatch.setattr(scaling, "l3_bytes", lambda l3=l3: l3)
+        got = (
+            ex.triad_bytes("cpu", 64 * mib),
+            ex.flush_bytes(),
+            scaling.flush_bytes_for(scaling.DEFAULT_SIZES),
+        )
+        assert got == (128 * mib, 64 * mib, 256 * mib), (l3 // mib, got)
+    assert max(scaling.DEFAULT_SIZES) == 64 * mib
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2**30)
+    assert ex.triad_bytes("cpu", 64 * mib) == ex.flush_bytes() == 64 * mib
+
+
+def test_the_held_out_all_reduce_is_not_a_fitted_size():
+    from mlbook.calibrate.experiments import Sizes, sizes_for
+
+    for quick in (True, False):
+        sz = sizes_for(quick)
+        assert sz.allreduce_heldout not in sz.allreduce_sizes
+        # between two fitted sizes, so the fit is interpolated, not extrapolated
+        assert min(sz.allreduce_sizes) < sz.allreduce_heldout < max(sz.allreduce_sizes)
+    # quick: 1, 16, 256 and 4,096 KiB fitted; 64 KiB held out
+    assert sizes_for(True).allreduce_heldout == 64 * 1024
+    fields = sizes_for(True).__dict__ | {"allreduce_heldout": 16 * 1024}
+    with pytest.raises(ValueError, match="allreduce_heldout=16,384 bytes is one of"):
+        Sizes(**fields)
+
+
 def test_the_median_lies_within_min_and_max():
     with pytest.raises(ValueError, match=r"within \[min, max\]"):
         cal.Measurement(2.0, 0.5, 1.5, "s", "x")
@@ -160,39 +245,6 @@ def test_a_synthetic_file_round_trips(tmp_path):
     again = json.loads(cal.dumps(machine))
     assert again["measurements"] == synthetic()["measurements"]
     assert machine["reference_step"].spread == pytest.approx(0.06 / 0.04 - 1)
-
-
-# --- the atomic write -----------------------------------------------------------------
-
-
-class Boom(Exception):
-    pass
-
-
-def test_a_failed_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch):
-    def broken(fd):
-        raise Boom
-
-    monkeypatch.setattr(os, "fsync", broken)
-    with pytest.raises(Boom):
-        cal.write_atomic(tmp_path / "m.json", "{}")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_an_existing_file_is_replaced_whole_or_left_untouched(tmp_path, monkeypatch):
-    path = write(tmp_path / "m.json", "old")
-    real_replace = os.replace
-
-    def broken(a, b):
-        raise Boom
-
-    monkeypatch.setattr(os, "replace", broken)
-    with pytest.raises(Boom):
-        cal.write_atomic(path, "new")
-    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
-    monkeypatch.setattr(os, "replace", real_replace)
-    cal.write_atomic(path, "new")
-    assert path.read_text() == "new" and list(tmp_path.iterdir()) == [path]
 
 
 # --- bad input: exit status 2 and one line naming the file and the rule ---------------
@@ -465,3 +517,19 @@ def test_a_gpu_row_found_by_its_cuda_name():
     pcie = copy.deepcopy(d)
     pcie["device"]["model"] = "NVIDIA H100 PCIe"
     assert not cal.plan_inputs(cal.from_dict(pcie), "H100 SXM").applies
+
+
+def test_the_peak_of_a_child_is_seen():
+    """A child that holds 200 MiB for a second: its peak is the largest child's
+    (read from /proc while it runs, or from getrusage once it is waited for)."""
+    from mlbook.calibrate import resources
+
+    hold = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+    with resources.PeakWatcher(every_s=0.05) as watcher:
+        subprocess.run(
+            [sys.executable, "-c", hold + "import time; time.sleep(1)"], check=True
+        )
+    assert watcher.peak.children_bytes >= 200 * 2**20
+    assert watcher.peak.main_bytes > 0
+    with pytest.raises(ValueError, match="every_s"):
+        resources.PeakWatcher(every_s=0)

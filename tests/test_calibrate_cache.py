@@ -41,7 +41,7 @@ def tree(tmp_path, monkeypatch):
 
 
 def key(root: Path, page: str) -> tuple[str, dict]:
-    inputs = caching.cache_inputs(root / "notebooks" / page, {}, {}, {}, JOB)
+    inputs = caching.cache_inputs(root / "notebooks" / page, {}, {}, JOB)
     return caching.key_of(inputs), inputs
 
 

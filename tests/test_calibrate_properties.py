@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from test_calibrate import gpu_file, m, synthetic
 
 from conftest import examples
-from mlbook.calibrate import cli
+from mlbook.calibrate import cli, resources
 from mlbook.calibrate import formulas as cal
 from mlbook.plan.cli import machine_inputs, machine_lines
 
@@ -24,16 +24,18 @@ PROPERTY_COVERS = {
     "mlbook.calibrate.formulas.from_dict",
     "mlbook.calibrate.formulas.load",
     "mlbook.calibrate.formulas.check_writable",
-    "mlbook.calibrate.formulas.write_atomic",
     "mlbook.calibrate.formulas.dumps",
     "mlbook.calibrate.formulas.kept",
     "mlbook.calibrate.formulas.label",
     "mlbook.calibrate.formulas.step_lower_bound_s",
     "mlbook.calibrate.formulas.predictions",
     "mlbook.calibrate.formulas.reference_mfu",
+    "mlbook.calibrate.formulas.step_of_mamf",
     "mlbook.calibrate.formulas.display",
     "mlbook.calibrate.formulas.plan_inputs",
     "mlbook.calibrate.formulas.check_mfu",
+    "mlbook.calibrate.formulas.bounded_bytes",
+    "mlbook.calibrate.resources.available_bytes",
     "mlbook.calibrate.cli.parser",
     "mlbook.calibrate.cli.command",
     "mlbook.calibrate.cli.main",
@@ -83,7 +85,10 @@ def test_the_lower_bound_holds_exactly_when_the_step_is_slow_enough(
     d["measurements"]["mamf_fp32"] = m(ceiling, unit="FLOP/s")
     slow = step * (1 + spread)
     d["measurements"]["reference_step"] = m(slow, step, slow)
-    row = cal.predictions(cal.from_dict(d))[0]
+    machine = cal.from_dict(d)
+    row = cal.predictions(machine)[0]
+    # the step's share of its ceiling is the bound over the median step
+    assert cal.step_of_mamf(machine) == pytest.approx(bound / slow)
     margin = (1 + spread) - 1
     assert row.holds == (step >= bound * (1 - margin) * (1 - 1e-12)) or math.isclose(
         step, bound * (1 - margin), rel_tol=1e-9
@@ -109,16 +114,17 @@ def test_the_planner_refuses_exactly_the_mfus_above_the_share(mamf, mfu):
 
 
 @examples(20)
-@given(text=st.text(max_size=200), name=st.sampled_from(["m.json", "x y.json"]))
-def test_an_atomic_write_leaves_exactly_the_file(text, name):
+@given(name=st.sampled_from(["m.json", "x y.json", ".m.json"]))
+def test_a_writable_path_is_checked_without_a_trace(name):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
-        cal.check_writable(path)
-        cal.write_atomic(path, text)
-        assert path.read_bytes() == text.encode()
-        assert [p.name for p in Path(tmp).iterdir()] == [name]
+        assert cal.check_writable(path) == path
+        assert list(Path(tmp).iterdir()) == []
         with pytest.raises(cal.MachineFileError, match="does not exist"):
             cal.check_writable(Path(tmp) / "no" / name)
+        path.mkdir()
+        with pytest.raises(cal.MachineFileError, match="is a directory"):
+            cal.check_writable(path)
 
 
 @examples(20)
@@ -160,3 +166,34 @@ def test_the_command_refuses_a_path_before_it_measures(quick, out):
         assert cli.main(args) == 2
     err = buffer.getvalue().strip().splitlines()
     assert len(err) == 1 and out in err[0] and "does not exist" in err[0]
+
+
+MIB = 2**20
+
+
+@examples(60)
+@given(
+    st.floats(0, 2**40),
+    st.integers(1, 512),
+    st.integers(0, 512),
+    st.one_of(st.none(), st.floats(2**20, 2**40)),
+)
+def test_a_buffer_is_what_it_needs_never_what_the_cache_asks(
+    want, floor_mib, more, free
+):
+    """Between the floor and the cap, whatever the cache asks for, and never
+    more than a sixteenth of the free memory; whole MiB, at least one."""
+    floor, cap = floor_mib * MIB, (floor_mib + more) * MIB
+    n = cal.bounded_bytes(want, floor, cap, free)
+    assert n % MIB == 0 and MIB <= n <= cap
+    if free is not None:
+        assert n <= max(MIB, free / 16)
+    if free is None or free / 16 >= cap:
+        assert n == max(floor, min(cap, int(want) // MIB * MIB))
+
+
+@examples(20)
+@given(st.integers(0, 2**40), st.sampled_from(["MemTotal: 9 kB\n", ""]))
+def test_the_free_memory_is_memavailable(kib, before):
+    text = f"{before}MemFree: 1 kB\nMemAvailable: {kib} kB\nCached: 2 kB\n"
+    assert resources.available_bytes(text) == kib * 1024

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -320,18 +319,30 @@ def test_pooled_measurements_compare_the_medians():
     assert pooled.step_s == pytest.approx(0.1005)
 
 
-def test_time_and_profile_times_no_step_right_after_a_profiled_one():
+def test_time_and_profile_times_no_step_right_after_a_profiled_one(monkeypatch):
     """CPU cycle: settle (untimed), timed, profiled; then one settling step
-    and the rest. Call n sleeps n x 50 ms, so the times say which calls were
-    timed: a sleep never ends early, and on a busy machine it may end late,
-    but not by a whole step of 50 ms."""
+    and the rest. Call n advances a fake clock by n seconds, so the times say
+    which calls were timed, and records a scope named for it, so the
+    profiled steps say which calls they were (neither depends on how busy
+    the machine is)."""
+    now = [0.0]
+
+    class FakeTime:  # the module's clock: perf_counter and thread_time alike
+        @staticmethod
+        def perf_counter():
+            return now[0]
+
+        thread_time = perf_counter
+
+    monkeypatch.setattr(prof, "time", FakeTime)
     calls = []
-    gap_s = 0.05
 
     def step():
-        calls.append(1)
+        n = len(calls) - 1  # the warm-up call is -1; after it, from 0
+        calls.append(n)
         with torch.profiler.record_function(cf.SCOPE_PREFIX + "step"):
-            time.sleep(gap_s * (len(calls) - 1))  # the warm-up call sleeps 0
+            with torch.profiler.record_function(f"call {n}"):
+                now[0] += n + 1
 
     st = prof.time_and_profile(
         step, steps=4, profiled_steps=2, device="cpu", warmup=1, clock="wall"
@@ -339,9 +350,13 @@ def test_time_and_profile_times_no_step_right_after_a_profiled_one():
     assert len(calls) == 1 + 3 * 2 + 1 + 2
     # calls after the warm-up, from 0: timed 1, 4, 7, 8; profiled 2, 5
     # (never 0, 3, 6: settling)
-    timed = [int(t / gap_s) - 1 for t in st.unprofiled_s]
-    profiled = sorted(int(a.window_s / gap_s) - 1 for a in st.profiled)
-    assert (timed, profiled) == ([1, 4, 7, 8], [2, 5])
+    timed = [round(t) - 1 for t in st.unprofiled_s]
+    profiled = [
+        [int(name.split()[1]) for name in a.calls if name.startswith("call ")]
+        for a in st.profiled
+    ]
+    assert (timed, profiled) == ([1, 4, 7, 8], [[2], [5]])
+    assert st.wall_s == st.unprofiled_s  # the wall clock, as asked
 
 
 # --- the loop and its defects ---------------------------------------------------------
@@ -653,7 +668,7 @@ def test_gpu_check_layout_with_a_stub_runner(tmp_path, monkeypatch):
         )
         cell = new_code_cell("glue('x', 0.5)", outputs=[out])
         nbformat.write(new_notebook(cells=[cell]), out_dir / f"{page.stem}.ipynb")
-        assert gpu_check.paths.VALUES_ENV in env
+        assert "MLBOOK_VALUES_DIR" not in env  # no page reads another's values
         return 1.5, None
 
     summary = gpu_check.run_check(

@@ -19,6 +19,8 @@ PROPERTY_COVERS = {
     "mlbook.common.validate.positive",
     "mlbook.common.validate.non_negative",
     "mlbook.common.validate.positive_int",
+    "mlbook.common.validate.non_negative_int",
+    "mlbook.common.validate.is_real",
     "mlbook.common.validate.at_least",
     "mlbook.common.validate.fraction",
     "mlbook.common.validate.one_of",
@@ -102,6 +104,38 @@ def test_at_least_splits_at_its_minimum(name, value, minimum):
             validate.at_least(name, value, minimum)
     with pytest.raises(ValueError, match=f"^{name} "):
         validate.at_least(name, math.nan, minimum)
+
+
+@FEW
+@given(
+    st.one_of(
+        st.floats(), st.integers(), st.fractions(), st.sampled_from([math.nan, -0.0])
+    )
+)
+def test_a_real_number_is_real_and_a_flag_is_not(value):
+    import numpy as np
+
+    assert validate.is_real(value) and validate.is_real(np.float32(1.5))
+    assert validate.is_real(np.int64(3))
+    for flag in (True, False, np.bool_(True)):
+        assert not validate.is_real(flag)
+    for other in (str(value), complex(value, 1), None, [value]):
+        assert not validate.is_real(other)
+
+
+@FEW
+@given(
+    names,
+    st.integers(0, 10**18),
+    st.one_of(not_numbers, st.integers(max_value=-1), st.floats(0.5, 1e6)),
+)
+def test_non_negative_int_splits_at_zero(name, value, bad):
+    assert validate.non_negative_int(name, value) == value
+    assert validate.non_negative_int(name, 0) == 0
+    with pytest.raises(
+        ValueError, match=f"^{name} must be an integer at or above 0, got"
+    ):
+        validate.non_negative_int(name, bad)
 
 
 @FEW

@@ -28,12 +28,15 @@ from mlbook.exercises import (
     UNITS,
     Choice,
     Integer,
+    Mistake,
     Real,
+    Reason,
     UnknownExercise,
     check,
     exercise,
     get,
     judge,
+    outcome,
     spec,
 )
 
@@ -116,12 +119,34 @@ def test_the_key_depends_only_on_the_statement_and_the_measurement(record):
     )
 
 
+def keys_worked_in_tests() -> set[str]:
+    """The ids a tests/test_keys_<chapter>.py test checks with
+    ``assert_matches({"<id>": ...})``: a diagnosis's key worked by hand from
+    the artifact its generator draws, inside the test that draws it."""
+    import ast
+
+    found = set()
+    for path in sorted((ROOT / "tests").glob("test_keys_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "assert_matches"
+                and node.args
+                and isinstance(node.args[0], ast.Dict)
+            ):
+                found |= {
+                    k.value for k in node.args[0].keys if isinstance(k, ast.Constant)
+                }
+    return found
+
+
 def test_every_checked_exercise_has_an_independent_key():
-    found = independent_values()
+    found = set(independent_values()) | keys_worked_in_tests()
     missing = [r.id for r in CHECKED if r.id not in found]
     assert not missing, (
         f"no independent key for {missing}: add it, worked out by hand or from a "
-        "cited source, to tests/test_keys_<chapter>.py's INDEPENDENT"
+        "cited source, to tests/test_keys_<chapter>.py's INDEPENDENT (or check it "
+        'there with assert_matches({"<id>": ...}) where the artifact is drawn)'
     )
 
 
@@ -295,12 +320,189 @@ def test_a_choice_names_what_is_wrong(capsys):
     assert check("capstone-1", defects=("no_recompute", "fused_adamw")).correct
 
 
-@pytest.mark.parametrize("ex_id", ["mfu-2", "accumulation-1"])
-def test_an_exercise_without_a_key_says_so(ex_id, capsys):
-    record = EXERCISES[ex_id]
-    result = check(ex_id, **{n: 0.1 for n in record.answers})
+def test_an_exercise_without_a_key_says_so(capsys):
+    result = check("accumulation-1")
     assert result.correct is False and result.checked is False
     assert "no key" in capsys.readouterr().out
+
+
+# --- a prediction next to what the run measured ---------------------------------------
+
+PREDICTIONS = [r for r in RECORDS if r.kind == "predict"]
+NINE = [p.stem for p in (ROOT / "notebooks").glob("*.md")]  # the chapters
+
+# Made-up runs of each prediction and the reason each must get, chosen by
+# hand from the conditions' meaning (not read back from the records): every
+# reason of every prediction is reached once.
+RUNS = {
+    "accumulation-2": [
+        ({"step_saved": -1.0, "allreduce_share": 0.05}, 0),  # no saving at all
+        ({"step_saved": 3.0, "allreduce_share": 0.04}, 1),  # all-reduce 4 % of a step
+        ({"step_saved": 40.0, "allreduce_share": 0.45}, 2),  # 45 %: latency-bound
+    ],
+    "cadence-2": [
+        ({"async_vs_sync": 0.1}, 0),  # the copy is a tenth of the write
+        ({"async_vs_sync": 0.9}, 1),  # the copy costs nearly the write
+        ({"async_vs_sync": 1.3}, 2),  # async_save stalls longer than a write
+    ],
+    "capstone-2": [
+        ({"mfu_first": 0.002, "mfu_final": 0.05, "final_matmul_share": 0.7}, 0),
+        ({"mfu_first": 0.002, "mfu_final": 0.05, "final_matmul_share": 0.3}, 1),
+    ],
+    "faults-6": [
+        ({"downtime_s": 4.0, "restart_s": 3.5, "resume_s": 0.5}, 0),  # starting again
+        ({"downtime_s": 4.0, "restart_s": 1.0, "resume_s": 3.0}, 1),  # resuming
+    ],
+    "input_pipeline-6": [
+        ({"wait_ratio": 0.02}, 0),  # formulas.WAIT_VERDICTS: hid most
+        ({"wait_ratio": 0.7}, 1),  # hid some
+        ({"wait_ratio": 1.1}, 2),  # hid none
+    ],
+    "mfu-2": [
+        # 0.4 x 0.775 = 0.31: the peak's gap to the best matmul is the larger
+        ({"mfu_nominal": 0.31, "ceiling_frac": 0.4, "step_vs_ceiling": 0.775}, 0),
+        # 0.9 x 0.344 = 0.31: the step's gap to the best matmul is the larger
+        ({"mfu_nominal": 0.31, "ceiling_frac": 0.9, "step_vs_ceiling": 0.344}, 1),
+    ],
+    "precision-2": [
+        # fp16's flush threshold is 2^-25 = 2.98e-8 (half its smallest subnormal)
+        ({"logits_zero": 0.0, "logits_median": 3e-7, "flush_threshold": 2**-25}, 0),
+        ({"logits_zero": 0.6, "logits_median": 2e-8, "flush_threshold": 2**-25}, 1),
+        ({"logits_zero": 0.02, "logits_median": 3e-7, "flush_threshold": 2**-25}, 2),
+    ],
+    "recompute-2": [
+        # a third more FLOPs took 60 % more time; then 30 % for the same third
+        (
+            {
+                "full_extra_time": 0.6,
+                "selective_extra_time": 0.2,
+                "full_extra_flops": 1 / 3,
+            },
+            0,
+        ),
+        (
+            {
+                "full_extra_time": 0.3,
+                "selective_extra_time": 0.03,
+                "full_extra_flops": 1 / 3,
+            },
+            1,
+        ),
+    ],
+    "scaling-6": [
+        ({"exposed_share": 300.0, "small_share": 40.0}, 0),  # 3 all-reduces' worth
+        ({"exposed_share": 95.0, "small_share": 40.0}, 1),  # small buckets hid more
+        ({"exposed_share": 95.0, "small_share": 120.0}, 2),  # small buckets did worse
+        ({"exposed_share": 50.0, "small_share": 20.0}, 3),  # one bucket, half shown
+    ],
+}
+
+
+@pytest.fixture
+def new_kernel(monkeypatch):
+    """check() and outcome() as in a fresh kernel: no run, no prediction."""
+    from mlbook.judge import _check
+
+    monkeypatch.setattr(_check, "_RUNS", {})
+    monkeypatch.setattr(_check, "_SAID", {})
+
+
+def test_every_chapter_asks_for_a_prediction_the_run_answers():
+    assert len(PREDICTIONS) >= 9
+    assert {r.chapter for r in PREDICTIONS} == set(NINE)
+    assert sorted(RUNS) == sorted(r.id for r in PREDICTIONS)
+
+
+@pytest.mark.parametrize("record", PREDICTIONS, ids=ids)
+def test_each_reason_is_said_for_the_run_it_explains(record, new_kernel, capsys):
+    reached = set()
+    for run, expected in RUNS[record.id]:
+        outcome(record.id, **run)
+        said = {n: run[n] * 2 or 1.0 for n in record.fields}
+        result = check(record.id, **said)
+        out = capsys.readouterr().out
+        assert result.checked and not result.correct
+        assert result.why == f"Why: {record.reasons[expected].sentence}"
+        assert result.why in out
+        for name in record.fields:
+            assert "this run measured" in result[name].hint
+        reached.add(expected)
+    assert reached == set(range(len(record.reasons))), "a reason no run reaches"
+
+
+@pytest.mark.parametrize("record", PREDICTIONS, ids=ids)
+def test_a_reason_reads_only_what_the_run_records(record):
+    assert not record.checked and record.reasons and not record.reasons[-1].when
+    names = set(record.run_names)
+    assert set(record.fields) <= names
+    for r in record.reasons:
+        assert set(r.names) <= names and r.sentence.endswith(".")
+        assert "{" not in r.sentence and len(r.sentence.split()) >= 8
+
+
+def test_check_sets_the_prediction_beside_the_run_with_its_reason(new_kernel, capsys):
+    """ "You said 10 %, this run measured 31 %, because ...": the words come
+    from the run's values (31 % against 10 % is a factor of 3.1, in "3 to
+    30"; the best matmul at 40 % of the peak and the step at 77.5 % of it is
+    the machine's gap the larger)."""
+    first = check("mfu-2", mfu_nominal=0.1)
+    assert not first.checked and "noted" in capsys.readouterr().out
+    outcome("mfu-2", mfu_nominal=0.31, ceiling_frac=0.4, step_vs_ceiling=0.775)
+    result = check("mfu-2", mfu_nominal=0.1)
+    out = capsys.readouterr().out
+    assert result["mfu_nominal"].hint == (
+        "You said 10 %; this run measured 31 %. Too low by a factor of 3 to 30."
+    )
+    assert out.splitlines()[0] == "mfu-2: your prediction next to this run."
+    assert "the machine's, not the model's" in result.why and result.why in out
+    assert check("mfu-2", mfu_nominal="30%").correct  # within a tenth of 31 %
+    assert "Close." in capsys.readouterr().out
+    outcome("mfu-2", mfu_nominal=0.31, ceiling_frac=0.9, step_vs_ceiling=0.344)
+    assert "Most of the gap is the model's" in check("mfu-2", mfu_nominal=0.5).why
+    far = check("mfu-2", mfu_nominal=50).verdicts[0].hint  # 5000 % against 31 %
+    assert far.endswith("Too high by more than a factor of 30.")  # not "the unit"
+    outcome("mfu-2", mfu_nominal=math.nan, ceiling_frac=math.nan, step_vs_ceiling=0.3)
+    assert not check("mfu-2", mfu_nominal=0.1).checked  # an unknown peak: noted only
+
+
+def test_the_run_is_recorded_in_the_kernel_and_shown_beside_the_prediction(
+    new_kernel, capsys
+):
+    """In IPython (JupyterLab's kernel), the measuring cell's outcome(...)
+    displays the run's values, beside the prediction once check() has one,
+    and carries them for the HTML book's box."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from mlbook.exercises import MIME_TYPE
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell("from mlbook.exercises import check, outcome")
+        shell.run_cell('check("cadence-2", async_vs_sync=0.5)')
+        with capture_output() as shown:
+            shell.run_cell('outcome("cadence-2", async_vs_sync=0.9)')
+        (bundle,) = [o.data for o in shown.outputs]
+        assert bundle["text/plain"].splitlines()[1] == (
+            "  async_vs_sync: You said 50 %; this run measured 90 %. Too low by a "
+            "factor of 1.5 to 3."
+        )
+        assert EXERCISES["cadence-2"].reasons[1].sentence in bundle["text/plain"]
+        assert bundle[MIME_TYPE]["spec"]["run"] == {"async_vs_sync": 0.9}
+        with capture_output() as again:
+            shell.run_cell('check("cadence-2", async_vs_sync=0.85)')
+        assert "Close." in again.stdout
+    finally:
+        InteractiveShell.clear_instance()  # later tests run outside IPython
+
+
+def test_a_bad_run_is_refused():
+    with pytest.raises(TypeError, match=r"the run's values are mfu_nominal"):
+        outcome("mfu-2", mfu_nominal=0.3)
+    with pytest.raises(TypeError, match=r"not a prediction"):
+        outcome("mfu-1", mfu=0.3)
+    with pytest.raises(ValueError, match=r"finite number"):
+        outcome("cadence-2", async_vs_sync=math.inf)
 
 
 # --- bad input: clear errors ----------------------------------------------------------
@@ -380,6 +582,18 @@ def test_bad_records_are_refused():
             answers={"x": Real("fraction", "x", 0.1)},
             key=lambda: {"x": 0.5},
         )
+    with pytest.raises(ValueError, match=r"needs Reasons"):
+        exercise("mfu-9", level=1, kind="predict", answers={"x": Real("s", "x", 0.1)})
+    with pytest.raises(ValueError, match=r"the last reason has no condition"):
+        exercise(
+            "mfu-9",
+            level=1,
+            kind="predict",
+            answers={"x": Real("s", "x", 0.1)},
+            reasons=(Reason("A sentence.", when=(("x", ">", 1),)),),
+        )
+    with pytest.raises(ValueError, match=r"a reason's condition"):
+        Reason("A sentence.", when=(("x", "=", 1),))
     with pytest.raises(ValueError, match=r"needs a key"):
         exercise("mfu-9", level=1, kind="compute", answers={"x": Integer("count", "x")})
     with pytest.raises(ValueError, match=r"unknown answer"):
@@ -601,6 +815,111 @@ def test_a_prediction_sits_just_before_the_result_it_predicts(record):
         f"{record.id}: tag the measurement's cell after the prediction "
         "`:tags: [after-prediction]` (the HTML folds it until the reader predicts)"
     )
+    folded = []
+    for c in cells[at + 1 :]:
+        if c.cell_type == "markdown" and "{exercise}" in c.source:
+            break
+        if "after-prediction" in c.metadata.get("tags", []):
+            folded.append(c)
+    recorded = [c for c in folded if f'outcome(\n    "{record.id}"' in c.source]
+    recorded += [c for c in folded if f'outcome("{record.id}"' in c.source]
+    assert len(recorded) == 1 and not HIDING & set(recorded[0].metadata["tags"]), (
+        f"{record.id}: the measuring cell records the run for the prediction, "
+        f'outcome("{record.id}", ...), in one after-prediction cell the HTML keeps'
+    )
+
+
+# --- diagnosis exercises --------------------------------------------------------------
+
+DIAGNOSES = [r for r in RECORDS if r.kind == "diagnose"]
+HIDING = {"hide-input", "remove-input", "remove-cell"}
+
+
+def diagnosis_problems(record) -> list[str]:
+    """What a diagnosis record lacks: a key, a named Mistake (a choice's
+    per-option hints alone are not one), a Choice among named causes and a
+    number (what to do, what it buys)."""
+    problems = []
+    if not record.checked:
+        problems.append("no key")
+    if not record.mistakes:
+        problems.append("no named Mistake (a choice's option hints are not one)")
+    kinds = [type(f) for f in record.fields.values()]
+    if Choice not in kinds:
+        problems.append("no Choice among named causes")
+    if Real not in kinds and Integer not in kinds:
+        problems.append("no number (what to do, what it buys)")
+    return problems
+
+
+def test_a_diagnosis_record_is_told_apart_from_a_drill():
+    cause = Choice("the cause", {"slow_rank": "a slow rank", "network": "the network"})
+    good = exercise(
+        "faults-99",
+        level=2,
+        kind="diagnose",
+        inputs={"step_s": 1.2},
+        answers={"cause": cause, "saved_s": Real("s", "the time saved", 0.02)},
+        key=lambda step_s: {"cause": "slow_rank", "saved_s": step_s - 1.0},
+        mistakes=(
+            Mistake("saved_s", "the step itself", "subtract.", lambda step_s: step_s),
+        ),
+    )
+    assert diagnosis_problems(good) == []
+    only_hints = exercise(
+        "faults-98",
+        level=2,
+        kind="diagnose",
+        inputs={},
+        answers={"cause": Choice("the cause", cause.options, {"network": "no."})},
+        key=lambda: {"cause": "slow_rank"},
+    )
+    assert diagnosis_problems(only_hints) == [
+        "no named Mistake (a choice's option hints are not one)",
+        "no number (what to do, what it buys)",
+    ]
+
+
+@pytest.mark.parametrize("record", DIAGNOSES, ids=ids)
+def test_a_diagnosis_asks_for_the_cause_and_a_number_with_a_named_mistake(record):
+    assert diagnosis_problems(record) == [], record.id
+
+
+@pytest.mark.parametrize("record", DIAGNOSES, ids=ids)
+def test_a_diagnosis_shows_its_artifact_just_before_the_exercise(record):
+    """The cell right before the {exercise} draws or tables the artifact,
+    visibly, with no glue or formats in it, and no heading between."""
+    cells = jupytext.read(PAGES[record.chapter]).cells
+    at = next(
+        i
+        for i, c in enumerate(cells)
+        if c.cell_type == "markdown"
+        and re.search(rf":label:\s*{re.escape(record.id)}\s*$", c.source, re.M)
+    )
+    before = cells[at].source.split("```{exercise}")[0]
+    i = at - 1
+    while i >= 0 and cells[i].cell_type != "code":
+        before = cells[i].source + before
+        i -= 1
+    assert i >= 0, f"{record.id}: no cell before it"
+    cell = cells[i]
+    assert not HIDING & set(cell.metadata.get("tags", [])), (
+        f"{record.id}: the artifact's cell shows its code (no hide-input)"
+    )
+    assert "glue" not in cell.source and "formats=" not in cell.source, (
+        f"{record.id}: no glue or formats in the artifact's cell"
+    )
+    assert not re.search(r"^#", before, re.M), f"{record.id}: a heading between"
+    assert "{exercise}" not in before and "{solution" not in before
+
+
+def test_every_chapter_has_two_diagnoses_and_the_book_eighteen():
+    """Issue 48: two or more on each of the nine chapter pages, 18 or more in
+    all (those on the plan page count extra)."""
+    per_chapter = {c: sum(r.chapter == c for r in DIAGNOSES) for c in NINE}
+    short = {c: n for c, n in per_chapter.items() if n < 2}
+    assert not short, f"chapters with fewer than two diagnosis exercises: {short}"
+    assert len(DIAGNOSES) >= 18
 
 
 def test_input_pipeline_5_statement_and_solution_take_the_same_sleeps():

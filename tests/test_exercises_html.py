@@ -7,7 +7,9 @@
   build blocked: typing the key into a numeric exercise's boxes shows
   "right", a wrong value shows the hint check() gives, and a prediction's
   result stays folded until a prediction is entered or the reader opens it;
-  no console errors.
+  a prediction entered is set beside what the build's run measured, with
+  the reason chosen from the run's values, as check() says it; no console
+  errors.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from test_book import page_of
 from test_page_pattern import shown, visible_text
 
 from conftest import BOOK_DEST, ONLY
-from mlbook.exercises import EXERCISES, Choice, check, judge, spec
+from mlbook.exercises import EXERCISES, Choice, check, judge, outcome, spec
+from mlbook.judge._core import compare, read_number, reason
 
 pytestmark = pytest.mark.book
 
@@ -147,6 +150,20 @@ NUMERIC = [
 ]
 
 
+def enter(block, record, answers: dict) -> None:
+    """Type each number in its box and tick each choice's options."""
+    for name, value in answers.items():
+        if isinstance(record.fields[name], Choice):
+            for box in block.locator(f'input[name="{name}"]').all():
+                box.set_checked(box.get_attribute("value") in value)
+        else:
+            block.locator(f'input[name="{name}"]').fill(repr(value))
+
+
+def verdict_of(block, name: str) -> str:
+    return block.locator(f'[data-answer="{name}"] .mlbook-verdict').inner_text()
+
+
 @pytest.mark.parametrize("record", NUMERIC, ids=lambda r: r.id)
 def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record):
     key = record.key_values()
@@ -156,31 +173,59 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record)
     url = page_of(record.chapter).as_uri()
     page, w = chapter_pages.get(url, changes=(f"answers {record.id}",))
     block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
-    for name, f in record.fields.items():
-        if isinstance(f, Choice):  # a diagnosis's cause: tick the key's options
-            for option in key[name]:
-                block.locator(f'input[name="{name}"][value="{option}"]').check()
-        else:
-            block.locator(f'input[name="{name}"]').fill(repr(key[name]))
+    enter(block, record, key)
     block.locator("button.mlbook-check").click()
     verdicts = block.locator(".mlbook-verdict").all_inner_texts()
     assert verdicts == ["✓ Right."] * len(record.fields)
     assert "mlbook-solved" in block.get_attribute("class")
-    # a wrong value in the first box: the hint check() prints
+    # a wrong value in the first number's box: the hint check() prints
     first = next(a for a in data["answers"] if a["type"] != "choice")
-    verdict = block.locator(f'[data-answer="{first["name"]}"] .mlbook-verdict')
     wrong = first["mistakes"][0]["value"] if first["mistakes"] else first["key"] * 3
-    block.locator(f'input[name="{first["name"]}"]').fill(repr(wrong))
+    enter(block, record, {first["name"]: wrong})
     block.locator("button.mlbook-check").click()
-    shown_hint = verdict.inner_text()
     expected = judge(first, wrong, data["messages"], data["sizes"])
-    assert not expected.correct and shown_hint == "✗ " + expected.hint
+    assert not expected.correct
+    assert verdict_of(block, first["name"]) == "✗ " + expected.hint
     result = check(record.id, **{**key, first["name"]: wrong})
     assert result[first["name"]].hint == expected.hint
     # not a number: says what to type
     block.locator(f'input[name="{first["name"]}"]').fill("twelve")
     block.locator("button.mlbook-check").click()
-    assert "Enter a number" in verdict.inner_text()
+    assert "Enter a number" in verdict_of(block, first["name"])
+    w.assert_clean()
+
+
+DIAGNOSES = [r for r in BUILT if r.kind == "diagnose"]
+
+
+@pytest.mark.parametrize("record", DIAGNOSES, ids=lambda r: r.id)
+def test_a_diagnosis_is_judged_in_the_page_as_check_judges_it(chapter_pages, record):
+    """The key as the registry computes it is right in the boxes; each named
+    mistake, the cause's and the number's, gets in the box the hint check()
+    gives it."""
+    from helpers.exercise_keys import measured_for
+
+    if record.measured:  # the boxes check against the build's run: its key
+        data = json.loads(answer_blocks(record.chapter)[record.id]["spec"])
+    else:
+        data = spec(record.id, **measured_for(record.id))
+    key = {a["name"]: a["key"] for a in data["answers"]}
+    url = page_of(record.chapter).as_uri()
+    page, w = chapter_pages.get(url, changes=(f"answers {record.id}",))
+    block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
+    enter(block, record, key)
+    block.locator("button.mlbook-check").click()
+    assert block.locator(".mlbook-verdict").all_inner_texts() == ["✓ Right."] * len(key)
+    named = {m.name for m in record.mistakes}
+    for a in data["answers"]:
+        for m in [m for m in a["mistakes"] if m["name"] in named]:
+            enter(block, record, {**key, a["name"]: m["value"]})
+            block.locator("button.mlbook-check").click()
+            hint = judge(a, m["value"], data["messages"], data["sizes"]).hint
+            assert verdict_of(block, a["name"]) == "✗ " + hint
+            assert m["hint"] in hint
+            named.discard(m["name"])
+    assert not named, f"{record.id}: named mistakes never tried: {named}"
     w.assert_clean()
 
 
@@ -229,10 +274,54 @@ def test_the_result_stays_folded_until_a_prediction(chapter_pages, record, how):
         for name in record.fields:
             block.locator(f'input[name="{name}"]').fill("0.1")
         button.click()
-        assert "Recorded" in block.locator(".mlbook-verdict").first.inner_text()
+        assert "You said" in block.locator(".mlbook-verdict").first.inner_text()
     else:
         note.first.locator("button").click()
     assert folded.first.is_visible() and page.locator(".mlbook-fold-note").count() == 0
+    w.assert_clean()
+
+
+# a prediction as a reader types it, and as the verdict shows it
+TYPED = {"fraction": ("10%", "10 %"), "%": ("10", "10 %"), "s": ("1", "1 s")}
+SAID = re.compile(r"^You said (.+?); this run measured (-?[\d,.]+) (%|s)\. ")
+
+
+@pytest.mark.parametrize("record", PREDICTIONS, ids=lambda r: r.id)
+def test_a_prediction_is_answered_by_the_run(chapter_pages, record, monkeypatch):
+    """ "You said 10 %; this run measured 31 %. ... Why: ...": the box sets
+    the prediction beside the values the build's run recorded (its measuring
+    cell's outcome(...)), and the reason is the one those values choose; the
+    same run and prediction in check() give the same words."""
+    data = json.loads(answer_blocks(record.chapter)[record.id]["spec"])
+    run = data["run"]
+    assert run is not None, f"{record.id}: no outcome({record.id!r}, ...) in the run"
+    assert sorted(run) == sorted(record.run_names)
+    url = page_of(record.chapter).as_uri()
+    page, w = chapter_pages.get(url, changes=("folds", f"answers {record.id}"))
+    block = page.locator(f'.mlbook-answers[data-exercise="{record.id}"]')
+    said = {}
+    for a in data["answers"]:
+        typed = TYPED[a["unit"]][0]
+        block.locator(f'input[name="{a["name"]}"]').fill(typed)
+        said[a["name"]] = read_number(typed, a["unit"])
+    block.locator("button.mlbook-check").click()
+    verdicts = block.locator(".mlbook-verdict").all_inner_texts()
+    because = block.locator(".mlbook-because").inner_text()
+    for a, verdict in zip(data["answers"], verdicts, strict=True):
+        words = SAID.match(verdict)
+        assert words and words[1] == TYPED[a["unit"]][1], verdict
+        value = run[a["name"]] * (100 if a["unit"] == "fraction" else 1)
+        assert float(words[2].replace(",", "")) == pytest.approx(value, rel=5e-3)
+        assert verdict == compare(a, said[a["name"]], run).hint
+    assert because == f"Why: {reason(data['reasons'], run)}"
+    assert because[5:] in {r.sentence for r in record.reasons}
+    assert page.locator(".tag_after-prediction").first.is_visible()
+    from mlbook.judge import _check
+
+    monkeypatch.setattr(_check, "_RUNS", {})
+    outcome(record.id, **run)
+    result = check(record.id, **said)
+    assert [v.hint for v in result.verdicts] == verdicts and result.why == because
     w.assert_clean()
 
 

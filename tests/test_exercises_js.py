@@ -16,10 +16,11 @@ import math
 from pathlib import Path
 
 import pytest
+from test_exercises import RUNS
 
 from helpers.exercise_keys import measured_for
 from mlbook.exercises import EXERCISES, judge, spec
-from mlbook.judge._core import MESSAGES, read_number
+from mlbook.judge._core import MESSAGES, compare, read_number, reason, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "book" / "_extra" / "vendor" / "exercises.js"
@@ -191,6 +192,56 @@ def test_the_page_reads_a_typed_answer_as_check_does(js_page):
         "Write decimals with a point: 0.49, not 0,49"
     )
     assert "0.490" in read[("0,490", "s", False)]["error"]
+
+
+SHOWN = [1234.5, 999.5, 999.7, 0.125, 0.3125, -1234.56, 1e-9, 86_400.4, 3.1e7, 0.0]
+
+
+def test_a_prediction_is_set_beside_the_run_as_check_does(js_page):
+    """Every prediction's made-up runs (tests/test_exercises.py's RUNS), many
+    predictions each: the same words beside the run, the same reason, and
+    numbers shown alike (ties in the last figure included)."""
+    cases = []
+    for ex_id, runs in RUNS.items():
+        for run, _ in runs:
+            data = spec(ex_id, **run)
+            for answer in data["answers"]:
+                x = run[answer["name"]]
+                for said in (0.0, -x, x, x * 1.05, x * 0.5, x * 3, x * 100, 1e-3, 7.0):
+                    cases.append((data, answer, said))
+    expected = [
+        {
+            "hint": compare(a, said, d["run"], d["messages"], d["sizes"]).hint,
+            "correct": compare(a, said, d["run"]).correct,
+            "why": reason(d["reasons"], d["run"]),
+        }
+        for d, a, said in cases
+    ]
+    got = js_page.evaluate(
+        """(cases) => cases.map(([d, a, said]) => {
+             const judge = window.mlbookExercises;
+             const v = judge.compare(a, said, d.run, d.messages, d.sizes);
+             return {hint: v.hint, correct: v.correct,
+                     why: judge.reason(d.reasons, d.run)};
+           })""",
+        [[d, a, said] for d, a, said in cases],
+    )
+    differ = [
+        (c[2], e, g) for c, e, g in zip(cases, expected, got, strict=True) if e != g
+    ]
+    assert not differ, f"{len(differ)} differ, e.g. {differ[:3]}"
+    assert len(cases) > 150 and {e["why"] for e in expected} == {
+        r.sentence for ex_id in RUNS for r in EXERCISES[ex_id].reasons
+    }
+    units = ("fraction", "%", "s", "")
+    numbers = [(v, u) for v in SHOWN + [-v for v in SHOWN] for u in units]
+    got = js_page.evaluate(
+        "(cases) => cases.map(([v, u]) => window.mlbookExercises.shown(v, u))", numbers
+    )
+    assert got == [shown(v, u) for v, u in numbers]
+    # by hand: three figures, ties away from zero, a fraction as a percentage
+    assert shown(1234.5, "s") == "1,235 s" and shown(0.3125, "fraction") == "31.3 %"
+    assert shown(999.7, "s") == "1,000 s" and shown(1e-9, "s") == "0.000000001 s"
 
 
 @pytest.fixture(scope="module")

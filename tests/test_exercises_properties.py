@@ -24,15 +24,30 @@ from mlbook.exercises import (
     exercise,
     get,
     judge,
+    outcome,
     register,
     spec,
 )
-from mlbook.judge._core import MESSAGES, UNIT_MISTAKES, mistake_values
+from mlbook.judge._core import (
+    MESSAGES,
+    OPERATORS,
+    UNIT_MISTAKES,
+    compare,
+    mistake_values,
+    reason,
+    run_values,
+    shown,
+)
 from mlbook.precision.exercises import scale_window
 from mlbook.recompute.exercises import first_s_above
 
 PROPERTY_COVERS = {
     "mlbook.judge._check.check",
+    "mlbook.judge._check.outcome",
+    "mlbook.judge._core.compare",
+    "mlbook.judge._core.reason",
+    "mlbook.judge._core.run_values",
+    "mlbook.judge._core.shown",
     "mlbook.judge._core.exercise",
     "mlbook.judge._core.get",
     "mlbook.judge._core.judge",
@@ -207,3 +222,82 @@ def test_the_scale_window_is_every_k_that_meets_both_conditions(logits, others, 
     looser = scale_window("fp16", min(1.0, limit * 2), logits, grads)
     assert set(window) <= set(looser)
     assert set(scale_window("fp16", limit, logits, grads, lost="any")) <= set(window)
+
+
+# --- a prediction beside the run ------------------------------------------------------
+
+PREDICTIONS = [r for r in EXERCISES.values() if r.kind == "predict"]
+measures = st.floats(1e-4, 1e6) | st.floats(-1e6, -1e-4)
+
+
+@FAST
+@given(measured=measures, tol=tols, factor=st.floats(-3, 3))
+def test_a_prediction_is_close_exactly_within_its_tolerance(measured, tol, factor):
+    said = measured * (1 + factor)
+    answer = {"name": "x", "unit": "s", "rel_tol": tol}
+    v = compare(answer, said, {"x": measured})
+    assert v.correct == (abs(said - measured) <= tol * abs(measured))
+    assert v.hint.startswith(f"You said {shown(said, 's')}; this run measured ")
+    how = v.hint.split(". ", 1)[1]
+    if v.correct:
+        assert how == MESSAGES["close"]
+    elif said * measured > 0:
+        assert how.startswith("Too high" if said > measured else "Too low")
+        assert "unit" not in how  # a guess far off is not told to check its unit
+    else:
+        assert how == MESSAGES["sign"]
+
+
+@FAST
+@given(st.floats(-1e7, 1e7, allow_nan=False), st.sampled_from(["fraction", "%", "s"]))
+def test_a_number_shown_reads_back_to_three_figures(value, unit):
+    text, shown_unit = shown(value, unit).rsplit(" ", 1)
+    assert shown_unit == ("%" if unit == "fraction" else unit)
+    x = value * 100 if unit == "fraction" else value
+    back = float(text.replace(",", ""))
+    assert back == pytest.approx(x, rel=5e-3, abs=5e-13 + 5e-3 * abs(x))
+    assert text != "-0"
+
+
+def _holds(run, when) -> bool:
+    return all(
+        OPERATORS[op](run[a], run[b] if isinstance(b, str) else b) for a, op, b in when
+    )
+
+
+@FAST
+@given(st.sampled_from(PREDICTIONS), st.data())
+def test_the_reason_said_is_the_first_that_holds(record, data):
+    run = {n: data.draw(st.floats(-2, 200), label=n) for n in record.run_names}
+    said = reason(spec(record.id, **run)["reasons"], run)
+    i = [r.sentence for r in record.reasons].index(said)
+    assert _holds(run, record.reasons[i].when)
+    assert not any(_holds(run, r.when) for r in record.reasons[:i])
+
+
+@FAST
+@given(st.sampled_from(PREDICTIONS), st.data())
+def test_a_run_is_recorded_and_set_beside_a_prediction(record, data):
+    from mlbook.judge import _check
+
+    run = {n: data.draw(st.floats(1e-3, 1e3), label=n) for n in record.run_names}
+    assert run_values(record, run) == run
+    runs, said_before = dict(_check._RUNS), dict(_check._SAID)
+    try:
+        outcome(record.id, **run)
+        result = check(record.id, **{n: run[n] * 2 for n in record.fields})
+    finally:
+        _check._RUNS.clear(), _check._RUNS.update(runs)
+        _check._SAID.clear(), _check._SAID.update(said_before)
+    assert result.why[len("Why: ") :] in {r.sentence for r in record.reasons}
+    for name, f in record.fields.items():
+        assert f"this run measured {shown(run[name], f.unit)}." in result[name].hint
+        assert not result[name].correct  # twice the run is a factor of 2 off
+
+
+def test_a_run_needs_every_value_and_finite_ones():
+    record = EXERCISES["mfu-2"]
+    with pytest.raises(TypeError, match="the run's values are"):
+        run_values(record, {"mfu_nominal": 0.3})
+    with pytest.raises(ValueError, match="finite"):
+        run_values(record, dict.fromkeys(record.run_names, math.inf))

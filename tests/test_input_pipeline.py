@@ -674,3 +674,42 @@ def test_the_wait_verdict_refuses_a_negative_ratio():
 
     with pytest.raises(ValueError, match="wait_ratio"):
         wait_verdict(-0.1)
+
+
+# --- the loop's timings to diagnose --------------------------------------------------
+
+
+def test_two_workers_deliver_in_pairs_by_hand():
+    """Load 0.5 s a batch, compute 0.2 s, 2 workers, no jitter. Both workers
+    start at 0: batches 1 and 2 are ready at 0.5, 3 and 4 at 1.0, ...
+    Step 1 waits 0.5 and ends at 0.7; batch 2 is ready: step 2 waits 0, ends
+    at 0.9; batch 3 is ready at 1.0: step 3 waits 0.1, ends at 1.2; batch 4
+    (1.0) is ready: step 4 waits 0; batch 5 at 1.5: step 5 waits 0.1. So a
+    pair of steps takes 0.5 s, load / w per step, as the model says."""
+    from mlbook.input_pipeline import artifacts
+
+    log = artifacts.loader_log(0, 2, steps=6, jitter=0.0, load_s=0.5, compute_s=0.2)
+    waits = [round(r.wait_s, 12) for r in log.rows]
+    assert waits == [0.5, 0.0, 0.1, 0.0, 0.1, 0.0]
+    assert log.loader_bound
+
+
+def test_loader_log_refuses_bad_inputs():
+    from mlbook.input_pipeline import artifacts
+
+    with pytest.raises(ValueError, match="workers must be an integer"):
+        artifacts.loader_log(1, -1)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        artifacts.loader_log(-3, 2)
+    with pytest.raises(ValueError, match="steps"):
+        artifacts.loader_log(1, 2, steps=0)
+    with pytest.raises(ValueError, match="load_s"):
+        artifacts.loader_log(1, 2, load_s=0.0)
+
+
+def test_the_published_tokenizer_rate():
+    """The tokenizers README: "less than 20 seconds to tokenize a GB of text on a
+    server's CPU", at least 1e9 / 20 = 50 MB/s."""
+    from mlbook.input_pipeline import formulas
+
+    assert formulas.HF_TOKENIZERS_SERVER.bytes_per_s == 50e6

@@ -19,6 +19,7 @@ from mlbook.common.transformer import TransformerConfig
 from mlbook.input_pipeline import formulas, packing, shards, tokenizer
 
 PROPERTY_COVERS = {
+    "mlbook.input_pipeline.artifacts.loader_log",
     "mlbook.input_pipeline.formulas.loader_step_s",
     "mlbook.input_pipeline.formulas.device_idle_fraction",
     "mlbook.input_pipeline.formulas.loader_epoch_s",
@@ -486,3 +487,55 @@ def test_read_index_refuses_a_directory_without_one(tmp_path):
     _raises_naming("index.json", shards.read_index, tmp_path)
     (tmp_path / "index.json").write_text('{"format": "something else"}')
     _raises_naming("format", shards.read_index, tmp_path)
+
+
+# --- the loop's timings to diagnose --------------------------------------------------
+
+
+@examples(40)
+@given(
+    st.integers(0, 10_000),
+    st.integers(0, 6),
+    st.floats(0.01, 2.0),
+    st.floats(0.01, 2.0),
+    st.integers(2, 40),
+)
+def test_a_noiseless_trace_is_the_loader_model(seed, workers, load, compute, steps):
+    """Without jitter the trace is the closed form: the first step waits a
+    whole load; with no workers every step does; with w workers the mean
+    step over a whole number of rounds after the first tends to
+    max(compute, load / w), and never beats it."""
+    from mlbook.input_pipeline import artifacts, formulas
+
+    log = artifacts.loader_log(seed, workers, steps, 0.0, load, compute)
+    assert [r.step for r in log.rows] == list(range(1, steps + 1))
+    assert log.rows[0].wait_s == pytest.approx(load)
+    assert all(r.compute_s == pytest.approx(compute) for r in log.rows)
+    if workers == 0:
+        assert all(r.wait_s == pytest.approx(load) for r in log.rows)
+        return
+    total = sum(r.step_s for r in log.rows)
+    # worker k makes batches k, k + w, ...: batch i is ready at ceil(i / w)
+    # loads, and the loop ends at the latest of (batch i ready, then steps i..n)
+    ends = [
+        math.ceil(i / workers) * load + (steps - i + 1) * compute
+        for i in range(1, steps + 1)
+    ]
+    assert total == pytest.approx(max(ends), rel=1e-9)
+    # which never beats the model's steady state, max(compute, load / w)
+    steady = formulas.loader_step_s(load, compute, workers)
+    assert total >= (steps - workers) * steady - 1e-9
+    assert log.loader_bound == (load / workers > compute)
+
+
+@examples(40)
+@given(st.integers(0, 10_000), st.integers(0, 4))
+def test_a_seed_draws_a_load_and_a_compute_in_range(seed, workers):
+    from mlbook.input_pipeline import artifacts
+
+    log = artifacts.loader_log(seed, workers)
+    assert 0.05 <= log.compute_s <= 0.5
+    ratio = log.load_s / (log.compute_s * max(1, workers))
+    assert 0.005 <= ratio <= 4.0
+    assert log == artifacts.loader_log(seed, workers)
+    assert all(r.wait_s >= 0 and r.compute_s > 0 for r in log.rows)

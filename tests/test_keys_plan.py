@@ -173,3 +173,56 @@ def test_the_34_sbh_mistake_is_the_gpt_blocks_count():
 def test_there_are_at_least_three_planning_problems():
     plans = [r for r in EXERCISES.values() if r.chapter == "plan"]
     assert len(plans) >= 3 and all(r.checked for r in plans)
+
+
+def _named(ex_id: str, answer: str) -> dict:
+    from mlbook.exercises import spec
+
+    (entry,) = [a for a in spec(ex_id)["answers"] if a["name"] == answer]
+    return {m["name"]: m["value"] for m in entry["mistakes"]}
+
+
+def test_the_no_sequence_parallelism_mistake():
+    """Without sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) the
+    norms' inputs (2 x 2 sbh) and the inputs of the QKV and first MLP linears
+    (2 x 2 sbh) stay whole on every tensor-parallel rank: 8 of Llama's 44 sbh a
+    layer under selective recompute, so a rank keeps (8 + 36/8) sbh = 12.5 sbh
+    a layer instead of 44/8 = 5.5. plan-1: 80 layers; plan-2: 128 layers' worth
+    of 8 + 34/8 = 12.25 against 42/8 = 5.25 sbh."""
+    sbh70, sbh405 = 8192 * 8192, 8192 * 16_384
+    no_sp1 = MEM1 + 80 * (12.5 - 5.5) * sbh70
+    no_sp2 = MEM2 + 128 * (12.25 - 5.25) * sbh405
+    assert no_sp1 / GIB == pytest.approx(95.74, abs=0.01)  # the errata's 95.7
+    assert no_sp1 > H100_USABLE and no_sp2 > H200_USABLE  # neither would fit
+    assert _named("plan-1", "memory_gib")["no sequence parallelism"] == pytest.approx(
+        no_sp1 / GIB
+    )
+    assert _named("plan-2", "memory_gib")["no sequence parallelism"] == pytest.approx(
+        no_sp2 / GIB
+    )
+    # plan-4 without it: selective recompute at tp 8 needs 32.9 + 0.1 + 80 x
+    # 12.5 sbh = 62.5 GiB: 95.6 GiB, which fits no H100; so the statement says
+    # "with sequence parallelism"
+    assert 4 * N70 / 8 + 12 * N70 / 8 / 512 + 80 * 12.5 * sbh70 > H100_USABLE
+
+
+def test_the_126_layer_mistake():
+    """plan-2 counted for the model's 126 layers instead of the fullest stage's
+    ceil(126/8) x 8 = 128: 106.9 GiB, refused with its hint."""
+    act2 = 128 * 42 * 8192 * 16_384 / 8
+    wrong = MEM2 - act2 * (1 - 126 / 128)
+    assert wrong / GIB == pytest.approx(106.86, abs=0.01)
+    named = _named("plan-2", "memory_gib")
+    assert named["126 layers' worth of activations"] == pytest.approx(wrong / GIB)
+
+
+def test_the_statements_say_with_sequence_parallelism():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "book" / "plan.md").read_text()
+    for label in ("plan-1", "plan-2", "plan-4"):
+        start = text.index(f":label: {label}\n")
+        body = " ".join(text[start : text.index("```", start)].split())
+        assert "with sequence parallelism" in body, label
+    table = text[text.index("| line of the plan |") :].split("\n\n")[0]
+    assert "with sequence parallelism" in table

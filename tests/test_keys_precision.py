@@ -61,8 +61,57 @@ SATURATED = math.erfc(4 / math.sqrt(2))
 # (stored in bf16 as 1.0011101b x 2^-12, still in [2^-12, 2^-11)); every weight of
 # binade E ignores it when it is below half the gap 2^(E-8): E - 8 >= -11 -> E = -3
 # (at E = -4 the half gap 2^-12 is below the update, which moves the weight)
+# precision-7, from the artifact itself (the generator's magnitudes) with torch's
+# own fp16 cast, not the package's formulas: a value becomes zero where
+# (|g| S).half() == 0 and overflows where it becomes inf. The scale to use is the
+# largest 2^k at which the largest |g| still casts to a finite value.
+
+
+def _precision_7_by_casts(seed):
+    import torch
+
+    from mlbook.precision import cases
+
+    case = cases.loss_scale_case(seed)
+    g = torch.tensor(case.magnitudes, dtype=torch.float64)
+
+    def cast(k):  # scaled in fp32, as the gradients are, then stored in fp16
+        return (g.float() * 2.0**k).half().float()
+
+    zeros = int((cast(case.scale_log2) == 0).sum())
+    overflow = bool(torch.isinf(cast(case.scale_log2)).any())
+    safe = max(k for k in range(-10, 80) if bool(torch.isfinite(cast(k)).all()))
+    cause = (
+        "overflow"
+        if overflow
+        else "underflow"
+        if zeros >= 0.01 * g.numel()
+        else "healthy"
+    )
+    return {"cause": [cause], "scale_log2": safe, "flushed_now": zeros}
+
+
+# precision-8, by hand from the run's median weight: bf16 keeps 8 significant bits,
+# so a weight in [2^E, 2^(E+1)) has neighbours 2^(E-7) apart and absorbs updates up
+# to half of that, 2^(E-8). Seed 1's median weight is 0.7285 (in [2^-1, 2^0)):
+# E = -1, it absorbs 2^-9; its learning rate is 1e-4, so one bf16 step of 2^-8
+# takes 2^-8 / 1e-4 = 39.0625 updates.
+def _precision_8_by_hand(seed):
+    from mlbook.precision import cases
+
+    run = cases.stalled_run(seed)
+    E = math.floor(math.log2(run.weight_median))
+    return {
+        "cause": ["no_master"],
+        "absorbed_log2": E - 8,
+        "updates_per_step": 2.0 ** (E - 7) / run.lr,
+    }
+
+
 INDEPENDENT = {
     "precision-1": {"lowest_log2": 6, "highest_log2": 16, "width": 11},
+    "precision-7": _precision_7_by_casts(3),
+    "precision-8": _precision_8_by_hand(1),
     "precision-3": {
         "flushed": _flushed(1.0),
         "flushed_scaled": _flushed(1024.0),
@@ -125,3 +174,48 @@ def test_the_hysteresis_example_by_hand():
     assert list(ex.EXAMPLE_STEPS) == steps and list(ex.EXAMPLE_SCALES) == want
     assert ex.formulas.scales_with_hysteresis(steps, 2, 2) == want
     assert check("precision-6", lambda f, g, h: want).correct is False
+
+
+def test_precision_8s_run_is_the_one_the_comment_works_out():
+    from mlbook.precision import cases
+
+    run = cases.stalled_run(1)
+    assert (run.weight_median, run.lr) == (0.728515625, 1e-4)
+    assert INDEPENDENT["precision-8"]["absorbed_log2"] == -9
+    assert INDEPENDENT["precision-8"]["updates_per_step"] == 39.0625
+
+
+def test_precision_8s_log_shows_a_stall_by_torch_bf16():
+    """Every logged step changed no weight, and torch's own bf16 addition agrees
+    that an update of the run's size rounds away at the median weight."""
+    import torch
+
+    from mlbook.precision import cases
+
+    run = cases.stalled_run(1)
+    assert all(row.changed == 0 and row.grad_norm > 0 for row in run.rows)
+    assert len({row.loss for row in run.rows}) == 1
+    w = torch.tensor(run.weight_median, dtype=torch.bfloat16)
+    assert w + torch.tensor(run.lr, dtype=torch.bfloat16) == w
+
+
+def test_precision_7s_named_mistakes_by_casts():
+    """The mistakes of precision-7 counted by hand from the bins: below 2^-14
+    (subnormals counted as lost) and below 2^-24 (the smallest subnormal as the
+    threshold), and the change of scale."""
+    from mlbook.precision import cases
+
+    case = cases.loss_scale_case(3)
+    k = case.scale_log2
+    below = {t: sum(m * 2.0**k < 2.0**t for m in case.magnitudes) for t in (-14, -24)}
+    key = INDEPENDENT["precision-7"]
+    wrong = {
+        "subnormals counted as lost": dict(flushed_now=below[-14]),
+        "the smallest subnormal as the threshold": dict(flushed_now=below[-24]),
+        "the change of scale, not the scale": dict(scale_log2=key["scale_log2"] - k),
+        "GradScaler's initial scale": dict(scale_log2=16),
+    }
+    for mistake, answer in wrong.items():
+        result = check("precision-7", **{**key, **answer})
+        (name,) = answer
+        assert result[name].mistake == mistake

@@ -24,6 +24,8 @@ PROPERTY_COVERS = {
     "mlbook.common.accelerators.describe_cpu",
     "mlbook.common.accelerators.read_cpuinfo",
     "mlbook.common.accelerators.usable_cores",
+    "mlbook.common.accelerators.usable_cpus",
+    "mlbook.common.accelerators.cpu_model",
 }
 FEW = examples(50)
 ratios = st.floats(1e-4, 1e4, allow_nan=False)
@@ -124,11 +126,26 @@ def test_the_cores_and_cpuinfo_with_and_without_linux(linux, count):
         mp.setattr(os, "cpu_count", lambda: count)
         if not linux:
             mp.delattr(os, "sched_getaffinity", raising=False)
-        cores = hw.usable_cores()
+        cores, cpus = hw.usable_cores(), hw.usable_cpus()
         text = hw.read_cpuinfo()
-        assert cores >= 1
+        assert cores >= 1 and cores == len(cpus)
+        assert all(isinstance(c, int) and c >= 0 for c in cpus)
         if not linux:
             assert cores == count
         assert text is None or isinstance(text, str)
     finally:
         mp.undo()
+
+
+@FEW
+@given(
+    st.text(alphabet=st.characters(codec="ascii", categories=["L", "N", "P", "Zs"])),
+    st.sampled_from(["\t: ", ": ", "\t\t:"]),
+)
+def test_the_model_name_is_the_first_cpuinfo_gives(name, sep):
+    first = f"processor{sep}0\nmodel name{sep}{name}\nflags{sep}fpu sse\n"
+    text = first + f"processor{sep}1\nmodel name{sep}Other CPU\n"
+    got = hw.cpu_model(text)
+    assert got == (name.strip() or "Other CPU")  # the first that names one
+    fallback = hw.cpu_model("processor : 0\nmodel name :\n")  # none: the platform's
+    assert isinstance(fallback, str) and fallback.strip() == fallback != ""

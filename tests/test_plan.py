@@ -150,6 +150,40 @@ def test_llama3_405b_activations_by_hand():
     assert gpt.memory_bytes / 8 / GIB == 68
 
 
+def test_without_sequence_parallelism_korthikantis_equation_4():
+    """Korthikanti et al. 2022, eq. (4): tensor parallelism without sequence
+    parallelism keeps sbh (10 + 24/t + 5 a s / (h t)) a GPT layer on each
+    rank (the norms' inputs, the QKV and first MLP linears' inputs and two
+    dropout masks, 10 sbh, stay whole); with it, all of it over t (eq. 6).
+    The GELU 7B shape at s = 4096, b = 1, h = 4096, a = 32, t = 4 over 32
+    layers: a s / h = 32, so 10 + 6 + 40 = 56 sbh a layer with no recompute,
+    16 under selective recompute (the scores recomputed), against
+    (34 + 160) / 4 = 48.5 and 8.5 with it. Full recompute keeps each layer's
+    input whole (2 sbh) without it, 0.5 sbh with it, plus one layer's A."""
+    gelu = LLAMA2_7B.scaled(mlp="gelu", d_ff=4 * 4096, name="GELU 7B")
+    sbh, layers, t = 4096 * 4096, 32, 4
+    by_hand = {  # strategy: (with, without), bytes
+        "none": (layers * 48.5 * sbh, layers * 56 * sbh),
+        "selective": (layers * 8.5 * sbh, layers * 16 * sbh),
+        "full": ((layers * 2 + 194) * sbh / t, (layers * 2 + 56) * sbh),
+    }
+    for strategy, (with_sp, without) in by_hand.items():
+        spec = RunSpec(
+            model=gelu,
+            tokens=1e12,
+            gpu=H100,
+            n_gpus=t,
+            tp=t,
+            seq_len=4096,
+            recompute=strategy,
+        )
+        assert memory_per_gpu(spec).activations_bytes == with_sp, strategy
+        m = memory_per_gpu(spec, sequence_parallel=False)
+        assert m.activations_bytes == without, strategy
+    with pytest.raises(ValueError, match="sequence_parallel"):
+        memory_per_gpu(spec, sequence_parallel="no")
+
+
 def test_zero_stages_shard_what_they_say():
     """ZeRO (Rajbhandari et al. 2020, Fig. 1): stage 1 shards the optimizer, 2 adds
     gradients, 3 adds weights; Psi = 7.5 B, N_d = 64, K = 12 gives 120, 31.4, 16.6

@@ -5,7 +5,9 @@ GradScaler documentation, the H100 datasheet, the ZeRO paper), a hand
 computation written out here, a physical bound, or the page's own asserts; each
 tolerance says where it comes from."""
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ from conftest import page_values
 from helpers.live import live_payloads
 
 pytestmark = pytest.mark.book
+PAGE = Path(__file__).resolve().parent.parent / "notebooks" / "precision.md"
 
 # The test sizes of the page's parameters cell (SMALL=True).
 GRAD_LAYERS, GRAD_H, GRAD_B, GRAD_S = 2, 64, 2, 64
@@ -22,27 +25,27 @@ LLAMA2_VOCAB = 32_000  # Touvron et al. 2023 (Llama 2), Sec. 2.1: a 32k-token vo
 LABELS = {"device_name", "mm_kind"}
 GLUED = LABELS | {
     # formats
+    "n12_fp32",
+    "n12_fp16",
+    "n12_bf16",
+    "n12_e4m3",
+    "n12_e5m2",
     "fp16_max",
     "fp16_normal",
     "fp16_sub",
     "fp16_normal_log2",
     "fp16_sub_log2",
     "fp16_eps",
-    "fp16_eps_log2",
     "fp32_max",
     "bf16_max",
     "bf16_eps",
-    "bf16_eps_log2",
     "bf16_exp_bits",
     "bf16_mant_bits",
     "bf16_sig_bits",
-    "fp8_payload_bits",
     "e4m3_max",
     "e4m3_nan_patterns",
-    "e4m3_eps",
     "e4m3_mant_bits",
     "e5m2_max",
-    "e5m2_eps",
     "e5m2_mant_bits",
     # gradients
     "g_vocab",
@@ -58,7 +61,6 @@ GLUED = LABELS | {
     "g_bf16_zero",
     "g_weights_ratio",
     "g_sub_scaled_max",
-    "g_summary_kb",
     *(
         f"g_{k}_{what}"
         for k in ("logits", "activations", "weights")
@@ -96,7 +98,7 @@ GLUED = LABELS | {
     "p5_step_error",
     "p5_lost",
     "p5_decay",
-    # fp8
+    # fp8, per tensor, delayed and per block
     "f8_grad_std",
     "f8_E5M2_plain",
     "f8_E5M2_flushed",
@@ -109,7 +111,18 @@ GLUED = LABELS | {
     "f8_jump_sat",
     "f8_jump_err",
     "f8_after_err",
-    # matmul throughput and memory
+    "bs_rows",
+    "bs_cols",
+    "bs_span",
+    "bs_tensor_1e3",
+    "bs_tile_1e3",
+    "bs_tensor_1e5",
+    "bs_tile_1e5",
+    "bs_mx_1e5",
+    "bs_below_1e3",
+    "bs_below_1e5",
+    "bs_flushed_1e5",
+    # matmul throughput, the units, and memory
     "mm_n",
     "mm_fp32",
     "mm_bf16",
@@ -117,22 +130,41 @@ GLUED = LABELS | {
     "mm_fp16_n",
     "mm_bf16_over_fp32",
     "mm_fp16_over_fp32",
+    "mm_library",
+    "units_avx512_bf16",
+    "units_amx",
+    "units_here",
     "h100_bf16_over_fp32",
     "h100_fp8_over_bf16",
+    "acc_bf16",
+    "acc_fp32",
     "state_per_param",
+    "state_fp32_grads",
+    "reduced_bf16",
+    "reduced_fp32",
     "state_7b",
     "state_70b",
     "state_405b",
+    "state20_7b",
+    "state20_70b",
+    "state20_405b",
+    # the diagnosis exercise's solution
+    "p7_gap",
+    "p7_lost_share",
 }
-FRACTIONS = {
-    k for k in GLUED if k.endswith(("_zero", "_sub", "_zero_scaled", "_lost"))
-} | {
-    "g_bf16_zero",
-    "g_sub_scaled_max",
-    "sc_skipped_frac",
-    "f8_E5M2_flushed",
-    "f8_jump_sat",
-}
+FRACTIONS = (
+    {k for k in GLUED if k.endswith(("_zero", "_sub", "_zero_scaled", "_lost"))}
+    | {
+        "g_bf16_zero",
+        "g_sub_scaled_max",
+        "sc_skipped_frac",
+        "f8_E5M2_flushed",
+        "f8_jump_sat",
+        "p7_lost_share",
+    }
+    | {k for k in GLUED if k.startswith(("bs_tensor", "bs_tile", "bs_mx", "bs_below"))}
+)
+FRACTIONS |= {"bs_flushed_1e5"}
 
 
 @pytest.fixture(scope="module")
@@ -161,25 +193,32 @@ def test_formats_against_ieee_754_and_ocp_fp8(v):
         2.0**-24,
         2.0**-10,
     )
-    assert (v["fp16_normal_log2"], v["fp16_sub_log2"], v["fp16_eps_log2"]) == (
-        -14,
-        -24,
-        -10,
-    )
+    assert (v["fp16_normal_log2"], v["fp16_sub_log2"]) == (-14, -24)
     # binary32: emax 127, p 24; bfloat16: binary32's 8 exponent bits, p 8
     assert v["fp32_max"] == (2 - 2.0**-23) * 2.0**127
     assert v["bf16_max"] == (2 - 2.0**-7) * 2.0**127
     assert (v["bf16_exp_bits"], v["bf16_mant_bits"], v["bf16_sig_bits"]) == (8, 7, 8)
-    assert (v["bf16_eps"], v["bf16_eps_log2"]) == (2.0**-7, -7)
+    assert v["bf16_eps"] == 2.0**-7
     # OCP 8-bit Floating Point Specification rev. 1.0, Table 1 (and Micikevicius
-    # et al. 2022, Table 1): E4M3 max 448, E5M2 max 57344; 3 and 2 mantissa bits;
-    # 7 bits besides the sign
-    assert (v["e4m3_max"], v["e4m3_mant_bits"], v["e4m3_eps"]) == (448, 3, 0.125)
-    assert (v["e5m2_max"], v["e5m2_mant_bits"], v["e5m2_eps"]) == (57344, 2, 0.25)
-    assert v["fp8_payload_bits"] == 7
+    # et al. 2022, Table 1): E4M3 max 448, E5M2 max 57344; 3 and 2 mantissa bits
+    assert (v["e4m3_max"], v["e4m3_mant_bits"]) == (448, 3)
+    assert (v["e5m2_max"], v["e5m2_mant_bits"]) == (57344, 2)
     # OCP FP8 spec, Table 1: E4M3 NaN is S.1111.111, one
     # mantissa pattern per sign, so two bit patterns (0x7F and 0xFF).
     assert v["e4m3_nan_patterns"] == 2
+
+
+def test_the_numbers_between_one_and_two(v):
+    # 1 + k 2^-m for k = 1 .. 2^m - 1, m the stored mantissa bits (23, 10, 7, 3, 2):
+    # the issue's counts, e4m3 7, e5m2 3, bf16 127, fp16 1023
+    counts = {k: v[f"n12_{k}"] for k in ("fp32", "fp16", "bf16", "e4m3", "e5m2")}
+    assert counts == {
+        "fp32": 2**23 - 1,
+        "fp16": 1023,
+        "bf16": 127,
+        "e4m3": 7,
+        "e5m2": 3,
+    }
 
 
 def test_gradients_of_the_small_gpt(v):
@@ -213,7 +252,8 @@ def test_gradients_of_the_small_gpt(v):
     assert v["g_bf16_zero"] == 0
     # the live figure's fixed data: 3 groups of at most a few hundred bins and
     # 31 x 4 zone fractions, kilobytes (docs/live-figures.md caps it at 200 KB)
-    assert 0 < v["g_summary_kb"] < 200
+    payload = live_payloads("precision")["mlbook.precision.live:gradient_histogram"]
+    assert 0 < len(json.dumps(payload["fixed"])) < 200e3
     # scaling up only lifts values out of the low zones: what is subnormal at the safe
     # scale was subnormal or flushed unscaled
     assert v["g_sub_scaled_max"] <= max(
@@ -365,3 +405,64 @@ def test_the_scaler_figure_carries_gradscalers_measured_scale(v):
     corners = [(r["step"], r["log2"]) for r in scale["data"]["values"]]
     assert [(r["step"], r["log2"]) for r in circles["data"]["values"]] == corners
     assert corners == list(zip(steps, log2, strict=True))
+
+
+def test_block_scaling(v):
+    # E4M3 keeps full precision from its smallest normal 2^-6 to 448:
+    # 448 / 2^-6 = 28,672 (OCP FP8 spec, Table 1)
+    assert v["bs_span"] == 28_672
+    assert (v["bs_rows"], v["bs_cols"]) == (64, 256)  # the test sizes
+    # With one scale 448 / r, a bulk value x is below the smallest normal where
+    # |x| < r 2^-6 / 448. At r = 1e3 that is |x| < 0.0349 for N(0, 1): a share of
+    # erf(0.0349 / sqrt 2) = 0.0278; 0.01 is over 5 binomial standard deviations of
+    # 16,383 values (0.0013). At r = 1e5 the bound is 3.49: all but 0.05 %.
+    assert abs(v["bs_below_1e3"] - math.erf(1e3 / 64 / 448 / math.sqrt(2))) < 0.01
+    assert v["bs_below_1e5"] > 1 - 2 * math.erfc(3.4 / math.sqrt(2))
+    # a block's scale keeps its values normal: rounding to 3 mantissa bits errs
+    # by at most 1/16 relative, for the tiles and MXFP8 alike
+    for key in ("bs_tile_1e3", "bs_tile_1e5", "bs_mx_1e5"):
+        assert 0 < v[key] < 1 / 16
+    # past the span one scale loses far more than a tile's: a fifth of the bulk
+    # below 2^-9 x 1e5 / 448 = 0.4 flushes, each an error of 1 (P(|Z| < 0.44) = 0.34,
+    # half of which rounds to zero) and the rest is subnormal
+    assert v["bs_flushed_1e5"] > 0.1 and v["bs_tensor_1e5"] > 2 * v["bs_tile_1e5"]
+    assert v["bs_tensor_1e3"] < 1 / 16
+
+
+def test_the_state_recipes_and_the_bf16_sum(v):
+    # ZeRO (Rajbhandari et al. 2020), Sec. 3.1: 2 + 2 + 4 + 4 + 4 = 16 bytes; the
+    # Ultra-Scale Playbook with fp32 gradients: + 4 = 20, reduced in fp32 (4 bytes)
+    # rather than bf16 (2)
+    assert (v["state_per_param"], v["state_fp32_grads"]) == (16, 20)
+    assert (v["reduced_bf16"], v["reduced_fp32"]) == (2, 4)
+    # 7e9 x 20 / 2^30 = 130.385 GiB; 70B 1,303.85; 405B 7,543.71
+    for n, gib in ((7, 130.385), (70, 1303.852), (405, 7543.713)):
+        assert v[f"state20_{n}b"] == pytest.approx(gib, abs=0.001)
+    # bf16 at 1 has neighbours 2^-7 apart: 1 + 2^-9 rounds back to 1 every time;
+    # fp32 adds all 256: 1 + 256 x 2^-9 = 1.5
+    assert (v["acc_bf16"], v["acc_fp32"]) == (1.0, 1.5)
+
+
+def test_the_units_and_the_libraries(v):
+    """Errata item 12: an AVX-512-BF16 unit runs bf16 at 2 x fp32, not 2 to 4.5:
+    VDPBF16PS does 4 FLOPs per fp32 lane a cycle (two products, two sums) where an
+    FMA does 2 (Intel SDM). AMX: a 16 x 32 by 32 x 16 bf16 tile product, 16,384
+    FLOPs, every 16 cycles per core, against 2 x 16 x 2 = 64 for two 512-bit FMA
+    units: 16. What a machine measures beyond its units' ratio is the libraries'."""
+    assert v["units_avx512_bf16"] == 4 / 2
+    assert v["units_amx"] == (16 * 32 * 16 * 2 / 16) / (2 * 16 * 2)
+    if math.isfinite(v["units_here"]):
+        assert v["mm_library"] == pytest.approx(
+            v["mm_bf16_over_fp32"] / v["units_here"], rel=1e-12
+        )
+    text = PAGE.read_text()
+    assert "four and a half" not in text and "4.5 x" not in text
+    assert "the libraries" in text
+
+
+def test_the_diagnosis_solution(v):
+    # precision-7, seed 3: the run's scale is 2^12 and the largest safe one 2^38
+    # (tests/test_keys_precision.py works both out with torch's fp16 casts); 575 of
+    # the 20,000 values flush
+    assert v["p7_gap"] == 38 - 12
+    assert v["p7_lost_share"] == 575 / 20_000

@@ -50,8 +50,9 @@ def v(book):
 @pytest.mark.book
 def test_every_glued_value_is_a_plain_number_or_a_short_label(v):
     labels = {k: x for k, x in v.items() if isinstance(x, str)}
-    assert set(labels) == {"device_name", "timed_name"}
-    assert all(x.startswith(("CPU:", "GPU:")) and len(x) < 80 for x in labels.values())
+    assert set(labels) == {"device_name", "timed_name", "cpu_order"}
+    names = (labels["device_name"], labels["timed_name"])
+    assert all(x.startswith(("CPU:", "GPU:")) and len(x) < 80 for x in names)
     assert all(isinstance(x, (int, float)) for k, x in v.items() if k not in labels)
 
 
@@ -217,3 +218,47 @@ def test_reported_and_exercise(v):
     # 7.2 * 4096 / 2.8 = 10,532.6
     assert v["ex_s_star"] == pytest.approx(0.1 * 72 * 4096 / 2.8, rel=1e-12)
     assert v["ex_ratio"] == pytest.approx(7.2 / 2.8, rel=1e-12)
+
+
+@pytest.mark.book
+def test_the_gpu_beside_the_cpu(v):
+    # the label follows the measured order: selective dearer than full is the
+    # reverse of Korthikanti et al.'s GPU order (+7 % against +39 %, Table 4)
+    reverse = v["run_selective_time"] > v["run_full_time"]
+    assert v["cpu_order"] == (
+        "the reverse of the GPU's" if reverse else "the GPU's order"
+    )
+    assert v["rep_sel"] < v["rep_full"]
+
+
+@pytest.mark.book
+def test_the_logits_no_strategy_drops(v):
+    # fp32 logits of one 4,096-token sequence: 4 bytes x 4096 x V. Llama 2's V =
+    # 32,000 (Touvron et al. 2023, Table 1 and the released config): 0.48828125 GiB;
+    # Llama 3's 128,256 (the released config.json): 1.95703125 GiB. Selective keeps
+    # 34 sbh = 34 x 2^24 bytes a layer at h = 4096: 0.53125 GiB, so 1.957 / 0.531
+    # = 3.684 layers' worth.
+    assert (v["vocab2"], v["vocab3"]) == (32_000, 128_256)
+    assert v["logits7_gib"] == 4 * 4096 * 32_000 / GIB == 0.48828125
+    assert v["logits8_gib"] == 4 * 4096 * 128_256 / GIB == 1.95703125
+    assert v["logits8_sel_layers"] == pytest.approx(1.95703125 / 0.53125, rel=EXACT)
+
+
+def test_the_page_writes_n_matmul_for_the_model_flops():
+    """Errata item 8: wherever the page or its exercises give 6N + 12Lhs for the
+    model's FLOPs a token, the N is N_matmul (book/notation.md reserves bare N for
+    all parameters)."""
+    from pathlib import Path
+
+    from mlbook.recompute import exercises
+
+    root = Path(__file__).resolve().parent.parent
+    texts = {
+        "notebooks/recompute.md": (root / "notebooks" / "recompute.md").read_text(),
+        "mlbook/recompute/exercises.py": Path(exercises.__file__).read_text(),
+    }
+    for name, text in texts.items():
+        flat = " ".join(text.split())
+        for bare in ("6N + 12Lhs", "8N + 16Lhs", "$6N + 12Lhs$"):
+            assert bare not in flat.replace("6N instead of", ""), (name, bare)
+    assert "6N_\\text{matmul} + 12Lhs" in texts["notebooks/recompute.md"]

@@ -28,14 +28,6 @@ glue("c_spare", 2.5, display=False)
 assert n <= 1, f"run {n} is past the bar"
 """
 
-READER = """\
-import json, os
-from pathlib import Path
-from myst_nb import glue
-c = json.loads((Path(os.environ["MLBOOK_VALUES_DIR"]) / "c.json").read_text())
-glue("r_twice", c["c_run"] * 2, display=False)
-"""
-
 STUCK = """\
 import subprocess, time
 helper = subprocess.Popen(["sleep", "20"])
@@ -56,7 +48,6 @@ def synthetic(tmp_path, monkeypatch):
         tmp_path,
         {
             "notebooks/c.md": page("c", COUNTED),
-            "notebooks/r.md": page("r", READER, "mlbook:\n  depends_on: [c]\n"),
             "notebooks/h.md": page("h", STUCK),
             "_config.yml": "title: t\n",
             "_toc.yml": "format: jb-book\nroot: notebooks/c\n",
@@ -236,13 +227,6 @@ def test_repeat_reports_passes_and_the_spread_of_what_failed(synthetic):
     assert not (dest / "runs" / "c" / "0" / "stacks").exists()  # passed: no logs kept
     text = repeat.table(report)
     assert "2/3" in text and "c_run" in text and "run 2 failed" in text
-
-
-def test_a_page_read_by_the_chosen_one_runs_once_first(synthetic):
-    report = repeat.repeat(synthetic / "_build" / "rep", True, 2, ["r"], log=quiet)
-    assert list(report["setup"]) == ["c"] and report["setup"]["c"]["error"] is None
-    assert list(report["pages"]) == ["r"] and report["pages"]["r"]["passed"] == 2
-    assert report["pages"]["r"]["each_run"][0]["values"] == {"r_twice": 0}
 
 
 def test_a_stuck_cell_is_reported_with_the_kernels_stacks(synthetic, monkeypatch):

@@ -21,6 +21,9 @@ PROPERTY_COVERS = {
     "mlbook.scaling.live.bubble_share",
     "mlbook.scaling.live.bubble_ranges",
     "mlbook.scaling.live.micro_batch_grid",
+    "mlbook.scaling.live.pipeline_schedule",
+    "mlbook.scaling.live.schedule_ranges",
+    "mlbook.scaling.live.idle_slots",
 }
 
 GIB = 2**30
@@ -210,3 +213,72 @@ def test_bubble_share_draws_the_formula(p, m, v):
     assert ranges["max"] % ranges["step"] == 0 and ranges["max"] <= 256
     grid = live.micro_batch_grid(values["m"])
     assert values["m"] in grid and grid[0] == 1 and grid[-1] == 256
+
+
+# --- one pipeline step, drawn -------------------------------------------------------
+
+
+def _slots(spec):
+    (rects,) = _layers(spec, "rect")
+    return rects["data"]["values"]
+
+
+def _idle_share(spec, p):
+    rows = _slots(spec)
+    makespan = max(r["end"] for r in rows)
+    idle = sum(r["end"] - r["start"] for r in rows if r["slot"] == "idle")
+    return idle / (p * makespan)
+
+
+def test_the_schedule_at_its_default_by_hand():
+    """1F1B, p = 4, m = 8: 2 p m = 64 boxes; a forward takes 1, a backward 2,
+    so the busy time is 4 x 8 x 3 = 96 and the bubble (p - 1)/(m + p - 1) =
+    3/11 makes the step 96 / (4 x 8/11) = 33 long; 3/11 of 4 x 33 = 36 idle."""
+    assert live.pipeline_schedule.live.values() == {"p": 4, "m": 8, "v": 1}
+    spec = live.pipeline_schedule(4, 8, 1)
+    rows = _slots(spec)
+    ops = [r for r in rows if r["slot"] != "idle"]
+    assert len(ops) == 64 and max(r["end"] for r in rows) == 33
+    idle = sum(r["end"] - r["start"] for r in rows if r["slot"] == "idle")
+    assert idle == 36 and _idle_share(spec, 4) == pytest.approx(3 / 11)
+    assert "27.3%" in spec["title"]["text"] and "3/11" in spec["title"]["text"]
+    # device 0 runs F1 first; device 3 waits 3 forwards for its first input
+    first = {d: min(r["start"] for r in ops if r["device"] == d) for d in range(4)}
+    assert first == {0: 0, 1: 1, 2: 2, 3: 3}
+
+
+def test_schedule_ranges_keep_m_a_multiple_of_p_when_interleaved():
+    assert live.schedule_ranges(p=4, v=2) == {"m": {"min": 4, "max": 32, "step": 4}}
+    assert live.schedule_ranges(p=3, v=4)["m"] == {"min": 3, "max": 30, "step": 3}
+    assert live.schedule_ranges(p=8, v=1)["m"] == {"min": 1, "max": 32, "step": 1}
+
+
+@FEW
+@given(
+    st.sampled_from(live.SCHEDULE_PS),
+    st.integers(1, 32),
+    st.sampled_from(live.SCHEDULE_VS),
+)
+def test_the_shaded_idle_time_is_the_bubble(p, m, v):
+    """For any setting the controls allow, the idle spans the figure shades
+    are (p - 1) / (v m + p - 1) of p x the step, and every operation is drawn
+    once: 2 p m v boxes."""
+    values = live.pipeline_schedule.live.settle({"p": p, "m": m, "v": v}).values()
+    m = values["m"]
+    ranges = live.schedule_ranges(p=p, v=v)["m"]
+    assert (
+        ranges["min"] <= m <= ranges["max"]
+        and (m - ranges["min"]) % ranges["step"] == 0
+    )
+    assert v == 1 or m % p == 0
+    spec = live.pipeline_schedule(**values)
+    assert _idle_share(spec, p) == pytest.approx(
+        (p - 1) / (v * m + p - 1), rel=1e-9, abs=1e-12
+    )
+    assert len([r for r in _slots(spec) if r["slot"] != "idle"]) == 2 * p * m * v
+    from mlbook.scaling import pipeline
+
+    tl = pipeline.simulate("1f1b" if v == 1 else "interleaved", p, m, v)
+    spans = live.idle_slots(tl)
+    assert sum(b - a for _, a, b in spans) == tl.bubble * p * tl.makespan
+    json.dumps(spec)

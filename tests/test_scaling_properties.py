@@ -33,9 +33,19 @@ PROPERTY_COVERS = {
     "mlbook.scaling.pipeline.device_order",
     "mlbook.scaling.pipeline.simulate",
     "mlbook.common.accelerators.interconnect",
+    "mlbook.scaling.formulas.fsdp_gathered_bytes",
+    "mlbook.scaling.formulas.crossover_bytes",
+    "mlbook.scaling.formulas.bus_bytes_per_s",
+    "mlbook.scaling.formulas.published_link_rows",
+    "mlbook.scaling.ring.ring_allreduce_steps",
+    "mlbook.scaling.ring.start_state",
+    "mlbook.scaling.ring.bytes_sent_per_rank",
+    "mlbook.scaling.artifacts.allreduce_log",
+    "mlbook.scaling.artifacts.bucket_allreduce_s",
 }
 
 FEW = examples(50)
+CAUSES_ARGS = [(None, "healthy"), (50e9, "healthy"), (50e9, "slow_link")]
 
 sizes = st.floats(1.0, 1e13)
 ranks = st.integers(1, 100_000)
@@ -370,3 +380,70 @@ def test_every_link_row_is_positive_and_nvlink_is_faster(name):
 def test_interconnect_refuses_unknown_devices(bad):
     with pytest.raises(ValueError):
         accelerators.interconnect(bad)
+
+
+# --- the ring step by step, the crossover, the artifacts ---------------------------
+
+
+@FEW
+@given(st.integers(2, 12), sizes)
+def test_ring_steps_end_with_every_sum_everywhere(n, s):
+    from mlbook.scaling import ring
+
+    start = ring.start_state(n)
+    assert all(start[r][c] == {r} for r in range(n) for c in range(n))
+    steps = ring.ring_allreduce_steps(n, s)
+    everyone = frozenset(range(n))
+    assert all(c == everyone for row in steps[-1].held for c in row)
+    halfway = steps[n - 2].held  # after the reduce-scatter
+    assert all(halfway[r][(r + 1) % n] == everyone for r in range(n))
+    sent = ring.bytes_sent_per_rank(steps)
+    assert sent == pytest.approx([sc.ring_allreduce_bytes_per_rank(s, n)] * n)
+
+
+@FEW
+@given(st.integers(2, 1000), latencies, bandwidths)
+def test_at_the_crossover_latency_and_bandwidth_cost_the_same(n, alpha, bw):
+    s_star = sc.crossover_bytes(n, alpha, bw)
+    assert s_star == pytest.approx(n * alpha * bw)
+    if s_star > 0:
+        t = sc.ring_allreduce_s(s_star, n, bw, alpha)
+        assert t == pytest.approx(4 * (n - 1) * alpha, rel=1e-9)
+        busbw = sc.bus_bytes_per_s(s_star, n, t)
+        assert busbw == pytest.approx(bw / 2, rel=1e-9)  # half the link at S*
+
+
+@FEW
+@given(params, st.integers(1, 200), st.floats(0.5, 8))
+def test_fsdp_gathers_one_units_weights(n, units, wb):
+    g = sc.fsdp_gathered_bytes(n, units, wb)
+    assert g == pytest.approx(wb * n / units)
+    assert g <= sc.fsdp_gathered_bytes(n, 1, wb)
+
+
+@FEW
+@given(st.lists(st.sampled_from(sorted(accelerators.INTERCONNECTS)), max_size=4))
+def test_published_link_rows_name_their_sources(gpus):
+    rows = sc.published_link_rows(tuple(gpus))
+    assert len(rows) == 1 + len(sc.PUBLISHED_BUS_BANDWIDTH) + len(gpus)
+    assert all(r.source and r.bus_bytes_per_s > 0 for r in rows)
+    assert all("nominal" in r.system for r in rows[-len(gpus) :]) if gpus else True
+
+
+@FEW
+@given(st.integers(0, 10_000), st.integers(2, 64), st.sampled_from(CAUSES_ARGS))
+def test_a_sweep_is_the_ring_model_within_its_noise(seed, n, how):
+    from mlbook.scaling import artifacts
+
+    rated, cause = how
+    log = artifacts.allreduce_log(seed, n, rated, cause, noise=0.02)
+    for r in log.rows:
+        ratio = r.time_s / log.predict_s(r.size_bytes)
+        assert math.exp(-0.2) < ratio < math.exp(0.2)  # ten standard deviations
+        assert r.busbw_bytes_per_s == pytest.approx(
+            2 * (n - 1) / n * r.algbw_bytes_per_s
+        )
+    grads = 1e9
+    one = artifacts.bucket_allreduce_s(log, grads, grads)
+    assert one == pytest.approx(log.predict_s(grads))
+    assert artifacts.bucket_allreduce_s(log, grads, grads / 10) > one  # more alpha

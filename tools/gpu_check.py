@@ -11,7 +11,7 @@
     python tools/gpu_check.py --device cpu --dry-run
 
 Each executable page (tools/build.py's list) is executed by papermill with
-DEVICE="cuda" (the parameters cell) at reader sizes, in dependency order, and
+DEVICE="cuda" (the parameters cell) at reader sizes, one after another, and
 the results go to --dest (default _build/gpu/):
 
     summary.json          torch version and CUDA build, GPU name, Python, when, the
@@ -57,7 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from bookbuild import execution, pages, paths  # noqa: E402 (tools/ on the path first)
+from bookbuild import execution, pages  # noqa: E402 (tools/ on the path first)
 from bookbuild import values as glued  # noqa: E402
 
 CUDA_INDEX = "https://download.pytorch.org/whl/cu126"
@@ -295,7 +295,7 @@ def run_check(
     values/<page>.json and notebooks/<page>.ipynb under ``dest``.
     Returns the summary."""
     dest = Path(dest)
-    for sub in ("values", "notebooks", "inputs"):
+    for sub in ("values", "notebooks"):
         shutil.rmtree(dest / sub, ignore_errors=True)
         (dest / sub).mkdir(parents=True)
     parameters = {"DEVICE": device, **({"SMALL": True} if small else {})}
@@ -308,20 +308,7 @@ def run_check(
         **(info or {}),
         "pages": {},
     }
-    for page in pages.execution_order(pages.chapters(only)):
-        deps = pages.depends_on(page)
-        failed = [d for d in deps if summary["pages"].get(d, {}).get("error")]
-        if failed:
-            summary["pages"][page.stem] = {
-                "seconds": 0.0,
-                "error": f"not executed: {failed} failed",
-                "values": {},
-            }
-            continue
-        view = dest / "inputs" / page.stem
-        view.mkdir(parents=True)
-        for d in deps:
-            shutil.copyfile(dest / "values" / f"{d}.json", view / f"{d}.json")
+    for page in pages.chapters(only):
         print(
             f"executing {page.name} with DEVICE={device!r} "
             f"({'test' if small else 'reader'} sizes) ...",
@@ -331,7 +318,7 @@ def run_check(
             page,
             dest / "notebooks",
             parameters,
-            {**(env or {}), paths.VALUES_ENV: str(view)},
+            dict(env or {}),
         )
         values = {}
         notebook = dest / "notebooks" / f"{page.stem}.ipynb"
@@ -350,7 +337,6 @@ def run_check(
             f"  {page.stem}: {seconds:.1f} s" + (f"  FAILED: {error}" if error else ""),
             flush=True,
         )
-    shutil.rmtree(dest / "inputs", ignore_errors=True)
     (dest / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     return summary
 

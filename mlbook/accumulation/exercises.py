@@ -14,6 +14,7 @@ from mlbook.judge import (
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -38,6 +39,28 @@ ACCUMULATION_2 = exercise(
             0.1,
         ),
     },
+    # why the step saved what it did: the all-reduce's share of the synchronised step
+    reasons=(
+        Reason(
+            "Skipping the all-reduces saved less than the steps vary from one to "
+            "the next: each moved a few KiB between two processes on one machine, "
+            "which costs next to nothing beside the forward and backward passes.",
+            when=(("step_saved", "<=", 0),),
+        ),
+        Reason(
+            "The all-reduces were a small part of the step: each moved a few KiB "
+            "between two processes on one machine, while the forward and backward "
+            "passes did the work. Across machines, a large model's gigabytes of "
+            "gradients make the same all-reduces a real share of the step.",
+            when=(("allreduce_share", "<", 0.1),),
+        ),
+        Reason(
+            "Even a few KiB pays a fixed latency per all-reduce, the two processes "
+            "meeting and handing the buffer over, and beside a model this small "
+            "that latency is a large part of each backward: skipping all but the "
+            "last all-reduce saves most of it.",
+        ),
+    ),
 )
 
 

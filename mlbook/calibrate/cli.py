@@ -16,6 +16,7 @@ import sys
 import time
 
 from mlbook.calibrate import formulas as cal
+from mlbook.common.files import write_atomic
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
         created,
     )
     try:
-        cal.write_atomic(out, cal.dumps(machine))
+        write_atomic(out, cal.dumps(machine))
     except OSError as exc:
         return _error(ap.prog, out, f"cannot be written ({exc.strerror})")
     log(f"wrote {out} in {time.perf_counter() - start:.1f} s")

@@ -7,9 +7,14 @@ What is measured, and by whose code:
 - the MAMF ceiling of each dtype the device runs fast (mlbook.common_torch.mamf,
   the capstone's sweep with the reference model's own GEMM shapes first);
 - memory bandwidth: a triad a = b + 2c over arrays four times the last-level
-  cache (at least 64 MiB each; 1 GiB on a GPU);
+  cache the machine reports, at least 64 MiB and at most
+  cal.TRIAD_MAX_BYTES each (a VM reports its host's whole L3), and never
+  more than a sixteenth of the free memory (1 GiB on a GPU);
 - all-reduce alpha and beta between 2 local ranks (the scaling chapter's
-  sweep over gloo, fitted per round; one size is held out of the fit);
+  sweep over gloo, fitted per round; one size, not among the fitted ones, is
+  held out of the fit), each rank writing over cal.FLUSH_MAX_BYTES of
+  scratch (a fixed size, not twice the reported L3) before each all-reduce
+  to flush its caches;
 - checkpoint write bandwidth and the cost of an fsync in the working folder,
   and the reference model's own checkpoint written (mlbook.cadence's item);
 - tokenizer and loader throughput at the input pipeline's settings (the
@@ -17,11 +22,15 @@ What is measured, and by whose code:
   the step fed by a loader that tokenises, with no workers and with the
   workers the loader model says it needs;
 - one reference training step: the capstone's final configuration at its
-  sizes, on every thread torch has, and the same step accumulated over k
-  micro-steps (the accumulation chapter);
+  sizes, every fix of its ladder applied but torch.compile (three
+  compilations would take most of the minute), on one thread on a CPU (the
+  capstone's convention) and on the GPU where there is one, and the same
+  step accumulated over k micro-steps (the accumulation chapter);
 - the bytes one of its blocks keeps for backward (the recompute chapter).
 
-Nothing here prints: progress lines go to ``log``.
+Nothing here prints: progress lines go to ``log``. The peak resident memory
+of the process and of its children is kept in the machine file's
+``created`` (mlbook.calibrate.resources).
 """
 
 from __future__ import annotations
@@ -38,8 +47,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from mlbook.calibrate import formulas as cal
+from mlbook.calibrate import resources
 from mlbook.common import validate
-from mlbook.common.accelerators import match_cuda_name, read_cpuinfo, usable_cores
+from mlbook.common.accelerators import (
+    cpu_model,
+    match_cuda_name,
+    read_cpuinfo,
+    usable_cores,
+)
 from mlbook.common.reference_loop import LadderSizes, ladder_fixes, ladder_sizes
 from mlbook.common.tokenizer import encode_documents, tokenizer_sha256
 from mlbook.common.transformer import gemm_shapes
@@ -89,18 +104,30 @@ class Sizes:
     loader_steps: int  # timed steps fed by each loader
     max_workers: int  # at most this many loader workers
 
+    def __post_init__(self):
+        if self.allreduce_heldout in self.allreduce_sizes:
+            raise ValueError(
+                f"allreduce_heldout={self.allreduce_heldout:,} bytes is one of the "
+                "fitted allreduce_sizes: the held-out size must be one the fit "
+                "never saw"
+            )
+
 
 def sizes_for(quick: bool) -> Sizes:
-    """Full: about 45 s on a 2-core CPU (Zen 5, 2026-12), quick: about 15 s,
-    imports included."""
+    """Full: about 45 s on a 2-core CPU, imports included (a Zen 5 took 48 s
+    and a Xeon with AMX 62 s with 8 s sweeps, three 1.9 GiB triad arrays and
+    960 MiB flushes; each sweep now takes 5 s, three dtypes' on a CPU with
+    fast fp16, and the buffers are capped); quick: about 15 s. The held-out
+    all-reduce lies between two fitted sizes, a factor of 4 (quick) or 2
+    (full) from each."""
     kib = 1024
     if quick:
         return Sizes(
             True, 0.6, 3, 16 * 2**20, tuple(kib * 16**i for i in range(4)),
-            256 * kib, 0.03, 8 * 2**20, 4, 40, 3, 2, 3, 2,
+            64 * kib, 0.03, 8 * 2**20, 4, 40, 3, 2, 3, 2,
         )  # fmt: skip
     return Sizes(
-        False, 8.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
+        False, 5.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
         2 * 2**20, 0.1, 128 * 2**20, 10, 200, 8, 4, 8, 4,
     )  # fmt: skip
 
@@ -123,11 +150,7 @@ def device_info(device: str, threads: int | None = None) -> dict:
         dtypes = cal.MAMF_DTYPES
     else:
         text = read_cpuinfo() or ""
-        model = next(
-            (ln.split(":", 1)[1].strip() for ln in text.splitlines()
-             if ln.startswith("model name")),
-            None,
-        )  # fmt: skip
+        model = cpu_model(text)
         flags = next(
             (ln.split(":", 1)[1].split() for ln in text.splitlines()
              if ln.startswith("flags")),
@@ -209,11 +232,36 @@ def mamf_ceiling(
 # --- memory, links and storage --------------------------------------------------------
 
 
+def triad_bytes(device: str, min_bytes: int) -> int:
+    """Each triad array's bytes: on a CPU four times the last-level cache the
+    machine reports, at least ``min_bytes``, at most cal.TRIAD_MAX_BYTES and
+    a sixteenth of the free memory; 1 GiB on a GPU."""
+    if device == "cuda":
+        return 2**30
+    want = 4 * (scaling.l3_bytes() or 0)
+    return cal.bounded_bytes(
+        want, min_bytes, cal.TRIAD_MAX_BYTES, resources.available_bytes()
+    )
+
+
+def flush_bytes() -> int:
+    """The scratch each all-reduce rank writes over before each all-reduce:
+    cal.FLUSH_MAX_BYTES, a fixed size past a core's own caches and a VM's
+    share of the last level, whatever L3 the machine reports; less where a
+    sixteenth of the free memory is less."""
+    cap = cal.FLUSH_MAX_BYTES
+    return cal.bounded_bytes(cap, cap, cap, resources.available_bytes())
+
+
+def _l3_words() -> str:
+    l3 = scaling.l3_bytes()
+    return "no L3 reported" if l3 is None else f"L3 reported {l3 / 2**20:,.0f} MiB"
+
+
 def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measurement:
-    """A triad a = b + 2c over fp32 arrays of at least ``min_bytes`` and four
-    times the last-level cache (1 GiB on a GPU): 12 bytes moved a value."""
-    cache = scaling.l3_bytes() or 0
-    n_bytes = 2**30 if device == "cuda" else max(min_bytes, 4 * cache)
+    """A triad a = b + 2c over three fp32 arrays of ``triad_bytes`` each:
+    12 bytes moved a value."""
+    n_bytes = triad_bytes(device, min_bytes)
     n = n_bytes // 4
     a, b, c = (torch.ones(n, device=device) for _ in range(3))
     rates = []
@@ -225,8 +273,14 @@ def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measureme
         if i:  # the first pass faults the pages in
             rates.append(12 * n / (time.perf_counter() - t0))
     del a, b, c
+    bound = (
+        ""
+        if device == "cuda"
+        else f" (4x the last-level cache, at least {min_bytes / 2**20:,.0f} and "
+        f"at most {cal.TRIAD_MAX_BYTES / 2**20:,.0f} MiB: {_l3_words()})"
+    )
     method = (
-        f"triad a = b + 2c, 3 fp32 arrays of {n_bytes / 2**20:,.0f} MiB, "
+        f"triad a = b + 2c, 3 fp32 arrays of {n_bytes / 2**20:,.0f} MiB{bound}, "
         f"{repeats} passes, 12 bytes a value"
     )
     return cal.Measurement.of(rates, "bytes/s", method)
@@ -236,7 +290,10 @@ def allreduce(sz: Sizes) -> tuple[dict, dict]:
     """alpha and beta fitted to each round of the scaling chapter's sweep
     (2 gloo ranks), and the held-out size's times."""
     sizes = tuple(sorted((*sz.allreduce_sizes, sz.allreduce_heldout)))
-    sweep = scaling.allreduce_sweep(sizes, 2, 3, sz.allreduce_budget_s, rounds=1)
+    flush = flush_bytes()
+    sweep = scaling.allreduce_sweep(
+        sizes, 2, 3, sz.allreduce_budget_s, rounds=1, flush_bytes=flush
+    )
     held = sizes.index(sz.allreduce_heldout)
     fit_sizes = [s for i, s in enumerate(sizes) if i != held]
     rounds = min(len(b) for b in sweep.blocks_s)
@@ -255,7 +312,10 @@ def allreduce(sz: Sizes) -> tuple[dict, dict]:
         alphas, betas = [fit.alpha_s], [fit.beta_s_per_byte]
     how = (
         f"2 gloo ranks on one thread each, {len(fit_sizes)} sizes from "
-        f"{fit_sizes[0]:,} to {fit_sizes[-1]:,} bytes, caches flushed; "
+        f"{fit_sizes[0]:,} to {fit_sizes[-1]:,} bytes, caches flushed (each rank "
+        f"writes over {flush / 2**20:,.0f} MiB before each all-reduce, a fixed "
+        f"size at most {cal.FLUSH_MAX_BYTES / 2**20:,.0f} MiB whatever the cache: "
+        f"{_l3_words()}); "
         f"alpha-beta fitted to each of {len(alphas)} rounds' block medians"
     )
     out = {
@@ -472,13 +532,19 @@ def calibrate(
         info = device_info(device, sizes.cpu_threads)
     log(f"calibrating {info['name']} ({'quick' if quick else 'full'})")
     scratch = tempfile.TemporaryDirectory(prefix=".mlbook-calibrate-", dir=workdir)
-    with scratch as tmp, cpu_threads(sizes.cpu_threads, device):
+    watcher = resources.PeakWatcher()
+    with watcher, scratch as tmp, cpu_threads(sizes.cpu_threads, device):
         m, ref = _hardware(device, cfg, sizes, sz, Path(tmp), log)
         data = TextData(sizes, seed)
         m |= _data(data, sizes, sz, Path(tmp), log)
         m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log)
         m["activation_bytes"], extras = activation_bytes(cfg, sizes, device, ref)
         ref["activation_extra_bytes"] = extras
+    peak = watcher.peak
+    log(
+        f"peak resident memory: {peak.main_bytes / 2**20:,.0f} MiB this process, "
+        f"{peak.children_bytes / 2**20:,.0f} MiB its largest child"
+    )
     ref |= {
         "model": {
             "n_layers": cfg.n_layers,
@@ -497,15 +563,14 @@ def calibrate(
         "seconds": round(time.perf_counter() - start, 1),
         "quick": quick,
         "load_average_1min": None if load is None else round(load[0], 2),
+        "peak_resident_bytes": peak.as_dict(),
     }
     # torch's own thread count, and the count the matmuls and steps ran on
     threads = {"step_threads": sizes.cpu_threads or torch.get_num_threads()}
     machine = cal.Machine(info, torch_info() | threads, m, ref, created)
     # the step against the peak and the ceiling, kept in the file beside it
-    ceiling = m[f"mamf_{machine.step_dtype}"].median
-    per_step = ref["flops_per_token"] * ref["tokens_per_step"]
     ref["step_mfu"] = cal.reference_mfu(machine)
-    ref["step_of_mamf"] = per_step / m["reference_step"].median / ceiling
+    ref["step_of_mamf"] = cal.step_of_mamf(machine)
     return machine
 
 

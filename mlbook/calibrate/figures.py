@@ -30,18 +30,33 @@ def predicted_vs_measured(rows, device: str):
     return fig
 
 
+# One colour per kind of peak (mlbook.common.accelerators.PEAK_BASES)
+BASIS_COLOURS = {
+    "datasheet": "C1",
+    "upper bound": "C0",
+    "assumed clock": "C2",
+    "unknown": "0.6",
+}
+
+
 def mamf_shares(rows):
     """Bars of each machine's MAMF ceiling as a share of its nominal peak:
-    ``rows`` of (label, dtype, share, basis); a share of an upper-bound peak
-    is a lower limit on the efficiency."""
-    fig, ax = new_figure(size=(7.0, 0.45 * len(rows) + 1.2), layout="constrained")
+    ``rows`` of (label, dtype, share, basis), coloured by the peak's basis (a
+    share of a datasheet peak is an efficiency; of an upper bound or an
+    assumed clock, a lower limit on one; an unknown peak gives no bar)."""
+    from matplotlib.patches import Patch
+
+    fig, ax = new_figure(size=(7.0, 0.45 * len(rows) + 1.4), layout="constrained")
     labels = [f"{label}, {dtype}" for label, dtype, _, _ in rows]
     shares = [0.0 if s is None or math.isnan(s) else s for _, _, s, _ in rows]
-    colours = ["C1" if basis == "datasheet" else "C0" for *_, basis in rows]
+    colours = [BASIS_COLOURS.get(basis, "0.6") for *_, basis in rows]
     ax.barh(range(len(rows)), shares, color=colours)
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     percent_axis(ax, "x")
-    ax.set_xlabel("MAMF ceiling / nominal peak (orange: datasheet, blue: upper bound)")
+    ax.set_xlabel("MAMF ceiling / nominal peak")
+    shown = [b for b in BASIS_COLOURS if b in {basis for *_, basis in rows}]
+    handles = [Patch(color=BASIS_COLOURS[b], label=f"peak: {b}") for b in shown]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
     return fig

@@ -17,10 +17,16 @@ made at: the reference step's model, the message size held out of the
 all-reduce fit, the checkpoint's bytes, ...), from which ``predictions``
 computes each chapter's prediction with the chapter's own formula.
 
-Only what holds on every machine is a check: a memory prediction is exact up
-to bytes the comparison names, and a time predicted from a ceiling is a lower
-bound, so the measured time is at least the prediction less the run's own
-spread. Every other ratio is stated, not held to a bar.
+Two kinds of prediction are checks. A memory prediction is exact up to
+bytes the comparison names. A time predicted from the measured matmul
+ceiling is a bound the step should not beat (every model FLOP at the best
+matmul the sweep found), so the measured time is at least the prediction
+less the run's own spread. It is a measured bound, not a physical one, with
+two known exceptions: the sweep is finite (a step whose matmuls found a
+faster shape than any the sweep timed beats it; the sweep times the step's
+own shapes first), and the model FLOPs count the whole s x s attention
+square, half of which a fused causal kernel skips. Every other ratio is
+stated, not held to a bar.
 """
 
 from __future__ import annotations
@@ -79,6 +85,15 @@ DEVICE_KINDS = ("cpu", "cuda")
 # The ISA-cap variables (tools/bookbuild/machine.py): a calibration made under
 # one is a capped build of its machine, not another machine.
 ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+# Each of the triad's three arrays, and the scratch each all-reduce rank writes
+# over to flush its caches, at most this many bytes: enough to stream from
+# memory past any cache a 2-core VM shares (the L3 such a VM reports is its
+# host's whole cache, 300 to 480 MiB on the ones seen, which four times over
+# asked for three 1.9 GiB arrays), and never more than MEMORY_SHARE of the
+# memory the machine has free.
+TRIAD_MAX_BYTES = 128 * 2**20
+FLUSH_MAX_BYTES = 64 * 2**20
+MEMORY_SHARE = 1 / 16
 # The kept calibrations of the machines the book was built on, one folder each.
 KEPT_DIR = Path(__file__).resolve().parents[2] / "book/measured"
 KEPT_FILE = "machine.json"
@@ -288,40 +303,6 @@ def check_writable(path) -> Path:
     return p
 
 
-def write_atomic(path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: a temporary file in the
-    same folder, flushed and fsynced, then renamed over ``path`` (a rename
-    within one file system is atomic). On any failure the temporary file is
-    removed and ``path`` is left as it was."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 is for secrets
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # the rename itself survives a crash once the folder is synced
-        dfd = os.open(p.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
 def dumps(machine: Machine) -> str:
     return json.dumps(machine.as_dict(), indent=2, sort_keys=False) + "\n"
 
@@ -342,6 +323,28 @@ def label(name: str, machine: Machine) -> str:
     return f"{name} (capped build: {isa})"
 
 
+def bounded_bytes(
+    want: float, floor: int, cap: int, available_bytes: float | None = None
+) -> int:
+    """A buffer's size: ``want`` (what the cache the machine reports asks
+    for) raised to ``floor`` and cut to ``cap``, and to MEMORY_SHARE of
+    ``available_bytes`` where the memory the machine has free is known;
+    whole MiB, at least one."""
+    for name, value in (("floor", floor), ("cap", cap)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if floor > cap:
+        raise ValueError(f"floor={floor:,} must not exceed cap={cap:,}")
+    if isinstance(want, bool) or not isinstance(want, (int, float)) or want < 0:
+        raise ValueError(f"want must be a number of bytes at least 0, got {want!r}")
+    n = min(max(want, floor), cap)
+    if available_bytes is not None:
+        if available_bytes <= 0:
+            raise ValueError(f"available_bytes must be above 0, got {available_bytes}")
+        n = min(n, available_bytes * MEMORY_SHARE)
+    return max(1, int(n) // 2**20) * 2**20
+
+
 # --- predicted against measured -------------------------------------------------------
 
 CHECKS = ("lower bound", "exact", "stated")
@@ -351,8 +354,10 @@ CHECKS = ("lower bound", "exact", "stated")
 class Comparison:
     """One chapter's prediction against this machine's measurement.
 
-    ``check`` is "lower bound" (a time from a ceiling: the measured time is
-    at least the prediction less ``margin``, the run's own relative spread),
+    ``check`` is "lower bound" (a time from the measured ceiling: the
+    measured time is at least the prediction less ``margin``, the run's own
+    relative spread; a measured bound, with the module docstring's two
+    exceptions),
     "exact" (bytes: the measurement is the prediction plus at most
     ``margin`` bytes, which ``leaves_out`` names) or "stated" (the ratio is
     reported, not held to a bar)."""
@@ -385,9 +390,10 @@ class Comparison:
 
 
 def step_lower_bound_s(flops_per_step: float, ceiling_flops_per_s: float) -> float:
-    """The fastest a step of ``flops_per_step`` model FLOPs can run on a
-    device whose best matmul does ``ceiling_flops_per_s``: every FLOP at the
-    ceiling, nothing else (6N + 12Lhs per token, the MFU chapter's count)."""
+    """The fastest a step of ``flops_per_step`` model FLOPs runs on a device
+    whose best measured matmul does ``ceiling_flops_per_s``: every FLOP at
+    the ceiling, nothing else (6 N_matmul + 12 L h s a token, the MFU
+    chapter's count)."""
     return flops_per_step / ceiling_flops_per_s
 
 
@@ -402,13 +408,14 @@ def predictions(machine: Machine) -> tuple:
     rows.append(
         Comparison(
             "step",
-            "reference step, from 6N + 12Lhs at the MAMF ceiling",
+            "reference step, from 6N_matmul + 12Lhs at the MAMF ceiling",
             "mfu",
             step_lower_bound_s(flops_per_step, ceiling.max),
             step.median,
             "s",
             "everything but matmuls at their best shape: attention's softmax, "
-            "norms, the optimizer, Python",
+            "norms, the optimizer, Python (and a fused causal kernel skips half "
+            "the attention square the count includes)",
             "lower bound",
             step.spread,
             step.min,
@@ -510,15 +517,25 @@ def predictions(machine: Machine) -> tuple:
 
 
 def reference_mfu(machine: Machine) -> float | None:
-    """The reference step's MFU: its model FLOPs a second (6N + 12Lhs a
-    token) over the nominal peak of its dtype; None where the peak is
-    unknown."""
+    """The reference step's MFU: its model FLOPs a second (6 N_matmul +
+    12 L h s a token) over the nominal peak of its dtype; None where the peak
+    is unknown."""
     peak = machine.peak(machine.step_dtype)
     if not peak:
         return None
     ref = machine.reference
     flops_per_step = ref["flops_per_token"] * ref["tokens_per_step"]
     return flops_per_step / machine["reference_step"].median / peak
+
+
+def step_of_mamf(machine: Machine) -> float:
+    """The reference step's model FLOPs a second over the measured MAMF
+    ceiling (median) of its dtype: how much of its best matmul rate the
+    whole step kept. It does not depend on any peak."""
+    ref = machine.reference
+    flops_per_step = ref["flops_per_token"] * ref["tokens_per_step"]
+    achieved = flops_per_step / machine["reference_step"].median
+    return achieved / machine[f"mamf_{machine.step_dtype}"].median
 
 
 # How a page shows each unit: (divide by, the unit shown).

@@ -11,6 +11,7 @@ from mlbook.judge import (
     Code,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -61,6 +62,22 @@ CAPSTONE_2 = exercise(
         "mfu_first": Real("fraction", "your prediction: the slow loop's MFU", 0.1),
         "mfu_final": Real("fraction", "your prediction: the final rung's MFU", 0.1),
     },
+    # why: the final step's share in the weight matmuls bounds its MFU
+    reasons=(
+        Reason(
+            "The fixes took out work that was not the model's (tokenising inside "
+            "the step, printing, recomputing, a loop over parameters), and the "
+            "final step spends most of its time in the weight matmuls, so its MFU "
+            "nears the share of the peak those matmuls reach on this machine.",
+            when=(("final_matmul_share", ">=", 0.5),),
+        ),
+        Reason(
+            "Even with every fix the weight matmuls take under half of the final "
+            "step; norms, casts, attention, the loss and the optimizer take the "
+            "rest, and a step reaches at most about its matmuls' share of what the "
+            "matmuls alone could do (Amdahl's law).",
+        ),
+    ),
 )
 
 

@@ -1,3 +1,3 @@
 """Torch-free pieces several chapters share: validation, units, TransformerConfig
 and the model presets, the accelerator and interconnect tables, model-state bytes,
-and reading another page's glued values (book_values)."""
+and the values a page run in JupyterLab keeps (book_values)."""

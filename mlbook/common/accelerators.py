@@ -954,12 +954,17 @@ def cpu_peak_from_cpuinfo(text: str, cores: int, dtype: str = "fp32") -> Nominal
     return NominalPeak(peak, how, basis)
 
 
-def usable_cores() -> int:
-    """The CPU cores this process may run on: its affinity where the OS has
-    one (Linux), else every core the OS reports (macOS, Windows)."""
+def usable_cpus() -> frozenset[int]:
+    """The CPUs (logical cores) this process may run on: its affinity where
+    the OS has one (Linux), else every CPU the OS reports (macOS, Windows)."""
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        return frozenset(os.sched_getaffinity(0))
+    return frozenset(range(os.cpu_count() or 1))
+
+
+def usable_cores() -> int:
+    """How many CPU cores this process may run on (``usable_cpus``)."""
+    return len(usable_cpus())
 
 
 def read_cpuinfo() -> str | None:
@@ -969,6 +974,19 @@ def read_cpuinfo() -> str | None:
             return f.read()
     except OSError:
         return None
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name: the first non-empty ``model name`` of
+    ``cpuinfo`` (by default /proc/cpuinfo's), else what the platform module
+    says (the processor, or the machine type), else "unknown"."""
+    import platform
+
+    text = read_cpuinfo() if cpuinfo is None else cpuinfo
+    m = re.search(r"^model name[ \t]*:[ \t]*(.*\S)", text or "", re.M)
+    if m:
+        return m.group(1)
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def cpu_nominal_peak_flops_per_s(dtype: str = "fp32") -> NominalPeak:

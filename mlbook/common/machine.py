@@ -9,10 +9,15 @@ import math
 from mlbook.common import validate
 
 # How much faster a device runs bf16 matmuls than fp32 ones, in four kinds, by the
-# ratio of their measured MAMF ceilings. Seen on 2-core CPUs: an AVX2 CPU emulates
-# bf16 (about 0.01 x fp32); AVX-512-BF16 CPUs ran it 2.2 x (Zen 4) to 4.5 x (Zen 5)
-# fp32; an Intel CPU with AMX tiles 8 x; a GPU's tensor cores run bf16 many times
-# its fp32 vector units. The labels name the measurement, not the hardware.
+# ratio of their measured MAMF ceilings. A measured ratio is the units' ratio times
+# what the libraries make of it. The units: an AVX2 CPU has no bf16 unit and
+# converts (measured about 0.01 x fp32); an AVX-512-BF16 unit's VDPBF16PS does 4
+# FLOPs per fp32 lane a cycle against an FMA's 2, a ratio of 2 (Zen 4 measured
+# 2.2 x); an AMX tile unit 16 x the FMA units' FLOPs a cycle (an Intel CPU with AMX
+# measured 8 x); a GPU's tensor cores many times its fp32 vector units. The
+# libraries: on a Zen 5, whose units give 2, bf16 measured 4.5 x because the fp32
+# path ran at the AVX2 rate (its fp32 ceiling is the same with AVX-512 capped off,
+# 111.8 against 109.9 GFLOP/s). The labels name the measurement, not the hardware.
 # The ladder adds a bf16 rung from a ratio of 1.
 MATMUL_KINDS = (
     (0.5, "bf16 emulated"),  # far slower than fp32: no bf16 unit

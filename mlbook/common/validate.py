@@ -12,20 +12,24 @@ import re
 from numbers import Integral, Real
 
 
-def _is_real(value) -> bool:
+def is_real(value) -> bool:
+    """A real number, not a bool (True == 1, but a flag is not a count;
+    numpy's floats and integers are Real, its bool is not). NaN and the
+    infinities are real numbers here: a check that wants them finite says
+    so."""
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
 def positive(name: str, value):
     """A finite real number above zero."""
-    if not _is_real(value) or not math.isfinite(value) or value <= 0:
+    if not is_real(value) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number above 0, got {value!r}")
     return value
 
 
 def non_negative(name: str, value):
     """A finite real number at or above zero."""
-    if not _is_real(value) or not math.isfinite(value) or value < 0:
+    if not is_real(value) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number at or above 0, got {value!r}")
     return value
 
@@ -37,9 +41,16 @@ def positive_int(name: str, value) -> int:
     return int(value)
 
 
+def non_negative_int(name: str, value) -> int:
+    """An integer at or above zero (bools are rejected)."""
+    if not isinstance(value, Integral) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be an integer at or above 0, got {value!r}")
+    return int(value)
+
+
 def at_least(name: str, value, minimum):
     """A finite real number at or above ``minimum``."""
-    if not _is_real(value) or not math.isfinite(value) or value < minimum:
+    if not is_real(value) or not math.isfinite(value) or value < minimum:
         raise ValueError(
             f"{name} must be a finite number at or above {minimum}, got {value!r}"
         )
@@ -48,7 +59,7 @@ def at_least(name: str, value, minimum):
 
 def fraction(name: str, value, *, allow_zero: bool = False, allow_one: bool = True):
     """A number in (0, 1], with the ends included or not as asked."""
-    if not _is_real(value) or not math.isfinite(value):
+    if not is_real(value) or not math.isfinite(value):
         raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
     low_ok = value >= 0 if allow_zero else value > 0
     high_ok = value <= 1 if allow_one else value < 1

@@ -85,6 +85,7 @@ import torch
 import torch.distributed as dist
 
 from mlbook.common import validate
+from mlbook.common.files import write_atomic
 
 
 def _dcp():
@@ -153,18 +154,6 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the
-    new file, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 # --- the data position -----------------------------------------------------------
@@ -401,7 +390,8 @@ class Checkpointer:
         ):  # pruning killed after the marker went
             if path.is_dir() and not self.is_complete(path):
                 shutil.rmtree(path, ignore_errors=True)
-        (self.root / f".{LATEST}.tmp").unlink(missing_ok=True)
+        for stale in self.root.glob(f".{LATEST}.*tmp"):  # a pointer never renamed
+            stale.unlink(missing_ok=True)
         _fsync_dir(self.root)
 
     # -- paths --------------------------------------------------------------
@@ -580,7 +570,7 @@ class Checkpointer:
                 _fsync_dir(self.root)
             os.replace(tmp, final)
             _fsync_dir(self.root)
-            _atomic_write(self.root / LATEST, final.name + "\n")
+            write_atomic(self.root / LATEST, final.name + "\n")
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
             self._prune(keep=final)

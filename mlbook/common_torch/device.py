@@ -3,14 +3,12 @@ matmul throughput probe."""
 
 from __future__ import annotations
 
-import re
-
 from mlbook.common import validate
 from mlbook.common.accelerators import (
     NominalPeak,
+    cpu_model,
     cpu_nominal_peak_flops_per_s,
     match_cuda_name,
-    read_cpuinfo,
 )
 
 # --- the device a notebook runs on ---------------------------------------------
@@ -30,18 +28,13 @@ def pick_device(requested: str = "auto") -> str:
 
 def device_description(device: str) -> str:
     """A human name for the device that produced a measurement."""
-    import platform
-
     import torch
 
     validate.one_of("device", device, ("cpu", "cuda"))
     if device == "cuda":
         return f"GPU: {torch.cuda.get_device_name()}"
-    name = platform.processor() or platform.machine() or "unknown"
-    m = re.search(r"^model name\s*:\s*(.*)$", read_cpuinfo() or "", re.M)
-    name = m.group(1).strip() if m else name
     n = torch.get_num_threads()
-    return f"CPU: {name}, {n} thread" + ("s" if n != 1 else "")
+    return f"CPU: {cpu_model()}, {n} thread" + ("s" if n != 1 else "")
 
 
 def gpu_nominal_peak(cuda_name: str, dtype: str) -> NominalPeak:

@@ -3,9 +3,9 @@
 ``EXERCISES`` maps an id ("mfu-1", "<page stem>-<n>") to its record:
 ``.chapter`` (the page's file stem), ``.level`` (1 ★ minutes, 2 ★★ an hour,
 3 ★★★ an afternoon), ``.kind`` (compute, derive, code, measure, predict,
-diagnose),
-``.answers`` (answer name -> unit; a fraction's unit is "fraction", a
-percentage's "%"), ``.tolerances`` (relative; 0 for an exact answer).
+diagnose), ``.answers`` (answer name -> unit; a fraction's unit is
+"fraction", a percentage's "%"), ``.tolerances`` (relative; 0 for an exact
+answer).
 
 ``check("mfu-1", mfu=0.56, mfu_6n=0.49)`` checks answers against the key the
 package computes, prints a hint for each wrong one (the direction and rough
@@ -13,40 +13,20 @@ size of the error, or the named mistake it matches) and returns a Result
 whose ``.correct`` is True only when every answer is right.
 ``check("faults-1", drop_beats_wait)`` checks a function (change-the-code
 exercises) on known cases and on hypothesis-generated ones against the
-reference. ``check("mfu-1")`` says what an exercise expects.
+reference. ``check("mfu-1")`` says what an exercise expects. A prediction
+(``check("mfu-2", mfu_nominal=0.1)``) is set beside what the run measured,
+which the measuring cell records with ``outcome("mfu-2", ...)``.
 
 This is the catalogue: it stands above the chapters, as ``mlbook.plan``
 does, and imports each chapter's ``exercises.py`` (``mlbook/mfu/exercises.py``,
 ``mlbook/plan/exercises.py``...), which registers its records with the judge
-(``mlbook.judge``, below the chapters) as it loads. No chapter imports this
-package (tests/test_layering.py). docs/exercises.md says how to add one.
+(``mlbook.judge``, below the chapters) as it loads. It names the judge's
+names too. No chapter imports this package (tests/test_layering.py).
+docs/exercises.md says how to add an exercise.
 """
 
-from mlbook.judge import (
-    EXERCISES,
-    KINDS,
-    MIME_TYPE,
-    STARS,
-    UNITS,
-    AnswerKey,
-    Choice,
-    Code,
-    Exercise,
-    Integer,
-    Mistake,
-    Real,
-    Result,
-    UnknownExercise,
-    Verdict,
-    WrongFunction,
-    answer_key,
-    check,
-    exercise,
-    get,
-    judge,
-    register,
-    spec,
-)
+from mlbook import judge as _judge
+from mlbook.judge import *  # noqa: F403 (the judge's names, __all__ below)
 
 # isort: split
 # The chapters' records: each module registers its own when it loads.
@@ -61,28 +41,4 @@ from mlbook.precision import exercises as _precision  # noqa: F401
 from mlbook.recompute import exercises as _recompute  # noqa: F401
 from mlbook.scaling import exercises as _scaling  # noqa: F401
 
-__all__ = [
-    "EXERCISES",
-    "KINDS",
-    "MIME_TYPE",
-    "STARS",
-    "UNITS",
-    "AnswerKey",
-    "Choice",
-    "Code",
-    "Exercise",
-    "Integer",
-    "Mistake",
-    "Real",
-    "Result",
-    "UnknownExercise",
-    "Verdict",
-    "WrongFunction",
-    "answer_key",
-    "check",
-    "exercise",
-    "get",
-    "judge",
-    "register",
-    "spec",
-]
+__all__ = list(_judge.__all__)

@@ -11,6 +11,7 @@ from mlbook.judge import (
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -311,6 +312,22 @@ FAULTS_6 = exercise(
             "s", "your prediction: the failure to the new attempt's first step", 0.1
         ),
     },
+    # why: starting the processes again against resuming the training
+    reasons=(
+        Reason(
+            "Most of the time went to starting again, before any checkpoint was "
+            "read: torchrun noticed the dead worker, stopped the other, and started "
+            "two fresh Python processes that import torch and meet at the "
+            "rendezvous. At scale, health checks to fence the bad node come on top.",
+            when=(("restart_s", ">", "resume_s"),),
+        ),
+        Reason(
+            "Most of the time went after the new processes had met: building the "
+            "model, loading the checkpoint and running the first step again, costs "
+            "that grow with the model; at scale, reading the checkpoint back from "
+            "shared storage dominates.",
+        ),
+    ),
 )
 
 # --- diagnoses: a hidden straggler, a loss spike and its replay --------------------

@@ -26,7 +26,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
-from numbers import Integral, Real
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 from mlbook.cadence.formulas import MTTF_1024_GPUS_S, MTTF_16384_GPUS_PROJECTED_S
@@ -35,13 +35,6 @@ from mlbook.common.units import DAY_S, HOUR_S
 
 if TYPE_CHECKING:
     import numpy as np
-
-
-def _non_negative_int(name: str, value) -> int:
-    """An integer at or above zero (bools are refused)."""
-    if not isinstance(value, Integral) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be an integer at or above 0, got {value!r}")
-    return int(value)
 
 
 # ---------------------------------------------------------------------------
@@ -158,7 +151,7 @@ def interruptions_by_category(rows=LLAMA3_INTERRUPTIONS) -> dict[str, int]:
     for i, r in enumerate(rows):
         if not isinstance(r, Interruption):
             raise ValueError(f"rows[{i}] must be an Interruption, got {r!r}")
-        _non_negative_int(f"rows[{i}].count", r.count)
+        validate.non_negative_int(f"rows[{i}].count", r.count)
     totals: dict[str, int] = {}
     for r in rows:
         totals[r.category] = totals.get(r.category, 0) + r.count
@@ -434,7 +427,7 @@ def _check_simulation_args(
 ):
     _check_straggler_args(n_ranks, delta, sigma, median_s)
     validate.positive_int("steps", steps)
-    _non_negative_int("seed", seed)
+    validate.non_negative_int("seed", seed)
     if not (
         isinstance(straggler_rank, Integral)
         and not isinstance(straggler_rank, bool)
@@ -587,7 +580,7 @@ def _checksum_list(checksums) -> list[int]:
 def _norm_list(norms) -> list[float]:
     norms = list(norms)
     for i, x in enumerate(norms):
-        if not _is_number(x) or x < 0:
+        if not validate.is_real(x) or x < 0:
             raise ValueError(
                 f"norms[{i}] must be a number at or above 0 (or nan/inf), got {x!r}"
             )
@@ -658,12 +651,6 @@ class Verdict:
 # ---------------------------------------------------------------------------
 
 
-def _is_number(value) -> bool:
-    """A real number, not a bool (numpy's floats and ints are Real; its bool
-    is not)."""
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True)
 class SpikeConfig:
     """A value is a spike when it sits more than ``z_threshold`` standard
@@ -688,7 +675,7 @@ class SpikeConfig:
 
 
 def _as_float(name: str, value) -> float:
-    if not _is_number(value):
+    if not validate.is_real(value):
         raise ValueError(f"{name} must be a number, got {value!r}")
     return float(value)
 
@@ -731,7 +718,7 @@ def detect_spikes(values, config: SpikeConfig = SpikeConfig()) -> list[int]:
     det = SpikeDetector(config)
     flagged = []
     for i, v in enumerate(values):
-        if not _is_number(v):
+        if not validate.is_real(v):
             raise ValueError(f"values[{i}] must be a number, got {v!r}")
         if det.update(v)[1]:
             flagged.append(i)
@@ -759,7 +746,7 @@ class RewindPlan:
 
 def _check_steps(**steps) -> None:
     for name, value in steps.items():
-        _non_negative_int(name, value)
+        validate.non_negative_int(name, value)
 
 
 @dataclass(frozen=True)
@@ -805,7 +792,7 @@ class RewindPolicy:
 
 def batch_for_step(step: int, skips=()) -> int:
     """The data batch a step reads after the skips [(at_step, n_batches), ...]."""
-    _non_negative_int("step", step)
+    validate.non_negative_int("step", step)
     total = 0
     for i, skip in enumerate(skips):
         if not (isinstance(skip, tuple) and len(skip) == 2):
@@ -813,8 +800,8 @@ def batch_for_step(step: int, skips=()) -> int:
                 f"skips[{i}] must be an (at_step, n_batches) pair, got {skip!r}"
             )
         at, n = (
-            _non_negative_int(f"skips[{i}] at_step", skip[0]),
-            _non_negative_int(f"skips[{i}] n_batches", skip[1]),
+            validate.non_negative_int(f"skips[{i}] at_step", skip[0]),
+            validate.non_negative_int(f"skips[{i}] n_batches", skip[1]),
         )
         if step >= at:
             total += n
@@ -857,14 +844,14 @@ def _check_events(events) -> list:
                 f"events[{i}]['kind'] must be one of {EVENT_KINDS}, "
                 f"got {e.get('kind')!r}"
             )
-        _non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
+        validate.non_negative_int(f"events[{i}]['attempt']", e.get("attempt"))
         t = e.get("t")
-        if not _is_number(t) or not math.isfinite(t):
+        if not validate.is_real(t) or not math.isfinite(t):
             raise ValueError(
                 f"events[{i}]['t'] must be a finite number of seconds, got {t!r}"
             )
         if e["kind"] in ("step", "checkpoint", "resume"):
-            _non_negative_int(f"events[{i}]['step']", e.get("step"))
+            validate.non_negative_int(f"events[{i}]['step']", e.get("step"))
     return events
 
 

@@ -4,6 +4,7 @@ keep the device fed).
 ``formulas``   the loader model (step time and device idle share from load
                time, compute time and workers) and the tokens/s a trainer
                consumes;
+``artifacts``  seeded step timings of a loop and its loader, to diagnose;
 ``packing``    packing documents into fixed-length rows, the padding that
                per-document batches waste, the document mask and position reset;
 ``tokenizer``  the corpus that ships with Python, a byte-level BPE trained on
@@ -22,11 +23,14 @@ it in the browser. ``packing`` and ``shards`` use numpy and stay in their
 modules.
 """
 
+from mlbook.input_pipeline.artifacts import LoaderLog, StepRow, loader_log
 from mlbook.input_pipeline.formulas import (
     BEKMAN_NUM_WORKERS,
     BEKMAN_PIN_MEMORY_S,
+    HF_TOKENIZERS_SERVER,
     WAIT_VERDICTS,
     PublishedLoaderBench,
+    PublishedThroughput,
     device_idle_fraction,
     loader_epoch_s,
     loader_overhead_s,
@@ -39,10 +43,15 @@ from mlbook.input_pipeline.formulas import (
 __all__ = [
     "BEKMAN_NUM_WORKERS",
     "BEKMAN_PIN_MEMORY_S",
+    "HF_TOKENIZERS_SERVER",
+    "LoaderLog",
+    "StepRow",
     "WAIT_VERDICTS",
     "PublishedLoaderBench",
+    "PublishedThroughput",
     "device_idle_fraction",
     "loader_epoch_s",
+    "loader_log",
     "loader_overhead_s",
     "loader_step_s",
     "trainer_tokens_per_s",

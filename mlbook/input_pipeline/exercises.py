@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 
 from mlbook.common import accelerators, transformer
-from mlbook.input_pipeline import formulas, packing
+from mlbook.input_pipeline import artifacts, formulas, packing
 from mlbook.judge import (
+    Choice,
     Code,
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -329,6 +331,178 @@ INPUT_PIPELINE_6 = exercise(
             0.1,
         ),
     },
+    # why: how much of the wait two workers hid (formulas.WAIT_VERDICTS's bounds)
+    reasons=(
+        Reason(
+            "Two workers load the next batches while a step runs, and a batch takes "
+            "no longer to load than a step to compute, so after the first batches, "
+            "loaded before any step could start, the data was ready when the step "
+            "asked for it.",
+            when=(("wait_ratio", "<", 0.5),),
+        ),
+        Reason(
+            "The workers hid only part of the wait: the first batches load before "
+            "any step runs, a large share of a short run, and two workers and the "
+            "trainer need three free cores to load while the step computes.",
+            when=(("wait_ratio", "<", 1),),
+        ),
+        Reason(
+            "The workers hid none of the wait: with fewer free cores than two "
+            "workers and the trainer need, a worker loads only while the step "
+            "leaves a core free, and starting the workers adds to the first wait.",
+        ),
+    ),
+)
+
+
+# --- input_pipeline-7: diagnose a loop's timings: is the loader the bottleneck? -----
+
+BOTTLENECK = {
+    "loader": "the input pipeline: the device waits for data every few steps",
+    "compute": "compute: the batches are ready before the device is",
+}
+
+
+def _input_pipeline_7(seed, workers, steps):
+    log = artifacts.loader_log(seed, workers, steps)
+    return {
+        "bottleneck": "loader" if log.loader_bound else "compute",
+        "idle": formulas.device_idle_fraction(log.load_s, log.compute_s, workers),
+        "workers_needed": formulas.workers_needed(log.load_s, log.compute_s),
+    }
+
+
+def _workers_from(seed, workers, steps, how):
+    """Workers from a load time backed out of the trace a wrong way: one
+    step's wait (a peak, not the mean over the two workers' pairs), or the
+    mean wait alone as the load."""
+    log = artifacts.loader_log(seed, workers, steps, jitter=0.0)
+    steady = log.rows[1:]
+    mean_wait = sum(r.wait_s for r in steady) / len(steady)
+    if how == "peak":
+        load = workers * (max(r.wait_s for r in steady) + log.compute_s)
+    else:
+        load = mean_wait
+    return formulas.workers_needed(load, log.compute_s)
+
+
+INPUT_PIPELINE_7 = exercise(
+    "input_pipeline-7",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 40, "workers": 2, "steps": 12},
+    answers={
+        "bottleneck": Choice(
+            "what limits this loop",
+            BOTTLENECK,
+            hints={
+                "compute": "look past the first step: the device still waits "
+                "for data on every other step.",
+            },
+        ),
+        "idle": Real(
+            "fraction", "the share of a step the device waits, after step 1", 0.1
+        ),
+        "workers_needed": Integer("workers", "workers that keep the device busy"),
+    },
+    key=_input_pipeline_7,
+    mistakes=(
+        Mistake(
+            "idle",
+            "the wait over the compute",
+            "the share is of the whole step, the wait plus the compute.",
+            lambda seed, workers, steps: (
+                (
+                    formulas.loader_step_s(*_truth(seed, workers, steps), workers)
+                    - _truth(seed, workers, steps)[1]
+                )
+                / _truth(seed, workers, steps)[1]
+            ),
+        ),
+        Mistake(
+            "workers_needed",
+            "one step's wait taken for the steady state",
+            "two workers finish their batches together, so waits come in "
+            "pairs: average over the steps after the first.",
+            lambda **i: _workers_from(**i, how="peak"),
+        ),
+        Mistake(
+            "workers_needed",
+            "the wait taken for the load time",
+            "a worker's load time is what it takes to make a batch: with w "
+            "workers a batch arrives every load / w = wait + compute.",
+            lambda **i: _workers_from(**i, how="wait"),
+        ),
+    ),
+)
+
+
+def _truth(seed, workers, steps):
+    log = artifacts.loader_log(seed, workers, steps)
+    return log.load_s, log.compute_s
+
+
+# --- input_pipeline-8: the same loader, a CPU step and a GPU step -------------------
+
+
+def _input_pipeline_8(seed, workers, steps, gpu_step_ms):
+    load, compute = _truth(seed, workers, steps)
+    gpu = gpu_step_ms / 1e3
+    return {
+        "idle_cpu": formulas.device_idle_fraction(load, compute, workers),
+        "idle_gpu": formulas.device_idle_fraction(load, gpu, workers),
+        "bottleneck_gpu": "loader" if load > gpu else "compute",
+        "workers_needed": formulas.workers_needed(load, gpu),
+    }
+
+
+INPUT_PIPELINE_8 = exercise(
+    "input_pipeline-8",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 22, "workers": 0, "steps": 12, "gpu_step_ms": 4},
+    answers={
+        "idle_cpu": Real("fraction", "the share of a CPU step spent waiting", 0.1),
+        "idle_gpu": Real(
+            "fraction", "the share of a 4 ms GPU step it would spend waiting", 0.1
+        ),
+        "bottleneck_gpu": Choice(
+            "what limits the GPU's loop",
+            BOTTLENECK,
+            hints={
+                "compute": "the same batch takes as long to load as before, and "
+                "the step is now far shorter than the load.",
+            },
+        ),
+        "workers_needed": Integer("workers", "workers that keep the GPU busy"),
+    },
+    key=_input_pipeline_8,
+    mistakes=(
+        Mistake(
+            "idle_gpu",
+            "the CPU's share carried over",
+            "the wait stays the same while the step shrinks: recompute the "
+            "share with the GPU's step.",
+            lambda **i: _input_pipeline_8(**i)["idle_cpu"],
+        ),
+        Mistake(
+            "idle_gpu",
+            "the wait over the compute",
+            "the share is of the whole step, the wait plus the compute.",
+            lambda seed, workers, steps, gpu_step_ms: (
+                _truth(seed, workers, steps)[0] / (gpu_step_ms / 1e3)
+            ),
+        ),
+        Mistake(
+            "workers_needed",
+            "rounded down",
+            "with fewer workers than load / compute, a batch still arrives "
+            "later than the step that needs it: round up.",
+            lambda seed, workers, steps, gpu_step_ms: math.floor(
+                _truth(seed, workers, steps)[0] / (gpu_step_ms / 1e3)
+            ),
+        ),
+    ),
 )
 
 EXERCISES = register(
@@ -338,4 +512,6 @@ EXERCISES = register(
     INPUT_PIPELINE_4,
     INPUT_PIPELINE_5,
     INPUT_PIPELINE_6,
+    INPUT_PIPELINE_7,
+    INPUT_PIPELINE_8,
 )

@@ -192,3 +192,23 @@ BEKMAN_PIN_MEMORY_S = {
     (False, True): 0.658,
     (False, False): 0.646,
 }
+
+
+@dataclass(frozen=True)
+class PublishedThroughput:
+    """A tokenizer's published throughput: text bytes a second (a bound
+    where the source gives one), on what, and where it is said."""
+
+    what: str
+    bytes_per_s: float
+    source: str
+
+
+# Hugging Face tokenizers' README (bindings/python/README.md): "Takes less than
+# 20 seconds to tokenize a GB of text on a server's CPU": at least 1e9 / 20 =
+# 50 MB/s, on all of a server's cores (encode_batch), a vendor's claim.
+HF_TOKENIZERS_SERVER = PublishedThroughput(
+    "tokenizers, a server's CPU, all cores (at least)",
+    1e9 / 20,
+    "Hugging Face tokenizers README",
+)

@@ -14,7 +14,7 @@ the verdict on it; book/_extra/vendor/exercises.js runs the same logic on the
 same data in the HTML book.
 """
 
-from mlbook.judge._check import Result, check
+from mlbook.judge._check import Result, check, outcome
 from mlbook.judge._core import (
     EXERCISES,
     KINDS,
@@ -27,6 +27,7 @@ from mlbook.judge._core import (
     Integer,
     Mistake,
     Real,
+    Reason,
     UnknownExercise,
     Verdict,
     WrongFunction,
@@ -53,6 +54,7 @@ __all__ = [
     "Integer",
     "Mistake",
     "Real",
+    "Reason",
     "Result",
     "UnknownExercise",
     "Verdict",
@@ -62,6 +64,7 @@ __all__ = [
     "exercise",
     "get",
     "judge",
+    "outcome",
     "read_number",
     "register",
     "spec",

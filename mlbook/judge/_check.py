@@ -3,6 +3,10 @@
 ``check`` is the one place in the package that prints: a reader who types
 ``check("mfu-1", mfu=0.5, mfu_6n=0.49)`` in JupyterLab wants the hint on the
 screen, not a value to inspect. It also returns the verdicts as a ``Result``.
+
+A prediction is answered by the run: the cell that measures it calls
+``outcome(exercise_id, **values)``, and ``check`` shows the prediction next
+to those values, with the reason the record gives for them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from numbers import Integral
 from numbers import Real as RealNumber
 
 from mlbook.judge._core import (
+    MESSAGES,
     CheckTypeError,
     CheckValueError,
     Choice,
@@ -23,11 +28,18 @@ from mlbook.judge._core import (
     Real,
     Verdict,
     close_matches,
+    compare,
     get,
     judge,
     read_number,
+    reason,
+    shown,
     spec,
 )
+from mlbook.judge._page import MIME_TYPE
+
+_RUNS: dict[str, dict] = {}  # a prediction's id -> what this kernel's run measured
+_SAID: dict[str, dict] = {}  # a prediction's id -> what the reader said
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,7 @@ class Result:
     verdicts: tuple[Verdict, ...]
     correct: bool
     checked: bool = True
+    why: str = ""  # a prediction's: why the run came out as it did
 
     def __bool__(self) -> bool:
         return self.correct
@@ -59,6 +72,10 @@ class Result:
         """The lines ``check`` prints."""
         if not self.checked:
             return self.verdicts[0].hint if self.verdicts else ""
+        if self.why:
+            lines = [f"{self.exercise_id}: your prediction next to this run."]
+            lines += [f"  {v.name}: {v.hint}" for v in self.verdicts]
+            return "\n".join([*lines, f"  {self.why}"])
         right = sum(v.correct for v in self.verdicts)
         head = (
             f"{self.exercise_id}: right."
@@ -68,8 +85,8 @@ class Result:
         lines = [head]
         for v in self.verdicts:
             mark = "✓" if v.correct else "✗"
-            shown = "" if v.value is None else f" = {_show(v.value)}"
-            lines.append(f"  {mark} {v.name}{shown}: {v.hint}")
+            value = "" if v.value is None else f" = {_show(v.value)}"
+            lines.append(f"  {mark} {v.name}{value}: {v.hint}")
         return "\n".join(lines)
 
     def _ipython_display_(self) -> None:
@@ -116,6 +133,9 @@ def check(exercise_id, function=None, /, **answers) -> Result:
     ex = get(exercise_id)
     if function is not None:
         result = _check_function(ex, function, answers)
+    elif ex.kind == "predict" and ex.fields:
+        _SAID[ex.id] = _read_answers(ex, answers)
+        result = _next_to_run(ex) if ex.id in _RUNS else _not_run(ex)
     elif not ex.checked:
         result = _not_checked(ex)
     elif not answers:
@@ -136,13 +156,55 @@ def _what_it_takes(ex: Exercise) -> Result:
     return Result(ex.id, (Verdict("", None, False, text),), False, checked=False)
 
 
+def outcome(exercise_id, /, **values) -> None:
+    """Record what this run measured for a prediction (the cell that
+    measures it calls this), so that ``check`` sets a prediction beside it,
+    and display it (beside the prediction once ``check`` has one). The HTML
+    book reads the values from this output, of its own mime type, for the
+    page's box. A NaN (an unknown peak) leaves nothing to compare with."""
+    ex = get(exercise_id)
+    if ex.kind != "predict":
+        raise CheckTypeError(f"{ex.id} is a {ex.kind} exercise, not a prediction")
+    nan = [n for n, v in values.items() if isinstance(v, float) and math.isnan(v)]
+    data = spec(ex.id, **({} if nan else values))
+    if nan:
+        _RUNS.pop(ex.id, None)
+        text = f"{ex.id}: this run measured no {', '.join(nan)}."
+    elif ex.id in _SAID:
+        _RUNS[ex.id] = data["run"]
+        text = _next_to_run(ex).report()
+    else:
+        _RUNS[ex.id] = data["run"]
+        units = {a["name"]: a["unit"] for a in data["answers"]}
+        run = (f"{n} = {shown(v, units.get(n, ''))}" for n, v in data["run"].items())
+        text = f"{ex.id}, this run: {', '.join(run)}"
+    from IPython.core.interactiveshell import InteractiveShell
+
+    if InteractiveShell.initialized():
+        from IPython.display import display
+
+        bundle = {"text/plain": text, MIME_TYPE: {"spec": data, "html": ""}}
+        display(bundle, raw=True)
+
+
+def _next_to_run(ex: Exercise) -> Result:
+    data = spec(ex.id, **_RUNS[ex.id])
+    run, said = data["run"], _SAID[ex.id]
+    verdicts = tuple(
+        compare(a, said[a["name"]], run, data["messages"], data["sizes"])
+        for a in data["answers"]
+    )
+    why = MESSAGES["because"].format(why=reason(data["reasons"], run))
+    return Result(ex.id, verdicts, all(v.correct for v in verdicts), why=why)
+
+
+def _not_run(ex: Exercise) -> Result:
+    hint = MESSAGES["not_run"].format(id=ex.id)
+    return Result(ex.id, (Verdict("", None, False, hint),), False, checked=False)
+
+
 def _not_checked(ex: Exercise) -> Result:
-    if ex.kind == "predict":
-        why = (
-            f"{ex.id} asks for a prediction: there is no key. Write it down, run "
-            "the next cell and compare."
-        )
-    elif ex.code is not None:
+    if ex.code is not None:
         why = f"{ex.id} checks a function: {ex.usage()}"
     else:
         why = (
@@ -171,7 +233,9 @@ def _expected(ex: Exercise) -> str:
     return "\n".join([*lines, f"Call {ex.usage()}"])
 
 
-def _check_answers(ex: Exercise, answers: dict) -> Result:
+def _read_answers(ex: Exercise, answers: dict) -> dict:
+    """The reader's answers (and measured inputs) by name, each read as
+    ``_value`` reads it, or an error that names what is missing or unknown."""
     names = (*ex.measured, *ex.fields)
     unknown = [n for n in answers if n not in names]
     missing = [n for n in names if n not in answers]
@@ -186,9 +250,12 @@ def _check_answers(ex: Exercise, answers: dict) -> Result:
                 + (f" (did you mean {' or '.join(close)}?)" if close else "")
             )
         raise CheckTypeError(f"{'; '.join(problem)}.\n{_expected(ex)}")
-    measured = {n: answers[n] for n in ex.measured}
-    values = {n: _value(ex, n, answers[n]) for n in ex.fields}
-    data = spec(ex.id, **measured)
+    return {n: _value(ex, n, answers[n]) for n in ex.fields}
+
+
+def _check_answers(ex: Exercise, answers: dict) -> Result:
+    values = _read_answers(ex, answers)
+    data = spec(ex.id, **{n: answers[n] for n in ex.measured})
     verdicts = tuple(
         judge(a, values[a["name"]], data["messages"], data["sizes"])
         for a in data["answers"]

@@ -18,9 +18,11 @@ both the same answers).
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 from types import MappingProxyType
 
 from mlbook.common.validate import COMMA_DECIMAL, number_text
@@ -117,6 +119,11 @@ MESSAGES = {
     "percent_here": "Enter a number in {unit}: a percentage (%) is for a fraction.",
     "whole": "Enter a whole number of {unit}.",
     "comma": COMMA_DECIMAL,  # a decimal comma (0,49), as everywhere a number is typed
+    # a prediction next to what the run measured (compare, reason)
+    "predicted": "You said {said}; this run measured {measured}. {how}",
+    "close": "Close.",
+    "because": "Why: {why}",
+    "not_run": "{id}: noted. Run the cells below it, then check again.",
 }
 ROUNDINGS = (1, 2)  # significant figures told apart from a wrong answer
 SIZES = (  # (ratio of the larger to the smaller at most, phrase)
@@ -126,6 +133,8 @@ SIZES = (  # (ratio of the larger to the smaller at most, phrase)
     (30.0, " by a factor of 3 to 30"),
     (None, " by more than a factor of 30: check the unit and the powers of ten"),
 )
+# a prediction far off is a guess, not a slip of the unit
+PREDICTION_SIZES = (*SIZES[:-1], (None, " by more than a factor of 30"))
 MAX_REL_TOL = 0.1  # a looser tolerance would not tell a right answer from a guess
 
 
@@ -249,6 +258,33 @@ class WrongFunction:
     function: Callable
 
 
+OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a run came out as it did, said beside a prediction: ``sentence``
+    when every condition of ``when`` holds on the run's values. A condition
+    is ``(name, op, other)``: a run value's name, one of < <= > >=, and a
+    number or another value's name ("which bucket was largest"). The first
+    reason that holds is said, so the last has no condition."""
+
+    sentence: str
+    when: tuple[tuple[str, str, float | str], ...] = ()
+
+    def __post_init__(self):
+        for c in self.when:
+            if len(c) != 3 or c[1] not in OPERATORS or isinstance(c[2], bool):
+                raise ValueError(f"a reason's condition is (name, op, other), {c!r}")
+        for name in self.names:
+            _check_name("run value", name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The run values the conditions read."""
+        return tuple(n for c in self.when for n in (c[0], c[2]) if isinstance(n, str))
+
+
 def _check_name(what: str, name: str) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ValueError(
@@ -274,6 +310,7 @@ class Exercise:
     measured: tuple[str, ...]
     mistakes: tuple[Mistake, ...]
     code: Code | None
+    reasons: tuple[Reason, ...] = ()
 
     @property
     def chapter(self) -> str:
@@ -298,6 +335,15 @@ class Exercise:
     @property
     def stars(self) -> str:
         return STARS[self.level]
+
+    @property
+    def run_names(self) -> tuple[str, ...]:
+        """What a prediction's run measures: each predicted answer, then the
+        other values its reasons read."""
+        names = list(self.fields)
+        for r in self.reasons:
+            names += [n for n in r.names if n not in names]
+        return tuple(names)
 
     def usage(self) -> str:
         """How to call ``check`` for this exercise."""
@@ -373,6 +419,7 @@ def exercise(
     measured: tuple[str, ...] = (),
     mistakes: tuple[Mistake, ...] = (),
     code: Code | None = None,
+    reasons: tuple[Reason, ...] = (),
 ) -> Exercise:
     """A checked record. ``id`` is "<page stem>-<n>"; ``key(**inputs,
     **measured)`` returns {answer name: value}; see docs/exercises.md."""
@@ -405,6 +452,16 @@ def exercise(
         raise ValueError(f"{id}: only a code exercise has a Code check")
     if measured and key is None:
         raise ValueError(f"{id}: measured inputs feed a key; there is none")
+    reasons = tuple(reasons)
+    if reasons and kind != "predict":
+        raise ValueError(f"{id}: only a prediction has reasons")
+    if kind == "predict" and fields:
+        if not all(isinstance(f, Real) for f in fields.values()):
+            raise ValueError(f"{id}: a prediction's answers are Real numbers")
+        if not all(isinstance(r, Reason) for r in reasons) or not reasons:
+            raise ValueError(f"{id}: a prediction needs Reasons for what the run shows")
+        if reasons[-1].when:
+            raise ValueError(f"{id}: the last reason has no condition (the default)")
     for m in mistakes:
         if not isinstance(m, Mistake):
             raise TypeError(f"{id}: mistakes must be Mistake records, got {m!r}")
@@ -422,6 +479,7 @@ def exercise(
         measured=measured,
         mistakes=tuple(mistakes),
         code=code,
+        reasons=reasons,
     )
 
 
@@ -455,6 +513,7 @@ def spec(exercise_id: str, **measured) -> dict:
     HTML book writes into the page): per answer its type, unit, label,
     tolerance, key and mistakes, and the sentences of a verdict."""
     ex = get(exercise_id)
+    predicts = ex.kind == "predict"
     key = ex.key_values(**measured) if ex.checked else None
     mistakes = mistake_values(ex, key, **measured) if key is not None else {}
     answers = []
@@ -486,8 +545,28 @@ def spec(exercise_id: str, **measured) -> dict:
         "code": None if ex.code is None else ex.code.name,
         "usage": ex.usage(),
         "messages": dict(MESSAGES),
-        "sizes": [list(s) for s in SIZES],
-    }
+        "sizes": [list(s) for s in (PREDICTION_SIZES if predicts else SIZES)],
+    } | (
+        {
+            "reasons": [
+                {"sentence": r.sentence, "when": [list(c) for c in r.when]}
+                for r in ex.reasons
+            ],
+            "run": run_values(ex, measured) if measured else None,
+        }
+        if predicts
+        else {}
+    )
+
+
+def run_values(ex: Exercise, values: dict) -> dict[str, float]:
+    """What a prediction's run measured: each of ``ex.run_names``, finite."""
+    if set(values) != set(ex.run_names):
+        raise CheckTypeError(f"{ex.id}: the run's values are {', '.join(ex.run_names)}")
+    out = {n: float(values[n]) for n in ex.run_names}  # a NumPy or torch scalar too
+    if not all(map(math.isfinite, out.values())):
+        raise CheckValueError(f"{ex.id}: the run's values are finite numbers, {out}")
+    return out
 
 
 # --- a typed answer -------------------------------------------------------------------
@@ -623,6 +702,55 @@ def _judge_choice(answer: dict, picked: list, messages) -> Verdict:
     if not wrong and missing:
         parts.append(messages["choice_missing"].format(n=missing))
     return Verdict(name, picked, False, " ".join(parts))
+
+
+# --- a prediction next to the run -----------------------------------------------------
+
+
+def shown(value: float, unit: str) -> str:
+    """A number as a prediction's verdict shows it (exercises.js ``shown``):
+    three significant figures (ties away from zero), thousands separated, a
+    fraction as a percentage."""
+    if unit == "fraction":
+        value, unit = value * 100, "%"
+    value = value or 0.0  # no "-0"
+    digits = max(0, 2 - int(f"{value:.2e}".split("e")[1])) if value else 0
+    text = f"{Decimal(value).quantize(Decimal(10) ** -digits, ROUND_HALF_UP):,f}"
+    return f"{text.rstrip('0').rstrip('.') if '.' in text else text} {unit}".rstrip()
+
+
+def compare(
+    answer: dict, said: float, run: dict, messages=MESSAGES, sizes=PREDICTION_SIZES
+):
+    """A prediction next to what the run measured, as a Verdict (``correct``:
+    within the answer's tolerance): what was said, what was measured, and
+    how far off and which way (exercises.js ``compare``)."""
+    name, unit, measured = answer["name"], answer["unit"], run[answer["name"]]
+    close = abs(said - measured) <= answer["rel_tol"] * abs(measured)
+    if close:
+        how = messages["close"]
+    elif (measured > 0 and said <= 0) or (measured < 0 and said >= 0):
+        how = messages["sign"]
+    else:
+        q = said / measured if measured else 1.0
+        size = _size(max(q, 1 / q), sizes) if measured else ""
+        how = messages["high" if said > measured else "low"].format(size=size)
+    text = messages["predicted"].format(
+        said=shown(said, unit), measured=shown(measured, unit), how=how
+    )
+    return Verdict(name, said, close, text)
+
+
+def reason(reasons: list, run: dict) -> str:
+    """The sentence of the first reason whose conditions hold on ``run``
+    (a spec's "reasons"; exercises.js ``reason``)."""
+    for r in reasons:
+        if all(
+            OPERATORS[op](run[a], run[b] if isinstance(b, str) else b)
+            for a, op, b in r["when"]
+        ):
+            return r["sentence"]
+    raise ValueError("no reason holds: the last one has no condition")
 
 
 # --- the registry ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ from mlbook.judge import (
     Code,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
@@ -144,6 +145,22 @@ MFU_2 = exercise(
             "fraction", "your prediction: the step's MFU against the nominal peak", 0.1
         ),
     },
+    # why: which gap is larger, the peak over the best matmul or that over the step
+    reasons=(
+        Reason(
+            "Most of the gap is the machine's, not the model's: even the best "
+            "matmul shape reached a small part of the nominal peak, which assumes "
+            "every unit busy at the top clock on every cycle, and the step then "
+            "reached a larger share of that ceiling.",
+            when=(("ceiling_frac", "<", "step_vs_ceiling"),),
+        ),
+        Reason(
+            "Most of the gap is the model's: the best matmul came nearer the peak "
+            "than the step came to that matmul, because a step spends much of its "
+            "time outside large matmuls, in attention, norms, the optimizer and its "
+            "own small GEMMs, which run far below the ceiling.",
+        ),
+    ),
 )
 
 # --- mfu-3: what doubling the sequence length does to a job's ceiling ---------------

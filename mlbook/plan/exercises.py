@@ -8,7 +8,13 @@ from dataclasses import replace
 from mlbook.common.units import DAY_S, GIB, HOUR_S, MINUTE_S, TERA
 from mlbook.faults.formulas import LLAMA3_405B_LOG
 from mlbook.judge import Integer, Mistake, Real, exercise, register
-from mlbook.plan.planner import RunSpec, plan, restart_for_goodput, wall_clock_s
+from mlbook.plan.planner import (
+    RunSpec,
+    memory_per_gpu,
+    plan,
+    restart_for_goodput,
+    wall_clock_s,
+)
 from mlbook.recompute.formulas import activation_bytes_per_layer, layer_bytes
 
 H100, H200 = "H100 SXM", "H200 SXM"
@@ -85,6 +91,22 @@ _GPT_SBH_HINT = (
 )
 
 
+# The mistake of splitting every activation over tp: without sequence
+# parallelism the norms' inputs and the inputs of the first linear of attention
+# and of the MLP stay whole on every tensor-parallel rank.
+_NO_SP_NAME = "no sequence parallelism"
+_NO_SP_HINT = (
+    "the statement assumes sequence parallelism: with it every activation of a "
+    "layer splits over the tp ranks, the norms' inputs and the linears' inputs "
+    "included; without it those stay whole on every rank."
+)
+
+
+def _no_sp_gib(spec) -> float:
+    """The memory per GPU (GiB) of ``spec`` without sequence parallelism."""
+    return memory_per_gpu(spec, sequence_parallel=False).total_bytes / GIB
+
+
 def _gpt_sbh_gib(p) -> float:
     """The plan's memory per GPU (GiB) with its activations counted at
     Korthikanti's 34 sbh a layer instead of the model's own block."""
@@ -138,7 +160,7 @@ PLAN_1 = exercise(
         ),
         Mistake(
             "expected_days",
-            "6ND instead of 6N + 12Lhs",
+            "6ND instead of 6N_matmul + 12Lhs",
             "an MFU counted as PaLM counts it divides the FLOPs with the attention "
             "term, 6 N_matmul + 12 L h s a token.",
             lambda **i: (lambda p: p.expected_days * p.ideal_days_6nd / p.ideal_days)(
@@ -162,6 +184,12 @@ PLAN_1 = exercise(
             _GPT_SBH_NAME,
             _GPT_SBH_HINT,
             lambda **i: _gpt_sbh_gib(plan(_spec_1(**i))),
+        ),
+        Mistake(
+            "memory_gib",
+            _NO_SP_NAME,
+            _NO_SP_HINT,
+            lambda **i: _no_sp_gib(_spec_1(**i)),
         ),
         Mistake(
             "interval_min",
@@ -240,6 +268,18 @@ def _memory_2(inputs, state=1.0, activations=1.0):
     return (kept * state + m.activations_bytes * activations) / GIB
 
 
+def _layers_2(inputs) -> int:
+    """The model's own layer count."""
+    return _spec_2(**inputs).config.n_layers
+
+
+def _stage_layers_2(inputs) -> int:
+    """Layers' worth of activations the fullest stage keeps: ceil(L/pp) layers
+    for each of pp micro-batches in flight."""
+    spec = _spec_2(**inputs)
+    return -(-spec.config.n_layers // spec.pp) * spec.pp
+
+
 def _plan_2(
     model,
     tokens_trillions,
@@ -303,6 +343,19 @@ PLAN_2 = exercise(
             _GPT_SBH_NAME,
             _GPT_SBH_HINT,
             lambda **i: _gpt_sbh_gib(plan(_spec_2(**i))),
+        ),
+        Mistake(
+            "memory_gib",
+            _NO_SP_NAME,
+            _NO_SP_HINT,
+            lambda **i: _no_sp_gib(_spec_2(**i)),
+        ),
+        Mistake(
+            "memory_gib",
+            "126 layers' worth of activations",
+            "the fullest stage holds ceil(126/8) = 16 layers and keeps 8 "
+            "micro-batches in flight: 128 layers' worth, not the model's 126.",
+            lambda **i: _memory_2(i, activations=_layers_2(i) / _stage_layers_2(i)),
         ),
         Mistake(
             "expected_days",
@@ -499,8 +552,9 @@ PLAN_4 = exercise(
         Mistake(
             "days_full",
             "full recompute at the selective run's MFU",
-            "the forward runs twice: 8N + 16Lhs a token of hardware work for "
-            "6N + 12Lhs of model FLOPs, so the same hardware rate is 3/4 the MFU.",
+            "the forward runs twice: 8N_matmul + 16Lhs a token of hardware work "
+            "for 6N_matmul + 12Lhs of model FLOPs, so the same hardware rate is "
+            "3/4 the MFU.",
             lambda **i: (
                 _option(_run_4(**i), i["mfu"], "full", tp=_plan_4(**i)["tp_full"])[
                     1

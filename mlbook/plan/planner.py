@@ -40,7 +40,15 @@ from mlbook.common.transformer import PRESETS, TransformerConfig
 from mlbook.common.units import DAY_S, HOUR_S, MINUTE_S
 from mlbook.faults import formulas as faults
 from mlbook.mfu import flops
-from mlbook.recompute.formulas import STRATEGIES, checkpoint_plans, layer_bytes
+from mlbook.recompute.formulas import (
+    RECOMPUTE_MODES,
+    STRATEGIES,
+    LayerBytes,
+    activation_bytes_per_layer,
+    block_saved_items,
+    checkpoint_plans,
+    layer_bytes,
+)
 from mlbook.scaling.formulas import zero_state
 
 RECOMPUTE = STRATEGIES  # none, selective, sqrt, full
@@ -49,6 +57,20 @@ ZERO_STAGES = (0, 1, 2, 3)
 # bf16 peak (not a V100 or a T4), by table name and by alias.
 GPUS = tuple(n for n, a in ACCELERATORS.items() if "bf16" in a.peak_flops_per_s)
 GPU_ALIASES = tuple(a for a, n in ALIASES.items() if n in GPUS)
+# What a tensor-parallel layer keeps whole on every rank unless sequence
+# parallelism splits it along the sequence (Korthikanti et al. 2022, Sec. 4.2.2):
+# the two norms' inputs, the inputs of the first linear of attention and of the
+# MLP (each rank multiplies the whole input by its slice of the weights), and the
+# dropout masks after attention and the MLP. For the GPT block that is 10 of its
+# 34 sbh; for Llama's (no dropout) 8 of its 16 + 8 d_ff/h under selective recompute.
+TP_REPLICATED_ITEMS = (
+    "norm 1 input",
+    "QKV matmul input",
+    "attention dropout mask",
+    "norm 2 input",
+    "MLP input",
+    "MLP dropout mask",
+)
 # Whose block the activations are counted for, by the model's MLP.
 ACTIVATION_COUNTS = {
     "swiglu": "Llama block (no dropout, SwiGLU, K and V at every head)",
@@ -232,7 +254,7 @@ class Plan:
         return self.memory.fits
 
 
-def memory_per_gpu(spec: RunSpec) -> Memory:
+def memory_per_gpu(spec: RunSpec, sequence_parallel: bool = True) -> Memory:
     """Model state under the ZeRO stage across dp, the model split over tp x pp;
     activations of one micro-batch for the layers a GPU holds.
 
@@ -241,7 +263,10 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     Sec. 4.2.3). When pp does not divide L (Llama 3 405B runs 126 layers on 16 stages,
     with lighter first and last stages) the fullest stage holds ceil(L/pp) layers,
     which is what is counted. Tensor parallelism with sequence parallelism divides the
-    activations by tp (ibid., Sec. 4.2.2).
+    activations by tp (ibid., Sec. 4.2.2), which is what every plan assumes. With
+    ``sequence_parallel=False`` the TP_REPLICATED_ITEMS stay whole on every rank
+    (sbh (10 + 24/t) for the GPT block, ibid. eq. 4), and under full recompute so
+    does each layer's saved input.
 
     A layer's bytes are counted for the model's own block: Korthikanti's GPT
     block (34 sbh + 5 a s^2 b) for a GELU model, and for a SwiGLU model
@@ -252,6 +277,7 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
     Llama 3 405B, where the GPT count keeps 34.
     """
     validate.instance_of("spec", spec, RunSpec)
+    validate.boolean("sequence_parallel", sequence_parallel)
     cfg = spec.config
     n_local = flops.n_params(cfg) / (spec.tp * spec.pp)
     state = zero_state(n_local, spec.dp, spec.zero_stage)
@@ -265,8 +291,13 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
         if cfg.mlp == "swiglu"
         else None  # checkpoint_plans' default: Korthikanti's count
     )
-    plans = checkpoint_plans(s, b, h, a, layers, m, cfg.mlp, layer)
-    acts = plans[spec.recompute].memory_bytes / spec.tp
+    if sequence_parallel:
+        plans = checkpoint_plans(s, b, h, a, layers, m, cfg.mlp, layer)
+        acts = plans[spec.recompute].memory_bytes / spec.tp
+    else:
+        rank_layer = _without_sequence_parallel(spec, layer)
+        plans = checkpoint_plans(s, b, h, a, layers, m, cfg.mlp, rank_layer)
+        acts = plans[spec.recompute].memory_bytes
     return Memory(
         state.weights,
         state.grads,
@@ -274,6 +305,29 @@ def memory_per_gpu(spec: RunSpec) -> Memory:
         float(acts),
         accelerator(spec.gpu).hbm_usable_bytes,
         ACTIVATION_COUNTS[cfg.mlp],
+    )
+
+
+def _without_sequence_parallel(spec: RunSpec, layer: LayerBytes | None) -> LayerBytes:
+    """One rank's bytes of a layer under tensor parallelism without sequence
+    parallelism: the TP_REPLICATED_ITEMS whole, the rest split over tp, and
+    the layer's input (what full recompute keeps) whole."""
+    cfg = spec.config
+    s, b, h, a = spec.seq_len, spec.micro_batch, cfg.d_model, cfg.n_heads
+    if layer is None:  # Korthikanti's GPT block
+        layer = LayerBytes(
+            *(activation_bytes_per_layer(s, b, h, a, r) for r in RECOMPUTE_MODES)
+        )
+    gelu = cfg.mlp == "gelu"
+    items = block_saved_items(
+        s, b, h, a, dropout=gelu, d_ff_mult=cfg.d_ff / h, mlp=cfg.mlp
+    )
+    whole = sum(items[k] for k in TP_REPLICATED_ITEMS)
+    tp = spec.tp
+    return LayerBytes(
+        whole + (layer.none - whole) / tp,
+        whole + (layer.selective - whole) / tp,
+        layer.full,
     )
 
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 
 from mlbook.judge import (
+    Choice,
     Code,
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
 )
-from mlbook.precision import formulas
+from mlbook.precision import cases, formulas
 
 LOG2_SCALES = range(0, 40)  # loss scales 2^0 .. 2^39
 
@@ -122,6 +124,28 @@ PRECISION_2 = exercise(
             0.1,
         ),
     },
+    # why: where the median logit gradient, about 1/(bsV), sits against the threshold
+    reasons=(
+        Reason(
+            "None of the logit gradients became zero: at this batch, sequence and "
+            "vocabulary even the smallest lies above fp16's flush threshold; a "
+            "larger b s V pushes every one of them down toward it.",
+            when=(("logits_zero", "<=", 0),),
+        ),
+        Reason(
+            "Half the logit gradients lie below their median, about 1/(bsV), and "
+            "here the median is at or below fp16's flush threshold, so at least "
+            "half of them become zero.",
+            when=(("logits_median", "<=", "flush_threshold"),),
+        ),
+        Reason(
+            "The median logit gradient, about 1/(bsV), sits above fp16's flush "
+            "threshold, so only the tail below it becomes zero: the tokens the "
+            "model already gives almost no probability, whose gradients are far "
+            "smaller than the median. A larger batch, sequence or vocabulary moves "
+            "the median down onto the threshold.",
+        ),
+    ),
 )
 
 
@@ -499,6 +523,186 @@ PRECISION_6 = exercise(
     ),
 )
 
+# --- precision-7: diagnose a gradient histogram under a loss scale ---------------
+
+_CAUSES = {
+    "underflow": "the scale is too small: the left tail becomes zero",
+    "overflow": "the scale is too large: the largest values overflow to inf",
+    "healthy": "nothing: this scale keeps the gradients",
+}
+
+
+def _precision_7(seed):
+    case = cases.loss_scale_case(seed)
+    return {
+        "cause": cases.diagnosis(case),
+        "scale_log2": cases.safe_scale_log2(case),
+        "flushed_now": cases.flushed_count(case, case.scale_log2),
+    }
+
+
+def _below(seed, threshold_log2):
+    """Values with |g| x S below 2^threshold_log2 at the case's scale: a
+    flush counted at the wrong threshold."""
+    case = cases.loss_scale_case(seed)
+    limit = 2.0**threshold_log2 / 2.0**case.scale_log2
+    return sum(m < limit for m in case.magnitudes)
+
+
+PRECISION_7 = exercise(
+    "precision-7",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 3},
+    answers={
+        "cause": Choice(
+            "what is wrong at this scale",
+            options=_CAUSES,
+            hints={
+                "overflow": "fp16 overflows only from 65,520: compare the largest "
+                "|g| x S with it.",
+                "healthy": "look at the bins below 2^-25: those values become zero.",
+                "underflow": "the largest |g| x S passes fp16's max: those values "
+                "become inf and the step is skipped.",
+            },
+        ),
+        "scale_log2": Integer(
+            "log2", "the k of the largest scale 2^k at which nothing overflows"
+        ),
+        "flushed_now": Integer("count", "values that become zero at this scale"),
+    },
+    key=_precision_7,
+    mistakes=(
+        Mistake(
+            "scale_log2",
+            "the change of scale, not the scale",
+            "the table is at the scale 2^k already: give the new scale's own "
+            "power of two.",
+            lambda seed: (
+                _precision_7(seed)["scale_log2"]
+                - cases.loss_scale_case(seed).scale_log2
+            ),
+        ),
+        Mistake(
+            "scale_log2",
+            "GradScaler's initial scale",
+            "2^16 is where GradScaler starts; the scale to use follows from the "
+            "largest gradient: the largest power of two that keeps it under "
+            "65,504.",
+            lambda seed: 16,
+        ),
+        Mistake(
+            "flushed_now",
+            "subnormals counted as lost",
+            "a value between 2^-24 and 2^-14 is subnormal: it keeps a few bits. "
+            "Only values at or below 2^-25 become zero.",
+            lambda seed: _below(seed, -14),
+        ),
+        Mistake(
+            "flushed_now",
+            "the smallest subnormal as the threshold",
+            "round to nearest lifts a value above half the smallest subnormal "
+            "to 2^-24: only |g| x S at or below 2^-25 becomes zero.",
+            lambda seed: _below(seed, -24),
+        ),
+    ),
+)
+
+
+# --- precision-8: diagnose a bf16 run that stopped learning -----------------------
+
+_STALL_CAUSES = {
+    "no_master": "bf16 weights updated in place, with no fp32 master copy",
+    "lr_zero": "the learning-rate schedule has reached zero",
+    "grads_flushed": "the gradients flush to zero (no loss scale)",
+    "not_in_optimizer": "the weights are not among the optimizer's parameters",
+}
+
+
+def _precision_8(seed):
+    run = cases.stalled_run(seed)
+    return {
+        "cause": run.cause,
+        "absorbed_log2": cases.absorbed_log2(run),
+        "updates_per_step": cases.updates_per_bf16_step(run),
+    }
+
+
+def _gap_log2(seed, fmt="bf16", at=None):
+    run = cases.stalled_run(seed)
+    w = run.weight_median if at is None else at
+    return math.frexp(formulas.absorb_limit(w, fmt))[1] - 1
+
+
+PRECISION_8 = exercise(
+    "precision-8",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 1},
+    answers={
+        "cause": Choice(
+            "why the loss does not move",
+            options=_STALL_CAUSES,
+            hints={
+                "lr_zero": "read the learning-rate column: it is not zero.",
+                "grads_flushed": "read the gradient norm: the gradients are there, "
+                "and bf16 has fp32's range.",
+                "not_in_optimizer": "the optimizer computed an update for every "
+                "weight: read the update column.",
+            },
+        ),
+        "absorbed_log2": Integer(
+            "log2", "log2 of the largest update the median weight absorbs"
+        ),
+        "updates_per_step": Real(
+            "count",
+            "updates of this size an fp32 master sums into one bf16 step",
+            0.01,
+        ),
+    },
+    key=_precision_8,
+    mistakes=(
+        Mistake(
+            "absorbed_log2",
+            "the whole gap, not half of it",
+            "round to nearest keeps the nearer neighbour: an update survives once "
+            "it passes half the gap.",
+            lambda seed: _gap_log2(seed) + 1,
+        ),
+        Mistake(
+            "absorbed_log2",
+            "fp16's 10 mantissa bits",
+            "bf16 keeps 7 mantissa bits (8 significant), not fp16's 10.",
+            lambda seed: _gap_log2(seed, "fp16"),
+        ),
+        Mistake(
+            "updates_per_step",
+            "half the gap, not the whole",
+            "the bf16 copy moves from one number to the next: a whole gap, "
+            "twice the largest update it absorbs.",
+            lambda seed: _precision_8(seed)["updates_per_step"] / 2,
+        ),
+        Mistake(
+            "updates_per_step",
+            "fp16's gap",
+            "the copy the forward reads is bf16: its gap around the weight is "
+            "2^(E - 7).",
+            lambda seed: (
+                2
+                * formulas.absorb_limit(cases.stalled_run(seed).weight_median, "fp16")
+                / cases.stalled_run(seed).lr
+            ),
+        ),
+    ),
+)
+
 EXERCISES = register(
-    PRECISION_1, PRECISION_2, PRECISION_3, PRECISION_4, PRECISION_5, PRECISION_6
+    PRECISION_1,
+    PRECISION_2,
+    PRECISION_3,
+    PRECISION_4,
+    PRECISION_5,
+    PRECISION_6,
+    PRECISION_7,
+    PRECISION_8,
 )

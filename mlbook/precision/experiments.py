@@ -63,10 +63,9 @@ def finfo_format(dtype) -> FloatFormat:
 _UINT_OF_BITS = {8: torch.uint8, 16: torch.int16}
 
 
-def nan_bit_patterns(dtype) -> int:
-    """How many of the 2^bits bit patterns of an 8- or 16-bit ``dtype`` (a name
-    in DTYPES or a torch dtype) are NaN: every pattern, viewed as the format
-    and tested. E4M3 has two, S.1111.111 for either sign; E5M2 six, fp16 2,046."""
+def _every_value(dtype) -> torch.Tensor:
+    """Every one of the 2^bits bit patterns of an 8- or 16-bit ``dtype``,
+    viewed as that format and widened to fp32 (NaNs included)."""
     dt = torch_dtype(dtype)
     bits = torch.finfo(dt).bits
     if bits not in _UINT_OF_BITS:
@@ -74,7 +73,24 @@ def nan_bit_patterns(dtype) -> int:
             f"dtype must be an 8- or 16-bit float, got {dtype!r} ({bits} bits)"
         )
     every = torch.arange(2**bits, dtype=torch.int32).to(_UINT_OF_BITS[bits])
-    return int(every.view(dt).float().isnan().sum())
+    return every.view(dt).float()
+
+
+def nan_bit_patterns(dtype) -> int:
+    """How many of the 2^bits bit patterns of an 8- or 16-bit ``dtype`` (a name
+    in DTYPES or a torch dtype) are NaN: every pattern, viewed as the format
+    and tested. E4M3 has two, S.1111.111 for either sign; E5M2 six, fp16 2,046."""
+    return int(_every_value(dtype).isnan().sum())
+
+
+def count_between(dtype, low: float = 1.0, high: float = 2.0) -> int:
+    """How many bit patterns of an 8- or 16-bit ``dtype`` are numbers strictly
+    between ``low`` and ``high``: every pattern viewed as the format and
+    compared, a count that reads nothing of the format's layout."""
+    validate.positive("low", low)
+    validate.positive("high", high)
+    values = _every_value(dtype)
+    return int(((values > low) & (values < high)).sum())
 
 
 def _as_float_tensor(name: str, values) -> torch.Tensor:
@@ -291,6 +307,16 @@ class MasterWeightResult:
     initial_error: float  # largest |w0 - w_true|
 
 
+def _check_master(steps, lr, n_features, batch_size, offset):
+    """A ValueError naming the first setting of master_weight_experiment that
+    is not a positive count (steps, features, batch) or a positive number."""
+    for name, v in (("steps", steps), ("n_features", n_features)):
+        validate.positive_int(name, v)
+    validate.positive_int("batch_size", batch_size)
+    validate.positive("lr", lr)
+    validate.positive("offset", offset)
+
+
 def master_weight_experiment(
     steps: int = 400,
     lr: float = 1e-4,
@@ -310,11 +336,7 @@ def master_weight_experiment(
     - "pure bf16": the model cast to bf16, so the weights and Adam's state are
       bf16 and an update below half a bf16 step (2^-8 relative) rounds away.
     """
-    validate.positive_int("steps", steps)
-    validate.positive("lr", lr)
-    validate.positive_int("n_features", n_features)
-    validate.positive_int("batch_size", batch_size)
-    validate.positive("offset", offset)
+    _check_master(steps, lr, n_features, batch_size, offset)
     gen = torch.Generator().manual_seed(seed)
     w0 = 1 + 0.25 * torch.rand(n_features, generator=gen)  # (d,)
     w_true = w0 + offset * torch.randn(n_features, generator=gen)  # (d,)
@@ -530,6 +552,124 @@ def fp8_error_sweep(sigmas, size: int = 4096, seed: int = 0) -> dict:
             )
         out[name] = Fp8Sweep(tuple(none), tuple(scaled))
     return out
+
+
+# --- fp8 with a scale per block ------------------------------------------------------
+
+# The granularities the page compares: (label, values a block along the last
+# dimension, None for one scale for the whole tensor, power-of-two scales).
+# DeepSeek-V3 scales activations per 1 x 128 tile and weights per 128 x 128
+# block with fp32 scales (arXiv:2412.19437, Sec. 3.3); MXFP8 shares one
+# power-of-two (E8M0) scale among 32 consecutive values (OCP MX v1.0).
+BLOCKINGS = (
+    ("per tensor", None, False),
+    ("1 x 128 tiles", 128, False),
+    ("MXFP8, 1 x 32", 32, True),
+)
+
+
+def _block_scales(blocks: torch.Tensor, fmt: FloatFormat, power_of_two: bool):
+    """One scale per row of ``blocks`` (n_blocks, block): max / amax, or the
+    MX power of two (formulas.mx_scale, for every block at once); 1 for a
+    block of zeros."""
+    amax = blocks.abs().amax(dim=-1, keepdim=True)  # (n_blocks, 1)
+    if power_of_two:
+        emax = math.frexp(fmt.max)[1] - 1
+        shared = torch.frexp(amax).exponent - 1 - emax  # floor(log2 amax) - emax
+        scales = torch.ldexp(torch.ones_like(amax), -shared)
+    else:
+        scales = fmt.max / amax
+    return torch.where(amax > 0, scales, 1.0)
+
+
+def _blocks(x: torch.Tensor, block: int | None) -> torch.Tensor:
+    """x as (n_blocks, block) tiles along its last dimension (one for None)."""
+    if block is None:
+        return x.reshape(1, -1)
+    validate.positive_int("block", block)
+    if x.shape[-1] % block:
+        raise ValueError(f"block={block} must divide the last dimension, {x.shape[-1]}")
+    return x.reshape(-1, block)
+
+
+def _scaled_and_back(x, block, fmt, power_of_two):
+    """(x times its tiles' scales, its fp8 round trip), both of x's shape."""
+    blocks = _blocks(x, block)  # (n_blocks, block)
+    scales = _block_scales(blocks, fmt, power_of_two)
+    scaled = blocks * scales
+    cast = scaled.clamp(-fmt.max, fmt.max).to(torch_dtype(fmt.name)).float()
+    return scaled.reshape(x.shape), (cast / scales).reshape(x.shape)
+
+
+def quantize_blocks(
+    x, block: int | None = 128, dtype="fp8 E4M3", power_of_two: bool = False
+) -> torch.Tensor:
+    """x in fp8 and back with one scale per tile of ``block`` consecutive
+    values along its last dimension (None: one scale for the whole tensor).
+    Each tile is multiplied by its scale (max / amax, or with
+    ``power_of_two`` the MX scale), saturated at the max, cast, and divided
+    by its scale again. Returns fp32 values of x's shape."""
+    fmt = float_format(_fp8_name(dtype))
+    x = _as_float_tensor("x", x).to(torch.float32)
+    validate.boolean("power_of_two", power_of_two)
+    return _scaled_and_back(x, block, fmt, power_of_two)[1]
+
+
+@dataclass(frozen=True)
+class BlockError:
+    """What one granularity lost on a tensor with an outlier: the mean
+    relative error over every other value (the bulk), and the shares of the
+    bulk that landed below the format's smallest normal, and at zero."""
+
+    label: str
+    mean_rel_error: float
+    below_normal: float
+    flushed: float
+
+
+def outlier_tensor(rows: int, cols: int, ratio: float, seed: int = 0) -> torch.Tensor:
+    """Gaussian values of standard deviation 1 (rows, cols), with the first
+    replaced by ``ratio``: one outlier ``ratio`` times the typical value."""
+    validate.positive_int("rows", rows)
+    validate.positive_int("cols", cols)
+    validate.positive("ratio", ratio)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=gen)  # (rows, cols)
+    x[0, 0] = ratio
+    return x
+
+
+def block_errors(x, blockings=BLOCKINGS, dtype="fp8 E4M3") -> list[BlockError]:
+    """Each granularity of ``blockings`` on the same tensor ``x`` (whose first
+    value is the outlier): the bulk's mean relative error and where it fell."""
+    fmt = float_format(_fp8_name(dtype))
+    x = _as_float_tensor("x", x).to(torch.float32)
+    bulk = x != 0
+    bulk.view(-1)[0] = False  # the outlier
+    out = []
+    for label, block, power_of_two in blockings:
+        scaled, q = _scaled_and_back(x, block, fmt, power_of_two)
+        rel = ((q - x).abs() / x.abs())[bulk]
+        out.append(
+            BlockError(
+                label,
+                float(rel.double().mean()),
+                float((scaled.abs() < fmt.smallest_normal)[bulk].double().mean()),
+                float((q == 0)[bulk].double().mean()),
+            )
+        )
+    return out
+
+
+def block_scaling_sweep(
+    ratios, rows: int, cols: int, seed: int = 0, blockings=BLOCKINGS
+) -> dict:
+    """block_errors on outlier_tensor(rows, cols, ratio, seed) for each of
+    ``ratios``: {ratio: [BlockError, ...]} (the same bulk every time)."""
+    return {
+        float(r): block_errors(outlier_tensor(rows, cols, r, seed), blockings)
+        for r in ratios
+    }
 
 
 # --- matmul throughput by dtype -------------------------------------------------------

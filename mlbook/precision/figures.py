@@ -1,5 +1,6 @@
 """The mixed-precision chapter's static figures (matplotlib): the formats'
-ranges, master weights, fp8 errors, delayed scaling and matmul throughput.
+ranges and the numbers each has between 1 and 2, master weights, fp8 errors,
+delayed and block scaling, and matmul throughput.
 The figures a reader moves are live figures, in mlbook.precision.live (the
 loss scaler's run among them, with GradScaler's measured scale on it)."""
 
@@ -42,9 +43,37 @@ def format_ranges(formats=None):
     ax.axvline(1.0, color="k", lw=0.8, alpha=0.5)
     ax.set_xlabel("magnitude (smallest subnormal to max, log scale)")
     ax.legend(loc="lower left", fontsize=8)
-    ax.set_title(
-        "Range of each format (from the bit layouts, checked against torch.finfo)"
-    )
+    ax.set_title("Range of each format: smallest subnormal to max")
+    return fig
+
+
+# the formats narrow enough to draw every number between 1 and 2 (fp32 has
+# 8,388,607 of them)
+NUMBER_LINE_FORMATS = ("fp8 E5M2", "fp8 E4M3", "bf16", "fp16")
+
+
+def numbers_between_one_and_two(names=NUMBER_LINE_FORMATS):
+    """One number line per format from 1 to 2, a tick at each of its numbers
+    strictly between them (formulas.values_between_one_and_two), the count
+    written beside it: fp8 has a handful, fp16 a thousand."""
+    fig, ax = new_figure(size=(7.0, 2.8), layout="constrained")
+    for i, name in enumerate(names):
+        values = P.values_between_one_and_two(name)
+        ax.eventplot(
+            values,
+            lineoffsets=i,
+            linelengths=0.6,
+            linewidths=0.4 if len(values) > 200 else 1.2,
+            colors=f"C{i}",
+        )
+        ax.text(2.02, i, f"{len(values):,} numbers", va="center", fontsize=8)
+    ax.set_xlim(0.98, 2.25)
+    ax.set_xticks([1.0, 1.25, 1.5, 1.75, 2.0])
+    ax.set_yticks(range(len(names)), list(names))
+    ax.set_xlabel("value")
+    for edge in (1.0, 2.0):
+        ax.axvline(edge, color="k", lw=0.8)
+    ax.set_title("The numbers strictly between 1 and 2 in each format", fontsize=9)
     return fig
 
 
@@ -141,6 +170,35 @@ def delayed_scaling(run, dtype="fp8 E4M3"):
     ax_e.set_ylabel("relative RMS error")
     ax_e.legend(fontsize=7)
     fig.suptitle(f"{dtype}: delayed scaling lags a jump by one step", fontsize=9)
+    return fig
+
+
+def block_scaling(sweep: dict, dtype="fp8 E4M3"):
+    """Mean relative error of the bulk against the outlier's size, one line
+    per granularity (``sweep`` is experiments.block_scaling_sweep's), with
+    the size past which one scale pushes the typical value below the
+    format's smallest normal (formulas.normal_span) ruled."""
+    fig, ax = new_figure()
+    ratios = list(sweep)
+    labels = [e.label for e in sweep[ratios[0]]]
+    for i, label in enumerate(labels):
+        errors = [next(e for e in sweep[r] if e.label == label) for r in ratios]
+        ax.plot(
+            ratios,
+            [e.mean_rel_error for e in errors],
+            "-o",
+            ms=3,
+            color=f"C{i}",
+            label=label,
+        )
+    span = P.normal_span(dtype)
+    ax.axvline(span, color="0.4", ls=":", label=f"max / smallest normal = {span:,.0f}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("outlier / typical value (log scale)")
+    ax.set_ylabel("mean relative error of the other values")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{dtype}: one outlier, one scale or one per block", fontsize=9)
     return fig
 
 

@@ -96,6 +96,21 @@ def format_table() -> list[FloatFormat]:
     return [float_format(name) for name in FORMATS]
 
 
+def numbers_between_one_and_two(name: str) -> int:
+    """How many numbers of format ``name`` lie strictly between 1 and 2:
+    2^m - 1 for m stored mantissa bits (1 + k 2^-m for k = 1 .. 2^m - 1).
+    Every binade [2^E, 2^(E+1)) of normal numbers holds as many, so this is
+    the format's resolution in one number."""
+    return 2 ** float_format(name).mantissa_bits - 1
+
+
+def values_between_one_and_two(name: str) -> list[float]:
+    """The numbers of format ``name`` strictly between 1 and 2, in order:
+    1 + k x eps for k = 1 .. 2^m - 1 (eps = 2^-m)."""
+    eps = float_format(name).eps
+    return [1 + k * eps for k in range(1, numbers_between_one_and_two(name) + 1)]
+
+
 def flush_threshold(name: str) -> float:
     """Magnitudes at or below this round to zero in format ``name``: half the
     smallest subnormal (round to nearest, ties to even: exactly half goes to
@@ -185,7 +200,7 @@ def absorb_limit(weight: float, name: str = "bf16") -> float:
     exactly this size rounds away too when the weight's last mantissa bit is
     even (the tie goes to the even neighbour, the weight itself)."""
     fmt = float_format(name)
-    if not isinstance(weight, Real) or isinstance(weight, bool):
+    if not validate.is_real(weight):
         raise ValueError(f"weight must be a number, got {weight!r}")
     if not math.isfinite(weight) or weight == 0:
         raise ValueError(f"weight must be finite and non-zero, got {weight!r}")
@@ -204,7 +219,7 @@ def stall_log2(update: float, name: str = "bf16") -> int:
     integer above log2|u| + m + 1: floor(log2|u|) + m + 2. Gaps grow with E,
     so every larger weight ignores the update too."""
     fmt = float_format(name)
-    if not isinstance(update, Real) or isinstance(update, bool):
+    if not validate.is_real(update):
         raise ValueError(f"update must be a number, got {update!r}")
     if not math.isfinite(update) or update == 0:
         raise ValueError(f"update must be finite and non-zero, got {update!r}")
@@ -273,6 +288,29 @@ def _is_bool(value) -> bool:
     )
 
 
+def _check_flag(found_inf) -> None:
+    """A ValueError unless ``found_inf`` is a bool (numpy's too)."""
+    if not _is_bool(found_inf):
+        raise ValueError(f"found_inf must be a bool, got {found_inf!r}")
+
+
+def _check_scaler(init_scale, growth_factor, backoff_factor, growth_interval):
+    """A ValueError naming the first of a loss scaler's settings that breaks
+    its rule (a positive scale, a growth above 1, a back-off in (0, 1), a
+    whole interval of at least one step)."""
+    validate.positive("init_scale", init_scale)
+    if (
+        not validate.is_real(growth_factor)
+        or not math.isfinite(growth_factor)
+        or growth_factor <= 1
+    ):
+        raise ValueError(
+            f"growth_factor must be a finite number above 1, got {growth_factor!r}"
+        )
+    validate.fraction("backoff_factor", backoff_factor, allow_one=False)
+    validate.positive_int("growth_interval", growth_interval)
+
+
 class DynamicLossScaler:
     """Dynamic loss scaling, written out to show the mechanism.
 
@@ -297,21 +335,11 @@ class DynamicLossScaler:
         backoff_factor: float = 0.5,
         growth_interval: int = 2000,
     ):
-        validate.positive("init_scale", init_scale)
-        if (
-            not isinstance(growth_factor, Real)
-            or isinstance(growth_factor, bool)
-            or not math.isfinite(growth_factor)
-            or growth_factor <= 1
-        ):
-            raise ValueError(
-                f"growth_factor must be a finite number above 1, got {growth_factor!r}"
-            )
-        validate.fraction("backoff_factor", backoff_factor, allow_one=False)
-        self.growth_interval = validate.positive_int("growth_interval", growth_interval)
-        self.scale = _f32(init_scale)
+        _check_scaler(init_scale, growth_factor, backoff_factor, growth_interval)
+        self.scale = _f32(init_scale)  # held in fp32, as GradScaler holds it
         self.growth_factor = float(growth_factor)
         self.backoff_factor = float(backoff_factor)
+        self.growth_interval = int(growth_interval)
         self.good_steps = 0  # finite steps since the last change of scale
 
     def scale_loss(self, loss):
@@ -331,8 +359,7 @@ class DynamicLossScaler:
 
     def update(self, found_inf: bool) -> bool:
         """Adjust the scale after a step; returns True if the step must be skipped."""
-        if not _is_bool(found_inf):
-            raise ValueError(f"found_inf must be a bool, got {found_inf!r}")
+        _check_flag(found_inf)
         if found_inf:
             self.scale = _f32(self.scale * self.backoff_factor)
             self.good_steps = 0
@@ -457,7 +484,7 @@ def _grad_maxima(grad_max) -> list[float]:
         raise ValueError("grad_max must hold at least one step")
     out = []
     for g in values:
-        if not isinstance(g, Real) or isinstance(g, bool):
+        if not validate.is_real(g):
             raise ValueError(f"grad_max entries must be numbers, got {g!r}")
         g = float(g)
         if math.isfinite(g) and g <= 0:
@@ -472,7 +499,7 @@ def fp16_overflows(scale: float, grad_max: float) -> bool:
     """Does the largest gradient, scaled in fp32 and stored in fp16, overflow?
     (inf or NaN for ``grad_max`` always does.)"""
     validate.positive("scale", scale)
-    if not isinstance(grad_max, Real) or isinstance(grad_max, bool):
+    if not validate.is_real(grad_max):
         raise ValueError(f"grad_max must be a number, got {grad_max!r}")
     # The product of two fp32 numbers is exact in a double (24 + 24 bits), so
     # rounding it to fp32 is fp32's multiply; then fp32 to fp16, as a cast does.
@@ -559,6 +586,63 @@ def max_safe_scale(amax: float, name: str = "fp16") -> float:
     return 2.0**k
 
 
+# --- the bytes a parameter keeps ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateRecipe:
+    """What mixed-precision Adam keeps per parameter, item by item (bytes),
+    and how many bytes a parameter's gradient takes in the data-parallel
+    reduction (its storage dtype)."""
+
+    name: str
+    bytes_per_param: dict
+    reduced_bytes: int
+    source: str
+
+    @property
+    def total(self) -> int:
+        return sum(self.bytes_per_param.values())
+
+
+_BF16_GRADS = {
+    "bf16 weights": 2,
+    "bf16 gradients": 2,
+    "fp32 master weights": 4,
+    "Adam m (fp32)": 4,
+    "Adam v (fp32)": 4,
+}
+_FP32_GRADS = {
+    **dict(list(_BF16_GRADS.items())[:3]),
+    "fp32 gradients (accumulated, reduced)": 4,
+    **dict(list(_BF16_GRADS.items())[3:]),
+}
+STATE_RECIPES = {
+    "bf16 gradients": StateRecipe(
+        "bf16 gradients",
+        _BF16_GRADS,
+        2,
+        "Rajbhandari et al. 2020 (ZeRO), Sec. 3.1: 2 + 2 + 12 bytes",
+    ),
+    "fp32 gradients": StateRecipe(
+        "fp32 gradients",
+        _FP32_GRADS,
+        4,
+        "Tazi et al. 2025 (the Ultra-Scale Playbook): bf16 weights and gradients, "
+        "fp32 copies of both, fp32 Adam moments",
+    ),
+}
+
+
+def state_recipe(name: str) -> StateRecipe:
+    """One of STATE_RECIPES: gradients kept and reduced in bf16 (ZeRO's 16
+    bytes a parameter) or accumulated and reduced in fp32 (the Playbook's 20):
+    an fp32 gradient keeps every micro-batch's small contribution that a bf16
+    sum would round away, and the all-reduce then moves 4 bytes a parameter."""
+    validate.one_of("name", name, tuple(STATE_RECIPES))
+    return STATE_RECIPES[name]
+
+
 # --- fp8 per-tensor scaling -----------------------------------------------------------
 
 
@@ -569,6 +653,31 @@ def fp8_scale(amax: float, name: str = "fp8 E4M3", margin: int = 0) -> float:
     if not isinstance(margin, int) or isinstance(margin, bool) or margin < 0:
         raise ValueError(f"margin must be an integer at or above 0, got {margin!r}")
     return float_format(name).max / amax / 2**margin
+
+
+def normal_span(name: str = "fp8 E4M3") -> float:
+    """max / smallest normal: how far below a tensor's amax a value may lie
+    and keep the format's full precision under one scale that maps the amax
+    to the max (E4M3: 448 / 2^-6 = 28,672). A value further down is
+    subnormal, with fewer significant bits, or flushed to zero."""
+    fmt = float_format(name)
+    return fmt.max / fmt.smallest_normal
+
+
+def mx_scale(amax: float, name: str = "fp8 E4M3") -> float:
+    """The scale a Microscaling (MX) block applies before the cast: 2^-X with
+    the shared exponent X = floor(log2 amax) - emax, emax the exponent of the
+    element format's largest power of two (E4M3: 8, E5M2: 15). It is a power
+    of two (stored as E8M0); the block's amax lands in [2^emax, 2^(emax+1)),
+    so a few of the largest values may pass the max and saturate (OCP
+    Microscaling Formats Specification v1.0, 2023, Sec. 6.3)."""
+    validate.positive("amax", amax)
+    validate.one_of("name", name, FP8_FORMATS)
+    if not math.isfinite(amax):
+        raise ValueError(f"amax must be finite, got {amax!r}")
+    emax = math.frexp(float_format(name).max)[1] - 1  # 448 = 1.75 x 2^8: 8
+    shared = math.frexp(float(amax))[1] - 1 - emax  # floor(log2 amax) - emax
+    return math.ldexp(1.0, -shared)
 
 
 # --- where magnitudes fall: a histogram of log2 |v| -----------------------------------

@@ -7,17 +7,17 @@ import math
 from mlbook.common import accelerators, transformer
 from mlbook.common.units import GIB
 from mlbook.judge import (
-    Code,
+    Choice,
     Integer,
     Mistake,
     Real,
-    WrongFunction,
+    Reason,
     exercise,
     register,
 )
 from mlbook.mfu import flops
 from mlbook.mfu import formulas as mfu
-from mlbook.recompute import formulas
+from mlbook.recompute import cases, formulas
 
 
 def first_s_above(share, target: float, s_hint: float) -> int:
@@ -116,10 +116,25 @@ RECOMPUTE_2 = exercise(
             "fraction", "your prediction: selective recompute's extra step time", 0.1
         ),
     },
+    # why: full recompute's extra time against its extra FLOPs
+    reasons=(
+        Reason(
+            "Recompute cost more time than its extra FLOPs: a step of a model this "
+            "small takes milliseconds, and costs that do not shrink with the FLOPs "
+            "weigh on it, the checkpoint machinery running once per block and "
+            "selective checkpointing inspecting every operator in Python.",
+            when=(("full_extra_time", ">", "full_extra_flops"),),
+        ),
+        Reason(
+            "The time followed the FLOPs: the recomputed forward runs the same "
+            "matmuls at the same speed, so full recompute costs about its third of "
+            "the blocks' FLOPs and selective about its few per cent.",
+        ),
+    ),
 )
 
 
-# --- recompute-3: another model's memory under each strategy --------------------------
+# --- recompute-3: what doubling s does to each strategy's memory --------------------
 
 
 def _shape(model):
@@ -128,10 +143,18 @@ def _shape(model):
     return cfg.d_model, cfg.n_heads, cfg.n_layers
 
 
-def _recompute_3(model, seq_len, batch):
+def _memory(model, seq_len, batch):
     h, a, L = _shape(model)
-    plans = formulas.checkpoint_plans(seq_len, batch, h, a, L)
-    return {f"{k}_gib": p.memory_bytes / GIB for k, p in plans.items()}
+    return {
+        k: p.memory_bytes
+        for k, p in formulas.checkpoint_plans(seq_len, batch, h, a, L).items()
+    }
+
+
+def _recompute_3(model, seq_len, batch, factor):
+    before = _memory(model, seq_len, batch)
+    after = _memory(model, factor * seq_len, batch)
+    return {f"{k}_growth": after[k] / before[k] for k in ("none", "selective", "full")}
 
 
 def _layer(model, seq_len, batch, mode="none"):
@@ -140,78 +163,44 @@ def _layer(model, seq_len, batch, mode="none"):
     return formulas.activation_bytes_per_layer(seq_len, batch, h, a, mode), L
 
 
-def _sqrt_plan(c=None, whole=True, segment=True):
-    """Chen's plan computed another way: ``c`` checkpoints (ceil(sqrt L) by
-    default), a segment of L/c layers not rounded up (``whole=False``), or the
-    segment being recomputed left out (``segment=False``)."""
-
-    def value(model, seq_len, batch):
-        A, L = _layer(model, seq_len, batch)
-        input_bytes, _ = _layer(model, seq_len, batch, "full")
-        k = c(L) if c else formulas.sqrt_segments(L)
-        layers = (math.ceil(L / k) if whole else L / k) if segment else 0
-        return (k * input_bytes + layers * A) / GIB
-
-    return value
-
-
 RECOMPUTE_3 = exercise(
     "recompute-3",
     level=1,
-    kind="compute",
-    inputs={"model": "MT-NLG 530B", "seq_len": 2048, "batch": 1},
+    kind="derive",
+    inputs={"model": "MT-NLG 530B", "seq_len": 2048, "batch": 1, "factor": 2},
     answers={
-        "none_gib": Real("GiB", "activation memory without recompute", 0.01),
-        "selective_gib": Real("GiB", "with selective recompute", 0.01),
-        "sqrt_gib": Real("GiB", "with sqrt(L) segments, c = ceil(sqrt L)", 0.01),
-        "full_gib": Real("GiB", "with full recompute", 0.01),
+        "none_growth": Real("count", "the factor without recompute", 0.01),
+        "selective_growth": Real("count", "the factor with selective recompute", 0.01),
+        "full_growth": Real("count", "the factor with full recompute", 0.01),
     },
     key=_recompute_3,
     mistakes=(
         Mistake(
-            "none_gib",
-            "the attention core left out",
-            "without recompute every layer also keeps its 5as^2b bytes of "
-            "scores, softmax and dropout.",
-            lambda **i: _recompute_3(**i)["selective_gib"],
+            "none_growth",
+            "everything as s^2",
+            "only the 5as^2b attention core grows as s^2; the 34sbh grows as s.",
+            lambda factor, **_: float(factor**2),
         ),
         Mistake(
-            "none_gib",
-            "one layer instead of L",
-            "the model has L layers, and each keeps A.",
-            lambda **i: _layer(**i)[0] / GIB,
+            "none_growth",
+            "everything as s",
+            "the 5as^2b attention core grows as s^2: at this length it is most "
+            "of what a layer keeps.",
+            lambda factor, **_: float(factor),
         ),
         Mistake(
-            "selective_gib",
-            "one layer instead of L",
-            "selective keeps 34sbh in every one of the L layers.",
-            lambda **i: _layer(**i, mode="selective")[0] / GIB,
+            "selective_growth",
+            "the attention core kept",
+            "selective recompute drops the 5as^2b term: what is left, 34sbh, "
+            "grows as s.",
+            lambda **i: _recompute_3(**i)["none_growth"],
         ),
         Mistake(
-            "sqrt_gib",
-            "L/c layers a segment, not rounded up",
-            "a segment holds whole layers: ceil(L/c) of them.",
-            _sqrt_plan(whole=False),
-        ),
-        Mistake(
-            "sqrt_gib",
-            "c = floor(sqrt L)",
-            "Chen's plan rounds sqrt L up: c = ceil(sqrt L).",
-            _sqrt_plan(c=lambda L: math.isqrt(L)),
-        ),
-        Mistake(
-            "sqrt_gib",
-            "the checkpoints alone",
-            "while backward recomputes a segment, that segment's activations "
-            "are all alive: add ceil(L/c) A.",
-            _sqrt_plan(segment=False),
-        ),
-        Mistake(
-            "full_gib",
-            "L I without the layer being recomputed",
-            "backward rebuilds one layer at a time, and holds its A bytes while "
-            "it does.",
-            lambda **i: _layer(**i, mode="full")[0] * _layer(**i)[1] / GIB,
+            "full_growth",
+            "the layer inputs alone",
+            "full recompute also holds one whole layer, scores included, while "
+            "backward rebuilds it: L I + A.",
+            lambda factor, **_: float(factor),
         ),
     ),
 )
@@ -290,7 +279,7 @@ RECOMPUTE_4 = exercise(
             "bound_gib",
             "full recompute's L I + A",
             "that is the memory at c = L, a little above the bound.",
-            lambda **i: _recompute_3(**i)["full_gib"],
+            lambda **i: _memory(**i)["full"] / GIB,
         ),
     ),
 )
@@ -323,7 +312,7 @@ RECOMPUTE_5 = exercise(
         "tokens_per_s": 1_000_000,
     },
     answers={
-        "mfu": Real("fraction", "MFU, 6N + 12Lhs a token", 0.01),
+        "mfu": Real("fraction", "MFU, 6N_matmul + 12Lhs a token", 0.01),
         "hfu": Real("fraction", "HFU, the recomputed forward counted", 0.01),
     },
     key=_recompute_5,
@@ -337,8 +326,9 @@ RECOMPUTE_5 = exercise(
         ),
         Mistake(
             "mfu",
-            "6N instead of 6N + 12Lhs",
-            "at s = 8192 the attention term adds 12Lhs FLOPs a token.",
+            "6N instead of 6N_matmul + 12Lhs",
+            "count the matmul weights, N_matmul (not the embedding), and at "
+            "s = 8192 add the attention term, 12Lhs FLOPs a token.",
             _six_n,
         ),
         Mistake(
@@ -358,93 +348,77 @@ RECOMPUTE_5 = exercise(
             "hfu",
             "4/3 of the 6N MFU",
             "the recomputed forward includes the attention matmuls: "
-            "8N + 16Lhs a token.",
+            "8N_matmul + 16Lhs a token.",
             lambda **i: 4 / 3 * _six_n(**i),
         ),
     ),
 )
 
 
-# --- recompute-6: the best whole number of segments, in code --------------------------
+# --- recompute-6: when a checkpoint at every layer is best ---------------------------
 
 
-def _rounded_optimum(L, A, input_bytes):
-    return min(L, max(1, round(math.sqrt(L * A / input_bytes))))
+def _ratio(model, seq_len, batch):
+    """A / I under Korthikanti's count: 17 + 2.5 a s / h."""
+    return _layer(model, seq_len, batch)[0] / _layer(model, seq_len, batch, "full")[0]
 
 
-def _chen(L, A, input_bytes):
-    return math.ceil(math.sqrt(L))
+def _first_s(model, batch, target, at_least=False):
+    """The smallest whole s whose A / I passes ``target`` (or reaches it)."""
+
+    def ratio(s):
+        r = _ratio(model, s, batch)
+        return r + (1e-9 * r if at_least else 0.0)
+
+    return first_s_above(ratio, target, 1.0)
 
 
-def _without_ceiling(L, A, input_bytes):
-    return min(range(1, L + 1), key=lambda c: c * input_bytes + L / c * A)
-
-
-PRINTED = {(32, 97, 1): 32, (16, 1, 1): 4}  # the statement's two examples
-
-
-def _printed_cases(L, A, input_bytes):
-    return PRINTED.get((L, A, input_bytes), L)
-
-
-def _segments_arguments(st):
-    """(L, A, input_bytes): up to 200 layers, a layer input I of 1 kB to 1 GB, and a
-    layer that keeps from 1 to 500 times its input, A = r I."""
-
-    def build(args):
-        L, i, r = args
-        return L, r * i, i
-
-    return st.tuples(
-        st.integers(1, 200), st.floats(1e3, 1e9), st.floats(1.0, 500.0)
-    ).map(build)
+def _recompute_6(model, batch):
+    L = _shape(model)[2]
+    threshold = formulas.every_layer_ratio(L)
+    return {"ratio": threshold, "seq_len": _first_s(model, batch, threshold)}
 
 
 RECOMPUTE_6 = exercise(
     "recompute-6",
     level=2,
-    kind="code",
-    code=Code(
-        name="best_segments",
-        params=("L", "A", "input_bytes"),
-        reference=formulas.best_segments,
-        cases=(
-            (32, 97, 1),  # Llama-2-7B at s = 4096: a checkpoint at every layer
-            (16, 1, 1),  # a layer that keeps only its input: sqrt(L)
-            (105, 49, 1),  # MT-NLG 530B at s = 2048
-            (17, 3.3, 1),
-            (33, 1.7, 1),
-            (96, 57, 1),  # GPT-3 175B at s = 2048
-            (2, 1, 1),  # a tie: the smaller c
-            (1, 10, 1),
+    kind="derive",
+    inputs={"model": "MT-NLG 530B", "batch": 1},
+    answers={
+        "ratio": Real("count", "the A/I above which c = L has the least memory", 0.003),
+        "seq_len": Integer("tokens", "the smallest whole s where that holds"),
+    },
+    key=_recompute_6,
+    mistakes=(
+        Mistake(
+            "ratio",
+            "the continuous optimum c* = L",
+            "c* = sqrt(L A / I) ignores that segments hold whole layers: compare "
+            "c = L with the c whose segments first hold two layers.",
+            lambda model, **_: float(_shape(model)[2]),
         ),
-        arguments=_segments_arguments,
-        mistakes=(
-            WrongFunction(
-                "the continuous optimum rounded",
-                "c* = sqrt(L A / I) minimises c I + (L/c) A, but a segment holds "
-                "whole layers: compare c I + ceil(L/c) A over every whole c.",
-                _rounded_optimum,
-            ),
-            WrongFunction(
-                "Chen's ceil(sqrt L)",
-                "that is the optimum only for layers that keep about as much as "
-                "their input; the memory depends on A and I.",
-                _chen,
-            ),
-            WrongFunction(
-                "L/c layers a segment, not rounded up",
-                "the segment being recomputed holds ceil(L/c) whole layers.",
-                _without_ceiling,
-            ),
-            WrongFunction(
-                "the printed examples hard-coded",
-                "the check tries many other L, A and I: compute the memory of "
-                "each whole c.",
-                _printed_cases,
+        Mistake(
+            "ratio",
+            "L/2 without whole segments",
+            "the rival is a whole c: c = ceil(L/2) checkpoints, segments of at "
+            "most two layers. Compare c I + 2A with L I + A.",
+            lambda model, **_: _shape(model)[2] / 2,
+        ),
+        Mistake(
+            "seq_len",
+            "the continuous optimum c* = L",
+            "c* = sqrt(L A / I) ignores that segments hold whole layers.",
+            lambda model, batch: _first_s(model, batch, float(_shape(model)[2])),
+        ),
+        Mistake(
+            "seq_len",
+            "the tie counted as a win",
+            "at the threshold c = L and its rival keep the same bytes, and the "
+            "smaller c is kept: s must pass it.",
+            lambda model, batch: _first_s(
+                model, batch, formulas.every_layer_ratio(_shape(model)[2]), True
             ),
         ),
-        max_examples=30,
     ),
 )
 
@@ -452,6 +426,156 @@ RECOMPUTE_6 = exercise(
 
 # The reader's own count: no key, the solution explains what the fit shows.
 RECOMPUTE_7 = exercise("recompute-7", level=2, kind="measure")
+
+# --- recompute-8: a memory bill that overflows --------------------------------------
+
+_FIXES = {
+    "none": "none: it fits as it is",
+    "selective": "selective recompute",
+    "full": "full recompute",
+}
+
+
+def _recompute_8(seed):
+    bill = cases.memory_bill(seed)
+    return {
+        "strategy": cases.fix(bill),
+        "extra_flops": cases.extra_flops(bill),
+        "headroom_gib": cases.headroom_gib(bill),
+    }
+
+
+def _headroom_with(seed, shards=None, layer_only=False):
+    """The headroom another way: the model state on ``shards`` GPUs instead
+    of the bill's, or full recompute's L I without the layer being rebuilt."""
+    bill = cases.memory_bill(seed)
+    total = bill.total_with(cases.fix(bill))
+    if shards is not None:
+        total += bill.state_gib * (bill.shards / shards - 1)
+    if layer_only:
+        total -= (
+            formulas.activation_bytes_per_layer(
+                bill.seq_len, bill.micro_batch, bill.d_model, bill.n_heads
+            )
+            / GIB
+        )
+    return bill.hbm_gib - total
+
+
+RECOMPUTE_8 = exercise(
+    "recompute-8",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 1},
+    answers={
+        "strategy": Choice(
+            "the strategy that fits at the fewest extra FLOPs",
+            options=_FIXES,
+            hints={
+                "none": "add the bill up: it passes the GPU's memory.",
+                "selective": "selective keeps 34 sbh in every layer: add that to "
+                "the state and the logits and compare with the GPU.",
+                "full": "selective recompute fits here, for far fewer FLOPs.",
+            },
+        ),
+        "extra_flops": Real(
+            "fraction", "its extra FLOPs, a share of the step without it", 0.01
+        ),
+        "headroom_gib": Real("GiB", "the memory the GPU has left with it", 0.01),
+    },
+    key=_recompute_8,
+    mistakes=(
+        Mistake(
+            "extra_flops",
+            "a share of the recomputing step",
+            "the overhead is a share of the step without recompute: for full "
+            "recompute three forwards' worth, not four.",
+            lambda seed: (
+                _recompute_8(seed)["extra_flops"]
+                / (1 + _recompute_8(seed)["extra_flops"])
+            ),
+        ),
+        Mistake(
+            "headroom_gib",
+            "the model state not sharded",
+            "ZeRO-3 splits the 16 bytes a parameter over the 8 GPUs: each holds "
+            "an eighth of the state.",
+            lambda seed: _headroom_with(seed, shards=1),
+        ),
+        Mistake(
+            "headroom_gib",
+            "L I without the layer being rebuilt",
+            "full recompute holds one whole layer while backward rebuilds it: L I + A.",
+            lambda seed: (
+                _headroom_with(seed, layer_only=True)
+                if _recompute_8(seed)["strategy"] == "full"
+                else None
+            ),
+        ),
+    ),
+)
+
+
+# --- recompute-9: a memory trace with layers left without a checkpoint --------------
+
+_PATTERNS = {
+    "even": "layers 0, 2, 4, ...",
+    "odd": "layers 1, 3, 5, ...",
+    "first_quarter": "the first quarter of the layers",
+    "last_quarter": "the last quarter of the layers",
+}
+
+
+def _recompute_9(seed):
+    trace = cases.checkpoint_trace(seed)
+    return {"unwrapped": trace.pattern, "saved_gib": cases.wrapping_saves_gib(trace)}
+
+
+def _saved_another_way(seed, per_layer="A - I", layers="missed"):
+    trace = cases.checkpoint_trace(seed)
+    n = (
+        len(cases.unwrapped_layers(trace.pattern, trace.n_layers))
+        if layers == "missed"
+        else trace.n_layers
+    )
+    lb = trace.layer
+    each = lb.none if per_layer == "A" else lb.none - lb.full
+    return n * each / GIB
+
+
+RECOMPUTE_9 = exercise(
+    "recompute-9",
+    level=2,
+    kind="diagnose",
+    inputs={"seed": 2},
+    answers={
+        "unwrapped": Choice(
+            "the layers that run without a checkpoint",
+            options=_PATTERNS,
+            hints={
+                name: "a layer without a checkpoint adds all of its A bytes, a "
+                "checkpointed one only its input I: find the tall bars."
+                for name in _PATTERNS
+            },
+        ),
+        "saved_gib": Real("GiB", "what checkpointing them too saves", 0.005),
+    },
+    key=_recompute_9,
+    mistakes=(
+        Mistake(
+            "saved_gib",
+            "A a layer, not A - I",
+            "a checkpointed layer still keeps its input I: each saves A - I.",
+            lambda seed: _saved_another_way(seed, per_layer="A"),
+        ),
+        Mistake(
+            "saved_gib",
+            "every layer counted",
+            "the other layers are checkpointed already: count only the tall bars.",
+            lambda seed: _saved_another_way(seed, layers="all"),
+        ),
+    ),
+)
 
 EXERCISES = register(
     RECOMPUTE_1,
@@ -461,4 +585,6 @@ EXERCISES = register(
     RECOMPUTE_5,
     RECOMPUTE_6,
     RECOMPUTE_7,
+    RECOMPUTE_8,
+    RECOMPUTE_9,
 )

@@ -36,6 +36,7 @@ from mlbook.common_torch.gpt import GPT, MLP, Block, CausalSelfAttention, random
 from mlbook.recompute.formulas import (
     SCORE_ITEMS,
     block_saved_items,
+    layer_bytes,
     layer_forward_flops,
 )
 
@@ -645,3 +646,67 @@ def flop_check(res: MeasuredStrategies) -> FlopCheck:
         head_flops=head_flops(cfg, s, b),
         none_flops=none,
     )
+
+
+# --- a whole model, traced on fake tensors ------------------------------------------
+
+
+@dataclass(frozen=True)
+class TracedStrategy:
+    """One recompute strategy for a whole model: the chapter's count of what
+    its layers keep (None where the chapter has no count for the strategy)
+    beside the bytes a training step's forward pass keeps, traced on fake
+    tensors (mlbook.common_torch.memtrace): in the layers, their norms' fp32
+    statistics (which the count leaves out), and outside the layers."""
+
+    model: str
+    strategy: str
+    counted_bytes: float | None
+    traced_layers_bytes: float
+    norm_stats_bytes: float
+    outside_layers_bytes: float
+
+    @property
+    def ratio(self) -> float:
+        """Traced over counted, the norms' statistics set aside."""
+        if self.counted_bytes is None:
+            return float("nan")
+        return (self.traced_layers_bytes - self.norm_stats_bytes) / self.counted_bytes
+
+
+def traced_strategies(cfg: TransformerConfig, s: int, b: int) -> list[TracedStrategy]:
+    """``cfg``'s whole model at ``s`` tokens and micro-batch ``b`` under each
+    recompute strategy the tracer builds: the count (layer_bytes for the
+    model's own block: no dropout, its SwiGLU width, K and V at every head)
+    beside the trace. "selective" recomputes the attention core, as the count
+    does; "selective_matmuls" is this chapter's PyTorch policy, for which
+    there is no count."""
+    from mlbook.common_torch import memtrace
+
+    counts = layer_bytes(
+        s,
+        b,
+        cfg.d_model,
+        cfg.n_heads,
+        dropout=False,
+        d_ff_mult=cfg.d_ff / cfg.d_model,
+        mlp="swiglu",
+    )
+    rows = []
+    for strategy in memtrace.STRATEGIES:
+        acts = memtrace.traced_activations(cfg, s, b, recompute=strategy)
+        counted = getattr(counts, strategy, None)
+        # two RMSNorms a layer keep an fp32 inverse RMS per token, except
+        # under full recompute, which keeps only the layer's input
+        stats = 0 if strategy == "full" else 2 * 4 * s * b
+        rows.append(
+            TracedStrategy(
+                cfg.name,
+                strategy,
+                None if counted is None else cfg.n_layers * counted,
+                cfg.n_layers * acts.per_layer_bytes,
+                cfg.n_layers * stats,
+                acts.outside_layers_bytes,
+            )
+        )
+    return rows

@@ -1,4 +1,6 @@
-"""Figures of the activation-recompute chapter."""
+"""Figures of the activation-recompute chapter: a block with what it keeps for
+backward under each strategy, memory against sequence length, the measured
+strategies, selective's overhead, and a diagnosis exercise's memory trace."""
 
 from __future__ import annotations
 
@@ -15,6 +17,87 @@ LABELS = {
     "sqrt": "sqrt(L) segments",
     "full": "full",
 }
+
+
+# The operation of a block whose backward reads each saved item, in the
+# forward's order (block_saved_items' names; GELU and SwiGLU MLPs).
+SAVED_BY = {
+    "norm 1 input": "LayerNorm 1",
+    "QKV matmul input": "Q, K, V projections",
+    "Q and K (for Q K^T)": "scores Q K^T",
+    "softmax output": "softmax",
+    "softmax dropout mask": "dropout",
+    "dropped-out probabilities (for P V)": "P V",
+    "V (for P V)": "P V",
+    "output projection input": "output projection",
+    "attention dropout mask": "dropout",
+    "norm 2 input": "LayerNorm 2",
+    "MLP input": "MLP up",
+    "GELU input": "GELU",
+    "MLP second matmul input": "MLP down",
+    "gate output (SiLU input)": "SiLU",
+    "SiLU output": "SiLU(gate) x up",
+    "up output": "SiLU(gate) x up",
+    "down matmul input": "MLP down",
+    "MLP dropout mask": "dropout",
+}
+MODES = ("none", "selective", "full")
+
+
+def block_saved(s: int, b: int, h: int, a: int, **knobs):
+    """One transformer layer as the list of what its backward reads, in
+    forward order: the operation, the tensor and its bytes (a multiple of sbh
+    or a s^2 b), and for each strategy (none, selective, full) a bar as long
+    as its bytes, filled where the strategy keeps it and hatched where it
+    recomputes it; each column's total per layer in GiB below
+    (recompute.kept_items, which sum to recompute.layer_bytes). ``knobs``
+    are block_saved_items' (storage sizes, dropout, MLP). Each bar's gid is
+    "mode|item|kept" or "mode|item|recomputed"."""
+    items = recompute.block_saved_items(s, b, h, a, **knobs)
+    unit = recompute.block_saved_items(1, 1, 1, 1, **knobs)
+    rows = [k for k, v in items.items() if v]
+    kept = {m: recompute.kept_items(items, m) for m in MODES}
+    fig, ax = new_figure(size=(8.4, 0.34 * len(rows) + 1.4), layout="constrained")
+    ax.grid(False)
+    left = {m: 5.4 + 1.3 * j for j, m in enumerate(MODES)}
+    biggest = max(items.values())
+    for i, item in enumerate(rows):
+        y = -i
+        term = "a s²b" if item in recompute.SCORE_ITEMS else "sbh"
+        op = SAVED_BY.get(item, "")
+        if item == "MLP input" and knobs.get("mlp") == "swiglu":
+            op = "gate and up projections"
+        ax.text(0.0, y, op, va="center", fontsize=8.5)
+        ax.text(1.75, y, f"{item}: {unit[item]:g} {term}", va="center", fontsize=8.5)
+        for j, m in enumerate(MODES):
+            keep = item in kept[m]
+            ax.barh(
+                y,
+                1.1 * items[item] / biggest,
+                left=left[m],
+                height=0.6,
+                color=f"C{j}" if keep else "none",
+                edgecolor=f"C{j}",
+                hatch=None if keep else "////",
+                lw=0.8,
+                gid=f"{m}|{item}|{'kept' if keep else 'recomputed'}",
+            )
+    for j, m in enumerate(MODES):
+        total = sum(kept[m].values()) / GIB
+        ax.text(left[m], 1.0, m, fontsize=8.5, weight="bold", color=f"C{j}")
+        ax.text(left[m], -len(rows), f"{total:.3g} GiB", fontsize=8, va="center")
+    ax.text(0.0, 1.0, "backward of", fontsize=8.5, weight="bold")
+    ax.text(1.75, 1.0, "reads this tensor", fontsize=8.5, weight="bold")
+    ax.text(1.75, -len(rows), "kept per layer", fontsize=8, va="center")
+    ax.set_xlim(-0.1, left[MODES[-1]] + 1.3)
+    ax.set_ylim(-len(rows) - 0.7, 1.7)
+    ax.set_axis_off()
+    ax.set_title(
+        f"One layer at s={s:,}, b={b}, h={h:,}, a={a}: filled = kept for "
+        "backward, hatched = recomputed",
+        fontsize=9,
+    )
+    return fig
 
 
 def memory_vs_seq_len(
@@ -104,4 +187,23 @@ def selective_overhead_vs_seq_len(
     ax.set_ylabel("selective's extra FLOPs")
     percent_axis(ax)
     ax.legend(fontsize=8)
+    return fig
+
+
+def checkpoint_trace(trace):
+    """What each layer's forward added to the activation memory a run keeps
+    (a cases.CheckpointTrace), one bar a layer, with the run's total."""
+    kept = list(trace.kept_gib)
+    added = [kept[0]] + [b - a for a, b in zip(kept, kept[1:], strict=False)]
+    fig, ax = new_figure(size=(7.0, 3.0))
+    ax.bar(range(len(added)), added, color="C0")
+    ax.set_xticks(range(len(added)), [str(i) for i in range(len(added))], fontsize=7)
+    ax.set_xlabel("layer (0 is the first)")
+    ax.set_ylabel("kept by its forward (GiB)")
+    ax.set_title(
+        f"full recompute configured; h={trace.d_model:,}, a={trace.n_heads}, "
+        f"s={trace.seq_len:,}, b={trace.micro_batch}, 16-bit: {kept[-1]:.2f} GiB "
+        "kept after the forward",
+        fontsize=8.5,
+    )
     return fig

@@ -55,6 +55,16 @@ REPORTED_THROUGHPUT_GAIN = (0.29, 0.32)
 REPORTED_SOURCE = "Korthikanti et al. 2022, arXiv:2205.05198, Tables 4 and 5"
 
 
+def _check_shape(s, b, h, a, recompute="none"):
+    """(s, b, h, a) as ints, or a ValueError naming the first that breaks its
+    rule (positive integers, a divides h, a known recompute mode)."""
+    named = zip("sbha", (s, b, h, a), strict=True)
+    s, b, h, a = (validate.positive_int(n, v) for n, v in named)
+    validate.divides("a", a, "h", h)
+    validate.one_of("recompute", recompute, RECOMPUTE_MODES)
+    return s, b, h, a
+
+
 def _check_d_ff_mult(d_ff_mult):
     return validate.positive("d_ff_mult", d_ff_mult)
 
@@ -88,12 +98,7 @@ def activation_bytes_per_layer(
     dropout, P V) and drops the 5 a s^2 b term: 34 sbh. recompute="full" keeps
     only the layer's input, 2 sbh, and recomputes the rest.
     """
-    s = validate.positive_int("s", s)
-    b = validate.positive_int("b", b)
-    h = validate.positive_int("h", h)
-    a = validate.positive_int("a", a)
-    validate.divides("a", a, "h", h)
-    validate.one_of("recompute", recompute, RECOMPUTE_MODES)
+    s, b, h, a = _check_shape(s, b, h, a, recompute)
     if recompute == "full":
         return 2 * s * b * h
     selective = 34 * s * b * h
@@ -119,6 +124,15 @@ def layer_forward_flops(
     return b * s * (8 * h * h + 2 * _mlp_matmuls(mlp) * h * (m * h) + 4 * s * h)
 
 
+def _check_core(s, h, d_ff_mult):
+    """(s, h, d_ff_mult), checked: positive integers and a positive width."""
+    return (
+        validate.positive_int("s", s),
+        validate.positive_int("h", h),
+        (_check_d_ff_mult(d_ff_mult)),
+    )
+
+
 def attention_core_fraction(
     s: int, h: int, d_ff_mult: float = 4.0, mlp: str = "gelu"
 ) -> float:
@@ -129,9 +143,7 @@ def attention_core_fraction(
     This is what selective recompute runs a second time; divided by 3 it is
     selective's extra FLOPs as a share of a training step. It grows with s.
     """
-    s = validate.positive_int("s", s)
-    h = validate.positive_int("h", h)
-    m = _check_d_ff_mult(d_ff_mult)
+    s, h, m = _check_core(s, h, d_ff_mult)
     core = 4 * s * h
     return core / (8 * h * h + 2 * _mlp_matmuls(mlp) * h * (m * h) + core)
 
@@ -241,6 +253,24 @@ def block_saved_items(
         }
     items["MLP dropout mask"] = mask_bytes * sbh if dropout else 0
     return {k: (int(v) if float(v).is_integer() else v) for k, v in items.items()}
+
+
+def kept_items(items: dict, mode: str = "none") -> dict:
+    """The items of ``block_saved_items`` a layer keeps from its forward to
+    its backward under recompute ``mode``: all of them ("none"), all but the
+    s x s score items ("selective"), or the layer's input alone ("full": the
+    first norm's input, which is the layer's input). Their bytes sum to
+    layer_bytes' field of the same name."""
+    validate.one_of("mode", mode, RECOMPUTE_MODES)
+    if not isinstance(items, dict) or "norm 1 input" not in items:
+        raise ValueError(
+            f"items must be block_saved_items' dict, got {type(items).__name__}"
+        )
+    if mode == "full":
+        return {"norm 1 input": items["norm 1 input"]}
+    if mode == "selective":
+        return {k: v for k, v in items.items() if k not in SCORE_ITEMS}
+    return dict(items)
 
 
 @dataclass(frozen=True)
@@ -376,6 +406,32 @@ def best_segments(L: int, A: float, input_bytes: float) -> int:
     return min(range(1, L + 1), key=memory)  # the first of equals: the smaller c
 
 
+def every_layer_ratio(L: int) -> float:
+    """The A/I above which a checkpoint at every layer (c = L) keeps less than
+    any other whole number of segments: c I + ceil(L/c) A exceeds L I + A
+    exactly when A/I > (L - c) / (ceil(L/c) - 1), so the threshold is the
+    largest of these over c < L (0.0 for L = 1). At a tie best_segments keeps
+    the smaller c. It is about L/2, reached at c = ceil(L/2), the first c
+    whose segments hold two layers: far below the L at which the continuous
+    optimum c* = sqrt(L A / I) reaches L."""
+    L = validate.positive_int("L", L)
+    ratios = [(L - c) / (math.ceil(L / c) - 1) for c in range(1, L)]
+    return max(ratios, default=0.0)
+
+
+def _check_plans(s, b, h, a, L, layer):
+    """(L, layer): L checked, and the LayerBytes given or, for None,
+    Korthikanti's count for (s, b, h, a)."""
+    L = validate.positive_int("L", L)
+    if layer is None:
+        return L, LayerBytes(
+            *(activation_bytes_per_layer(s, b, h, a, r) for r in RECOMPUTE_MODES)
+        )
+    if not isinstance(layer, LayerBytes):
+        raise ValueError(f"layer must be a LayerBytes, got {layer!r}")
+    return L, layer
+
+
 def checkpoint_plans(
     s: int,
     b: int,
@@ -393,13 +449,7 @@ def checkpoint_plans(
     use a d_ff_mult x h wide ``mlp`` and leave out the LM head, which no
     strategy recomputes.
     """
-    L = validate.positive_int("L", L)
-    if layer is None:
-        layer = LayerBytes(
-            *(activation_bytes_per_layer(s, b, h, a, r) for r in RECOMPUTE_MODES)
-        )
-    elif not isinstance(layer, LayerBytes):
-        raise ValueError(f"layer must be a LayerBytes, got {layer!r}")
+    L, layer = _check_plans(s, b, h, a, L, layer)
     A, input_bytes = layer.none, layer.full
     c = sqrt_segments(L)
     return {

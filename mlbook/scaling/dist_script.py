@@ -112,7 +112,7 @@ def task_allreduce(args) -> dict:
     scratch = torch.zeros(args.flush_bytes // 4) if args.flush_bytes else None
     buffers = [torch.ones(s // 4) for s in sizes]  # fp32: 4 bytes a value
     budget = args.budget_s * len(sizes)
-    blocks = _rounds(buffers, args.blocks, budget, scratch)
+    blocks = _rounds(buffers, args.blocks, budget, scratch, args.repeats)
     rounds = 0
     # Interference from other processes only ever adds time: while a size's
     # best block lies far from the fit, every size is measured again and the
@@ -125,7 +125,9 @@ def task_allreduce(args) -> dict:
             rounds -= 1
             break
         for b, more in zip(
-            blocks, _rounds(buffers, args.blocks, budget, scratch), strict=True
+            blocks,
+            _rounds(buffers, args.blocks_again, budget, scratch, args.repeats),
+            strict=True,
         ):
             b.extend(more)
     return {"n_ranks": world, "sizes": sizes, "blocks": blocks, "rounds": rounds}
@@ -392,6 +394,8 @@ def main(argv=None) -> None:
     # all-reduce sweep
     p.add_argument("--sizes", default="1024,65536")
     p.add_argument("--blocks", type=int, default=3)
+    p.add_argument("--blocks-again", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--budget-s", type=float, default=0.1)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--flush-bytes", type=int, default=64 << 20)

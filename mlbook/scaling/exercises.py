@@ -6,16 +6,18 @@ import math
 
 from mlbook.common import accelerators, transformer
 from mlbook.judge import (
+    Choice,
     Code,
     Integer,
     Mistake,
     Real,
+    Reason,
     WrongFunction,
     exercise,
     register,
 )
 from mlbook.mfu import flops
-from mlbook.scaling import formulas
+from mlbook.scaling import artifacts, formulas
 
 POWERS_OF_TWO = tuple(2**i for i in range(15))  # data-parallel sizes 1 .. 16384
 
@@ -339,6 +341,265 @@ SCALING_6 = exercise(
             0.1,
         ),
     },
+    # why: one bucket overlaps nothing; did the 1 MiB buckets hide more?
+    reasons=(
+        Reason(
+            "More showed than a whole all-reduce takes on its own: an all-reduce "
+            "also waits for the slower rank, so any time one rank loses to other "
+            "work on the machine shows up as exposed communication.",
+            when=(("exposed_share", ">", 150),),
+        ),
+        Reason(
+            "One bucket starts its all-reduce only when backward has produced the "
+            "last gradient, so nothing is left to overlap with and nearly all of it "
+            "adds to the step; the 1 MiB buckets started while backward was still "
+            "running and hid part of theirs.",
+            when=(("exposed_share", ">=", 80), ("small_share", "<", "exposed_share")),
+        ),
+        Reason(
+            "One bucket starts its all-reduce only when backward has produced the "
+            "last gradient, so nearly all of it adds to the step; the 1 MiB buckets "
+            "did no better here, each paying the latency again while the cores "
+            "that could overlap them were busy computing.",
+            when=(("exposed_share", ">=", 80),),
+        ),
+        Reason(
+            "One bucket has nothing to overlap with, yet less than a whole "
+            "all-reduce showed: on a CPU the ranks' computation and gloo's threads "
+            "share the same cores, so the step and the all-reduce it is compared "
+            "with both move with how busy those cores are.",
+        ),
+    ),
 )
 
-EXERCISES = register(SCALING_1, SCALING_2, SCALING_3, SCALING_4, SCALING_5, SCALING_6)
+
+# --- scaling-7: diagnose an all-reduce sweep: alpha, S*, and DDP's buckets ---------
+
+GB = 1e9
+MIB = 2**20
+BOUND = {
+    "latency": "latency-bound: the 2(N - 1) alpha term is the larger",
+    "bandwidth": "bandwidth-bound: the 2(N - 1)/N S/B term is the larger",
+}
+
+
+def _bound(log, bucket_bytes) -> str:
+    s_star = formulas.crossover_bytes(log.n_ranks, log.alpha_s, log.link_bytes_per_s)
+    return "latency" if bucket_bytes < s_star else "bandwidth"
+
+
+def _saved_ms(log, grad_gb, bucket_mib, new_bucket_mib, alpha_steps=None):
+    """What buckets of ``new_bucket_mib`` save over ``bucket_mib`` per step;
+    ``alpha_steps`` replaces the 2 (N - 1) latency steps (a mistake)."""
+    if alpha_steps is not None:  # alpha paid alpha_steps times a message
+        scale = alpha_steps / (2 * (log.n_ranks - 1))
+        log = artifacts.SweepLog(**{**vars(log), "alpha_s": log.alpha_s * scale})
+    grads = grad_gb * GB
+    old = artifacts.bucket_allreduce_s(log, grads, bucket_mib * MIB)
+    new = artifacts.bucket_allreduce_s(log, grads, new_bucket_mib * MIB)
+    return (old - new) * 1e3
+
+
+def _scaling_7(seed, n_ranks, bucket_mib, grad_gb, new_bucket_mib):
+    log = artifacts.allreduce_log(seed, n_ranks)
+    return {
+        "alpha_s": log.alpha_s,
+        "s_star_bytes": formulas.crossover_bytes(
+            n_ranks, log.alpha_s, log.link_bytes_per_s
+        ),
+        "bound": _bound(log, bucket_mib * MIB),
+        "saved_ms": _saved_ms(log, grad_gb, bucket_mib, new_bucket_mib),
+    }
+
+
+def _s_star_from(seed, n_ranks, use_algbw=False, with_n=True, **_):
+    log = artifacts.allreduce_log(seed, n_ranks)
+    b = log.link_bytes_per_s
+    if use_algbw:  # S / T at the plateau: N / (2 (N - 1)) of B
+        b *= n_ranks / (2 * (n_ranks - 1))
+    return (n_ranks if with_n else 1) * log.alpha_s * b
+
+
+SCALING_7 = exercise(
+    "scaling-7",
+    level=2,
+    kind="diagnose",
+    inputs={
+        "seed": 11,
+        "n_ranks": 16,
+        "bucket_mib": 1,
+        "grad_gb": 16,
+        "new_bucket_mib": 25,
+    },
+    answers={
+        "alpha_s": Real("s", "alpha, the latency of one ring step", 0.1),
+        "s_star_bytes": Real("bytes", "S* = N alpha B, where the terms are equal", 0.1),
+        "bound": Choice(
+            "a 1 MiB bucket on this ring is",
+            BOUND,
+            hints={
+                "bandwidth": "compare the bucket with S*: below it, the latency "
+                "term is the larger.",
+                "latency": "compare the bucket with S*: above it, the bandwidth "
+                "term is the larger.",
+            },
+        ),
+        "saved_ms": Real("ms", "what 25 MiB buckets save per step", 0.1),
+    },
+    key=_scaling_7,
+    mistakes=(
+        Mistake(
+            "alpha_s",
+            "the whole small-message time as alpha",
+            "a 1 KiB all-reduce is almost all latency, but it pays alpha at each "
+            "of the ring's 2(N - 1) steps.",
+            lambda seed, n_ranks, **_: (
+                artifacts.allreduce_log(seed, n_ranks).rows[0].time_s
+            ),
+        ),
+        Mistake(
+            "alpha_s",
+            "N - 1 steps instead of 2(N - 1)",
+            "an all-reduce is a reduce-scatter and an all-gather: N - 1 steps each.",
+            lambda seed, n_ranks, **_: (
+                2 * artifacts.allreduce_log(seed, n_ranks).alpha_s
+            ),
+        ),
+        Mistake(
+            "s_star_bytes",
+            "algbw as the link's B",
+            "the plateau of the bus bandwidth (busbw) is B; algbw = S/T is "
+            "N/(2(N - 1)) of it.",
+            lambda **i: _s_star_from(**i, use_algbw=True),
+        ),
+        Mistake(
+            "s_star_bytes",
+            "alpha B without the N",
+            "set 2(N - 1) alpha equal to 2(N - 1)/N S/B: S* = N alpha B.",
+            lambda **i: _s_star_from(**i, with_n=False),
+        ),
+        Mistake(
+            "saved_ms",
+            "one alpha per bucket instead of 2(N - 1)",
+            "every bucket is a ring all-reduce of its own: 2(N - 1) latency steps.",
+            lambda seed, n_ranks, grad_gb, bucket_mib, new_bucket_mib, **_: _saved_ms(
+                artifacts.allreduce_log(seed, n_ranks),
+                grad_gb,
+                bucket_mib,
+                new_bucket_mib,
+                alpha_steps=1,
+            ),
+        ),
+    ),
+)
+
+
+# --- scaling-8: diagnose a slow ring: which cause, and what the fix buys ------------
+
+CAUSE = {
+    "latency": "the messages are too small to reach the link's speed",
+    "slow_link": "the ring runs through a link well below its rated speed",
+    "healthy": "nothing: the ring runs near its links' rated speed",
+}
+
+
+def _scaling_8(seed, n_ranks, rated_gb_per_s, healthy_share, grad_gb):
+    log = artifacts.allreduce_log(seed, n_ranks, rated_gb_per_s * GB, "slow_link")
+    now = log.predict_s(grad_gb * GB)
+    fixed = formulas.ring_allreduce_s(
+        grad_gb * GB, n_ranks, healthy_share * rated_gb_per_s * GB, log.alpha_s
+    )
+    return {
+        "cause": "slow_link",
+        "bus_share": log.link_bytes_per_s / (rated_gb_per_s * GB),
+        "saved_ms": (now - fixed) * 1e3,
+    }
+
+
+def _scaling_8_saved(
+    seed, n_ranks, rated_gb_per_s, healthy_share, grad_gb, how="", **_
+):
+    log = artifacts.allreduce_log(seed, n_ranks, rated_gb_per_s * GB, "slow_link")
+    b_now, b_fixed = log.link_bytes_per_s, healthy_share * rated_gb_per_s * GB
+    if how == "algbw":  # the algbw plateau taken for B
+        b_now *= n_ranks / (2 * (n_ranks - 1))
+    if how == "rated":  # the fix reaches the rated speed itself
+        b_fixed = rated_gb_per_s * GB
+    share = 1.0 if how == "once" else 2 * (n_ranks - 1) / n_ranks
+    return share * grad_gb * GB * (1 / b_now - 1 / b_fixed) * 1e3
+
+
+SCALING_8 = exercise(
+    "scaling-8",
+    level=2,
+    kind="diagnose",
+    inputs={
+        "seed": 5,
+        "n_ranks": 16,
+        "rated_gb_per_s": 50,
+        "healthy_share": 0.75,
+        "grad_gb": 16,
+    },
+    answers={
+        "cause": Choice(
+            "what is wrong with this ring",
+            CAUSE,
+            hints={
+                "latency": "look at the largest messages: at a gigabyte the "
+                "latency is a rounding error, and the bus bandwidth has levelled off.",
+                "healthy": "set the plateau of the bus bandwidth against the rated "
+                "speed: a healthy ring reaches about 80 % of it.",
+            },
+        ),
+        "bus_share": Real(
+            "fraction", "the ring's bus bandwidth B, as a share of the rated speed", 0.1
+        ),
+        "saved_ms": Real("ms", "what fixing the link saves per all-reduce", 0.1),
+    },
+    key=_scaling_8,
+    mistakes=(
+        Mistake(
+            "bus_share",
+            "algbw as B",
+            "nccl-tests' busbw is 2(N - 1)/N S/T, the ring model's B; algbw = "
+            "S/T is N/(2(N - 1)) of it.",
+            lambda seed, n_ranks, rated_gb_per_s, **_: (
+                artifacts.allreduce_log(seed, n_ranks, rated_gb_per_s * GB, "slow_link")
+                .rows[-1]
+                .algbw_bytes_per_s
+                / (rated_gb_per_s * GB)
+            ),
+        ),
+        Mistake(
+            "saved_ms",
+            "S / B instead of 2(N - 1)/N S / B",
+            "each rank sends almost twice the buffer: a reduce-scatter, then an "
+            "all-gather.",
+            lambda **i: _scaling_8_saved(**i, how="once"),
+        ),
+        Mistake(
+            "saved_ms",
+            "the fixed ring at the rated speed",
+            "a healthy ring reaches the share of the rated speed the statement "
+            "gives, not all of it.",
+            lambda **i: _scaling_8_saved(**i, how="rated"),
+        ),
+        Mistake(
+            "saved_ms",
+            "algbw as B",
+            "take B from the bus bandwidth (busbw), not from algbw = S/T.",
+            lambda **i: _scaling_8_saved(**i, how="algbw"),
+        ),
+    ),
+)
+
+EXERCISES = register(
+    SCALING_1,
+    SCALING_2,
+    SCALING_3,
+    SCALING_4,
+    SCALING_5,
+    SCALING_6,
+    SCALING_7,
+    SCALING_8,
+)

@@ -98,6 +98,7 @@ class AllReduceSweep:
     flush_bytes: int  # scratch each rank writes over before each all-reduce
     wall_s: float
     setup_retries: int
+    method: str = ""  # how it was measured, in words (the flush and its cap)
 
 
 def l3_bytes() -> int | None:
@@ -116,6 +117,49 @@ def l3_bytes() -> int | None:
         return None
 
 
+FLUSH_FLOOR_BYTES = 64 * 2**20
+# What the flush may write is capped by what the measurement needs, not by the
+# cache the machine reports: a 2-core VM can report its host's whole L3 (300
+# and 480 MiB seen), and twice that, written by every rank before every
+# all-reduce, made the sweep slower than its page's budget. Four times the
+# largest message covers the bytes one all-reduce touches (its buffer, the
+# received pieces and the sums), the most a flush has to push out.
+FLUSH_CAP_MESSAGES = 4
+
+
+def flush_bytes_for(sizes_bytes, l3: int | None = None) -> int:
+    """The scratch each rank writes over before each all-reduce: twice the
+    last-level cache (``l3``, by default what ``l3_bytes`` reports), at least
+    64 MiB, and at most four times the largest message (256 MiB for the
+    default sizes up to 64 MiB)."""
+    sizes = [
+        validate.positive_int(f"sizes_bytes[{i}]", s) for i, s in enumerate(sizes_bytes)
+    ]
+    if not sizes:
+        raise ValueError("sizes_bytes must name at least one message size")
+    cache = l3_bytes() if l3 is None else validate.non_negative("l3", l3)
+    cap = max(FLUSH_FLOOR_BYTES, FLUSH_CAP_MESSAGES * max(sizes))
+    return int(min(cap, max(FLUSH_FLOOR_BYTES, 2 * (cache or 0))))
+
+
+def flush_method(flush_bytes: int, sizes_bytes, l3: int | None, chosen=True) -> str:
+    """The flush in words, with its cap (``chosen``: sized by
+    ``flush_bytes_for``, not by the caller), for the sweep's ``method``."""
+    mib = 2**20
+    if not flush_bytes:
+        return "no cache flush (0 MiB) before the all-reduces"
+    said = f"before each all-reduce every rank writes over {flush_bytes / mib:,.0f} MiB"
+    if not chosen:
+        return said + " of scratch"
+    reported = f"{l3 / mib:,.0f} MiB" if l3 else "none"
+    cap = max(FLUSH_FLOOR_BYTES, FLUSH_CAP_MESSAGES * max(sizes_bytes))
+    return (
+        f"{said} of scratch: twice the last-level cache the CPU reports "
+        f"({reported}), at least {FLUSH_FLOOR_BYTES / mib:.0f} MiB and capped at "
+        f"{cap / mib:,.0f} MiB ({FLUSH_CAP_MESSAGES} x the largest message)"
+    )
+
+
 def allreduce_sweep(
     sizes_bytes=DEFAULT_SIZES,
     n_ranks: int = 2,
@@ -124,20 +168,25 @@ def allreduce_sweep(
     rounds: int = 3,
     flush_bytes: int | None = None,
     timeout_s: float = 120.0,
+    repeats: int = 5,
+    blocks_again: int | None = None,
 ) -> AllReduceSweep:
     """Time ``dist.all_reduce`` of fp32 buffers of each size over ``n_ranks``
-    gloo ranks. Each round times a block of 5 all-reduces of every size in
-    turn and keeps each block's median; as many rounds as fit in about
-    ``budget_s`` seconds per size, and at least ``blocks``.
+    gloo ranks. Each round times a block of ``repeats`` all-reduces of every
+    size in turn and keeps each block's median; as many rounds as fit in
+    about ``budget_s`` seconds per size, and at least ``blocks``.
 
     Before every all-reduce each rank writes over ``flush_bytes`` of scratch
-    memory (default: twice this CPU's L3 cache, at least 64 MiB; 0 turns it
-    off), so each one starts with cold caches, as bytes arriving over a link
-    would. Without it, messages that fit a cache run at that cache's speed
-    and the loopback "link" looks faster for mid-sized messages.
+    memory (default ``flush_bytes_for(sizes_bytes)``: twice this CPU's L3
+    cache, at least 64 MiB, at most four times the largest message; 0 turns
+    it off), so each one starts with cold caches, as bytes arriving over a
+    link would. Without it, messages that fit a cache run at that cache's
+    speed and the loopback "link" looks faster for mid-sized messages. The
+    result's ``method`` says what was written.
 
     While some size's best block lies more than 25 % from the alpha-beta
-    fit, all sizes are measured again, up to ``rounds`` more times:
+    fit, all sizes are measured again (``blocks_again`` blocks, by default
+    ``blocks``), up to ``rounds`` more times:
     interference from other processes only ever adds time, so more blocks
     can only find the undisturbed ones."""
     _check_ranks(n_ranks)
@@ -149,10 +198,14 @@ def allreduce_sweep(
                 f"sizes_bytes[{i}]={s} must be a multiple of 4 (fp32 values)"
             )
     validate.positive_int("blocks", blocks)
+    validate.positive_int("repeats", repeats)
+    blocks_again = blocks if blocks_again is None else blocks_again
+    validate.positive_int("blocks_again", blocks_again)
     validate.positive("budget_s", budget_s)
     validate.non_negative("rounds", rounds)
-    if flush_bytes is None:
-        flush_bytes = max(64 * 2**20, 2 * (l3_bytes() or 0))
+    l3, chosen = l3_bytes(), flush_bytes is None
+    if chosen:
+        flush_bytes = flush_bytes_for(sizes, l3 or 0)
     validate.non_negative("flush_bytes", flush_bytes)
     validate.positive("timeout_s", timeout_s)
     rep, wall, redone = _launch(
@@ -168,6 +221,10 @@ def allreduce_sweep(
             str(int(rounds)),
             "--flush-bytes",
             str(int(flush_bytes)),
+            "--repeats",
+            str(repeats),
+            "--blocks-again",
+            str(blocks_again),
         ],
         n_ranks,
         timeout_s,
@@ -181,6 +238,7 @@ def allreduce_sweep(
         int(flush_bytes),
         wall,
         redone,
+        flush_method(int(flush_bytes), sizes, l3, chosen),
     )
 
 

@@ -1,6 +1,7 @@
 """The scaling chapter's live figures (mlbook.common.live): model state per
 GPU against the data-parallel size for ZeRO stages 0-3, with the GPU's usable
-HBM as a line; and the pipeline bubble against the number of micro-batches.
+HBM as a line; the pipeline bubble against the number of micro-batches; and
+one pipeline step's schedule, device by device, with its idle time shaded.
 Standard library and mlbook's torch-free modules only: the HTML book runs
 them in the reader's browser."""
 
@@ -10,7 +11,7 @@ from mlbook.common import accelerators, live, transformer
 from mlbook.common import vegalite as vl
 from mlbook.common.units import GIB
 from mlbook.mfu import flops
-from mlbook.scaling import formulas
+from mlbook.scaling import formulas, pipeline
 
 DP_SIZES = tuple(2**i for i in range(15))  # 1 .. 16384
 STAGE_COLOURS = {0: "#444444", 1: vl.C[0], 2: vl.C[2], 3: vl.C[3]}
@@ -158,4 +159,142 @@ def bubble_share(p: int, m: int, v: int) -> dict:
             ),
         ],
         title=(f"Pipeline bubble (p-1)/(vm+p-1): p={p}, m={m}, v={v}: {here:.1%} idle"),
+    )
+
+
+# --- one pipeline step, device by device -------------------------------------------
+
+SCHEDULE_PS = (1, 2, 3, 4, 6, 8)
+SCHEDULE_VS = (1, 2, 4)
+SCHEDULE_M_MAX = 32
+SLOT_COLOURS = {"forward": "#9ecae1", "backward": "#2171b5", "idle": "#f4a582"}
+
+
+def schedule_ranges(p: int, v: int, **_) -> dict:
+    """With v > 1 chunks the interleaved schedule needs m to be a multiple
+    of p (Megatron-LM's rule): the m slider steps in multiples of p."""
+    if v > 1:
+        return {"m": {"min": p, "max": SCHEDULE_M_MAX // p * p, "step": p}}
+    return {"m": {"min": 1, "max": SCHEDULE_M_MAX, "step": 1}}
+
+
+def idle_slots(timeline: pipeline.Timeline) -> list[tuple]:
+    """Each device's idle spans in a step, (device, start, end), exact: the
+    gaps between its operations and up to the step's end."""
+    spans = []
+    for d in range(timeline.p):
+        at = 0
+        for op in sorted(
+            (o for o in timeline.ops if o.device == d), key=lambda o: o.start
+        ):
+            if op.start > at:
+                spans.append((d, at, op.start))
+            at = op.end
+        if timeline.makespan > at:
+            spans.append((d, at, timeline.makespan))
+    return spans
+
+
+@live.figure(
+    live.select_slider("p", "pipeline stages p (devices)", SCHEDULE_PS, 4),
+    live.slider("m", "micro-batches per step m (count)", 8, 1, SCHEDULE_M_MAX, 1),
+    live.select_slider("v", "model chunks per device v (count)", SCHEDULE_VS, 1),
+    ranges=schedule_ranges,
+)
+def pipeline_schedule(p: int, m: int, v: int) -> dict:
+    """One training step of a pipeline of p devices and m micro-batches: 1F1B
+    for v = 1, Megatron-LM's interleaved 1F1B for v > 1 chunks per device.
+    Each device's forwards (light), backwards (dark, twice as long) and idle
+    time (shaded), simulated by ``pipeline.simulate``; the title gives the
+    idle share, equation (p - 1) / (v m + p - 1)."""
+    schedule = "1f1b" if v == 1 else "interleaved"
+    tl = pipeline.simulate(schedule, p, m, v)
+    label = "abcd"
+    rows = [
+        {
+            "device": op.device,
+            "lo": op.device - 0.4,
+            "hi": op.device + 0.4,
+            "start": float(op.start),
+            "end": float(op.end),
+            "slot": "forward" if op.kind == "F" else "backward",
+            "micro": f"{op.micro + 1}" + (label[op.chunk] if v > 1 else ""),
+        }
+        for op in tl.ops
+    ]
+    rows += [
+        {
+            "device": d,
+            "lo": d - 0.4,
+            "hi": d + 0.4,
+            "start": float(a),
+            "end": float(b),
+            "slot": "idle",
+            "micro": "-",
+        }
+        for d, a, b in idle_slots(tl)
+    ]
+    x = {
+        "field": "start",
+        "type": "quantitative",
+        "title": vl.title_of("time", "forward passes of one micro-batch on one device"),
+        "scale": {"domain": [0, float(tl.makespan)], "nice": False},
+        "axis": {"format": "~g"},
+    }
+    y = {
+        "field": "lo",
+        "type": "quantitative",
+        "title": vl.title_of("pipeline device", "rank"),
+        "scale": {"domain": [-0.5, p - 0.5], "reverse": True, "nice": False},
+        "axis": {"values": list(range(p)), "format": "d", "grid": False},
+    }
+    colour = {
+        "field": "slot",
+        "type": "nominal",
+        "scale": {"domain": list(SLOT_COLOURS), "range": list(SLOT_COLOURS.values())},
+        "legend": {"title": None, "orient": "top"},
+    }
+    bars = {
+        "data": {"values": rows},
+        "mark": {"type": "rect", "stroke": "white", "strokeWidth": 0.5},
+        "encoding": {
+            "x": x,
+            "x2": {"field": "end"},
+            "y": y,
+            "y2": {"field": "hi"},
+            "color": colour,
+            "tooltip": [
+                vl.tip("device", "device", "d"),
+                vl.tip("slot", "what", nominal=True),
+                vl.tip("micro", "micro-batch", nominal=True),
+                vl.tip("start", "from"),
+                vl.tip("end", "to"),
+            ],
+        },
+    }
+    layers = [bars]
+    if len(tl.ops) <= 96:  # the micro-batch in each box, while they are wide enough
+        layers.append(
+            {
+                "data": {"values": [r for r in rows if r["slot"] != "idle"]},
+                "transform": [
+                    {"calculate": "(datum.start + datum.end) / 2", "as": "mid"}
+                ],
+                "mark": {"type": "text", "fontSize": 8, "color": "black"},
+                "encoding": {
+                    "x": {**x, "field": "mid"},
+                    "y": {**y, "field": "device"},
+                    "text": {"field": "micro"},
+                },
+            }
+        )
+    name = "1F1B" if v == 1 else f"interleaved 1F1B, v={v}"
+    bubble = formulas.bubble_fraction(p, m, v)
+    return vl.chart(
+        layers,
+        title=(
+            f"{name}: p={p}, m={m}: idle {bubble:.1%} of the step, "
+            f"(p-1)/(vm+p-1) = {p - 1}/{v * m + p - 1}"
+        ),
+        height=max(60, 34 * p),
     )

@@ -38,6 +38,7 @@ import io
 import json
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -116,7 +117,10 @@ class _Counter:
 
 
 def _short(root: str, path) -> str:
-    return os.fspath(path).removeprefix(root).lstrip("/")
+    """The path under the root, an atomic write's random temporary name as
+    ``.NAME.tmp`` (so that every child's steps carry the same labels)."""
+    short = os.fspath(path).removeprefix(root).lstrip("/")
+    return re.sub(r"^(\.[^/]+)\.[0-9a-f]{8}\.tmp$", r"\1.tmp", short)
 
 
 def _install(counter: _Counter) -> None:

@@ -37,8 +37,7 @@ execution depends on, listed by name in <dest>/cache/<page>.json:
   - requirements.txt, the Python version and the installed torch build
     (its version from importlib.metadata, "+cpu" or "+cu126");
   - the parameters (SMALL), the visible GPUs and CPU model (DEVICE="auto"
-    resolves on them), and the cores and threads each job gets;
-  - the keys of the pages it reads values from (below).
+    resolves on them), and the cores and threads each job gets.
 
 A page whose key is unchanged is not executed: its cached notebook goes into
 the build. A failed execution is never cached. --no-cache executes every page
@@ -49,17 +48,10 @@ staged sources are byte-identical to those of the last HTML build that had no
 warnings, the HTML is not built again; any change rebuilds all of it (a fresh
 Sphinx environment, so every page's warnings are seen again).
 
-Reading another page's values. A page that uses another page's glued values
-lists it in its front matter:
-
-    mlbook:
-      depends_on: [mfu, recompute]
-
-It then executes after them, its key includes theirs (editing mfu re-executes
-it), and while it runs the environment variable MLBOOK_VALUES_DIR names a
-folder holding exactly those pages' <page>.json files (and no others, so an
-undeclared dependency fails instead of going stale). `--only` adds the pages
-the chosen ones depend on.
+Pages stand alone. No page reads another page's glued values: each
+computes what it quotes from the package (or the kept measurements under
+book/measured/), so pages execute in any order, and --only executes exactly
+the pages named.
 
 Timings. <dest>/timings.json records, per page: "seconds" (the execution time
 of the notebook in this build, measured when it was executed), "cached"

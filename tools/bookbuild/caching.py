@@ -245,9 +245,7 @@ def machine_inputs() -> dict:
     }
 
 
-def cache_inputs(
-    page: Path, parameters: dict, machine: dict, dep_keys: dict, job: dict
-) -> dict:
+def cache_inputs(page: Path, parameters: dict, machine: dict, job: dict) -> dict:
     """Every input of one page's execution, name -> hash or value."""
     files, whole_package = package_dependencies(page)
     inputs = {f"page {page.relative_to(paths.ROOT).as_posix()}": sha(page.read_bytes())}
@@ -265,7 +263,6 @@ def cache_inputs(
             "threads": job["env"].get("OMP_NUM_THREADS", "default"),
         }
     )
-    inputs.update({f"values of {name}": key for name, key in sorted(dep_keys.items())})
     return inputs
 
 

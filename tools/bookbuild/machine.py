@@ -8,6 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# the CPUs this process may use, and the CPU's model name, as the package reads them
+from mlbook.common.accelerators import cpu_model as cpu_model
+from mlbook.common.accelerators import usable_cpus
+
 CORES_PER_JOB = (
     4  # the default --jobs gives each chapter at least this many physical cores
 )
@@ -40,26 +44,6 @@ def isa_settings() -> dict:
     return {name: os.environ.get(name) for name in ISA_VARIABLES}
 
 
-def cpus() -> set[int]:
-    """The CPUs this process may run on (every CPU where the OS keeps no
-    affinity, as on macOS)."""
-    if hasattr(os, "sched_getaffinity"):
-        return set(os.sched_getaffinity(0))
-    return set(range(os.cpu_count() or 1))
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
 def gpu_models() -> list[str]:
     """The NVIDIA GPUs the driver lists, by model, without importing torch."""
     models = []
@@ -87,7 +71,7 @@ def physical_cores() -> list[list[int]]:
     """The CPUs this process may use, grouped by physical core (hyperthreads
     of one core together); each CPU alone when the topology is unknown."""
     groups: dict[tuple, list[int]] = {}
-    for cpu in sorted(cpus()):
+    for cpu in sorted(usable_cpus()):
         topo = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
         try:
             core = (
@@ -103,7 +87,7 @@ def physical_cores() -> list[list[int]]:
 def default_jobs() -> int:
     """1 on two CPUs or fewer; else one job per CORES_PER_JOB physical cores,
     and no more jobs than GPUs on a machine that has any."""
-    if len(cpus()) <= 2:
+    if len(usable_cpus()) <= 2:
         return 1
     jobs = max(1, len(physical_cores()) // CORES_PER_JOB)
     gpus = len(gpu_models())

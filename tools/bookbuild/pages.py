@@ -1,9 +1,9 @@
-"""Which pages there are and how they relate: the executable pages (the
-chapters in notebooks/ and the book/ pages whose front matter names a
-kernel), their front matter (``mlbook: depends_on`` and ``budget_s``), the
-order that runs each page after the pages it reads values from, the staging
-copy of the book's sources, and the title-only stub of a page left out of a
-partial build."""
+"""Which pages there are: the executable pages (the chapters in notebooks/
+and the book/ pages whose front matter names a kernel), their front matter
+(``mlbook: budget_s`` and ``runs_alone``), the order they start in, the
+staging copy of the book's sources, and the title-only stub of a page left
+out of a partial build. Every page stands alone: none reads another's
+values, so any page executes in any order, or by itself."""
 
 from __future__ import annotations
 
@@ -38,21 +38,10 @@ def is_notebook(page: Path) -> bool:
     return page.read_text().startswith("---") and "kernelspec:" in head
 
 
-def depends_on(page: Path) -> list[str]:
-    """The pages (file stems) whose glued values ``page`` reads: its front
-    matter's ``mlbook: depends_on: [...]``."""
-    options = front_matter(page).get("mlbook") or {}
-    deps = options.get("depends_on") or []
-    if isinstance(deps, str):
-        deps = [deps]
-    return [str(d) for d in deps]
-
-
 def chapters(only: list[str] | None = None) -> list[Path]:
     """Executable pages: the chapters in notebooks/, then the executable pages
     of book/ (the root is one). With ``only``, just the pages named there (a
-    partial build stubs the others, the root included, so that building one
-    chapter does not execute the pages the introduction depends on)."""
+    partial build stubs the others, the root included)."""
     found = sorted((paths.ROOT / "notebooks").glob("*.md")) + sorted(
         p for p in (paths.ROOT / "book").glob("*.md") if is_notebook(p)
     )
@@ -65,36 +54,6 @@ def chapters(only: list[str] | None = None) -> list[Path]:
             )
         found = [p for p in found if p.stem in only]
     return found
-
-
-def execution_order(pages: list[Path]) -> list[Path]:
-    """``pages`` plus the pages they depend on, each after its dependencies
-    (otherwise in the given order). A cycle or an unknown name is an error."""
-    everything = {p.stem: p for p in chapters()}
-    everything.update({p.stem: p for p in pages})
-    order: list[Path] = []
-    state: dict[str, str] = {}
-
-    def visit(page: Path, via: list[str]) -> None:
-        if state.get(page.stem) == "done":
-            return
-        if state.get(page.stem) == "visiting":
-            cycle = " -> ".join([*via, page.stem])
-            raise SystemExit(f"pages depend on each other in a cycle: {cycle}")
-        state[page.stem] = "visiting"
-        for dep in depends_on(page):
-            if dep not in everything:
-                raise SystemExit(
-                    f"{page.name} depends on {dep!r}, which is not an executable page; "
-                    f"pages: {sorted(everything)}"
-                )
-            visit(everything[dep], via + [page.stem])
-        state[page.stem] = "done"
-        order.append(page)
-
-    for page in pages:
-        visit(page, [])
-    return order
 
 
 def runs_alone(page: Path) -> bool:
@@ -115,7 +74,7 @@ def start_order(order: list[Path], measured: dict[str, float]) -> list[Path]:
     while the other cores have nothing left to run. How long a page takes is
     what ``measured`` (the cache's record of this machine) says where it
     knows every page, else page_seconds.json; a page neither names goes
-    last. Each page still starts only after the pages it depends on."""
+    last."""
     names = [p.stem for p in order]
     if all(n in measured for n in names):
         seconds = measured

@@ -289,7 +289,7 @@ def repeat(
             f"no executable page named {unknown}; pages: {sorted(everything)}"
         )
     chosen = set(only or everything)
-    order = pages.execution_order([p for p in everything.values() if p.stem in chosen])
+    order = [p for p in everything.values() if p.stem in chosen]
     parameters = {"SMALL": True} if small else {}
     runs_dir, values_dir = dest / "runs", dest / "values"
     shutil.rmtree(runs_dir, ignore_errors=True)
@@ -305,21 +305,14 @@ def repeat(
         "mode": mode,
         "load_before": list(os.getloadavg()),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "setup": {},
         "pages": {},
     }
-    results: dict[str, list[dict]] = {p.stem: [] for p in order if p.stem in chosen}
+    results: dict[str, list[dict]] = {p.stem: [] for p in order}
 
     def run_once(page: Path, label: str) -> dict:
         where = runs_dir / page.stem / label
         stacks = where / "stacks"
         where.mkdir(parents=True)
-        view = dest / "inputs" / page.stem
-        shutil.rmtree(view, ignore_errors=True)
-        view.mkdir(parents=True)
-        for d in pages.depends_on(page):
-            if (values_dir / f"{d}.json").exists():
-                shutil.copyfile(values_dir / f"{d}.json", view / f"{d}.json")
         load = os.getloadavg()[0]
         log(f"{page.stem} run {label} ...")
         started = time.perf_counter()
@@ -328,7 +321,6 @@ def repeat(
                 page,
                 where,
                 parameters,
-                {paths.VALUES_ENV: str(view)},
                 retry=retry,
                 workaround=workaround,
                 stacks_dir=stacks,
@@ -373,19 +365,11 @@ def repeat(
             "values": glued,
         }
 
-    for page in order:
-        if page.stem not in chosen:
-            r = run_once(page, "setup")
-            report["setup"][page.stem] = {k: r[k] for k in ("seconds", "error")}
     for i in range(n):
         for page in order:
-            if page.stem in chosen:
-                results[page.stem].append(run_once(page, str(i)))
+            results[page.stem].append(run_once(page, str(i)))
     report["load_after"] = list(os.getloadavg())
     for page in order:
-        if page.stem in chosen:
-            report["pages"][page.stem] = summarise(
-                results[page.stem], pages.budget_s(page)
-            )
+        report["pages"][page.stem] = summarise(results[page.stem], pages.budget_s(page))
     paths.write_atomically(dest / "repeat.json", json.dumps(report, indent=1))
     return report

@@ -44,9 +44,9 @@ def build(
     taken from <dest>/cache instead of executed, and an unchanged book is not
     rebuilt. Successful executions are stored in the cache either way.
 
-    A page that runs alone starts first, where its dependencies allow: it
-    waits for no page to finish, and the core it leaves idle is free from
-    the start. The others start longest first (pages.start_order)."""
+    A page that runs alone starts first: it waits for no page to finish,
+    and the core it leaves idle is free from the start. The others start
+    longest first (pages.start_order)."""
     dest = Path(dest).resolve()
     src = pages.stage(dest)
     parameters = {"SMALL": True} if small else {}
@@ -73,16 +73,12 @@ def build(
     for stale in values_dir.glob("*.json"):
         stale.unlink()
 
-    order = pages.execution_order(pages.chapters(only))
+    order = pages.chapters(only)
     machine_info = caching.machine_inputs()
     keys, inputs = {}, {}
     for page in order:
         inputs[page.stem] = caching.cache_inputs(
-            page,
-            parameters,
-            machine_info,
-            {d: keys[d] for d in pages.depends_on(page)},
-            plan[0],
+            page, parameters, machine_info, plan[0]
         )
         keys[page.stem] = caching.key_of(inputs[page.stem])
 
@@ -140,7 +136,7 @@ def build(
     )
     free = list(range(len(executors)))
     running: dict[Future, tuple[Path, int, float]] = {}
-    # the lone pages first, then the longest first (each after its dependencies)
+    # the lone pages first, then the longest first
     measured = {
         p.stem: e["seconds"] for p in order if (e := store.entry(p.stem)) is not None
     }
@@ -148,20 +144,6 @@ def build(
     try:
         while pending or running:
             for page in list(pending):
-                deps = pages.depends_on(page)
-                if any(d not in report["chapters"] for d in deps):
-                    continue  # a dependency has not finished
-                failed = [d for d in deps if report["chapters"][d]["error"]]
-                if failed:
-                    pending.remove(page)
-                    finish(
-                        page,
-                        0.0,
-                        f"not executed: it reads the values of {failed}, which failed",
-                        False,
-                        0.0,
-                    )
-                    continue
                 hit, why = (
                     store.lookup(page.stem, keys[page.stem]) if cache else (None, "")
                 )
@@ -191,13 +173,6 @@ def build(
                     f"executing {page.name} ({sizes} sizes){where}{reason} ...",
                     flush=True,
                 )
-                view = (
-                    dest / "inputs" / page.stem
-                )  # the values it may read, and only those
-                shutil.rmtree(view, ignore_errors=True)
-                view.mkdir(parents=True)
-                for d in deps:
-                    shutil.copyfile(values_dir / f"{d}.json", view / f"{d}.json")
                 stacks = dest / "stacks" / page.stem  # the watchdogs' logs
                 shutil.rmtree(stacks, ignore_errors=True)
                 started = time.perf_counter()
@@ -206,7 +181,7 @@ def build(
                     page,
                     out_dir,
                     parameters,
-                    {paths.VALUES_ENV: str(view)},
+                    None,
                     True,
                     True,
                     stacks,

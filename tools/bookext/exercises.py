@@ -12,14 +12,21 @@ that data alone, so the page works opened from file://, with no server.
 - a choice: one checkbox per option;
 - a prediction (kind "predict"): boxes for the prediction; the cells tagged
   ``after-prediction`` that follow stay folded until the reader enters one
-  or opens them;
+  or opens them, and the prediction is shown next to what the run measured,
+  with the reason the record gives (the values come from the cell's
+  ``outcome(...)`` output, below);
 - a change-the-code exercise: how to check the function in JupyterLab;
 - a diagnosis (kind "diagnose"): boxes as for a computation, under the
   artifact the statement shows.
 
+How to call ``check()`` in JupyterLab is said once a chapter, in its
+exercises' introduction, not under each exercise; only an exercise whose
+answer has no box here (a function, a measurement) says where it is checked.
+
 An exercise on this run's own measurement takes its key from the executed
-solution cell's ``answer_key(...)`` output (its own mime type, rendered
-here), since only the run knows its measured inputs. An exercise label with
+solution cell's ``answer_key(...)`` output, and a prediction the run's values
+from its measuring cell's ``outcome(...)`` output (one mime type, rendered
+here), since only the run knows what it measured. An exercise label with
 no record, or a measured exercise whose solution shows no key, is a build
 warning, and the book builds with warnings as errors.
 """
@@ -51,7 +58,8 @@ def render_key(renderer, data):
     )
     node = nodes.container(classes=["mlbook-answer-key"])
     node[KEY_ATTRIBUTE] = json.dumps(content["spec"])
-    node += nodes.raw("", content["html"], format="html")
+    if content.get("html"):  # a key's table; a prediction's run shows nothing here
+        node += nodes.raw("", content["html"], format="html")
     return [node]
 
 
@@ -99,8 +107,8 @@ def _box(exercise_id: str, answer: dict) -> str:
 
 
 def answer_block(spec: dict, measured_key: bool = False) -> str:
-    """The HTML under one exercise: its boxes, its data, how to check it in
-    JupyterLab."""
+    """The HTML under one exercise: its boxes, its data, and what an answer
+    without a box needs."""
     e = html.escape
     ex_id, kind = spec["id"], spec["kind"]
     parts = [
@@ -123,10 +131,8 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
             f'<form class="mlbook-answer-form" novalidate>{boxes}'
             f'<div class="mlbook-buttons">{buttons}</div></form>'
         )
-    lab = (
-        "<code>from mlbook.exercises import check</code>, then "
-        f"<code>{e(spec['usage'])}</code>"
-    )
+        if kind == "predict":  # why the run came out as it did, once predicted
+            parts.append('<p class="mlbook-because" aria-live="polite"></p>')
     if kind == "predict":
         note = "Write your prediction down before you read on."
     elif spec["code"] and not spec["answers"]:
@@ -139,22 +145,12 @@ def answer_block(spec: dict, measured_key: bool = False) -> str:
         )
     elif spec["code"]:
         call = f'check("{spec["id"]}", {spec["code"]})'
-        note = (
-            "Check your function in JupyterLab: <code>from mlbook.exercises import "
-            f"check</code>, then <code>{e(call)}</code>"
-            + (
-                f"; the numbers: <code>{e(spec['usage'])}</code>."
-                if spec["answers"]
-                else "."
-            )
-        )
+        note = f"The function has no box: in JupyterLab, <code>{e(call)}</code>."
     elif measured_key:
         note = (
-            "These boxes check against what this book's own run measured. "
-            f"In JupyterLab, check against your run: {lab}."
+            "These boxes check against what this book's own run measured; in "
+            f"JupyterLab, against your run's: <code>{e(spec['usage'])}</code>."
         )
-    elif spec["checked"]:
-        note = f"Or in JupyterLab: {lab}."
     elif kind == "measure":
         note = (
             "No box here: this exercise is a measurement on your own machine, "
@@ -210,6 +206,8 @@ def add_answer_boxes(app, doctree) -> None:
                     location=node,
                 )
                 continue
+        elif record.kind == "predict":  # the run's values, where its cell gave them
+            data = keys.get(label) or spec(label)
         else:
             data = spec(label)
         node += nodes.raw("", answer_block(data, bool(record.measured)), format="html")

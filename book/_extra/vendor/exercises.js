@@ -6,7 +6,9 @@
  * a verdict): tests/test_exercises_js.py feeds both the same answers and
  * compares the verdicts. A "predict" exercise folds the cells tagged
  * after-prediction that follow it until a prediction is entered or the
- * reader opens them.
+ * reader opens them; a prediction entered is shown next to what the build's
+ * run measured (spec.run) with the reason the record gives for it
+ * (compare() and reason(), as mlbook.judge._core's).
  */
 (function () {
   "use strict";
@@ -101,6 +103,51 @@
             hint: format(high ? messages.high : messages.low, {size: phrase})};
   }
 
+  /* A number as a prediction's verdict shows it: mlbook.judge._core.shown
+   * (three significant figures, ties away from zero as toFixed rounds,
+   * thousands separated, a fraction as a percentage). */
+  function shown(value, unit) {
+    if (unit === "fraction") { value = value * 100; unit = "%"; }
+    var digits = value ? Math.max(0, 2 - parseInt(value.toExponential(2).split("e")[1], 10)) : 0;
+    var text = value.toFixed(digits);
+    if (text.indexOf(".") >= 0) text = text.replace(/0+$/, "").replace(/\.$/, "");
+    var parts = text.split(".");
+    parts[0] = parts[0].replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return (parts.join(".") + " " + unit).trim();
+  }
+
+  /* A prediction next to what the run measured: mlbook.judge._core.compare. */
+  function compare(answer, said, run, messages, sizes) {
+    var measured = run[answer.name], how;
+    var close = Math.abs(said - measured) <= answer.rel_tol * Math.abs(measured);
+    if (close) {
+      how = messages.close;
+    } else if ((measured > 0 && said <= 0) || (measured < 0 && said >= 0)) {
+      how = messages.sign;
+    } else {
+      var q = measured ? said / measured : 1;
+      var phrase = measured ? size(Math.max(q, 1 / q), sizes) : "";
+      how = format(said > measured ? messages.high : messages.low, {size: phrase});
+    }
+    return {name: answer.name, correct: close, mistake: null,
+            hint: format(messages.predicted, {said: shown(said, answer.unit),
+                                              measured: shown(measured, answer.unit), how: how})};
+  }
+
+  /* The sentence of the first reason whose conditions hold on the run:
+   * mlbook.judge._core.reason. */
+  var OPERATORS = {"<": function (a, b) { return a < b; }, "<=": function (a, b) { return a <= b; },
+                   ">": function (a, b) { return a > b; }, ">=": function (a, b) { return a >= b; }};
+  function reason(reasons, run) {
+    for (var i = 0; i < reasons.length; i++) {
+      var holds = reasons[i].when.every(function (c) {
+        return OPERATORS[c[1]](run[c[0]], typeof c[2] === "string" ? run[c[2]] : c[2]);
+      });
+      if (holds) return reasons[i].sentence;
+    }
+    return null;
+  }
+
   /* A typed answer as {value} or {error}: mlbook.judge._core.read_number
    * rule for rule (and message for message): digits with an optional sign,
    * decimals and exponent; thousands separators (commas, spaces,
@@ -158,7 +205,7 @@
 
   function show(box, cls, text) {
     var out = box.querySelector(".mlbook-verdict");
-    box.classList.remove("mlbook-correct", "mlbook-wrong", "mlbook-invalid", "mlbook-recorded");
+    box.classList.remove("mlbook-correct", "mlbook-wrong", "mlbook-invalid", "mlbook-recorded", "mlbook-compared");
     if (cls) box.classList.add(cls);
     out.textContent = text;
   }
@@ -227,12 +274,18 @@
     block.querySelectorAll("button.mlbook-reveal").forEach(function (b) {
       b.addEventListener("click", function () { reveal(spec.id); });
     });
+    var because = block.querySelector(".mlbook-because");
     form.addEventListener("submit", function (event) {
       event.preventDefault();
       var allGood = true;
+      if (because) because.textContent = "";
       spec.answers.forEach(function (answer) {
         var read = readAnswer(form, answer, spec.messages);
         if (read.error) { show(read.box, "mlbook-invalid", read.error); allGood = false; return; }
+        if (spec.kind === "predict" && spec.run) {
+          show(read.box, "mlbook-compared", compare(answer, read.value, spec.run, spec.messages, spec.sizes).hint);
+          return;
+        }
         if (spec.kind === "predict" || !spec.checked) {
           show(read.box, "mlbook-recorded", "Recorded: " + (Array.isArray(read.value) ? read.value.join(", ") : read.value) + ".");
           return;
@@ -241,7 +294,10 @@
         show(read.box, v.correct ? "mlbook-correct" : "mlbook-wrong", (v.correct ? "✓ " : "✗ ") + v.hint);
         allGood = allGood && v.correct;
       });
-      if (spec.kind === "predict" && allGood) reveal(spec.id);
+      if (spec.kind === "predict" && allGood) {
+        if (spec.run && because) because.textContent = format(spec.messages.because, {why: reason(spec.reasons, spec.run)});
+        reveal(spec.id);
+      }
       block.classList.toggle("mlbook-solved", spec.kind !== "predict" && allGood);
     });
   }
@@ -250,7 +306,7 @@
     document.querySelectorAll(".mlbook-answers").forEach(setUp);
   }
 
-  window.mlbookExercises = {judge: judge, readNumber: readNumber};
+  window.mlbookExercises = {judge: judge, readNumber: readNumber, compare: compare, reason: reason, shown: shown};
   if (typeof document !== "undefined") {
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
     else init();
