@@ -18,15 +18,21 @@ The tree reads as the table of contents. One package per chapter::
 and what several chapters share, once::
 
     common/          torch-free: validation, units, TransformerConfig and presets,
-                     the accelerator and interconnect tables, model-state bytes,
-                     live figures' declarations and Vega-Lite specs (live, vegalite)
+                     the accelerator and interconnect tables (and the CPUs this
+                     process may use), model-state bytes, the atomic write
+                     (files), the tokenizer, the reference loop's sizes and
+                     fixes, live figures' declarations and Vega-Lite specs
     common_torch/    torch: the small GPT, toy models, dtypes, timing and device
                      helpers, the matmul ceiling (MAMF), process launch, the
-                     checkpointer and sampler
+                     checkpointer and sampler, the reference training loop the
+                     capstone and the calibration run
     plotting/        matplotlib: figure style; the JupyterLab host of live
                      figures (live.py, ipywidgets)
-    exercises/       the judge: check() and the registry that every chapter's
-                     exercises.py adds its records to
+    judge/           the exercise judge: check() and the registry that every
+                     chapter's exercises.py adds its records to (it imports no
+                     chapter)
+    exercises/       the catalogue readers import: every chapter's exercises
+                     (``from mlbook.exercises import check``)
 
 Inside a chapter package, ``formulas.py`` (and any other plain module) holds
 pure-number calculators that import neither torch nor matplotlib;

@@ -29,10 +29,6 @@ def test_a_page_run_in_jupyterlab_keeps_its_own_values(tmp_path, monkeypatch):
     assert json.loads(path.read_text()) == expected
 
 
-def test_no_page_reads_another_pages_values():
-    assert not hasattr(book_values, "page_values")
-
-
 @examples(30)
 @given(
     st.lists(

@@ -590,7 +590,8 @@ def test_the_probe_times_on_the_steps_threads(monkeypatch):
 def test_the_gloo_run_names_the_slowed_rank():
     from mlbook.faults.formulas import find_straggler
 
-    run = comm.comm_run(steps=3, warmup=1, slow_rank=1, delay_fraction=0.5)
+    # the slowed rank sleeps a whole local step: more than a busy machine's noise
+    run = comm.comm_run(steps=3, warmup=1, slow_rank=1, delay_fraction=1.0)
     assert set(run.step_s) == set(comm.COMM_MODES) and run.delay_s > 0
     assert all(
         len(rows) == 3 and all(len(r) == 2 for r in rows)
@@ -668,7 +669,6 @@ def test_gpu_check_layout_with_a_stub_runner(tmp_path, monkeypatch):
         )
         cell = new_code_cell("glue('x', 0.5)", outputs=[out])
         nbformat.write(new_notebook(cells=[cell]), out_dir / f"{page.stem}.ipynb")
-        assert "MLBOOK_VALUES_DIR" not in env  # no page reads another's values
         return 1.5, None
 
     summary = gpu_check.run_check(

@@ -169,31 +169,6 @@ def test_find_straggler():
     assert np.allclose(waits.min(axis=1), 0)  # someone is always last
 
 
-def test_straggler_bad_input():
-    with pytest.raises(ValueError, match="n_ranks"):
-        faults.expected_step_time(0, 0.1)
-    with pytest.raises(ValueError, match="delta"):
-        faults.expected_step_time(4, -0.1)
-    with pytest.raises(ValueError, match="sigma"):
-        faults.expected_step_time(4, 0.1, sigma=float("nan"))
-    with pytest.raises(ValueError, match="median_s"):
-        faults.expected_step_time(4, 0.1, median_s=0)
-    with pytest.raises(ValueError, match="speed"):
-        faults.delta_from_speed(1.5)
-    with pytest.raises(ValueError, match="speed"):
-        faults.delta_from_speed(0)
-    with pytest.raises(ValueError, match="at least 2"):
-        faults.drop_step_time(1)
-    with pytest.raises(ValueError, match="at least 2"):
-        faults.drain_threshold(1)
-    with pytest.raises(ValueError, match="straggler_rank"):
-        faults.simulate_step_times(4, 0.1, straggler_rank=4)
-    with pytest.raises(ValueError, match="steps"):
-        faults.simulate_step_times(4, 0.1, steps=0)
-    with pytest.raises(ValueError, match="times"):
-        faults.allreduce_wait(np.zeros(3))
-
-
 # --- silent corruption ------------------------------------------------------------
 
 
@@ -208,14 +183,6 @@ def test_flip_bit_and_checksum():
         )  # flipping twice restores it
     assert faults.checksum(x) == faults.checksum(x[::-1].copy()[::-1])
     assert faults.flip_bit(x, 7, 31)[7] == -x[7]  # the sign bit
-
-
-def test_flip_bit_bad_input():
-    x = np.zeros(4, dtype=np.float32)
-    with pytest.raises(ValueError, match="bit"):
-        faults.flip_bit(x, 0, 32)
-    with pytest.raises(ValueError, match="index"):
-        faults.flip_bit(x, 4, 0)
 
 
 def test_checksum_comparison():
@@ -341,8 +308,6 @@ def test_rewind_policy_bad_input():
         faults.RewindPolicy(skip_batches=-5)
     with pytest.raises(ValueError, match="no checkpoint"):
         faults.RewindPolicy(rewind_steps=100).plan(50, [0 + 60])
-    with pytest.raises(ValueError, match="step"):
-        faults.batch_for_step(-1)
 
 
 # --- elastic timeline ---------------------------------------------------------------

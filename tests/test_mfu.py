@@ -117,85 +117,11 @@ def test_training_days_with_the_attention_term():
     assert ratio == pytest.approx(1.08351, abs=1e-5)
 
 
-@pytest.mark.parametrize(
-    "kw,match",
-    [
-        (dict(tokens_per_s=0), "tokens_per_s"),
-        (dict(tokens_per_s=-3.0), "tokens_per_s"),
-        (dict(seq_len=0), "seq_len"),
-        (dict(n_gpus=0), "n_gpus"),
-        (dict(n_gpus=1.5), "n_gpus"),
-        (dict(peak_flops_per_s=0), "peak_flops_per_s"),
-        (dict(cfg="Llama-2-7B"), "cfg must be a TransformerConfig"),
-    ],
-)
-@pytest.mark.parametrize("fn", [mfu.mfu, mfu.hfu])
-def test_bad_inputs(fn, kw, match):
-    args = dict(
-        tokens_per_s=1000.0,
-        cfg=config.LLAMA2_7B,
-        seq_len=4096,
-        peak_flops_per_s=H100,
-        n_gpus=1,
-    )
-    args.update(kw)
-    with pytest.raises(ValueError, match=match):
-        fn(**args)
-
-
-@pytest.mark.parametrize("bad", [1, "yes", None])
-def test_hfu_recompute_must_be_a_flag(bad):
-    with pytest.raises(ValueError, match="recompute must be True or False"):
-        mfu.hfu(1000.0, config.LLAMA2_7B, 4096, H100, recompute=bad)
-
-
-NANOGPT_ARGS = dict(
-    n_params=124e6,
-    n_layers=12,
-    n_heads=12,
-    head_dim=64,
-    seq_len=1024,
-    tokens_per_s=1e5,
-    peak_flops_per_s=312e12,
-)
-
-
-@pytest.mark.parametrize(
-    "name,bad",
-    [
-        ("n_params", 0),
-        ("n_params", float("nan")),
-        ("n_layers", 0),
-        ("n_layers", 2.5),
-        ("n_heads", -1),
-        ("head_dim", True),
-        ("seq_len", "1024"),
-        ("tokens_per_s", -1.0),
-        ("tokens_per_s", float("inf")),
-        ("peak_flops_per_s", 0),
-    ],
-)
-def test_nanogpt_estimate_rejects_bad_inputs(name, bad):
-    with pytest.raises(ValueError, match=name):
-        mfu.nanogpt_estimate_mfu(**(NANOGPT_ARGS | {name: bad}))
-
-
 def test_nanogpt_estimate_refuses_more_than_the_peak():
     # GPT-2 small: 6 * 124e6 + 12 * 12 * 768 * 1024 = 857,242,112 FLOPs a token; at 1e6
     # tokens/s that is 857 TFLOP/s, above an A100's 312.
     with pytest.raises(mfu.ImpossibleUtilisation):
-        mfu.nanogpt_estimate_mfu(**(NANOGPT_ARGS | {"tokens_per_s": 1e6}))
-
-
-@pytest.mark.parametrize("bad", [0, -0.1, 1.5, float("nan"), True])
-def test_training_days_rejects_impossible_mfu(bad):
-    with pytest.raises(ValueError, match="mfu"):
-        mfu.training_days(8e9, 15e12, H100, 1024, bad)
-
-
-def test_training_days_rejects_negative_attention():
-    with pytest.raises(ValueError, match="attention_flops_per_token"):
-        mfu.training_days(8e9, 15e12, H100, 1024, 0.4, attention_flops_per_token=-1.0)
+        mfu.nanogpt_estimate_mfu(124e6, 12, 12, 64, 1024, 1e6, 312e12)
 
 
 # The published table against its sources. PaLM (arXiv:2204.02311) Table 3:

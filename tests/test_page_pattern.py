@@ -7,8 +7,10 @@ guide), checked on the sources and on the test build:
   the HTML hides (``remove-cell``); myst_nb's ``glue`` is called in the
   package only, inside that function; every glued value is visible in the
   executed page, in its cell's output or in a cell just before it;
-- glue calls and format dictionaries are at most 3 % of the code lines a
-  reader sees in the HTML (solutions folded): a column's unit sets its format;
+- glue calls, format dictionaries and asserts are at most 3 % of the code
+  lines a reader sees in the HTML (solutions folded): a column's unit sets
+  its format, and a check sits in a hidden cell;
+- a cell that draws a static figure has a caption that says what to see;
 - at most 2 % of a page's prose sentences talk about the page (its checks,
   cells, budgets, timing method or build: tools/page_metrics.py's NARRATION)
   rather than the subject; a chapter ends with one collapsed "How this page
@@ -115,6 +117,26 @@ def test_plumbing_is_a_small_share_of_the_code_a_reader_sees(page):
         f"{page.name}: {m.plumbing_lines} of the {m.visible_lines} code lines the "
         f"HTML shows glue or format (at most {PLUMBING_SHARE:.0%}); name columns "
         "with their units and glue in a remove-cell cell"
+    )
+
+
+DRAWS = re.compile(r"^fig\w* = |\bfigs?\.\w+\(|\bfigures\.\w+\(", flags=re.M)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_every_figure_says_what_to_see(page):
+    """A cell that draws a static figure carries a caption (mystnb: figure:
+    caption:) that says what to look at; live figures say it in the prose."""
+    missing = [
+        i
+        for i, cell in enumerate(code_cells(page))
+        if DRAWS.search(cell.source)
+        and "show_live" not in cell.source
+        and not cell.metadata.get("mystnb", {}).get("figure", {}).get("caption")
+    ]
+    assert not missing, (
+        f"{page.name}: code cells {missing} draw a figure with no caption "
+        "(mystnb: figure: caption: in the cell's YAML)"
     )
 
 

@@ -52,15 +52,6 @@ def test_ring_allreduce_by_hand():
     assert sc.ring_allreduce_s(1e9, 1, 50e9, 5e-6) == 0.0
 
 
-def test_ring_refuses_zero_ranks_and_zero_bandwidth():
-    with pytest.raises(ValueError, match=r"n_ranks must be an integer above 0, got 0"):
-        sc.ring_allreduce_s(1e9, 0, 50e9)
-    with pytest.raises(
-        ValueError, match=r"link_bytes_per_s must be a finite number above 0, got 0"
-    ):
-        sc.ring_allreduce_s(1e9, 8, 0)
-
-
 # --- ZeRO -----------------------------------------------------------------------------
 
 
@@ -108,15 +99,6 @@ def test_zero_communication_volume():
     # with the ring's (N - 1) / N: 4 ranks send 3/4 of that
     assert sc.zero_comm_bytes(1e9, 3, n_dp=4) == pytest.approx(4.5e9)
     assert sc.zero_comm_bytes(1e9, 0, n_dp=1) == 0
-
-
-def test_zero_bad_inputs_name_value_and_rule():
-    with pytest.raises(
-        ValueError, match=r"stage must be one of the ZeRO stages 0, 1, 2, 3 .*got 4"
-    ):
-        sc.zero_state_bytes(1e9, 8, 4)
-    with pytest.raises(ValueError, match=r"n_dp must be an integer above 0, got 0"):
-        sc.zero_state_bytes(1e9, 0, 1)
 
 
 # --- the bubble -----------------------------------------------------------------------

@@ -15,7 +15,8 @@ What a reader sees, counted as the HTML shows a page with its solutions
 folded: the *visible* code lines are those of code cells that neither hide
 nor remove their input and sit outside solutions; of them, the *plumbing*
 lines are every line of a ``glue``/``glue_values`` call, of a ``formats=``
-argument and of a dictionary of format strings. The *prose* is the page's
+argument, of a dictionary of format strings and of an ``assert`` (a check
+belongs in a hidden cell, and in the checks box in words). The *prose* is the page's
 markdown outside code cells, headings, exercises, solutions and every other
 fenced directive (captions, dropdowns, margin notes, the "How this page checks
 itself" box); a *narrating* sentence is one of it that matches ``NARRATION``,
@@ -65,6 +66,7 @@ NARRATION = tuple(
         r"\bthread[- ]clock|\bperf_counter\b|\bprocess_time\b|\bother processes\b",
         r"\bretr(?:y|ies|ied)\b|\brepeated blocks?\b",
         r"\b(?:this|the|no|each|every|a) page(?:'s)?\b(?! (?:cache|table|size|fault))",
+        r"\bthe prose\b|\bthe figure is `|\bwithin the run's noise\b",
         r"\b(?:alternating|interleaved|timed) rounds\b|\bbest of \S+ (?:runs|rounds)\b",
         r"\bkinds? of (?:the )?peak\b|\bof the kind\b",
         r"\b(?:the|this) run's (?:own )?spread\b|\bits own (?:timings|steps)' spread\b",
@@ -140,9 +142,9 @@ def _tagged_cells(page: Path) -> list[tuple[str, set[str], bool]]:
 
 
 def plumbing_lines(source: str) -> int:
-    """Lines of ``source`` that glue or format: every line of a glue call, of
-    a ``formats=`` argument, and of a dictionary whose values are all format
-    strings ("{:.1%}") or format functions."""
+    """Lines of ``source`` that glue, format or check: every line of a glue
+    call, of a ``formats=`` argument, of a dictionary whose values are all
+    format strings ("{:.1%}") or format functions, and of an ``assert``."""
     try:
         tree = ast.parse(source)
     except SyntaxError:  # an IPython magic
@@ -160,6 +162,8 @@ def plumbing_lines(source: str) -> int:
         )
 
     for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):  # a check, told in the checks box
+            span(node)
         if isinstance(node, ast.Call):
             name = getattr(node.func, "id", None) or getattr(node.func, "attr", "")
             if name in GLUE_CALLS:

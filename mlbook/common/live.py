@@ -98,10 +98,10 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
-from mlbook.common.validate import number_text
+from mlbook.common.validate import is_real, number_text
 
 KINDS = ("slider", "select-slider", "dropdown", "checkbox", "number")
 SCALES = ("linear", "log")
@@ -134,10 +134,6 @@ class FieldError(ValueError):
         super().__init__(message)
         self.field = field
         self.message = message
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 def _decimals(x: float) -> int | None:
@@ -189,7 +185,7 @@ def _show(x) -> str:
 def _same_number(a, b) -> bool:
     if a == b:
         return True
-    if not (_is_number(a) and _is_number(b)):
+    if not (is_real(a) and is_real(b)):
         return False
     # a host's text of a grid value (JavaScript's 0.1 + 3 x 0.1) is that value
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
@@ -197,7 +193,7 @@ def _same_number(a, b) -> bool:
 
 def _shown(control, value) -> str:
     """A control's value as a message names it."""
-    if control.kind in ("slider", "number") and _is_number(value):
+    if control.kind in ("slider", "number") and is_real(value):
         return _show(value)
     return _option_key(value) if not isinstance(value, bool) else str(value)
 
@@ -256,7 +252,7 @@ class Control:
         listed = self.kind in ("select-slider", "dropdown")
         for key in ("min", "max", "step"):
             value = getattr(self, key)
-            if ranged and not (_is_number(value) and math.isfinite(value)):
+            if ranged and not (is_real(value) and math.isfinite(value)):
                 raise ValueError(
                     f"{where}: {key} must be a finite number, got {value!r}"
                 )
@@ -301,7 +297,7 @@ class Control:
                 f"{self.options}"
             )
         if ranged:
-            if not _is_number(self.value) or not self.min <= self.value <= self.max:
+            if not is_real(self.value) or not self.min <= self.value <= self.max:
                 raise ValueError(
                     f"{where}: value must be a number in [{self.min:g}, {self.max:g}], "
                     f"got {self.value!r}"
@@ -422,7 +418,7 @@ class Control:
                 raise Unreadable(self.name, f"{_typed(raw)} is not a number")
             # a whole number exactly (2**53 + 1 is not 2**53), else a float
             value = int(text) if _DECIMAL_INT.fullmatch(text) else float(text)
-        finite = _is_number(value) and (isinstance(raw, str) or math.isfinite(value))
+        finite = is_real(value) and (isinstance(raw, str) or math.isfinite(value))
         if not finite:
             raise Unreadable(self.name, f"{_typed(raw)} is not a finite number")
         if not abs(value) <= MAX_READ:  # 1e400 typed is inf: too large too
