@@ -15,7 +15,9 @@ kernel as a user expression, ``texts(request)``, and shows what comes back:
 - a citation from book/references.bib, as the HTML book's style writes it;
 - a reference to a label on another page (a chapter, a section, an
   exercise) as that target's title, read from the pages under notebooks/
-  and book/; a label on the page itself is left to jupyterlab-myst.
+  and book/; a label on the page itself is left to jupyterlab-myst;
+- a page's chapter number, as the HTML book numbers its chapters (_toc.yml's
+  numbered part) and so its equations ("(5.1)"); "" for a page outside it.
 
 Nothing here writes to the page; a role it cannot resolve is left out of the
 answer, and the extension keeps showing the role's name.
@@ -30,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where book/ lives
 BIB = ROOT / "book" / "references.bib"
+TOC = ROOT / "_toc.yml"
 PAGE_DIRS = (ROOT / "notebooks", ROOT / "book")
 
 # sphinxcontrib-bibtex's author_year style, as _config.yml sets it: a
@@ -163,6 +166,29 @@ def document(target: str) -> str | None:
     return entry[0] if entry else None
 
 
+@lru_cache(maxsize=4)
+def _numbered(path: str, mtime_ns: int) -> dict[str, str]:
+    """stem -> chapter number for the pages of _toc.yml's numbered parts.
+    Each part is a toctree of its own, and Sphinx numbers every numbered
+    toctree from 1."""
+    import yaml
+
+    toc = yaml.safe_load(Path(path).read_text()) or {}
+    numbers = {}
+    for part in toc.get("parts", []):
+        if part.get("numbered"):
+            for n, chapter in enumerate(part.get("chapters", []), start=1):
+                numbers[Path(chapter["file"]).stem] = str(n)
+    return numbers
+
+
+def _chapter(page: str, toc: Path = TOC) -> str:
+    """The page's chapter number ("5"), or "" for a page not numbered."""
+    if not toc.exists():
+        return ""
+    return _numbered(str(toc), toc.stat().st_mtime_ns).get(Path(page).stem, "")
+
+
 class Texts(dict):
     """The answer to a request: "role`body" -> text. JupyterLab receives it as
     JSON (application/json) through IPython's display formatter."""
@@ -184,6 +210,7 @@ def texts(request: str) -> Texts:
         "cite": citation,
         "ref": lambda body: reference(body, page),
         "doc": document,
+        "chapter": _chapter,
     }
     answer = Texts()
     for role, body in asked.get("roles", []):

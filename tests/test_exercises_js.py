@@ -148,6 +148,17 @@ TEXTS = [
     "1e400",
     "0x10",
     "٣",  # an Arabic-Indic digit: Python's \\d would take it, the box does not
+    # commas: between groups of three they group thousands; else a decimal
+    # comma, refused with the same message everywhere a number is typed
+    "0,49",
+    "2,5",
+    "55,9%",
+    "16,384",
+    "2,400,000",
+    "1,234.5",
+    "0,490",
+    "1,234,5",
+    "a,b",
 ]
 UNITS_TRIED = [("fraction", False), ("%", False), ("s", False), ("tokens", True)]
 
@@ -175,6 +186,12 @@ def test_the_page_reads_a_typed_answer_as_check_does(js_page):
     assert read[("  12,000 ", "tokens", True)] == {"value": 12000.0}
     assert "error" in read[("55.9%", "s", False)]
     assert "error" in read[("8.5", "tokens", True)]
+    assert read[("2,400,000", "tokens", True)] == {"value": 2_400_000.0}
+    assert read[("1,234.5", "s", False)] == {"value": 1234.5}
+    assert read[("0,49", "fraction", False)]["error"].startswith(
+        "Write decimals with a point: 0.49, not 0,49"
+    )
+    assert "0.490" in read[("0,490", "s", False)]["error"]
 
 
 SHOWN = [1234.5, 999.5, 999.7, 0.125, 0.3125, -1234.56, 1e-9, 86_400.4, 3.1e7, 0.0]

@@ -7,7 +7,9 @@ Playwright, never `playwright install`):
   inputs show ``data-values``, ``data-result`` equals the function run here
   in CPython for those values (float rounding aside), and the ranged
   inputs' min, max and step are the ranges CPython computes. A value out of
-  range is clamped, shown clamped and drawn with the value shown. Changes
+  range is drawn at the end (to six significant digits, inside the range),
+  shown so; one between two grid points is drawn as typed (a count's
+  rounded, an ``on_grid`` control's on its grid). Changes
   faster than draws: the last one wins, and no older result is written
   after a newer one.
 - a live page given a figure with every kind of control and a function that
@@ -381,23 +383,30 @@ def controls_by(fig: dict) -> dict:
     return {c["name"]: c for c in fig["payload"]["controls"]}
 
 
-def _out_of_range(control: dict, attrs) -> list[tuple[object, object]]:
-    """(typed value, the value it must be clamped to) for a slider or number."""
+def _out_of_range(control: dict, attrs) -> list[tuple[object, object, float]]:
+    """(typed value, the value it must be drawn at, how close) for a slider or
+    number: past an end, that end (a whole control's exactly, another's to
+    six significant digits, so within 1e-5 of it); a value between two grid
+    points, as typed (a whole control's rounded; on its grid only where the
+    grid is the control's domain, ``on_grid``)."""
     lo, hi, step = (_number(a) for a in attrs)
-    as_int = (
-        all(float(x).is_integer() for x in (lo, hi, step)) and control["scale"] != "log"
-    )
+    whole = bool(control.get("whole"))
 
     def typed(v):
-        return int(v) if as_int and float(v).is_integer() else v
+        return int(v) if whole and float(v).is_integer() else v
 
+    end = 0.0 if whole else 1e-5
     if control["scale"] == "log":
-        cases = [(hi * 10, hi), (lo / 10, lo), (lo * step**0.3, lo)]
+        between = lo * step**0.3
+        cases = [(hi * 10, hi, end), (lo / 10, lo, end)]
     else:
-        last = math.floor((hi - lo) / step + 1e-6)
-        top = hi if control["kind"] == "slider" else lo + last * step
-        cases = [(hi + 10 * step, top), (lo - 10 * step, lo), (lo + 0.3 * step, lo)]
-    return [(typed(a), typed(b)) for a, b in cases]
+        between = lo + 0.3 * step
+        cases = [(hi + 10 * step, hi, end), (lo - 10 * step, lo, end)]
+    if control.get("on_grid"):
+        cases.append((between, lo, 1e-9))
+    else:
+        cases.append((between, round(between) if whole else between, 1e-9))
+    return [(typed(a), typed(b), rel) for a, b, rel in cases]
 
 
 @pytest.mark.parametrize("name", live_sources())
@@ -431,11 +440,14 @@ def test_live_figures_follow_their_controls(served_tab, served, name):
             if control["kind"] not in ("slider", "number"):
                 continue
             attrs = read(page, fig["id"])["attrs"][control["name"]]
-            for typed, clamped in _out_of_range(control, attrs):
+            for typed, clamped, rel in _out_of_range(control, attrs):
                 state = _set_and_wait(page, fig, [(control["name"], typed)])
-                assert _same(control, tried(state)[control["name"]], clamped), (
-                    f"{fig['id']}: {control['name']}={typed!r} drew "
-                    f"{tried(state)[control['name']]!r}, not {clamped!r}"
+                drew = tried(state)[control["name"]]
+                assert math.isclose(float(drew), float(clamped), rel_tol=rel) and (
+                    _number(attrs[0]) <= float(drew) <= _number(attrs[1])
+                ), (
+                    f"{fig['id']}: {control['name']}={typed!r} drew {drew!r}, "
+                    f"not {clamped!r}"
                 )
                 _check_outcome(page, fig)
 

@@ -6,6 +6,9 @@ form:
 - a value outside the control's range ("-5", "1e9", one past an end, "1e-9"
   of a count) is drawn at the nearest end, the box shows it, and the line
   under the box names the rule ("at least 1: -5 became 1");
+- a value inside the range is kept as typed, in the box and in the figure
+  (the MFU calculator's 2,400,000, 100,000 and 12,000 tokens/s; 2.4e9
+  tokens in the plan form, which plans what the command plans for them);
 - a value that cannot be read ("2,5", "abc", "1e308") is refused on that
   line, with what was typed, and the box and the figure keep the last value;
 - a rate's least value is above 0: 1e-9 failures per GPU-hour plans;
@@ -33,6 +36,7 @@ pytestmark = pytest.mark.book
 MFU = "notebooks/mfu.html"
 PLAN = "book/plan.html"
 PLANNER = "mlbook.mfu.live:training_days_planner"
+CALCULATOR = "mlbook.mfu.live:mfu_calculator"
 FORM = "mlbook.plan.live:planner_form"
 BOOT_TIMEOUT_MS = 90_000
 DRAW_TIMEOUT_MS = 30_000
@@ -127,8 +131,8 @@ def test_the_mfu_planner_says_what_it_did_with_each_typed_gpu_count(served_tab, 
     refused = [
         (
             "2,5",
-            '"2,5" is not a number (decimals take a point, and no commas group '
-            "the digits: 2.5, 16384); it keeps 4,096",
+            "Write decimals with a point: 2.5, not 2,5 (a comma only groups "
+            "thousands, as in 16,384); it keeps 4,096.",
         ),
         ("abc", '"abc" is not a number; it keeps 4,096'),
         (
@@ -166,7 +170,7 @@ def test_the_plan_form_fits_refuses_and_hides_its_stale_budget(served_tab, serve
     fitted = [
         ("mfu", "1.001", 1, "at most 1: 1.001 became 1"),
         ("mfu", "0", 0.001, "at least 0.001: 0 became 0.001"),
-        ("tokens", "0", 10**9, "at least 1,000,000,000: 0 became 1,000,000,000"),
+        ("tokens", "0", 1, "at least 1: 0 became 1"),
         ("micro_batch", "-5", 1, "at least 1: -5 became 1"),
         ("storage_gb_per_s", "0", 0.1, "at least 0.1: 0 became 0.1"),
         (
@@ -188,7 +192,7 @@ def test_the_plan_form_fits_refuses_and_hides_its_stale_budget(served_tab, serve
     assert got["values"]["failures_per_gpu_hour"] == 1e-9
     # an hour over (1e-9 a GPU-hour x 4,096 GPUs) between failures
     assert got["result"]["job_mtbf_s"] == pytest.approx(3600 / (1e-9 * 4096))
-    assert "--failures-per-gpu-hour 1e-09" in got["commandText"]
+    assert "--failures-per-gpu-hour 1e-9" in got["commandText"]
     back = type_in(page, uid, {"failures_per_gpu_hour": "1.973e-5"})
 
     # unreadable: refused on the field's line, the field keeps its value
@@ -197,7 +201,8 @@ def test_the_plan_form_fits_refuses_and_hides_its_stale_budget(served_tab, serve
         assert got["state"] == "live" and got["values"] == back["values"]
         assert got["shown"][name] == back["shown"][name]
         (line,) = got["lines"].items()
-        assert line[0] == f"{name}:error" and line[1].startswith(f'"{typed}" is ')
+        assert line[0] == f"{name}:error"
+        assert line[1].startswith((f'"{typed}" is ', "Write decimals with a point"))
 
     # -5 GPUs: fitted to 1, which TP 8 does not divide: a joint rule, in the
     # form's words, under the field; the budget, which is for 4,096 GPUs, hidden
@@ -277,4 +282,70 @@ def test_the_controls_work_from_the_keyboard_and_have_names(served_tab, served):
     for f in found:
         assert f["label"], f"{f['name']} ({f['type']}) has no accessible name"
         assert f["tabbable"], f
+    w.assert_clean()
+
+
+def test_the_mfu_calculator_keeps_the_chapters_numbers_as_typed(served_tab, served):
+    """mfu-3's 2,400,000 tokens/s on 16,384 H100s, mfu-2's 100,000 on 1,024
+    A100s (GPT-3, s = 2048), mfu-1's 12,000 on one H100 (Llama-2-7B, s =
+    4096): each drawn as typed, the box keeping the reader's text."""
+    page, w, uid = _open(served_tab, served, MFU, CALCULATOR)
+    got = type_in(page, uid, {"tokens_per_s": "2,400,000"}, BOOT_TIMEOUT_MS)
+    assert got["values"]["tokens_per_s"] == 2_400_000 and got["lines"] == {}
+    assert got["shown"]["tokens_per_s"] == "2,400,000"
+    # an arrow key steps to the next round grid point above it: 5,000 tokens/s
+    box = page.locator(f"#{uid} [name=tokens_per_s]")
+    box.press("ArrowUp")
+    page.wait_for_function(
+        DONE, arg={"id": uid, "done": got["draws"] + 1}, timeout=DRAW_TIMEOUT_MS
+    )
+    assert read(page, uid)["values"]["tokens_per_s"] == 2_405_000
+    gpt3 = {"model": "GPT-3 175B", "gpu": "A100 SXM", "n_gpus": "1024"}
+    got = type_in(page, uid, {**gpt3, "seq_len": "2048", "tokens_per_s": "100000"})
+    assert got["values"]["tokens_per_s"] == 100_000 and got["lines"] == {}
+    assert got["shown"]["tokens_per_s"] == "100000"
+    one = {"model": "Llama-2-7B", "gpu": "H100 SXM", "n_gpus": "1", "seq_len": "4096"}
+    got = type_in(page, uid, {**one, "tokens_per_s": "12,000"})
+    assert got["values"]["tokens_per_s"] == 12_000 and got["lines"] == {}
+    assert got["shown"]["tokens_per_s"] == "12,000"
+    # 12,000 x 46,084,915,200 FLOPs a token / 989e12 FLOP/s = 55.9 % (mfu-1)
+    assert "MFU 55.9%" in got["result"]["title"]["text"]
+    # past 100 % MFU (Llama-3-405B on one H100: 376.70097 tokens/s): the end,
+    # as a reader reads it, in the box and the title, and the line says so
+    got = type_in(
+        page,
+        uid,
+        {"model": "Llama-3-405B", "seq_len": "8192", "tokens_per_s": "2,400,000"},
+    )
+    assert got["values"]["tokens_per_s"] == 376.7
+    assert got["shown"]["tokens_per_s"] == "376.7"
+    assert got["lines"] == {
+        "tokens_per_s:note": "at most 376.7: 2,400,000 became 376.7"
+    }
+    assert "MFU 100.0%" in got["result"]["title"]["text"]
+    w.assert_clean()
+
+
+def test_the_plan_form_plans_what_is_typed_as_the_command_does(served_tab, served):
+    """2.4e9 tokens plans 2.4e9 tokens, the command line shows 2.4e9, and the
+    budget is what the command prints for it; a failure rate keeps its digits."""
+    import shlex
+    import subprocess
+    import sys
+
+    page, w, uid = _open(served_tab, served, PLAN, FORM)
+    got = type_in(page, uid, {"tokens": "2.4e9"}, BOOT_TIMEOUT_MS)
+    print("DEBUG", got["shown"], got["values"], got["draws"], got["state"])
+    assert got["values"]["tokens"] == 2.4e9 and got["lines"] == {}
+    assert got["shown"]["tokens"] == "2.4e9" and got["result"]["tokens"] == 2.4e9
+    argv = shlex.split(got["commandText"].removeprefix("$ "))
+    assert argv[:4] == ["python", "-m", "mlbook", "plan"]
+    assert argv[argv.index("--tokens") + 1] == "2.4e9"
+    run = subprocess.run(
+        [sys.executable, *argv[1:], "--json"], capture_output=True, text=True
+    )
+    assert run.returncode == 0 and json.loads(run.stdout) == got["result"]
+    got = type_in(page, uid, {"failures_per_gpu_hour": "3.1415e-5"})
+    assert got["values"]["failures_per_gpu_hour"] == 3.1415e-5 and got["lines"] == {}
+    assert "--failures-per-gpu-hour 3.1415e-5" in got["commandText"]
     w.assert_clean()

@@ -1,8 +1,9 @@
 """A reader's first touch of a live figure, on the served book.
 
-book/_extra/vendor/live.js starts Python in the background once a live figure
-has been in view for half a second (not at page load, once a page), and says
-so in the figure's status line while it starts. Here, for each live page, as
+book/_extra/vendor/live.js starts Python in the background (in a worker, so
+the page stays live) once a live figure has been in view for half a second
+(not at page load, once a page), and says so in the figure's status line
+while it starts. Here, for each live page, as
 a reader would: the page opens at its top, the first live figure is scrolled
 into view, stays there 5 s, and then its first control is moved; the time
 from the change to the redraw is measured in the page (a MutationObserver on
@@ -13,11 +14,15 @@ the figure's data-draws), twice:
 
 Asserted: Python did not start before a figure came into view (where the
 first figure is below the fold) and did start then, at least 4 s before
-the touch; the status line said it was starting; and the touch waited at
-most for what was left of Python's start plus FIRST_TOUCH_S for the redraw.
+the touch; the status line said it was starting; the figure said over its
+chart that it was being redrawn from the touch until the redraw
+(data-updating); and the touch waited at most for what was left of
+Python's start plus FIRST_TOUCH_S for the redraw.
 The first touch itself within FIRST_TOUCH_S needs Python to start within
-the 5 s, which it does here in 4-6 s cold (about 1 s from the snapshot)
-while other work shares the two cores: that is recorded, not asserted, in
+the 5 s, which it did in about 5 s cold (1.05-1.62 s from the snapshot) on
+the two cores alone, and in 12-35 s cold (3.3-9.1 s from the snapshot) with
+other builds sharing them (docs/live-figures.md): that is recorded, not
+asserted, in
 the test build's timings.json under "live" / "first_touch", which `make
 test` prints, one line a page. Marked `alone`: another test's load would
 change the time it measures.
@@ -33,7 +38,7 @@ from helpers.browser import watch
 from helpers.live import record_live
 
 IN_VIEW_S = 5  # the figure in view this long before the touch, as the issue asks
-FIRST_TOUCH_S = 1.0  # a redraw within about a second of the first touch
+FIRST_TOUCH_S = 2.0  # the redraw within 2 s of the first touch, as the issue asks
 BOOT_TIMEOUT_MS = 90_000
 WINDOW = {"width": 1300, "height": 800}
 RESULTS: dict = {}
@@ -87,7 +92,18 @@ TOUCH = """() => new Promise((resolve) => {
     input.value = Number(input.value) === Number(top) ? bottom : top;
   }
   input.dispatchEvent(new Event("change", {bubbles: true}));
+  // the figure says at once that it is being redrawn, until it is
+  window.__updating = el.getAttribute("data-updating");
 })"""
+
+# What the figure said over its chart as the control moved, and whether it
+# has stopped saying it now that the redraw is done
+UPDATING = """() => {
+  const el = document.querySelector("[data-mlbook-live]");
+  return {at_touch: window.__updating, now: el.getAttribute("data-updating"),
+          over_chart: el.querySelector(".mlbook-live-chart")
+            .getAttribute("data-updating")};
+}"""
 
 
 def first_touch(page, url: str) -> dict:
@@ -99,6 +115,12 @@ def first_touch(page, url: str) -> dict:
     page.wait_for_timeout(IN_VIEW_S * 1000)
     touch = page.evaluate(TOUCH)
     touch["at_load"] = at_load
+    page.wait_for_function(
+        "() => !document.querySelector('[data-mlbook-live]')"
+        ".hasAttribute('data-updating')",
+        timeout=30_000,
+    )
+    touch["updating"] = page.evaluate(UPDATING)
     return touch
 
 
@@ -153,6 +175,16 @@ def test_first_touch_redraws_at_once(chromium_browser, served, name):
             f"{name} ({how}): the first touch took {t['ms']:.0f} ms to redraw, "
             f"{left_ms:.0f} ms of it waiting for Python"
         )
+        # the page stayed live while Python started (in its worker): the touch,
+        # due 5 s after the figure came into view, ran then, not once Python
+        # was ready (on the page's thread the start held it up to 17 s here)
+        assert t["in_view_ms"] <= (IN_VIEW_S + 2) * 1000, (
+            f"{name} ({how}): the page could not take the touch for "
+            f"{t['in_view_ms']:.0f} ms"
+        )
+        # whatever the wait, the figure said it was being redrawn, and stopped
+        assert t["updating"]["at_touch"].startswith("Redrawing for the new values"), t
+        assert t["updating"]["now"] is None and t["updating"]["over_chart"] is None
         if left_ms == 0:
             assert t["status_at_touch"] == "", (
                 f"{name} ({how}): Python was ready, but the status line still "

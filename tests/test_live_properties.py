@@ -1,6 +1,7 @@
 """Property tests for live figures (mlbook.common.live, mlbook.common.vegalite
-and the chapters' live.py): for any valid declaration a clamped value lies in
-its range, on its grid, and stays put when clamped again; the browser's entry
+and the chapters' live.py): for any valid declaration a value inside its
+range stays as typed, one outside goes to the nearest end, and either stays
+put when fitted again; the browser's entry
 point returns what the function returns; the spec builders give JSON; and the
 live figures' numbers move as their formulas say, for any setting of their
 controls."""
@@ -75,27 +76,25 @@ def log_sliders(draw):
     return live.slider("g", "g (s)", lo, lo, hi, step, "log")
 
 
-def _on_grid(c, v) -> bool:
-    if c.scale == "log":
-        k = math.log(v / c.min) / math.log(c.step)
-        return abs(k - round(k)) < 1e-4
-    k = (v - c.min) / c.step
-    return abs(k - round(k)) < 1e-6 or v == c.max
-
-
 @FEW
 @given(linear_sliders() | log_sliders(), values)
-def test_a_clamped_value_is_in_range_on_the_grid_and_stays_put(c, v):
+def test_a_value_in_range_stays_as_typed_and_one_outside_goes_to_the_end(c, v):
+    """A slider's grid is for dragging: a value inside [min, max] is kept as
+    it is; one outside goes to the nearest end, written to six significant
+    digits inside the range; either stays put when fitted again."""
     got = c.clamp(v)
     assert c.min <= got <= c.max
-    assert _on_grid(c, got)
+    if c.min <= v <= c.max:
+        assert got == (round(v) if c.integral else v)
+        assert c.fit(v).note is None or c.integral
+    else:
+        end = c.max if v > c.max else c.min
+        assert math.isclose(got, end, rel_tol=1e-5, abs_tol=0)
+        assert got == float(f"{got:.6g}")  # a reader's precision
+        assert c.fit(v).note.endswith(f"became {live._show(got)}")
     assert c.clamp(got) == got
     # and a declaration may start there
     assert live.slider(c.name, c.label, got, c.min, c.max, c.step, c.scale).value == got
-    if v >= c.max:
-        assert got == c.max
-    if v <= c.min:
-        assert got == c.min
 
 
 @FEW
@@ -138,16 +137,19 @@ def test_choices_clamp_to_an_option(options, data):
 @FEW
 @given(linear_sliders() | log_sliders(), st.text(max_size=12) | values.map(str))
 def test_a_typed_text_is_read_as_the_number_it_writes_or_refused(c, text):
-    """Never a guess: what is read is float(text) of a plain decimal (no
-    commas, no inf), and what is not raises Unreadable naming the control."""
+    """Never a guess: what is read is float(text) of a decimal, its digits
+    grouped or not (no decimal comma, no inf), and what is not raises
+    Unreadable naming the control."""
     try:
         got = c.read(text)
     except live.Unreadable as exc:
         assert exc.field == c.name and exc.message
         return
     plain = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"  # digits, a point, an exponent
-    assert re.fullmatch(plain, text.strip()) and "," not in text
-    assert got == float(text) and math.isfinite(got)
+    bare = re.sub(r"[\s_]", "", text)
+    grouped = r"[+-]?[1-9]\d{0,2}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?"
+    assert re.fullmatch(plain, bare, re.ASCII) or re.fullmatch(grouped, bare, re.ASCII)
+    assert got == float(bare.replace(",", "")) and math.isfinite(got)
     fitted = c.fit(text)
     assert fitted.value == c.clamp(got)
     # a note exactly when the value moved, and it names the value it became
@@ -245,7 +247,9 @@ def test_the_builders_give_json_specs(ys, name, unit):
     )
     assert json.loads(json.dumps(spec, allow_nan=False)) == spec
     assert len(spec["layer"]) == 5 and spec["title"]["text"] == name
-    assert x["title"] == (f"{name} ({unit})" if unit else name)
+    assert x["title"] == (f"{name} ({unit})" if unit and unit != name else name)
+    # a quantity that is its own unit is named once: "days", not "days (days)"
+    assert vl.title_of("days", "days") == "days"
     with pytest.raises(ValueError, match="without a style"):
         vl.lines(rows, x, y, styles={"b": {"color": "red"}})
 

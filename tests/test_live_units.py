@@ -38,8 +38,18 @@ H100 = 989e12  # H100 SXM dense BF16 (NVIDIA datasheet; test_hardware checks the
         (lambda: live.Control("x", "a", "knob", 1), "kind must be one of"),
         (lambda: live.slider("x", "a", 1, 2, 2, 1), "min must be below max"),
         (lambda: live.slider("x", "a", 1, 0, 2, 0), "step must be above 0"),
-        (lambda: live.slider("x", "a", 1, 0, 2.5, 1), "not on the grid"),
-        (lambda: live.slider("x", "a", 1.5, 0, 2, 1), "not on its grid"),
+        (lambda: live.slider("x", "a", 1, 0, 2.5, 1, on_grid=True), "not on the grid"),
+        (lambda: live.slider("x", "a", 1.5, 0, 2, 1), "a whole number"),
+        (lambda: live.slider("x", "a", 1.5, 0, 2, 0.5, on_grid=True), None),
+        (
+            lambda: live.slider("x", "a", 1.2, 0, 2, 0.5, on_grid=True),
+            "not on its grid",
+        ),
+        (lambda: live.dropdown("x", "a", [1, 2], 1, on_grid=True), "TypeError"),
+        (
+            lambda: live.Control("x", "a", "dropdown", 1, options=(1,), on_grid=True),
+            "on_grid",
+        ),
         (
             lambda: live.slider("x", "a", 3, 0, 2, 1),
             r"value must be a number in \[0, 2\]",
@@ -49,7 +59,10 @@ H100 = 989e12  # H100 SXM dense BF16 (NVIDIA datasheet; test_hardware checks the
             "log slider needs min above 0",
         ),
         (lambda: live.slider("x", "a", 1, 1, 10, 0.5, "log"), "a factor"),
-        (lambda: live.slider("x", "a", 1, 1, 9, 2, "log"), "not on the grid"),
+        (
+            lambda: live.slider("x", "a", 1, 1, 9, 2, "log", on_grid=True),
+            "not on the grid",
+        ),
         (lambda: live.slider("x", "a", 1, 0, 2, 1, "cubic"), "scale must be one of"),
         (lambda: live.dropdown("x", "a", [], 1), "non-empty"),
         (lambda: live.dropdown("x", "a", [1, "1"], 1), "options must differ"),
@@ -61,8 +74,35 @@ H100 = 989e12  # H100 SXM dense BF16 (NVIDIA datasheet; test_hardware checks the
     ],
 )
 def test_bad_declarations_name_the_rule(make, message):
+    if message is None:  # a good one, beside the bad
+        make()
+        return
+    if message == "TypeError":  # a choice takes no on_grid
+        with pytest.raises(TypeError):
+            make()
+        return
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_max_is_the_last_drag_position_on_the_grid_or_not():
+    """A slider's grid is for dragging: max need not lie on it (the MFU
+    calculator's 100 % MFU does not), and is the drag's last position."""
+    c = live.slider("x", "x (m)", 1, 0, 2.5, 1)
+    assert c.last_step == 3 and c.clamp(2.4) == 2.4 and c.clamp(9) == 2.5
+    g = live.slider("g", "g (s)", 1, 1, 9, 2, "log")
+    assert g.last_step == 4 and g.clamp(8.5) == 8.5  # 1, 2, 4, 8, then 9
+
+
+def test_a_control_on_its_grid_snaps_to_it():
+    """Where the grid is the domain (b a power of two, m a multiple of p), a
+    value goes to the nearest grid point and the note says so."""
+    b = live.slider("b", "b (examples)", 16, 1, 1024, 2, "log", on_grid=True)
+    assert b.fit(20) == live.Fitted(16, "on its steps (1 x 2^k): 20 became 16")
+    assert b.fit(24.1).value == 32 and b.fit(5000).value == 1024
+    m = live.slider("m", "m (count)", 8, 4, 64, 4, on_grid=True)
+    assert m.fit(9) == live.Fitted(8, "in steps of 4: 9 became 8")
+    assert m.fit(11).value == 12 and m.fit(1).value == 4
 
 
 def test_json_carries_every_key_null_where_it_does_not_apply():
@@ -74,7 +114,19 @@ def test_json_carries_every_key_null_where_it_does_not_apply():
         live.checkbox("c", "c", True),
         live.number("n", "GPUs", 8, 1, 64),
     ]
-    keys = ["name", "label", "kind", "min", "max", "step", "scale", "options", "value"]
+    keys = [
+        "name",
+        "label",
+        "kind",
+        "min",
+        "max",
+        "step",
+        "scale",
+        "options",
+        "value",
+        "on_grid",
+        "whole",
+    ]
     for c in controls:
         j = c.to_json()
         assert list(j) == keys
@@ -87,39 +139,51 @@ def test_json_carries_every_key_null_where_it_does_not_apply():
     assert d["options"] == [2048, 4096] and d["value"] == 4096
     assert c["value"] is True and c["options"] is c["min"] is c["scale"] is None
     assert n["kind"] == "number" and n["scale"] == "linear" and n["options"] is None
+    assert (s["whole"], g["whole"], n["whole"], d["whole"]) == (True, False, True, None)
+
+
+def test_whole_travels_in_the_json_where_a_browser_reads_1e15_as_an_int():
+    """A float control whose bounds are whole numbers (1, 1e15) stays a float
+    control after a browser's JSON round trip, which writes 1e15 as
+    1000000000000000: 2.5 typed is 2.5, not 3."""
+    c = live.number("t", "tokens", 15e12, 1.0, 1e15, 1e12)
+    assert c.whole is False
+    as_js = json.loads(json.dumps(c.to_json()).replace(".0,", ",").replace(".0}", "}"))
+    assert as_js["min"] == 1 and type(as_js["min"]) is int
+    back = live.Control.from_json(as_js)
+    assert back.read("2.5") == 2.5 and back.clamp("2.5") == 2.5
+    assert live.number("n", "GPUs", 8, 1, 64).clamp("2.5") in (2, 3)
 
 
 # --- clamping and snapping ------------------------------------------------------------
 
 
-def test_linear_clamp_and_snap():
+def test_linear_keeps_a_value_in_range_and_clamps_the_rest():
     c = live.slider("restart_s", "R (s)", 0, 0, 1800, 30)
     assert c.integral
-    assert [c.clamp(v) for v in (-5, 44, 46, 1799, 5000)] == [0, 30, 60, 1800, 1800]
+    # the grid (steps of 30) is for dragging: 44 s typed is 44 s
+    assert [c.clamp(v) for v in (-5, 44, 46, 1799, 5000)] == [0, 44, 46, 1799, 1800]
     assert all(type(c.clamp(v)) is int for v in (44.0, "46", 1e9))
+    assert c.clamp(44.4) == 44  # a whole number of seconds, the control's domain
     f = live.slider("mfu", "MFU", 0.4, 0.05, 0.8, 0.01)
-    # 0.05 + 35 x 0.01 is 0.4000000000000001 in floats: snapped values are the decimals
-    assert f.clamp(0.4) == 0.4 and f.clamp(0.123) == 0.12 and f.clamp(0.0) == 0.05
-    assert f.clamp(0.81) == 0.8 and f.clamp("0.795") in (0.79, 0.8)
-    # a computed step: the end is exactly max, inner points to twelve digits
+    assert f.clamp(0.4) == 0.4 and f.clamp(0.123) == 0.123 and f.clamp(0.0) == 0.05
+    assert f.clamp(0.81) == 0.8 and f.clamp("0.795") == 0.795
+    # a computed range (the MFU calculator's: 0.1 % to 100 % MFU): a value in
+    # it as typed, one beyond it at the end to six digits, inside the range
     top = 6171868.759485582
     t = live.slider("t", "t (tokens/s)", top / 1000 * 500, top / 1000, top, top / 1000)
-    assert t.clamp(top * 2) == top and t.clamp(0) == top / 1000
-    assert math.isclose(t.clamp(top * 0.3891), top / 1000 * 389, rel_tol=1e-11)
+    assert t.clamp(2_400_000) == 2_400_000 and t.clamp("2,400,000") == 2_400_000
+    assert t.clamp(top * 2) == 6171860.0 and t.clamp(0) == 6171.87
+    assert top / 1000 <= 6171.87 and 6171860.0 <= top
 
 
-def test_log_clamp_snaps_by_the_factor_from_min():
+def test_log_keeps_a_value_in_range():
     c = live.slider("c", "C (s)", 30, 3, 3000, STEP, "log")
     assert c.clamp(30) == 30 and c.clamp(5000) == 3000 and c.clamp(1) == 3
     assert c.clamp(3000) == 3000 and c.clamp(3) == 3
-    # log10(31/3) x 20 = 20.28 -> k = 20 -> 30; log10(34/3) x 20 = 21.09 -> k = 21
-    assert c.clamp(31) == 30
-    assert c.clamp(34) == pytest.approx(3 * 10 ** (21 / 20), rel=1e-5)
-    assert c.clamp(c.clamp(34)) == c.clamp(34)  # snapping again moves nothing
-    assert c.last_step == 60  # 3 x 10^(60/20) = 3000
-    for v in (3.2, 7.7, 99, 450.5, 2999):
-        k = round(math.log10(v / 3) * 20)
-        assert c.clamp(v) == pytest.approx(3 * 10 ** (k / 20), rel=1e-5)
+    for v in (3.2, 7.7, 31, 34, 99, 450.5, 2999):
+        assert c.clamp(v) == v and c.clamp(c.clamp(v)) == v
+    assert c.last_step == 60  # 3 x 10^(60/20) = 3000: the slider's drag steps
 
 
 def test_read_takes_plain_numbers_and_refuses_the_rest_by_name():
@@ -133,13 +197,21 @@ def test_read_takes_plain_numbers_and_refuses_the_rest_by_name():
         0.5,
     ]
     assert type(n.read("16384")) is int and type(n.read("1e3")) is float
+    # digits grouped as the prose prints them, read as the answer boxes read them
+    assert [n.read(t) for t in ("16,384", "2,400,000", "1_000", "10 533")] == [
+        16384,
+        2_400_000,
+        1000,
+        10533,
+    ]
     refused = {
-        "2,5": '"2,5" is not a number (decimals take a point',
-        "16,384": '"16,384" is not a number (decimals take a point',
+        "2,5": "Write decimals with a point: 2.5, not 2,5 (a comma only groups "
+        "thousands, as in 16,384).",
+        "0,490": "Write decimals with a point: 0.490, not 0,490",
         "abc": '"abc" is not a number',
         "": "the box is empty",
         "inf": '"inf" is not a number',
-        "1_000": '"1_000" is not a number',
+        "12k": '"12k" is not a number',
         "1e308": '"1e308" is too large a number to read here (this control takes '
         "1 to 1,000,000)",
         "9007199254740993": "too large a number",  # 2**53 + 1
@@ -181,15 +253,14 @@ def test_fit_moves_a_value_to_its_range_and_grid_and_names_the_rule():
     assert r.fit("1e-10") == live.Fitted(1e-9, "at least 1e-9: 1e-10 became 1e-9")
     assert r.fit("0") == live.Fitted(1e-9, "at least 1e-9: 0 became 1e-9")
     f = live.slider("mfu", "MFU", 0.4, 0.05, 0.8, 0.01)
-    assert f.fit("0.123") == live.Fitted(0.12, "in steps of 0.01: 0.123 became 0.12")
-    # a grid value as JavaScript writes it (0.05 + 35 x 0.01) is on the grid
-    assert f.fit("0.4000000000000001") == live.Fitted(0.4)
+    assert f.fit("0.123") == live.Fitted(0.123)  # steps are for dragging
+    assert f.fit("0.9") == live.Fitted(0.8, "at most 0.8: 0.9 became 0.8")
     c = live.slider("c", "C (s)", 30, 3, 3000, STEP, "log")
-    assert c.fit(31).value == 30 and c.fit(31).note.startswith("on the slider's steps")
+    assert c.fit(31) == live.Fitted(31)
     assert c.fit(5000).note == "at most 3,000: 5,000 became 3,000"
-    assert c.clamp("31") == 30  # clamp is fit's value
+    assert c.clamp("31") == 31  # clamp is fit's value
     with pytest.raises(live.Unreadable):
-        c.clamp("3,0")
+        c.clamp("3,5")
 
 
 def test_a_draw_keeps_an_unreadable_value_and_says_what_it_moved():
@@ -197,8 +268,8 @@ def test_a_draw_keeps_an_unreadable_value_and_says_what_it_moved():
     drawn = planner.draw({"n_gpus": "2,5", "mfu_value": "0.95"})
     assert drawn.values["n_gpus"] == 4096  # kept: the control's value before
     assert drawn.refused == {
-        "n_gpus": '"2,5" is not a number (decimals take a point, and no commas '
-        "group the digits: 2.5, 16384); it keeps 4,096"
+        "n_gpus": "Write decimals with a point: 2.5, not 2,5 (a comma only groups "
+        "thousands, as in 16,384); it keeps 4,096."
     }
     assert drawn.values["mfu_value"] == 0.8
     assert drawn.notes == {"mfu_value": "at most 0.8: 0.95 became 0.8"}
@@ -213,9 +284,14 @@ def test_a_range_that_follows_another_control_says_it_moved_the_value():
     calc = mfu_live.mfu_calculator.live
     drawn = calc.draw({"gpu": "A100 SXM"})  # 2.4 M tokens/s is past 100 % MFU there
     top = calc.settle({"gpu": "A100 SXM"}).controls[1].max
-    assert drawn.values["tokens_per_s"] == top < 2.4e6
+    # 100 % MFU to six significant digits, inside the range: what a reader reads
+    end = float(f"{top:.6g}") if float(f"{top:.6g}") <= top else None
+    assert end is not None or top < 1e7  # (the case below when rounding went up)
+    got = drawn.values["tokens_per_s"]
+    assert got <= top < 2.4e6 and top - got < 10.0 ** (len(str(int(top))) - 6)
+    assert got == float(f"{got:.6g}")
     assert drawn.notes == {
-        "tokens_per_s": f"at most {top:,.0f}: 2,400,000 became {top:,.0f}"
+        "tokens_per_s": f"at most {live._show(got)}: 2,400,000 became {live._show(got)}"
     }
 
 
@@ -254,24 +330,29 @@ def test_ranges_end_the_throughput_at_100_percent_mfu_and_follow_the_other_contr
         model="Llama-2-7B", seq_len=4096, gpu="H100 SXM", n_gpus=2
     )
     assert r["tokens_per_s"]["max"] == pytest.approx(2 * 21_460.4, abs=0.2)
-    assert r["tokens_per_s"]["min"] == pytest.approx(r["tokens_per_s"]["max"] / 1000)
+
+    # dragged in round steps of about 0.1 % of 100 % MFU: 42.9 tokens/s -> 20
+    assert r["tokens_per_s"]["step"] == r["tokens_per_s"]["min"] == 20
 
     fig = _calculator()  # Llama-3-405B, 16,384 H100s, s = 8192, 2.4e6 tokens/s
     tokens = {c.name: c for c in fig.controls}["tokens_per_s"]
     top = tokens.max
-    assert tokens.value == pytest.approx(2.4e6, rel=1e-3)  # onto the 0.1 % grid
+    assert tokens.value == 2_400_000  # as typed: the steps are for dragging
+    assert tokens.step == 5000  # 0.1 % of 6,171,869 tokens/s is 6,172: 5,000
     half = _calculator(n_gpus=8192)
     t = {c.name: c for c in half.controls}["tokens_per_s"]
-    assert t.max == pytest.approx(top / 2) and t.value == pytest.approx(2.4e6, rel=1e-3)
+    assert t.max == pytest.approx(top / 2) and t.value == 2_400_000
     one = {c.name: c for c in _calculator(n_gpus=1).controls}["tokens_per_s"]
-    assert one.value == one.max == pytest.approx(top / 16384)  # moved to 100 % MFU
+    # moved to 100 % MFU, 376.70097 tokens/s, as a reader reads it
+    assert one.max == pytest.approx(top / 16384) and one.value == 376.7
     small = _calculator(n_gpus=1, model="Llama-2-7B", tokens_per_s=1e12)
     s = {c.name: c for c in small.controls}["tokens_per_s"]
     assert s.max == pytest.approx(21_460.4 * 4096 / 4096 * 989 / 989, rel=0.2)
     drawn = mfu_live.mfu_calculator.live.draw(
         {"n_gpus": 1, "model": "Llama-2-7B", "seq_len": 4096, "tokens_per_s": 1e12}
     )
-    assert drawn.values["tokens_per_s"] == pytest.approx(21_460.4, abs=0.1)
+    # 21,460.38 tokens/s to six digits, inside the range
+    assert drawn.values["tokens_per_s"] == 21_460.3
     assert "MFU 100.0%" in drawn.spec["title"]["text"]
 
 
@@ -331,7 +412,8 @@ def test_draw_json_is_the_function_called_in_cpython():
     payload = cadence_live.waste_explorer.live.payload()
     values = {"checkpoint_s": "100", "node_mtbf_h": 5000, "restart_s": 95, "n_nodes": 7}
     out = json.loads(live.draw_json(json.dumps(payload), json.dumps(values)))
-    assert out["values"]["restart_s"] == 90 and out["values"]["n_nodes"] == 7
+    # 95 s is in the range: kept (the slider's 30 s steps are for dragging)
+    assert out["values"]["restart_s"] == 95 and out["values"]["n_nodes"] == 7
     assert out["result"] == json.loads(
         json.dumps(cadence_live.waste_explorer(**out["values"]))
     )
@@ -779,8 +861,8 @@ def test_lab_host_shows_one_bundle_and_follows_the_ranges(quiet):
     view.controls[
         "n_gpus"
     ].value = "1"  # the end moves down; 2.4e6 is past it: moved to 100 %
-    assert tokens.max == pytest.approx(top / 16384) and tokens.value == tokens.max
-    assert float(box.value) == tokens.value  # the box shows the value drawn
+    assert tokens.max == pytest.approx(top / 16384) and tokens.value == 376.7
+    assert box.value == "376.7"  # the box shows the value drawn, as a reader reads it
     assert "MFU 100.0%" in view.spec["title"]["text"] and view.draws == 2
     assert view.lines["tokens_per_s"].value.startswith(
         '<span class="mlbook-live-note">at most '
@@ -883,7 +965,8 @@ def test_the_lab_host_says_what_it_did_with_each_typed_value(quiet):
         ("-5", "1", "at least 1: -5 became 1"),
         ("1e9", "1000000", "at most 1,000,000: 1e9 became 1,000,000"),
         ("2048", "2048", ""),
-        ("2,5", "2048", '"2,5" is not a number (decimals take a point'),
+        ("2,5", "2048", "Write decimals with a point: 2.5, not 2,5"),
+        ("2,048", "2,048", ""),  # digits grouped as the prose prints them: kept
         ("abc", "2048", '"abc" is not a number; it keeps 2,048'),
         ("1e308", "2048", '"1e308" is too large a number to read here'),
         ("1e-9", "1", "at least 1: 1e-9 became 1"),
@@ -892,7 +975,7 @@ def test_the_lab_host_says_what_it_did_with_each_typed_value(quiet):
     for typed, shown, said in cases:
         box.value = typed
         assert box.value == shown, typed
-        assert view.figure.values()["n_gpus"] == int(shown)
+        assert view.figure.values()["n_gpus"] == int(shown.replace(",", ""))
         text = html.unescape(line.value)
         assert said in text and bool(said) == bool(text), (typed, text)
         assert view.error is None  # never an exception

@@ -394,7 +394,7 @@ def test_command_prints_a_budget_and_json():
         (["--model", "GPT-5"], "--model"),
         (["--gpu", "V100 SXM2"], "--gpu"),
         (["--gpus", "1000", "--pp", "16"], "--gpus"),
-        (["--failures-per-gpu-hour", "1"], "arguments"),
+        (["--failures-per-gpu-hour", "0.009"], "arguments"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args, flag):

@@ -265,40 +265,72 @@ def test_the_advice_names_a_field_the_form_has():
     assert 2 < young and shorter["checkpoint_interval_s"] == 120
 
 
-# (a field, a value beyond the planner's own rule for it, what the planner says):
-# the form's range for the field stops where the planner's rule does
-PLANNER_ENDS = [
-    ("mfu", "max", 1.001, "mfu must lie in (0, 1]"),
-    ("mfu", "min", 0.0, "mfu must lie in (0, 1]"),
-    ("gpus", "min", 0, "n_gpus must be an integer above 0"),
-    ("tp", "min", 0, "tp must be an integer above 0"),
-    ("pp", "min", 0, "pp must be an integer above 0"),
-    ("micro_batch", "min", 0, "micro_batch must be an integer above 0"),
-    ("tokens", "min", 0.0, "tokens must be a finite number above 0"),
-    ("failures_per_gpu_hour", "min", 0.0, "failures_per_gpu_hour must be a finite"),
-    ("storage_gb_per_s", "min", 0.0, "storage_bytes_per_s must be a finite number"),
-    ("restart_min", "min", -0.1, "restart_s must be a finite number at or above 0"),
+# (a field, an end, a value beyond it, what the command says): the form's
+# range for a field is the command's range for its flag (cli.LIMITS)
+COMMAND_ENDS = [
+    (
+        "mfu",
+        "max",
+        1.001,
+        "--mfu 1.001: MFU, a fraction of peak, must be from 0.001 to 1",
+    ),
+    ("mfu", "min", 0.0, "--mfu 0: MFU, a fraction of peak, must be from 0.001 to 1"),
+    ("gpus", "min", 0, "--gpus 0: the GPU count G must be a whole number from 1"),
+    ("tp", "min", 0, "--tp 0: the tensor-parallel size must be a whole number from 1"),
+    ("pp", "min", 0, "--pp 0: the pipeline-parallel size must be a whole number"),
+    ("micro_batch", "min", 0, "--micro-batch 0: the micro-batch must be a whole"),
+    (
+        "tokens",
+        "min",
+        0.0,
+        "--tokens 0: the training tokens D must be from 1 to 1e15",
+    ),
+    ("tokens", "max", 2e15, "--tokens 2e15: the training tokens D must be from 1"),
+    ("failures_per_gpu_hour", "min", 0.0, "the failure rate must be from 1e-9 to"),
+    ("storage_gb_per_s", "min", 0.0, "the checkpoint write bandwidth must be from 0.1"),
+    ("restart_min", "min", -0.1, "--restart-min -0.1: the restart time must be from 0"),
 ]
 
 
-@pytest.mark.parametrize("name, end, beyond, rule", PLANNER_ENDS)
-def test_each_fields_range_is_the_planners_own_rule(name, end, beyond, rule):
+@pytest.mark.parametrize("name, end, beyond, rule", COMMAND_ENDS)
+def test_each_fields_range_is_the_commands_rule_for_its_flag(name, end, beyond, rule):
     control = {c.name: c for c in FORM.controls}[name]
     edge = getattr(control, end)
     base = {**FORM.values(), "gpus": 4096, "tp": 1}  # any GPU count plans at TP 1
     # the end itself plans (a rate's least value is above 0)
     assert plan_live.planner_form(**{**base, name: edge})["model"] == "Llama-3-70B"
     assert (edge > 0) if name != "restart_min" else edge == 0
-    # one step beyond it the planner refuses it by the field's own rule...
+    # beyond it the command refuses it by the flag's own rule...
     status, _, stderr = cli_json(plan_live.plan_argv(**{**base, name: beyond}))
     assert status == 2 and rule in stderr, stderr
-    # ...and the form never passes it on: the value is fitted, with the rule named
+    # ...and the form never passes it on: the value goes to the end, said so
     drawn = FORM.draw({**base, name: str(beyond)})
     assert drawn.values[name] == edge
     side = "at most" if end == "max" else "at least"
     assert drawn.notes == {
         name: f"{side} {live._show(edge)}: {beyond} became {live._show(edge)}"
     }
+
+
+def test_typed_values_plan_as_typed_and_as_the_command_does():
+    """2.4e9 tokens plans 2.4e9 tokens (the arrow keys' steps of 1e12 round
+    nothing), as the command does for --tokens 2.4e9; a failure rate keeps
+    every digit typed."""
+    base = FORM.values()
+    for typed in ({"tokens": "2.4e9"}, {"failures_per_gpu_hour": "3.1415e-5"}):
+        drawn = FORM.draw({**base, **typed})
+        ((name, text),) = typed.items()
+        assert drawn.values[name] == float(text) and drawn.notes == {}
+        argv = plan_live.plan_argv(**drawn.values)
+        assert argv[argv.index("--" + name.replace("_", "-")) + 1] == text
+        status, expected, _ = cli_json(argv)
+        assert status == 0 and drawn.spec == expected
+    assert FORM.draw({**base, "tokens": "2.4e9"}).spec["tokens"] == 2.4e9
+    # 2.4e9 tokens: the ideal days are 2.4e9 / 15e12 of the default's
+    small = FORM.draw({**base, "tokens": "2.4e9"}).spec
+    assert small["ideal_days"] == pytest.approx(
+        plan_live.planner_form(**base)["ideal_days"] * 2.4e9 / 15e12, rel=1e-12
+    )
 
 
 def _form_values():
@@ -382,7 +414,7 @@ def test_every_setting_in_the_declared_ranges_plans_or_names_a_joint_rule(values
 def test_plan_argv_reads_back_as_the_values(values):
     args = cli.parser().parse_args(plan_live.plan_argv(**values))
     for name, value in values.items():
-        if value == plan_live.YOUNG:  # no flag: the command's default, Young's
+        if name == "interval_min" and value == plan_live.YOUNG:  # no flag: Young's
             assert getattr(args, name) is None
             continue
         assert getattr(args, name) == value, (name, value)

@@ -188,3 +188,23 @@ def test_glue_values_keeps_what_it_glues(monkeypatch):
     assert show.GLUED == {"x": 0.25, "n": 3}
     assert prose.glue_text("x:.0%", show.GLUED) == "25%"
     assert math.isclose(float(prose.glue_text("x", show.GLUED)), 0.25)
+
+
+def test_chapter_numbers_follow_sphinx_numbered_toctrees(tmp_path):
+    """A page's chapter number is its place in its numbered part (each part
+    a toctree numbered from 1, as Sphinx numbers them); a page outside the
+    numbered parts has none."""
+    toc = tmp_path / "_toc.yml"
+    toc.write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n"
+        "  - caption: A\n    chapters:\n      - file: book/notation\n"
+        "  - caption: B\n    numbered: true\n    chapters:\n"
+        "      - file: notebooks/mfu\n      - file: notebooks/cadence\n"
+        "  - caption: C\n    numbered: true\n    chapters:\n"
+        "      - file: book/plan\n"
+    )
+    found = {p: prose._chapter(p, toc) for p in ("mfu", "cadence", "plan", "notation")}
+    assert found == {"mfu": "1", "cadence": "2", "plan": "1", "notation": ""}
+    assert prose._chapter("mfu", tmp_path / "none.yml") == ""
+    answer = prose.texts(json.dumps({"page": "x", "roles": [["chapter", "cadence"]]}))
+    assert answer == {"chapter`cadence": prose._chapter("cadence")}

@@ -19,7 +19,10 @@ import sys
 from pathlib import Path
 
 EXTENSION = "mlbook-prose"
-SOURCE = Path(__file__).resolve().parent / "labext" / "prose.js"
+LABEXT = Path(__file__).resolve().parent / "labext"
+SOURCE = LABEXT / "prose.js"
+CONTENTS_MANAGER = "mlbook_contents.PageContentsManager"
+SERVER_CONFIG = "jupyter_server_config.py"
 
 
 def install_extension(labextensions: Path) -> Path:
@@ -57,9 +60,29 @@ def open_text_notebooks(settings_dir: Path) -> Path:
     return override
 
 
+def save_pages_as_written(config_dir: Path, labext: Path = LABEXT) -> Path:
+    """A Jupyter server config in ``config_dir`` (an etc/jupyter folder) that
+    makes tools/labext/mlbook_contents.py's class the contents manager."""
+    config = config_dir / SERVER_CONFIG
+    config.parent.mkdir(parents=True, exist_ok=True)
+    text = (
+        "# Written by tools/lab_settings.py (make install): a page opened, run\n"
+        "# and saved unedited keeps every byte (tools/labext/mlbook_contents.py).\n"
+        "import sys\n\n"
+        f"sys.path.insert(0, {str(labext)!r})\n"
+        f"c.ServerApp.contents_manager_class = {CONTENTS_MANAGER!r}  # noqa: F821\n"
+    )
+    tmp = config.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(config)
+    return config
+
+
 if __name__ == "__main__":
     share = Path(sys.prefix) / "share" / "jupyter"
     override = open_text_notebooks(share / "lab" / "settings")
     print(f"lab_settings: .md chapters open as notebooks ({override})")
     folder = install_extension(share / "labextensions")
     print(f"lab_settings: the prose shows glued values ({folder})")
+    config = save_pages_as_written(Path(sys.prefix) / "etc" / "jupyter")
+    print(f"lab_settings: a page saved unedited keeps every byte ({config})")

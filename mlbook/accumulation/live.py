@@ -92,8 +92,12 @@ def _y(field, title, top, color, orient) -> tuple[dict, dict]:
 
 
 @live.figure(
-    live.slider("global_batch", "global batch B (examples)", 64, 8, 1024, 2, "log"),
-    live.slider("micro_batch", "micro-batch b (examples)", 16, 1, 1024, 2, "log"),
+    live.slider(
+        "global_batch", "global batch B (examples)", 64, 8, 1024, 2, "log", on_grid=True
+    ),
+    live.slider(
+        "micro_batch", "micro-batch b (examples)", 16, 1, 1024, 2, "log", on_grid=True
+    ),
     ranges=micro_batch_range,
 )
 def cost_explorer(

@@ -25,30 +25,39 @@ no numpy, torch or matplotlib.
 Controls, as the HTML book's ``data-mlbook-live`` JSON carries them (every key
 always present, null where it does not apply to the kind):
 
-- ``slider``: a number between ``min`` and ``max``. ``scale`` "linear": on
-  the grid min + k * step; "log": on the grid min * step**k, ``step`` being a
-  factor above 1. Integer-valued when min, max and step are all ints
-  (linear only). ``max`` must lie on the grid.
+- ``slider``: a number between ``min`` and ``max``. Dragging moves it on a
+  grid, ``scale`` "linear": min + k * step; "log": min * step**k, ``step``
+  being a factor above 1; ``max`` is the last drag position, on the grid or
+  not. Integer-valued when min, max and step are all ints (linear only).
+  ``on_grid``: the grid is the domain, not only the drag's (b a power of
+  two): a value goes to the nearest grid point, and ``max`` lies on it.
 - ``select-slider``: a slider over ``options`` (the value is an option, not
   its index).
 - ``dropdown``: one of ``options``.
 - ``checkbox``: True or False.
-- ``number``: a typed number in [min, max] on the grid min + k * step
-  (integers when min and step are ints), as a GPU count is.
+- ``number``: a typed number in [min, max] (integers when min and step are
+  ints, as a GPU count is); the arrow keys step it on the grid
+  min + k * step.
 
 What a host sends is read, then fitted, and both say what they did:
 
 - ``Control.read`` reads a host's value as the control's type, strictly. A
-  typed number is a plain decimal ("16384", "2.5", "-5", "1e-9"): "2,5",
-  "16,384", "abc", an empty box, "inf" and a number beyond 2**53 (1e308),
-  where a double no longer holds whole numbers and the grid's arithmetic
-  overflows, raise ``Unreadable`` with a message naming what was typed. A
-  value that is not one of a choice's options, and a checkbox's that is not
-  True or False, are unreadable too. Nothing is reinterpreted.
-- ``Control.fit`` moves a readable value into [min, max] and onto its grid
-  (the ends exact) and returns ``Fitted(value, note)``: ``note`` is None when
-  the value stayed, else one line naming the rule that moved it ("at most
-  1,000,000: 1e+09 became 1,000,000"). ``Control.clamp`` is its value.
+  typed number is a decimal ("16384", "2.5", "-5", "1e-9"), its digits
+  grouped or not ("16,384", "2 400 000"), as the answer boxes read one
+  (mlbook.common.validate.number_text): a decimal comma ("2,5") is refused
+  with the message the boxes give, and "abc", an empty box, "inf" and a
+  number beyond 2**53 (1e308), where a double no longer holds whole numbers,
+  raise ``Unreadable`` with a message naming what was typed. A value that is
+  not one of a choice's options, and a checkbox's that is not True or False,
+  are unreadable too. Nothing is reinterpreted.
+- ``Control.fit`` keeps a readable value inside [min, max] as it was typed
+  (a slider's grid is for dragging, not for rounding a reader's number; an
+  integer control's value is a whole number), moves one outside to the
+  nearest end (written to six significant digits, inside the range: a
+  computed end of 376.70097... is 376.7) and returns ``Fitted(value,
+  note)``: ``note`` is None when the value stayed, else one line naming the
+  rule that moved it ("at most 1,000,000: 1e9 became 1,000,000").
+  ``Control.clamp`` is its value.
 
 A control's range is its valid domain: the function accepts every value in
 it on its own (an MFU in (0, 1], a count from 1, a rate from above 0), so no
@@ -92,11 +101,23 @@ from dataclasses import dataclass, field, replace
 from numbers import Integral
 from typing import Any
 
-from mlbook.common.validate import is_real
+from mlbook.common.validate import is_real, number_text
 
 KINDS = ("slider", "select-slider", "dropdown", "checkbox", "number")
 SCALES = ("linear", "log")
-JSON_KEYS = ("name", "label", "kind", "min", "max", "step", "scale", "options", "value")
+JSON_KEYS = (
+    "name",
+    "label",
+    "kind",
+    "min",
+    "max",
+    "step",
+    "scale",
+    "options",
+    "value",
+    "on_grid",
+    "whole",
+)
 MIME_TYPE = "application/vnd.mlbook.live+json"  # the HTML book's output type
 VEGALITE_MIME_TYPE = "application/vnd.vegalite.v5+json"  # JupyterLab draws this
 _GRID_TOLERANCE = 1e-6  # how far max may sit off its grid, in steps
@@ -211,6 +232,11 @@ class Control:
     step: float | None = None
     scale: str | None = None
     options: tuple | None = None
+    on_grid: bool = False  # the grid is the domain (b a power of two), not a drag's
+    # whole-number values (a count): for a slider or a number, from the
+    # declaration's types (int min, max and step, linear) when not given, and
+    # carried in the JSON, where 1e15 and 1 read back as ints
+    whole: bool | None = None
 
     def __post_init__(self):
         where = f"control {self.name!r}"
@@ -232,6 +258,27 @@ class Control:
                 )
             if not ranged and value is not None:
                 raise ValueError(f"{where}: a {self.kind} has no {key}, got {value!r}")
+        if not isinstance(self.on_grid, bool) or (self.on_grid and not ranged):
+            raise ValueError(
+                f"{where}: on_grid is True or False, and True only for a slider "
+                f"or a number, got {self.on_grid!r}"
+            )
+        if ranged and self.whole is None:
+            integers = all(
+                isinstance(v, Integral) for v in (self.min, self.max, self.step)
+            )
+            object.__setattr__(self, "whole", self.scale == "linear" and integers)
+        if ranged and not isinstance(self.whole, bool):
+            raise ValueError(f"{where}: whole is True or False, got {self.whole!r}")
+        if not ranged and self.whole is not None:
+            raise ValueError(f"{where}: a {self.kind} has no whole, got {self.whole!r}")
+        if self.whole and not all(
+            float(v).is_integer() for v in (self.min, self.max, self.step)
+        ):
+            raise ValueError(
+                f"{where}: a whole-number control needs whole min, max and step, "
+                f"got {self.min!r}, {self.max!r}, {self.step!r}"
+            )
         if ranged:
             self._check_range(where)
         elif self.scale is not None:
@@ -255,7 +302,11 @@ class Control:
                     f"{where}: value must be a number in [{self.min:g}, {self.max:g}], "
                     f"got {self.value!r}"
                 )
-            snapped = self.clamp(self.value)
+            if self.integral and not float(self.value).is_integer():
+                raise ValueError(
+                    f"{where}: value must be a whole number, got {self.value!r}"
+                )
+            snapped = self._snap(self.value) if self.on_grid else self.value
             if not math.isclose(
                 snapped, self.value, rel_tol=1e-6, abs_tol=1e-9 * self.step
             ):
@@ -291,7 +342,8 @@ class Control:
             if self.step <= 0:
                 raise ValueError(f"{where}: step must be above 0, got {self.step}")
             span = (self.max - self.min) / self.step
-        if abs(span - round(span)) > _GRID_TOLERANCE and self.kind == "slider":
+        on_grid = self.on_grid and self.kind == "slider"
+        if abs(span - round(span)) > _GRID_TOLERANCE and on_grid:
             raise ValueError(
                 f"{where}: max={self.max:g} is not on the grid {self._grid_text()} "
                 f"({span:.4f} steps from min)"
@@ -313,12 +365,9 @@ class Control:
 
     @property
     def integral(self) -> bool:
-        """Values are ints: a linear slider or number with int min, max and step."""
-        return (
-            self.kind in ("slider", "number")
-            and self.scale == "linear"
-            and all(isinstance(v, Integral) for v in (self.min, self.max, self.step))
-        )
+        """Values are ints (``whole``): by default a linear slider or number
+        declared with int min, max and step."""
+        return bool(self.whole)
 
     @property
     def last_step(self) -> int | None:
@@ -328,8 +377,11 @@ class Control:
         if self.kind not in ("slider", "number"):
             return None
         if self.scale == "log":
-            return round(math.log(self.max / self.min) / math.log(self.step))
-        return math.floor((self.max - self.min) / self.step + _GRID_TOLERANCE)
+            span = math.log(self.max / self.min) / math.log(self.step)
+        else:
+            span = (self.max - self.min) / self.step
+        # max itself is the last step, on the grid or not
+        return math.ceil(span - _GRID_TOLERANCE)
 
     def read(self, raw):
         """A value from a host (an HTML input's text, a widget's value) as
@@ -356,17 +408,14 @@ class Control:
             raise Unreadable(self.name, f"{_typed(raw)} is not one of {choices}")
         value = raw
         if isinstance(raw, str):
-            text = raw.strip()
-            if not text:
+            if not raw.strip():
                 raise Unreadable(self.name, "the box is empty: type a number")
+            try:  # grouping dropped (16,384); a decimal comma refused, as everywhere
+                text = number_text(raw)
+            except ValueError as exc:
+                raise Unreadable(self.name, str(exc)) from None
             if not _DECIMAL.fullmatch(text):
-                why = (
-                    " (decimals take a point, and no commas group the digits: "
-                    "2.5, 16384)"
-                    if "," in text
-                    else ""
-                )
-                raise Unreadable(self.name, f"{_typed(raw)} is not a number{why}")
+                raise Unreadable(self.name, f"{_typed(raw)} is not a number")
             # a whole number exactly (2**53 + 1 is not 2**53), else a float
             value = int(text) if _DECIMAL_INT.fullmatch(text) else float(text)
         finite = is_real(value) and (isinstance(raw, str) or math.isfinite(value))
@@ -388,15 +437,15 @@ class Control:
         if self.kind not in ("slider", "number") or _same_number(fitted, value):
             return Fitted(fitted)
         if value < self.min:
-            rule = f"at least {_show(self.min)}"
+            rule = f"at least {_show(self._end(self.min, up=True))}"
         elif value > self.max:
-            rule = f"at most {_show(self.max)}"
-        elif self.integral:
-            rule = "a whole number" if self.step == 1 else f"in steps of {self.step:,}"
-        elif self.scale == "log":
-            rule = f"on the slider's steps ({_show(self.min)} x {self.step:.4g}^k)"
-        else:
+            rule = f"at most {_show(self._end(self.max, up=False))}"
+        elif self.on_grid and self.scale == "log":
+            rule = f"on its steps ({_show(self.min)} x {self.step:.4g}^k)"
+        elif self.on_grid and not (self.integral and self.step == 1):
             rule = f"in steps of {_show(self.step)}"
+        else:
+            rule = "a whole number"
         shown = raw.strip() if isinstance(raw, str) else _show(value)
         return Fitted(fitted, f"{rule}: {shown} became {_show(fitted)}")
 
@@ -405,8 +454,23 @@ class Control:
         return self.fit(value).value
 
     def _fit(self, value):
+        """``value`` inside the range as it is (a whole number for an integer
+        control), outside it the nearest end."""
         if self.kind not in ("slider", "number"):
             return value
+        if self.on_grid:
+            return self._snap(value)
+        if value < self.min:
+            return self._end(self.min, up=True)
+        if value > self.max:
+            return self._end(self.max, up=False)
+        if self.integral:
+            return int(min(max(round(value), self.min), self.max))
+        return value
+
+    def _snap(self, value):
+        """``value`` on the grid, for a control whose grid is its domain (the
+        ends exact)."""
         last = self.last_step
         if self.scale == "log":
             if value <= self.min:
@@ -425,12 +489,26 @@ class Control:
         if self.integral:
             return int(snapped)
         places = _decimals(self.min), _decimals(self.step)
-        if None in places:  # a computed step (top / 1000): twelve digits are plenty
+        if None in places:  # a computed step: twelve digits are plenty
             return float(f"{snapped:.12g}")
         return float(round(snapped, max(places)))
 
     def _exact(self, end):
         return int(end) if self.integral else float(end)
+
+    def _end(self, end, up: bool):
+        """An end of the range as a value: exact for an integer control, else
+        to six significant digits rounded into the range (a computed end such
+        as 100 % MFU's 376.70097... tokens/s is 376.7)."""
+        if self.integral:
+            return int(end)
+        end = float(end)
+        near = float(f"{end:.6g}")
+        if near == end or (near > end) == up:
+            return near
+        scale = 10.0 ** (math.floor(math.log10(abs(end))) - 5)
+        inside = float(f"{(round(end / scale) + (1 if up else -1)) * scale:.6g}")
+        return inside if (inside >= end) == up else end
 
     def with_value(self, value) -> Control:
         """This control with ``value`` (clamped) as its value."""
@@ -464,13 +542,24 @@ class Control:
         data = dict(data)
         if data.get("options") is not None:
             data["options"] = tuple(data["options"])
+        data["on_grid"] = bool(data.get("on_grid"))
+        if data.get("whole") is not None:
+            data["whole"] = bool(data["whole"])
         return cls(**{key: data.get(key) for key in JSON_KEYS})
 
 
-def slider(name, label, value, min, max, step, scale="linear") -> Control:
-    """A slider from ``min`` to ``max``: linear steps of ``step``, or with
-    ``scale="log"`` steps that multiply by ``step``."""
-    return Control(name, label, "slider", value, min, max, step, scale)
+def slider(
+    name, label, value, min, max, step, scale="linear", on_grid=False, whole=None
+) -> Control:
+    """A slider from ``min`` to ``max``: dragged in linear steps of ``step``,
+    or with ``scale="log"`` in steps that multiply by ``step``. A typed value
+    in the range is kept as typed, unless ``on_grid``: the grid is then the
+    domain (b a power of two, m a multiple of p), and a value goes to its
+    nearest grid point; ``max`` must then lie on the grid. ``whole``: whole
+    numbers only (by default when min, max and step are ints, linear)."""
+    return Control(
+        name, label, "slider", value, min, max, step, scale, None, on_grid, whole
+    )
 
 
 def select_slider(name, label, options, value) -> Control:
@@ -487,9 +576,13 @@ def checkbox(name, label, value) -> Control:
     return Control(name, label, "checkbox", bool(value))
 
 
-def number(name, label, value, min, max, step=1) -> Control:
-    """A typed number in [min, max] (integers when min and step are ints)."""
-    return Control(name, label, "number", value, min, max, step, "linear")
+def number(name, label, value, min, max, step=1, on_grid=False, whole=None) -> Control:
+    """A typed number in [min, max] (whole numbers when min, max and step are
+    ints, or ``whole``), kept as typed; the arrow keys step it by ``step``.
+    ``on_grid``: only the grid min + k * step is the domain."""
+    return Control(
+        name, label, "number", value, min, max, step, "linear", None, on_grid, whole
+    )
 
 
 # --- the figure -------------------------------------------------------------------
@@ -662,7 +755,12 @@ class LiveFigure:
             try:
                 read[c.name] = c.read(raw[c.name])
             except Unreadable as exc:
-                refused[c.name] = f"{exc.message}; it keeps {_shown(c, c.value)}"
+                kept = f"it keeps {_shown(c, c.value)}"
+                refused[c.name] = (
+                    f"{exc.message[:-1]}; {kept}."
+                    if exc.message.endswith(".")
+                    else f"{exc.message}; {kept}"
+                )
                 raw[c.name] = read[c.name] = c.value
         controls = {c.name: c.with_value(raw[c.name]) for c in self.controls}
         for _ in range(_SETTLE_ROUNDS if self.ranges is not None else 0):

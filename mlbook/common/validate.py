@@ -8,6 +8,7 @@ message that names the argument, the value it got and the rule it broke.
 from __future__ import annotations
 
 import math
+import re
 from numbers import Integral, Real
 
 
@@ -107,3 +108,55 @@ def instance_of(name: str, value, cls):
             f"{name} must be a {cls.__name__}, got {type(value).__name__} {value!r}"
         )
     return value
+
+
+# A comma in a typed number: only between groups of three digits, as in
+# 16,384 or 2,400,000 (the prose prints numbers so). A decimal comma (0,49;
+# 2,5) is refused with this message in every place a reader types a number:
+# the answer boxes (exercises.js), check(), the live figures' boxes and the
+# command line.
+COMMA_DECIMAL = (
+    "Write decimals with a point: {point}, not {typed} (a comma only groups "
+    "thousands, as in 16,384)."
+)
+_GROUPING = re.compile(r"[\s\u00a0\u202f_]")
+_GROUPED = re.compile(
+    r"[+-]?[1-9][0-9]{0,2}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?%?"
+)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?%?")
+
+
+def number_text(text: str) -> str:
+    """A typed number's text without its digit grouping: spaces and
+    underscores dropped, and commas where they group thousands (16,384;
+    2,400,000.5). A comma anywhere else is a decimal comma: ValueError with
+    COMMA_DECIMAL's message, the point in its place ("0,49" -> 0.49), when
+    that makes a number. What is left is for the caller to read (a number, or
+    not: "a,b" comes back as it is)."""
+    t = _GROUPING.sub("", str(text))
+    if "," not in t or _GROUPED.fullmatch(t):
+        return t.replace(",", "")
+    head, _, tail = t.rpartition(",")
+    point = head.replace(",", "") + "." + tail
+    if _DECIMAL.fullmatch(point):
+        raise ValueError(COMMA_DECIMAL.format(point=point, typed=str(text).strip()))
+    return t
+
+
+def did_you_mean(word: str, candidates, n: int = 3) -> list[str]:
+    """The candidates a mistyped ``word`` most likely meant, best first: the
+    one equal to it but for case ("h100" is H100), else up to ``n`` close in
+    spelling (difflib's ratio of the lower-cased words, at least 0.6)."""
+    import difflib
+
+    text = str(word).strip().lower()
+    names = [str(c) for c in candidates]
+    same = [c for c in names if c.strip().lower() == text]
+    if same:
+        return same[:1]
+    scored = []
+    for i, c in enumerate(names):
+        ratio = difflib.SequenceMatcher(None, text, c.lower()).ratio()
+        if ratio >= 0.6:
+            scored.append((-ratio, i, c))
+    return [c for _, _, c in sorted(scored)[:n]]

@@ -52,8 +52,9 @@ def geomspace(start: float, stop: float, n: int) -> list[float]:
 
 
 def title_of(quantity: str, unit: str | None = None) -> str:
-    """An axis title with its unit: ``title_of("days to train", "days")``."""
-    return f"{quantity} ({unit})" if unit else quantity
+    """An axis title with its unit: ``title_of("days to train", "days")``;
+    a quantity that is its unit is named once ("days", not "days (days)")."""
+    return f"{quantity} ({unit})" if unit and unit != quantity else quantity
 
 
 def channel(

@@ -46,7 +46,12 @@ _SAID: dict[str, dict] = {}  # a prediction's id -> what the reader said
 class Result:
     """What ``check`` found: ``correct`` only when every answer is right.
     ``checked`` is False for an exercise without a key (a prediction, or a
-    measurement only the reader can explain)."""
+    measurement only the reader can explain) and for a call with no answers,
+    which says what the exercise takes.
+
+    ``check`` prints the report; in IPython (JupyterLab) a cell that ends in
+    ``check(...)`` shows it once, with no ``Out[n]`` line, and the result
+    shown on its own in a later cell prints its report again."""
 
     exercise_id: str
     verdicts: tuple[Verdict, ...]
@@ -84,6 +89,10 @@ class Result:
             lines.append(f"  {mark} {v.name}{value}: {v.hint}")
         return "\n".join(lines)
 
+    def _ipython_display_(self) -> None:
+        if getattr(self, "_printed_in", None) != _cell():
+            print(self.report())
+
     def __repr__(self) -> str:
         state = (
             "right"
@@ -91,6 +100,16 @@ class Result:
             else ("not checked" if not self.checked else "wrong")
         )
         return f"<check {self.exercise_id}: {state}>"
+
+
+def _cell() -> int | None:
+    """The IPython cell running now (its execution count), or None."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return None if shell is None else shell.execution_count
 
 
 def _show(value) -> str:
@@ -108,8 +127,8 @@ def check(exercise_id, function=None, /, **answers) -> Result:
     ``check("faults-1", drop_beats_wait)`` checks a function you wrote
     (change-the-code exercises). An exercise on your own measurement takes
     the measured inputs too (its statement names them). ``check("mfu-1")``
-    with nothing says what it expects. Returns a ``Result``; ``.correct`` is
-    True only when every answer is right.
+    with nothing prints what it expects. Returns a ``Result``; ``.correct``
+    is True only when every answer is right.
     """
     ex = get(exercise_id)
     if function is not None:
@@ -119,10 +138,22 @@ def check(exercise_id, function=None, /, **answers) -> Result:
         result = _next_to_run(ex) if ex.id in _RUNS else _not_run(ex)
     elif not ex.checked:
         result = _not_checked(ex)
+    elif not answers:
+        result = _what_it_takes(ex)
     else:
         result = _check_answers(ex, answers)
     print(result.report())
+    object.__setattr__(result, "_printed_in", _cell())
     return result
+
+
+def _what_it_takes(ex: Exercise) -> Result:
+    """``check(id)`` with nothing: what the exercise takes, and the call."""
+    if ex.code is not None and not ex.fields:
+        text = f"{ex.id} checks a function: {ex.usage()}"
+    else:
+        text = _expected(ex)
+    return Result(ex.id, (Verdict("", None, False, text),), False, checked=False)
 
 
 def outcome(exercise_id, /, **values) -> None:
@@ -210,9 +241,7 @@ def _read_answers(ex: Exercise, answers: dict) -> dict:
     missing = [n for n in names if n not in answers]
     if unknown or missing:
         problem = []
-        if missing and not answers:
-            problem.append(f"no answers given (missing {', '.join(missing)})")
-        elif missing:
+        if missing:
             problem.append(f"missing {', '.join(missing)}")
         for n in unknown:
             close = close_matches(n, [m for m in names if m not in answers] or names)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from types import MappingProxyType
 
+from mlbook.common.validate import COMMA_DECIMAL, number_text
+
 # diagnose: an artifact (a profile, a log, a curve) from a seeded generator or
 # the run, and what is wrong, what to do, what it buys; checked as compute is
 KINDS = ("compute", "derive", "code", "measure", "predict", "diagnose")
@@ -116,6 +118,7 @@ MESSAGES = {
     "not_a_number": "Enter a number (digits, a point, an optional exponent).",
     "percent_here": "Enter a number in {unit}: a percentage (%) is for a fraction.",
     "whole": "Enter a whole number of {unit}.",
+    "comma": COMMA_DECIMAL,  # a decimal comma (0,49), as everywhere a number is typed
     # a prediction next to what the run measured (compare, reason)
     "predicted": "You said {said}; this run measured {measured}. {how}",
     "close": "Close.",
@@ -568,18 +571,19 @@ def run_values(ex: Exercise, values: dict) -> dict[str, float]:
 
 # --- a typed answer -------------------------------------------------------------------
 
-_SEPARATORS = re.compile(r"[,\s\u00a0\u202f_]")
 _NUMBER = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?")
 
 
 def read_number(text: str, unit: str, whole: bool = False) -> float:
     """A typed answer as a number, as the answer box reads it (exercises.js
     ``readNumber``, rule for rule): digits with an optional sign, decimals
-    and exponent; thousands separators (commas, spaces, underscores) are
-    dropped; a trailing "%" divides by 100 where a fraction is asked ("55.9%"
-    is 0.559) and is the unit itself where a percentage is. Anything else is
-    a ValueError whose message says what to type."""
-    t = _SEPARATORS.sub("", str(text))
+    and exponent; digit grouping (spaces, underscores, commas between groups
+    of three: 16,384) is dropped, and a decimal comma (0,49) is refused, as
+    everywhere a number is typed (mlbook.common.validate.number_text); a
+    trailing "%" divides by 100 where a fraction is asked ("55.9%" is 0.559)
+    and is the unit itself where a percentage is. Anything else is a
+    ValueError whose message says what to type."""
+    t = number_text(text)
     if not t:
         raise ValueError(MESSAGES["empty"].format(unit=unit))
     percent = t.endswith("%")

@@ -28,13 +28,24 @@ def sixteen_bit_peak(gpu: str) -> float:
     return row.peak("bf16" if "bf16" in row.peak_flops_per_s else "fp16")
 
 
+def _round_step(x: float) -> float:
+    """The largest 1, 2 or 5 times a power of ten at or below ``x``: a step a
+    reader reads (5,000 tokens/s, not 6,171.868759)."""
+    power = 10.0 ** math.floor(math.log10(x))
+    lead = max(d for d in (1, 2, 5) if d * power <= x * (1 + 1e-12))
+    return float(f"{lead * power:.1g}")
+
+
 def calculator_ranges(model: str, seq_len: int, gpu: str, n_gpus: int, **_) -> dict:
-    """The tokens/s control's range for the current choice: from 0.1 % to
-    100 % MFU, in steps of 0.1 %."""
+    """The tokens/s control's range for the current choice: up to 100 % MFU
+    (more is impossible), dragged in round steps of about 0.1 % of it (1, 2
+    or 5 times a power of ten), from one step. A typed value in the range is
+    kept as typed."""
     top = mfu.max_tokens_per_s(
         config.PRESETS[model], seq_len, sixteen_bit_peak(gpu), n_gpus
     )
-    return {"tokens_per_s": {"min": top / 1000, "max": top, "step": top / 1000}}
+    step = _round_step(top / 1000)
+    return {"tokens_per_s": {"min": step, "max": top, "step": step}}
 
 
 @live.figure(

@@ -2,18 +2,28 @@
 
 Prints the plan as an aligned budget with units, or with ``--json`` the same
 numbers under stable keys. A bad argument exits with status 2 and one line
-that names the flag and the rule.
+that names the flag, the value as typed, its unit and the rule
+("--restart-min -1: the restart time must be from 0 to 1,440 minutes"),
+with the near miss where there is one ("--mfu 40: ... 40 % is 0.4",
+"--gpu h100: ... did you mean H100?"). A number is read as the answer boxes
+read one (mlbook.common.validate.number_text): "15,000" is 15000, and a
+decimal comma, "0,4", is refused with the point it needs. Each numeric flag
+has a range (``LIMITS``), which the plan page's form shares, so the form
+takes every plan the command takes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 from mlbook.common.transformer import PRESETS
 from mlbook.common.units import GB, GIB, HOUR_S, MINUTE_S, TB, TERA
+from mlbook.common.validate import did_you_mean, number_text
 from mlbook.plan.planner import (
     DEFAULT_RESTART_S,
     DEFAULT_STORAGE_BYTES_PER_S,
@@ -50,9 +60,179 @@ FLAG = {
 }
 
 
+@dataclass(frozen=True)
+class Limit:
+    """A numeric flag's range, in the flag's unit: from ``lo`` (or above it,
+    when ``above``) to ``hi``."""
+
+    what: str  # what the flag sets, as a message names it
+    unit: str
+    lo: float
+    hi: float
+    whole: bool = False
+    above: bool = False
+
+    def rule(self) -> str:
+        start = f"above {_num(self.lo)}" if self.above else f"from {_num(self.lo)}"
+        joint = "and at most" if self.above else "to"
+        kind = "a whole number " if self.whole else ""
+        said = f"{self.what} must be {kind}{start} {joint} {_num(self.hi)} {self.unit}"
+        return said.rstrip()
+
+    def holds(self, value) -> bool:
+        low = value > self.lo if self.above else value >= self.lo
+        return low and value <= self.hi
+
+
+# Each numeric flag's range: the planner's own rule (counts from 1, rates and
+# an MFU above 0, a restart from 0) up to a generous top, so that no finite
+# plan overflows (tokens up to 1e15, 64 times Llama 3 405B's 15.6e12). The
+# plan page's form (mlbook.plan.live.FORM) takes the same ranges.
+LIMITS = {
+    "tokens": Limit("the training tokens D", "tokens", 1, 1e15),
+    "gpus": Limit("the GPU count G", "GPUs", 1, 1_048_576, whole=True),
+    "mfu": Limit("MFU, a fraction of peak,", "", 0.001, 1),
+    "seq_len": Limit("the sequence length s", "tokens", 1, 1_048_576, whole=True),
+    "tp": Limit("the tensor-parallel size", "GPUs", 1, 128, whole=True),
+    "pp": Limit("the pipeline-parallel size", "stages", 1, 128, whole=True),
+    "dp": Limit("the data-parallel size", "replicas", 1, 1_048_576, whole=True),
+    "micro_batch": Limit("the micro-batch", "sequences", 1, 1024, whole=True),
+    "grad_accum": Limit("the gradient accumulation", "micro-steps", 1, 65_536, True),
+    "global_batch": Limit("the global batch", "sequences", 1, 2**30, whole=True),
+    "failures_per_gpu_hour": Limit(
+        "the failure rate", "failures per GPU-hour", 1e-9, 0.01
+    ),
+    "storage_gb_per_s": Limit("the checkpoint write bandwidth", "GB/s", 0.1, 100_000),
+    "restart_min": Limit("the restart time", "minutes", 0, 1440),
+    "interval_min": Limit("the checkpoint interval", "minutes", 0, 10_080, above=True),
+}
+
+
+def _num(x) -> str:
+    """A number as a rule states it: 1,048,576; 0.001; 1e15; 1e-9."""
+    if x == int(x) and abs(x) < 1e7:
+        return f"{int(x):,}"
+    if 1e-4 <= abs(x) < 1e7:
+        return f"{x:g}"
+    mantissa, exponent = f"{x:.6g}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _reader(whole: bool):
+    """An argparse type: a number as typed (digits grouped or not), an int
+    for a count; what is not one is refused with why."""
+
+    def read(text: str):
+        try:
+            t = number_text(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+        if not _DECIMAL.fullmatch(t):
+            raise argparse.ArgumentTypeError(f"{text}: not a number")
+        value = float(t)
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text}: too large a number")
+        if not whole:
+            return value
+        if not value.is_integer():
+            raise argparse.ArgumentTypeError(f"{text}: not a whole number")
+        return int(t) if re.fullmatch(r"[+-]?[0-9]+", t) else int(value)
+
+    read.__name__ = "whole number" if whole else "number"
+    return read
+
+
+_NUMBER = _reader(False)
+_WHOLE = _reader(True)
+# a value that starts with "-": argparse takes "-15e12" for an option
+_NEGATIVE = re.compile(r"-(?:[0-9]|\.[0-9])")
+
+
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message):
+        # "argument --tokens: -15e12: ..." as "--tokens -15e12: ..."
+        message = re.sub(r"^argument (--[\w-]+): (?=\S+: )", r"\1 ", message)
+        message = re.sub(r"^argument (--[\w-]+): ", r"\1: ", message)
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _joined(argv: list[str], ap: argparse.ArgumentParser) -> list[str]:
+    """``argv`` with a negative number after a flag that takes a value joined
+    to it ("--tokens -15e12" as "--tokens=-15e12"), so that the flag gets it."""
+    takes = {
+        o
+        for a in ap._actions
+        if a.nargs is None and a.const is None
+        for o in a.option_strings
+    }
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in takes and i + 1 < len(argv) and _NEGATIVE.match(argv[i + 1]):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def _typed(argv: list[str]) -> dict[str, str]:
+    """The text typed for each flag (the last one given)."""
+    typed = {}
+    for i, arg in enumerate(argv):
+        if arg.startswith("--") and "=" in arg:
+            flag, value = arg.split("=", 1)
+            typed[flag] = value
+        elif arg.startswith("--") and i + 1 < len(argv):
+            typed[arg] = argv[i + 1]
+    return typed
+
+
+def check_args(args, typed: dict[str, str] | None = None) -> str | None:
+    """The first flag whose value breaks its own rule, as one line ("--mfu
+    40: MFU, a fraction of peak, must be from 0.001 to 1; 40 % is 0.4"), or
+    None. ``typed``: the text typed for each flag, quoted in the message."""
+    typed = typed or {}
+    names = [*PRESETS]
+    if args.model not in PRESETS:
+        return _choice("--model", args.model, "a model preset", names)
+    gpus = list(GPUS + GPU_ALIASES)
+    if args.gpu not in gpus and not _known_device(args.gpu):
+        return _choice("--gpu", args.gpu, "a GPU the planner knows", gpus)
+    if args.zero not in ZERO_STAGES:
+        stages = ", ".join(map(str, ZERO_STAGES[:-1])) + f" or {ZERO_STAGES[-1]}"
+        return f"--zero {typed.get('--zero', args.zero)}: the ZeRO stage is {stages}"
+    if args.recompute not in RECOMPUTE:
+        return _choice("--recompute", args.recompute, "a recompute strategy", RECOMPUTE)
+    for dest, limit in LIMITS.items():
+        value = getattr(args, dest, None)
+        if value is None or limit.holds(value):
+            continue
+        flag = "--" + dest.replace("_", "-")
+        said = f"{flag} {typed.get(flag, _num(value))}: {limit.rule()}"
+        if dest == "mfu" and 2 <= value <= 100:  # a percentage, surely
+            said += f"; {_num(value)} % is {_num(value / 100)}"
+        if dest == "interval_min" and value <= 0:
+            said += f" (leave {flag} out for Young's optimum)"
+        return said
+    return None
+
+
+def _known_device(name: str) -> bool:
+    """A device the table knows, by name or alias (the planner says why it
+    cannot plan on one without a bf16 peak)."""
+    from mlbook.common.accelerators import ACCELERATORS, ALIASES
+
+    return name in ACCELERATORS or name in ALIASES
+
+
+def _choice(flag: str, value: str, what: str, options) -> str:
+    near = did_you_mean(value, options)
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    return f"{flag} {value}: not {what}{hint} (one of {', '.join(options)})"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -63,53 +243,53 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--model", required=True, help="preset name: " + ", ".join(PRESETS))
     ap.add_argument(
-        "--tokens", type=float, required=True, help="training tokens D (e.g. 15e12)"
+        "--tokens", type=_NUMBER, required=True, help="training tokens D (e.g. 15e12)"
     )
     ap.add_argument(
         "--gpu",
         required=True,
         help="accelerator with a bf16 peak: " + ", ".join(GPUS + GPU_ALIASES),
     )
-    ap.add_argument("--gpus", type=int, required=True, help="number of GPUs G")
+    ap.add_argument("--gpus", type=_WHOLE, required=True, help="number of GPUs G")
     ap.add_argument(
-        "--mfu", type=float, default=0.40, help="MFU to plan with, 0-1 (default 0.40)"
+        "--mfu", type=_NUMBER, default=0.40, help="MFU to plan with, 0-1 (default 0.40)"
     )
     ap.add_argument(
         "--seq-len",
-        type=int,
+        type=_WHOLE,
         default=8192,
         help="sequence length s, tokens (default 8192)",
     )
     ap.add_argument(
-        "--tp", type=int, default=1, help="tensor-parallel size (default 1)"
+        "--tp", type=_WHOLE, default=1, help="tensor-parallel size (default 1)"
     )
     ap.add_argument(
-        "--pp", type=int, default=1, help="pipeline-parallel size (default 1)"
+        "--pp", type=_WHOLE, default=1, help="pipeline-parallel size (default 1)"
     )
     ap.add_argument(
         "--dp",
-        type=int,
+        type=_WHOLE,
         default=None,
         help="data-parallel size (default gpus / (tp x pp))",
     )
     ap.add_argument(
-        "--zero", type=int, default=1, help=f"ZeRO stage {ZERO_STAGES} (default 1)"
+        "--zero", type=_WHOLE, default=1, help=f"ZeRO stage {ZERO_STAGES} (default 1)"
     )
     ap.add_argument(
         "--micro-batch",
-        type=int,
+        type=_WHOLE,
         default=1,
         help="sequences per GPU per micro-step (default 1)",
     )
     ap.add_argument(
         "--grad-accum",
-        type=int,
+        type=_WHOLE,
         default=1,
         help="micro-steps per optimizer step (default 1)",
     )
     ap.add_argument(
         "--global-batch",
-        type=int,
+        type=_WHOLE,
         default=None,
         help="global batch in sequences; checked against micro-batch x grad-accum x dp",
     )
@@ -120,14 +300,14 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--failures-per-gpu-hour",
-        type=float,
+        type=_NUMBER,
         default=llama3_failures_per_gpu_hour(),
         help="failure rate per GPU-hour (default %(default).3g: Llama 3 405B's 419 "
         "unexpected interruptions in 54 days on 16,384 GPUs)",
     )
     ap.add_argument(
         "--storage-gb-per-s",
-        type=float,
+        type=_NUMBER,
         default=DEFAULT_STORAGE_BYTES_PER_S / GB,
         help=(
             "aggregate checkpoint write bandwidth, GB/s (default %(default)g, "
@@ -136,14 +316,14 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--restart-min",
-        type=float,
+        type=_NUMBER,
         default=DEFAULT_RESTART_S / MINUTE_S,
         help="minutes to detect a failure, reschedule and reload (default %(default)g, "
         "an assumption)",
     )
     ap.add_argument(
         "--interval-min",
-        type=float,
+        type=_NUMBER,
         default=None,
         help="checkpoint interval, minutes (default: Young's optimum)",
     )
@@ -347,7 +527,12 @@ def budget_lines(d: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = parser()
+    argv = _joined(list(sys.argv[1:] if argv is None else argv), ap)
     args = ap.parse_args(argv)
+    bad = check_args(args, _typed(argv))
+    if bad:
+        print(f"{ap.prog}: error: {bad}", file=sys.stderr)
+        return 2
     inputs = None
     if args.machine is not None:
         from mlbook.calibrate.formulas import MachineFileError, check_mfu

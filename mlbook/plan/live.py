@@ -37,7 +37,6 @@ from mlbook.plan.planner import (
 )
 
 MODELS = tuple(PRESETS)
-SEQ_LENS = (2048, 4096, 8192, 16384, 32768, 131072)
 # the parts of the two bars: (label, key in the plan's JSON, colour)
 DAY_PARTS = (
     ("ideal", "ideal_days", vl.C[0]),
@@ -106,7 +105,7 @@ def budget_chart(d: dict, title: str) -> dict:
     verdict = "fits" if d["fits"] else f"short by {d['short_bytes'] / GIB:,.1f} GiB"
     day_bar = _bar(
         days,
-        "days",
+        "time",  # the axis reads "time (days)", not "days (days)"
         "days",
         f"{d['expected_days']:,.1f} days expected, goodput {d['goodput']:.1%}",
     )
@@ -193,17 +192,18 @@ def budget_explorer(
 
 def _arg(value) -> str:
     """A value as a command line writes it, read back exactly by the flag's
-    type (15e12 as 1.5e+13, 0.4 as 0.4, 4096 as 4096)."""
+    type (15e12 as 1.5e13, 2.4e9 as 2.4e9, 0.4 as 0.4, 4096 as 4096)."""
     if isinstance(value, str):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    short = f"{value:g}"
+    short = re.sub(r"e([+-])0*(?=\d)", lambda m: "e" + m[1].strip("+"), f"{value:g}")
     return short if float(short) == value else repr(float(value))
 
 
-# the interval field's first choice: no --interval-min, the planner's default
-YOUNG = "Young's optimum"
+# the interval field's value for Young's optimum: no --interval-min, the
+# planner's default
+YOUNG = 0
 
 
 def plan_argv(**values) -> list[str]:
@@ -218,47 +218,49 @@ def plan_argv(**values) -> list[str]:
     return argv
 
 
-# The controls of the form: the command's flags, in its units and defaults.
-# Each range is the planner's own rule for that flag (an MFU in (0, 1], counts
-# from 1, rates above 0, a restart from 0) up to a generous maximum, so a box
-# never holds a value the planner refuses on its own; what the planner still
-# refuses is a rule over several fields (tp divides the model's heads, tp x
-# pp divides the GPUs), shown at the field it names.
+def _field(name: str, label: str, value, step) -> live.Control:
+    """A number field with the range the command gives its flag
+    (``cli.LIMITS``): the form takes every value the command takes."""
+    limit = cli.LIMITS[name]
+    lo, hi = limit.lo, limit.hi
+    if limit.whole:
+        lo, hi, step = int(lo), int(hi), int(step)
+    flag = f"{label} (--{name.replace('_', '-')})"
+    # whole or not as the command reads the flag, said in the JSON too: the
+    # browser's JSON reads 1e15 back as a whole number
+    return live.number(name, flag, value, lo, hi, step, whole=limit.whole)
+
+
+# The controls of the form: the command's flags, in its units and defaults,
+# each number in the range the command takes for its flag (cli.LIMITS), so
+# a box never holds a value the command refuses on its own and takes every
+# value it accepts, as typed (the steps are the arrow keys'); what the
+# planner still refuses is a rule over several fields (tp divides the
+# model's heads, tp x pp divides the GPUs), shown at the field it names.
 FORM = (
     live.dropdown("model", "model (--model)", MODELS, "Llama-3-70B"),
-    live.number("tokens", "tokens D (--tokens)", 15e12, 1e9, 1e15, 1e9),
+    _field("tokens", "tokens D", 15e12, 1e12),
     live.dropdown("gpu", "GPU (--gpu)", GPUS, "H100 SXM"),
-    live.number("gpus", "GPUs G (--gpus)", 4096, 1, 1_048_576),
-    live.number("mfu", "MFU, fraction of peak (--mfu)", 0.4, 0.001, 1.0, 0.001),
-    live.dropdown("seq_len", "sequence length s (--seq-len)", SEQ_LENS, 8192),
-    live.number("tp", "TP, tensor-parallel size (--tp)", 8, 1, 128),
-    live.number("pp", "PP, pipeline stages (--pp)", 1, 1, 128),
+    _field("gpus", "GPUs G", 4096, 1),
+    _field("mfu", "MFU, fraction of peak", 0.4, 0.01),
+    _field("seq_len", "sequence length s, tokens", 8192, 1024),
+    _field("tp", "TP, tensor-parallel size", 8, 1),
+    _field("pp", "PP, pipeline stages", 1, 1),
     live.dropdown("zero", "ZeRO stage (--zero)", ZERO_STAGES, 1),
     live.dropdown("recompute", "recompute (--recompute)", RECOMPUTE, "selective"),
-    live.number("micro_batch", "micro-batch, sequences (--micro-batch)", 1, 1, 64),
-    live.number(
+    _field("micro_batch", "micro-batch, sequences", 1, 1),
+    _field(
         "failures_per_gpu_hour",
-        "failures per GPU-hour (--failures-per-gpu-hour)",
+        "failures per GPU-hour",
         # Llama 3 405B's log, 419 / (54 x 24 h x 16,384 GPUs), to four digits
         float(f"{llama3_failures_per_gpu_hour():.4g}"),
-        1e-9,  # a rate above 0: its grid starts at its step, never at 0
-        1e-3,
-        1e-9,
+        1e-6,
     ),
-    live.number(
-        "storage_gb_per_s",
-        "checkpoint write bandwidth, GB/s (--storage-gb-per-s)",
-        200.0,
-        0.1,
-        100_000.0,
-        0.1,
-    ),
-    live.number("restart_min", "restart time R, min (--restart-min)", 10, 0, 1440, 0.1),
-    live.dropdown(
-        "interval_min",
-        "checkpoint interval I, min (--interval-min)",
-        (YOUNG, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240),
-        YOUNG,
+    _field("storage_gb_per_s", "checkpoint write bandwidth, GB/s", 200.0, 10.0),
+    _field("restart_min", "restart time R, min", 10, 1.0),
+    # 0 is Young's optimum (no flag); the command takes any interval above 0
+    _field(
+        "interval_min", "checkpoint interval I, min (0: Young's optimum)", YOUNG, 1.0
     ),
 )
 FORM_FIELDS = tuple(c.name for c in FORM)
@@ -334,7 +336,7 @@ def planner_form(
     failures_per_gpu_hour: float,
     storage_gb_per_s: float,
     restart_min: float,
-    interval_min: float | str = YOUNG,
+    interval_min: float = YOUNG,
 ) -> dict:
     """What ``python -m mlbook plan ... --json`` prints for these flags: the
     command's own parser, spec and planner. A value the planner refuses

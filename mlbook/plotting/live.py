@@ -106,7 +106,14 @@ def _set(widget, drag, control) -> None:
     ``control`` (all at once, so traitlets checks a range that moved wholly
     above or below the old one only at the end)."""
     if control.kind in ("slider", "number"):
-        widget.value = _box_text(control.value)
+        # the reader's text stays as typed ("2,400,000", "15e12") while it is
+        # the value drawn; a value that moved, or was refused, shows as drawn
+        try:
+            same = control.read(widget.value) == control.value
+        except live_core.Unreadable:
+            same = False
+        if not same:
+            widget.value = _box_text(control.value)
     else:
         widget.value = control.value
     if drag is None:

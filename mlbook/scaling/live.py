@@ -106,7 +106,7 @@ def _bubble_label(p: int, v: int) -> str:
 
 @live.figure(
     live.select_slider("p", "pipeline stages p (devices)", BUBBLE_PS, 8),
-    live.slider("m", "micro-batches per step m (count)", 32, 1, M_MAX, 1),
+    live.slider("m", "micro-batches per step m (count)", 32, 1, M_MAX, 1, on_grid=True),
     live.select_slider("v", "model chunks per device v (count)", BUBBLE_VS, 1),
     ranges=bubble_ranges,
 )
@@ -197,7 +197,9 @@ def idle_slots(timeline: pipeline.Timeline) -> list[tuple]:
 
 @live.figure(
     live.select_slider("p", "pipeline stages p (devices)", SCHEDULE_PS, 4),
-    live.slider("m", "micro-batches per step m (count)", 8, 1, SCHEDULE_M_MAX, 1),
+    live.slider(
+        "m", "micro-batches per step m (count)", 8, 1, SCHEDULE_M_MAX, 1, on_grid=True
+    ),
     live.select_slider("v", "model chunks per device v (count)", SCHEDULE_VS, 1),
     ranges=schedule_ranges,
 )

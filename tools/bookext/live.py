@@ -83,11 +83,12 @@ def _grid_index(control: dict) -> tuple[int, int]:
         control["value"],
     )
     if control["scale"] == "log":
-        last = round(math.log(hi / lo) / math.log(step))
+        span = math.log(hi / lo) / math.log(step)
         k = round(math.log(value / lo) / math.log(step))
     else:
-        last = math.floor((hi - lo) / step + 1e-6)
+        span = (hi - lo) / step
         k = round((value - lo) / step)
+    last = math.ceil(span - 1e-6)  # max is the last position, on the grid or not
     return min(max(k, 0), last), last
 
 

@@ -154,8 +154,28 @@
    * underscores) are dropped. A trailing "%" divides by 100
    * where a fraction is asked ("55.9%" is 0.559, the point moved in the
    * text, so exactly) and is the unit itself where a percentage is. */
+  // A typed number's text without its digit grouping (mlbook.common.validate's
+  // number_text, rule for rule): spaces and underscores dropped, commas where
+  // they group thousands (16,384); a decimal comma (0,49) is refused with the
+  // message every place a number is typed gives.
+  var GROUPED = /^[+-]?[1-9][0-9]{0,2}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?%?$/;
+  var DECIMAL = /^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?%?$/;
+
+  function numberText(text, messages) {
+    var t = String(text).replace(/[\s\u00a0\u202f_]/g, "");
+    if (t.indexOf(",") < 0 || GROUPED.test(t)) return {text: t.replace(/,/g, "")};
+    var cut = t.lastIndexOf(",");
+    var point = t.slice(0, cut).replace(/,/g, "") + "." + t.slice(cut + 1);
+    if (DECIMAL.test(point)) {
+      return {error: format(messages.comma, {point: point, typed: String(text).trim()})};
+    }
+    return {text: t};
+  }
+
   function readNumber(text, unit, whole, messages) {
-    var t = String(text).replace(/[,\s\u00a0\u202f_]/g, "");
+    var grouped = numberText(text, messages);
+    if (grouped.error) return {error: grouped.error};
+    var t = grouped.text;
     if (!t) return {error: format(messages.empty, {unit: unit})};
     var percent = t.charAt(t.length - 1) === "%";
     if (percent) {

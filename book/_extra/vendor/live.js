@@ -13,26 +13,31 @@
 //    works opened from file:// too);
 // 2. opened from file://, disables the controls and shows the hint (browsers
 //    refuse Pyodide's fetches from file://: `make serve` serves the book);
-// 3. boots Pyodide (once a page, shared by every figure; from the memory
-//    snapshot an earlier page kept, see startPyodide) in the background as
-//    soon as a live figure has been in view for half a second, or a reader
-//    reaches for a control, saying so in the figures' status lines while it
-//    starts, so that the first change redraws at once (see warmUp); a page
-//    nobody scrolls to a figure loads no Python. Then it unpacks
-//    mlbook-py.zip, and on each change of a control calls
-//    mlbook.common.live.draw_json with the payload and the inputs' text: it
-//    reads them (strictly: "2,5" and "abc" are not numbers), fits them to
-//    their ranges and grids, applies "ranges", calls the function, and
-//    returns the values drawn, the controls' ranges, the spec, which is
-//    drawn, and what it did to the values: "notes" (the rule that moved a
-//    value: "at most 1,000,000: 1e9 became 1,000,000") and "refused" (why a
-//    value was not read; the control keeps its value). Each shows on its
-//    control's own line (.mlbook-live-note, .mlbook-live-field-error
-//    [data-for=name]) until the next draw; the element carries them as
-//    data-notes and data-refused.
+// 3. starts Python (Pyodide, once a page, shared by every figure, in a worker
+//    of its own, live-worker.js, so that the page stays live meanwhile; from
+//    the memory snapshot an earlier page kept) in the background as soon as
+//    a live figure has been in view for half a second, or a reader reaches
+//    for a control, saying so in the figures' status lines while it starts,
+//    so that the first change redraws at once (see warmUp); a page nobody
+//    scrolls to a figure loads no Python. The worker unpacks mlbook-py.zip
+//    and imports the page's figures' modules; on each change of a control
+//    it calls mlbook.common.live.draw_json with the payload and the inputs'
+//    text: it reads them (as the answer boxes read a number: "16,384" is
+//    16384; a decimal comma, "2,5", and "abc" are refused), keeps a value
+//    inside its range as typed and moves one outside to the nearest end,
+//    applies "ranges", calls the function, and returns the values drawn,
+//    the controls' ranges, the spec, which is drawn, and what it did to the
+//    values: "notes" (the rule that moved a value: "at most 1,000,000: 1e9
+//    became 1,000,000") and "refused" (why a value was not read; the control
+//    keeps its value). Each shows on its control's own line
+//    (.mlbook-live-note, .mlbook-live-field-error [data-for=name]) until the
+//    next draw; the element carries them as data-notes and data-refused.
+//    From a change until its redraw the figure says, over its dimmed chart,
+//    that it is redrawing (data-updating), however long Python takes.
 //
-// Number boxes are text boxes (tools/bookext/live.py says why); the arrow keys
-// step them on the control's grid, Enter or leaving the box draws.
+// Number boxes are text boxes (tools/bookext/live.py says why), which keep the
+// reader's text while it is the value drawn; the arrow keys step them to the
+// next point of the control's grid, Enter or leaving the box draws.
 //
 // After each live draw the payload's "controls" hold the values and ranges
 // drawn ("spec" stays the default). After each draw the element carries
@@ -71,6 +76,7 @@
     warm_cause: null, // what started Python: "view", "pointer", "focus" or "change"
     python_started_ms: null, // performance.now() when Python's start began
     python_ready_ms: null, // performance.now() when it was ready
+    import_ms: null, // of that, importing the page's figures' modules (in the worker)
     python_start: null, // "fresh", or "snapshot": from the copy an earlier page kept
     snapshot_kept: null, // bytes of the copy this page kept, once stored
     snapshot_refused: null, // why a stored copy did not restore (it was dropped)
@@ -102,111 +108,88 @@
 
   // --- Python ------------------------------------------------------------------------
 
-  // Starting Pyodide takes about 4 s here, nearly all of it Python's own
-  // start-up. The first page a reader opens keeps a copy of the interpreter's
-  // memory as it stands then (Pyodide's memory snapshot, before any of the
-  // book's code is loaded) in the browser's IndexedDB, under Pyodide's version;
-  // every later page starts from that copy, in about 0.4 s. A copy that does
-  // not restore (another Pyodide build, storage refused) is dropped and Python
-  // starts as on the first page.
-  var SNAPSHOTS = { db: "mlbook-live", store: "pyodide-snapshots" };
+  // Python runs in a worker of its own (live-worker.js), so that the page stays
+  // live while it starts: starting Pyodide is seconds of compiling and
+  // starting Python, and on the page's thread it froze the page for all of
+  // it. The first page a reader opens keeps Pyodide's memory snapshot in
+  // IndexedDB, and every later page starts from it (live-worker.js says how).
+  // Measured in headless Chromium on the 2-core machine the book is built on,
+  // shared with other builds: at a load average of 2-6 a fresh start took
+  // 3.8-11.7 s (median 6.6 s) and a start from the snapshot 1.2-6.1 s (median
+  // 2.8 s), the page's modules' import included (0.1-0.8 s for a chapter's
+  // figures, 1.2-3.4 s for the plan page's planner); at 9-13, 12-35 s and
+  // 3.3-9.1 s. With the cores to itself (measured earlier, on the page's
+  // thread) a start from the snapshot took 1.05-1.62 s (median 1.30 s).
+  // docs/live-figures.md gives the figures per page.
 
-  function snapshotStore(mode) {
-    return new Promise(function (resolve, reject) {
-      if (!window.indexedDB) { reject(new Error("no IndexedDB")); return; }
-      var open = window.indexedDB.open(SNAPSHOTS.db, 1);
-      open.onupgradeneeded = function () { open.result.createObjectStore(SNAPSHOTS.store); };
-      open.onerror = function () { reject(open.error); };
-      open.onsuccess = function () {
-        var db = open.result;
-        var tx = db.transaction(SNAPSHOTS.store, mode);
-        tx.oncomplete = tx.onabort = function () { db.close(); };
-        resolve(tx.objectStore(SNAPSHOTS.store));
-      };
-    });
-  }
-
-  function request(make) {
-    return function (store) {
-      return new Promise(function (resolve, reject) {
-        var r = make(store);
-        r.onsuccess = function () { resolve(r.result); };
-        r.onerror = function () { reject(r.error); };
+  // The modules of the page's live functions ("mlbook.plan.live:planner_form")
+  function pageModules() {
+    var names = {};
+    figures.forEach(function (f) {
+      [f.call["function"], f.call.ranges, f.call.view].forEach(function (path) {
+        if (path) names[path.split(":")[0]] = true;
       });
-    };
-  }
-
-  function storedSnapshot(key) {
-    return snapshotStore("readonly")
-      .then(request(function (s) { return s.get(key); }))
-      .catch(function () { return undefined; });
-  }
-
-  function keepSnapshot(key, bytes) {
-    return snapshotStore("readwrite")
-      .then(request(function (s) { s.clear(); return s.put(bytes, key); }))
-      .then(function () { stats.snapshot_kept = bytes.length; })
-      .catch(function () {});
-  }
-
-  function dropSnapshot(key) {
-    return snapshotStore("readwrite")
-      .then(request(function (s) { return s.delete(key); }))
-      .catch(function () {});
-  }
-
-  function startPyodide(mod, options) {
-    var key = "pyodide " + mod.version;
-    var fresh = function () {
-      stats.python_start = "fresh";
-      return mod.loadPyodide(Object.assign({ _makeSnapshot: true }, options))
-        .then(function (py) {
-          var bytes = null;
-          try { bytes = py.makeMemorySnapshot(); } catch (e) { /* started; no copy kept */ }
-          if (bytes) setTimeout(function () { keepSnapshot(key, bytes); }, 0);
-          return py;
-        });
-    };
-    return storedSnapshot(key).then(function (bytes) {
-      if (!bytes) return fresh();
-      return mod.loadPyodide(Object.assign({ _loadSnapshot: bytes }, options))
-        .then(function (py) { stats.python_start = "snapshot"; return py; })
-        .catch(function (e) {
-          stats.snapshot_refused = String(e && e.message || e).slice(0, 200);
-          return dropSnapshot(key).then(fresh);
-        });
     });
+    return Object.keys(names);
   }
 
   var pythonReady = null;
   var pythonStarted = null;
+  var worker = null;
+  var waiting = {}; // draw id -> {resolve, reject}
+  var drawId = 0;
+
+  // One draw in the worker: mlbook.common.live.draw_json's text, and the
+  // milliseconds Python took
+  function drawInWorker(call, values) {
+    return new Promise(function (resolve, reject) {
+      drawId += 1;
+      waiting[drawId] = { resolve: resolve, reject: reject };
+      worker.postMessage({ type: "draw", id: drawId, call: call, values: values });
+    });
+  }
+
   function python() {
     if (pythonReady) return pythonReady;
     pythonStarted = stats.python_started_ms = performance.now();
     if (!stats.warm_cause) stats.warm_cause = "change";
-    var indexURL = here + "pyodide/";
-    pythonReady = import(indexURL + "pyodide.mjs")
-      .then(function (mod) {
-        // packageBaseUrl: packages (none is loaded) would come from the book too,
-        // never from the CDN that pyodide.mjs names as its default
-        return startPyodide(mod, {
-          indexURL: indexURL, packageBaseUrl: indexURL,
-          stdout: function () {}, stderr: function () {}
-        });
-      })
-      .then(function (py) {
-        return fetch(here + "mlbook-py.zip").then(function (r) {
-          if (!r.ok) throw new Error("could not load mlbook-py.zip (HTTP " + r.status + ")");
-          return r.arrayBuffer();
-        }).then(function (archive) {
-          py.unpackArchive(archive, "zip", { extractDir: "/mlbook-live" });
-          py.runPython("import sys\nsys.path.insert(0, '/mlbook-live')\nimport mlbook.common.live");
-          var draw = py.pyimport("mlbook.common.live").draw_json;
+    pythonReady = new Promise(function (resolve, reject) {
+      try {
+        worker = new Worker(here + "live-worker.js", { type: "module" });
+      } catch (err) {
+        reject(err);
+        return;
+      }
+      worker.onmessage = function (event) {
+        var m = event.data;
+        if (m.type === "ready") {
+          stats.python_start = m.python_start;
+          stats.snapshot_refused = m.snapshot_refused;
+          stats.import_ms = m.import_ms;
           stats.python_ready_ms = performance.now();
           stats.boot_ms = stats.python_ready_ms - pythonStarted;
-          return draw;
-        });
-      });
+          resolve(drawInWorker);
+        } else if (m.type === "failed") {
+          reject(new Error(m.message));
+        } else if (m.type === "snapshot") {
+          stats.snapshot_kept = m.bytes;
+        } else if (m.type === "drawn") {
+          var w = waiting[m.id];
+          delete waiting[m.id];
+          if (!w) return;
+          if (m.error) w.reject(new Error(m.error));
+          else w.resolve(m);
+        }
+      };
+      worker.onerror = function (event) {
+        event.preventDefault();
+        var err = new Error(event.message || "its worker could not start");
+        reject(err);
+        for (var id in waiting) { waiting[id].reject(err); delete waiting[id]; }
+      };
+      worker.postMessage({ type: "start", indexURL: here + "pyodide/",
+                           archiveURL: here + "mlbook-py.zip", modules: pageModules() });
+    });
     return pythonReady;
   }
 
@@ -440,22 +423,48 @@
     return Math.round((c.value - c.min) / c.step);
   }
 
-  function lastIndex(c) {
-    if (c.kind === "select-slider") return c.options.length - 1;
-    if (c.scale === "log") return Math.round(Math.log(c.max / c.min) / Math.log(c.step));
-    return Math.floor((c.max - c.min) / c.step + 1e-6);
+  // The grid index of a value (fractional: between grid points for a typed value)
+  function gridPosition(c, value) {
+    if (c.scale === "log") return Math.log(value / c.min) / Math.log(c.step);
+    return (value - c.min) / c.step;
   }
 
-  // The value at grid index k, written as Python's fit writes it (a log
-  // slider's to six digits, a linear one's without 0.1 + 0.2's last digit), so
-  // that a step taken here is read back as on the grid, with no note.
+  function lastIndex(c) {
+    if (c.kind === "select-slider") return c.options.length - 1;
+    // max is the last position, on the grid or not (Control.last_step)
+    return Math.ceil(gridPosition(c, c.max) - 1e-6);
+  }
+
+  // An end of the range as a value (Control._end, rule for rule): exact for
+  // an integer control, else to six significant digits, inside the range (a
+  // computed end such as 100 % MFU's 376.70097... tokens/s is 376.7).
+  function endValue(c, end, up) {
+    if (c.whole) return end;
+    var near = Number(end.toPrecision(6));
+    if (near === end || (near > end) === up) return near;
+    var scale = Math.pow(10, Math.floor(Math.log10(Math.abs(end))) - 5);
+    var inside = Number(((Math.round(end / scale) + (up ? 1 : -1)) * scale).toPrecision(6));
+    return (inside >= end) === up ? inside : end;
+  }
+
+  // The value at grid index k, written as Python writes it (the ends as
+  // endValue, a log slider's points to six digits, a linear one's without
+  // 0.1 + 0.2's last digit), so that a step taken here is read back as it is.
   function fromIndex(c, k) {
     if (c.kind === "select-slider") return optionKey(c.options[k]);
     k = Math.max(0, Math.min(k, lastIndex(c)));
-    if (k === 0) return String(c.min);
-    if (k === lastIndex(c) && c.kind === "slider") return String(c.max);
+    if (k === 0) return String(endValue(c, c.min, true));
+    if (k === lastIndex(c)) return String(endValue(c, c.max, false));
     if (c.scale === "log") return String(Number((c.min * Math.pow(c.step, k)).toPrecision(6)));
     return String(Number((c.min + k * c.step).toPrecision(12)));
+  }
+
+  // The grid point next above (or below) ``value``: an arrow key's step from
+  // a typed value that may lie between grid points
+  function stepFrom(c, value, up) {
+    var at = gridPosition(c, value);
+    if (!isFinite(at)) return fromIndex(c, 0);
+    return fromIndex(c, up ? Math.floor(at + 1e-6) + 1 : Math.ceil(at - 1e-6) - 1);
   }
 
   function Figure(el, index) {
@@ -506,7 +515,9 @@
           if (fromFile || input.disabled) return;
           event.preventDefault();
           var now = self.control(c.name);
-          input.value = fromIndex(now, gridIndex(now) + (event.key === "ArrowUp" ? 1 : -1));
+          var typed = Number(String(input.value).replace(/[\s,_]/g, ""));
+          var from = isFinite(typed) && String(input.value).trim() ? typed : now.value;
+          input.value = stepFrom(now, from, event.key === "ArrowUp");
           self.changed();
         });
       }
@@ -665,7 +676,26 @@
     if (fromFile) return;
     this.wanted += 1;
     this.changedAt = performance.now();
+    this.updating(true);
     if (!this.running) this.run();
+  };
+
+  // From a change until it is drawn, the figure says it is being redrawn
+  // (data-updating on the element, its text over the dimmed chart, shown
+  // after 150 ms so a quick redraw does not flicker): the controls and the
+  // figure never disagree unsaid, however long Python takes to start.
+  var UPDATING = "Redrawing for the new values ...";
+  var UPDATING_BOOT = "Redrawing for the new values once Python has started " +
+    "in your browser (once a page) ...";
+  Figure.prototype.updating = function (on) {
+    if (on) {
+      var text = pythonReady && stats.boot_ms !== null ? UPDATING : UPDATING_BOOT;
+      this.el.setAttribute("data-updating", text);
+      this.chart.setAttribute("data-updating", text);
+    } else {
+      this.el.removeAttribute("data-updating");
+      this.chart.removeAttribute("data-updating");
+    }
   };
 
   // Apply a draw's clamped values and ranges to the inputs, and to the
@@ -688,7 +718,13 @@
         input.setAttribute("min", String(c.min));
         input.setAttribute("max", String(c.max));
         input.setAttribute("step", String(c.step));
-        input.value = String(out.values[c.name]);
+        // the reader's text stays as typed ("2,400,000", "15e12") while it is
+        // the value drawn; a value that moved (or was refused) is shown as drawn
+        var shown = out.values[c.name];
+        var typed = Number(String(input.value).replace(/[\s,_]/g, ""));
+        if (!(String(input.value).trim() && typed === shown && !(out.refused || {})[c.name])) {
+          input.value = String(shown);
+        }
       }
       if (drag) {
         drag.max = String(lastIndex(c));
@@ -706,6 +742,7 @@
     function next() {
       if (self.done >= self.wanted) {
         self.running = false;
+        self.updating(false);
         self.setState(self.failed ? "error" : "live");
         return Promise.resolve();
       }
@@ -717,33 +754,37 @@
         // the changes seen until now are all drawn by this draw: it reads the inputs now
         target = self.wanted;
         started = self.changedAt;
-        var t0 = performance.now();
-        var out = JSON.parse(draw(JSON.stringify(self.call), JSON.stringify(self.values())));
-        var pythonMs = performance.now() - t0;
-        if (out.error) {
-          if ("field" in out) { // a form's bad input: show the values tried, and where
-            self.apply(out);
+        return draw(JSON.stringify(self.call), JSON.stringify(self.values())).then(function (m) {
+          var out = JSON.parse(m.text);
+          var pythonMs = m.python_ms;
+          if (out.error) {
+            if ("field" in out) { // a form's bad input: show the values tried, and where
+              self.apply(out);
+              self.said(out);
+              self.fieldError(out);
+            }
+            self.fail(out.error);
+            return null;
+          }
+          self.apply(out);
+          self.stale(false); // before drawing: vega measures the chart's box
+          return self.render(out.result, out.values, out.display || null).then(function () {
+            self.failed = false;
+            self.message.hidden = true;
+            self.message.textContent = "";
+            self.clearFieldErrors();
             self.said(out);
-            self.fieldError(out);
-          }
-          self.fail(out.error);
+            var ms = performance.now() - started;
+            if (first) {
+              stats.first_live_ms = performance.now() - firstChange;
+              first = false;
+            } else {
+              stats.draws.push({ id: self.id, ms: ms, python_ms: pythonMs });
+            }
+          });
+        }, function (err) {
+          self.fail("the figure could not be drawn: " + err.message);
           return null;
-        }
-        self.apply(out);
-        self.stale(false); // before drawing: vega measures the chart's box
-        return self.render(out.result, out.values, out.display || null).then(function () {
-          self.failed = false;
-          self.message.hidden = true;
-          self.message.textContent = "";
-          self.clearFieldErrors();
-          self.said(out);
-          var ms = performance.now() - started;
-          if (first) {
-            stats.first_live_ms = performance.now() - firstChange;
-            first = false;
-          } else {
-            stats.draws.push({ id: self.id, ms: ms, python_ms: pythonMs });
-          }
         });
       }, function (err) {
         self.say("");
@@ -760,9 +801,10 @@
 
   // --- Python before the first touch ---------------------------------------------------
 
-  // Python takes a few seconds to start (about 1 s from the snapshot an earlier
-  // page kept). Started when a reader stops at a figure, it is ready by the time
-  // they touch a control, and the first change redraws as fast as the later ones.
+  // Python takes seconds to start (see the figures above). Started when a
+  // reader stops at a figure, it is ready by the time they touch a control,
+  // or nearly: a change before it is ready waits for it, and the figure says
+  // so over its chart (data-updating) until it is drawn.
   var DWELL_MS = 500; // in view this long: a reader who stops at it, not one scrolling past
   var IN_VIEW = 0.2; // the share of a figure on screen that counts as in view
   var STARTING = "Starting Python in your browser for this figure's controls " +
