@@ -22,7 +22,8 @@ pytestmark = pytest.mark.book
 PHONE = {"width": 400, "height": 900}
 READABLE = 0.75  # of a figure's own width, at least, on a phone
 
-FIGURES = """() => [...document.querySelectorAll("div.cell_output > img")]
+FIGURES = """() => [...document.querySelectorAll(
+  "div.cell_output > img, div.cell_output > figure > img")]
   .map(i => { const box = i.parentElement;
     return {natural: i.naturalWidth, shown: i.getBoundingClientRect().width,
             scrolls: getComputedStyle(box).overflowX === "auto"}; })"""
@@ -47,7 +48,8 @@ def _open(browser, **options):
     page.goto(page_of("mfu").as_uri())
     page.wait_for_load_state("load")
     page.wait_for_function(
-        "() => [...document.querySelectorAll('div.cell_output > img')]"
+        "() => [...document.querySelectorAll('div.cell_output > img, "
+        "div.cell_output > figure > img')]"
         ".every(i => i.complete && i.naturalWidth > 0)",
         timeout=30_000,
     )
@@ -81,7 +83,9 @@ def test_static_figures_in_the_dark_theme(book, chromium_browser):
     )
     try:
         assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
-        image = page.locator("div.cell_output > img").first
+        image = page.locator(
+            "div.cell_output > img, div.cell_output > figure > img"
+        ).first
         image.scroll_into_view_if_needed()
         shot = Image.open(io.BytesIO(image.screenshot())).convert("L")
     finally:
