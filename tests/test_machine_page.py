@@ -186,4 +186,4 @@ def test_the_kept_calibrations_without_the_model_are_counted_from_the_files(v):
     ]
     assert v["kept_without_model"] == len(no_model)
     text = prose()
-    assert "{glue:text}`kept_without_model:.0f` were made" in text
+    assert "`kept_without_model:.0f` of the kept calibrations predate" in text
