@@ -1,6 +1,6 @@
 """Calibrate the machine this runs on: the chapters' own measurements, each
 repeated so that it keeps its spread, brought together in one ``Machine``
-(mlbook.calibrate.formulas), in about a minute on a 2-core CPU.
+(mlbook.calibrate.formulas), in under a minute on a 2-core CPU.
 
 What is measured, and by whose code:
 
@@ -121,12 +121,19 @@ class Sizes:
 
 
 def sizes_for(quick: bool) -> Sizes:
-    """Full: about 45 s on a 2-core CPU, imports included (a Zen 5 took 48 s
-    and a Xeon with AMX 62 s with 8 s sweeps, three 1.9 GiB triad arrays and
-    960 MiB flushes; each sweep now takes 5 s, three dtypes' on a CPU with
-    fast fp16, and the buffers are capped); quick: about 15 s. The held-out
-    all-reduce lies between two fitted sizes, a factor of 4 (quick) or 2
-    (full) from each."""
+    """Full: each fast dtype's MAMF sweep runs 3 s of wall clock (three
+    dtypes on a CPU with fast fp16; the step's own shapes first, then the
+    grid from its largest shapes down), each timed measurement is repeated 5
+    times, the all-reduce fits 9 sizes from 1 KiB to 64 MiB in blocks of 3
+    all-reduces (as the scaling chapter times them), the tokenizer encodes
+    24 of the corpus's files a pass, and the reference step is timed over 8
+    steps (6 where a loader feeds it). A 2-core Xeon VM took 54 s at a load
+    average of 5.5 (65 s with the earlier 5 s sweeps, 7 repeats, blocks of 5
+    and every file, at the same load); the sweeps keep to their wall clock
+    whatever the load, everything else slows with it. Quick: 0.6 s a sweep,
+    3 repeats, 4 fitted sizes up to 4 MiB. The held-out all-reduce lies
+    between two fitted sizes, a factor of 4 (quick) or 2 (full) from
+    each."""
     kib = 1024
     if quick:
         return Sizes(
@@ -134,8 +141,8 @@ def sizes_for(quick: bool) -> Sizes:
             64 * kib, 0.03, 8 * 2**20, 4, 40, 3, 2, 3, 2,
         )  # fmt: skip
     return Sizes(
-        False, 5.0, 7, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
-        2 * 2**20, 0.1, 128 * 2**20, 10, 200, 8, 4, 8, 4,
+        False, 3.0, 5, 64 * 2**20, tuple(kib * 4**i for i in range(9)),
+        2 * 2**20, 0.1, 128 * 2**20, 10, 24, 8, 4, 6, 4,
     )  # fmt: skip
 
 
@@ -293,13 +300,25 @@ def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measureme
     return cal.Measurement.of(rates, "bytes/s", method)
 
 
+ALLREDUCE_REPEATS = 3  # all-reduces a block, as the scaling chapter times them
+
+
 def allreduce(sz: Sizes) -> tuple[dict, dict]:
     """alpha and beta fitted to each round of the scaling chapter's sweep
-    (2 gloo ranks), and the held-out size's times."""
+    (2 gloo ranks, blocks of ALLREDUCE_REPEATS all-reduces, at least 3
+    rounds, and one more round of every size where one lies far from the
+    fit), and the held-out size's times."""
     sizes = tuple(sorted((*sz.allreduce_sizes, sz.allreduce_heldout)))
     flush = flush_bytes()
     sweep = scaling.allreduce_sweep(
-        sizes, 2, 3, sz.allreduce_budget_s, rounds=1, flush_bytes=flush
+        sizes,
+        2,
+        3,
+        sz.allreduce_budget_s,
+        rounds=1,
+        flush_bytes=flush,
+        repeats=ALLREDUCE_REPEATS,
+        blocks_again=1,
     )
     held = sizes.index(sz.allreduce_heldout)
     fit_sizes = [s for i, s in enumerate(sizes) if i != held]
@@ -323,7 +342,8 @@ def allreduce(sz: Sizes) -> tuple[dict, dict]:
         f"writes over {flush / 2**20:,.0f} MiB before each all-reduce, a fixed "
         f"size at most {cal.FLUSH_MAX_BYTES / 2**20:,.0f} MiB whatever the cache: "
         f"{_l3_words()}); "
-        f"alpha-beta fitted to each of {len(alphas)} rounds' block medians"
+        f"alpha-beta fitted to each of {len(alphas)} rounds' medians of "
+        f"{ALLREDUCE_REPEATS} all-reduces"
     )
     out = {
         "allreduce_alpha": cal.Measurement.of(alphas, "s", how),
@@ -332,7 +352,8 @@ def allreduce(sz: Sizes) -> tuple[dict, dict]:
             sweep.blocks_s[held],
             "s",
             f"all-reduce of {sz.allreduce_heldout:,} bytes, left out of the fit, "
-            f"median of 5 per round, {len(sweep.blocks_s[held])} rounds",
+            f"median of {ALLREDUCE_REPEATS} per round, {len(sweep.blocks_s[held])} "
+            "rounds",
         ),
     }
     return out, {"allreduce_heldout_bytes": sz.allreduce_heldout, "allreduce_ranks": 2}
