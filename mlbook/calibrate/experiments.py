@@ -52,8 +52,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from mlbook.calibrate import formulas as cal
 from mlbook.calibrate import resources
-from mlbook.capstone import stepmodel
-from mlbook.common import validate
+from mlbook.common import stepmodel, validate
 from mlbook.common.accelerators import (
     cpu_model,
     match_cuda_name,
