@@ -80,7 +80,7 @@ from mlbook.common_torch.reference_loop import (
     slow_loop,
     step_clock,
 )
-from mlbook.common_torch.timing import cpu_threads, sync, time_steps
+from mlbook.common_torch.timing import cpu_threads, time_steps
 from mlbook.input_pipeline import formulas as pipeline
 from mlbook.input_pipeline import shards as shard_files
 from mlbook.mfu import flops
@@ -268,17 +268,7 @@ def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measureme
     """A triad a = b + 2c over three fp32 arrays of ``triad_bytes`` each:
     12 bytes moved a value."""
     n_bytes = triad_bytes(device, min_bytes)
-    n = n_bytes // 4
-    a, b, c = (torch.ones(n, device=device) for _ in range(3))
-    rates = []
-    for i in range(repeats + 1):
-        sync(device)
-        t0 = time.perf_counter()
-        torch.add(b, c, alpha=2.0, out=a)
-        sync(device)
-        if i:  # the first pass faults the pages in
-            rates.append(12 * n / (time.perf_counter() - t0))
-    del a, b, c
+    rates = triad_bytes_per_s(n_bytes, repeats, device)
     bound = (
         ""
         if device == "cuda"
