@@ -28,8 +28,9 @@ book: $(STAMP)
 # the venv set-up a fresh clone does first is included. First the test book
 # (every page at test sizes, two at a time, and the HTML); then pytest with two
 # xdist workers, a test file to a worker, the slowest files first (their
-# order in tests/conftest.py, which xdist keeps), the slowest tests listed, each test capped at 60 s (pytest-timeout); last, on their own, the
-# tests marked `alone`, which measure what another test's load would change.
+# order in tests/conftest.py, which xdist keeps), the slowest tests listed,
+# each test capped at 60 s (pytest-timeout); last, on their own, the tests
+# marked `alone`, which measure what another test's load would change.
 MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
 PYTEST := MLBOOK_TEST_REUSE=1 $(PY) -m pytest tests -p no:cacheprovider --durations=10
