@@ -16,7 +16,7 @@ from mlbook.capstone import formulas as cf
 from mlbook.common.transformer import TransformerConfig
 
 PROPERTY_COVERS = {
-    "mlbook.capstone.formulas.bucket_of",
+    "mlbook.common.reference_loop.bucket_of",
     "mlbook.capstone.formulas.account",
     "mlbook.capstone.formulas.residual_fraction",
     "mlbook.common.reference_loop.padded_vocab",

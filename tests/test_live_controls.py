@@ -335,7 +335,6 @@ def test_the_plan_form_plans_what_is_typed_as_the_command_does(served_tab, serve
 
     page, w, uid = _open(served_tab, served, PLAN, FORM)
     got = type_in(page, uid, {"tokens": "2.4e9"}, BOOT_TIMEOUT_MS)
-    print("DEBUG", got["shown"], got["values"], got["draws"], got["state"])
     assert got["values"]["tokens"] == 2.4e9 and got["lines"] == {}
     assert got["shown"]["tokens"] == "2.4e9" and got["result"]["tokens"] == 2.4e9
     argv = shlex.split(got["commandText"].removeprefix("$ "))

@@ -164,3 +164,40 @@ def test_the_command_prints_the_traced_bill_beside_the_planned_one(capsys):
     n = llama_params(32, 4096, 1024, 14336, 128256)
     assert planned == traced == round(2 * n / 2**30, 2)
     assert math.isfinite(planned)
+
+
+def test_one_and_two_layers_compose_what_two_and_three_do():
+    """The plan traces one and two layers (experiments.LAYERS): every kind
+    at every moment of the composed bill is the same as from two and three."""
+    assert trace.LAYERS == (1, 2)
+    for strategy, tp in (("none", 1), ("selective", 2), ("full", 2)):
+        a = mt.traced_bill(TINY, 32, 2, tp, strategy, layers=(1, 2))
+        b = mt.traced_bill(TINY, 32, 2, tp, strategy, layers=(2, 3))
+        assert all(a.at(m) == b.at(m) for m in mt.MOMENTS), (strategy, tp)
+
+
+def test_plans_of_one_shape_share_a_trace(monkeypatch):
+    """Plans that differ only in pp, dp or the GPU count are traced once;
+    a bill of another shape (here another recompute) is refused."""
+    calls = []
+    real = mt.traced_bill
+    monkeypatch.setattr(
+        mt, "traced_bill", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
+
+    def spec(**kw):
+        return RunSpec(model=TINY, tokens=1e9, gpu="H100 SXM", seq_len=32, **kw)
+
+    full = spec(n_gpus=8, tp=2, recompute="full")
+    flat, piped, other = trace.trace_plans(
+        [spec(n_gpus=8, tp=2), spec(n_gpus=8, tp=2, pp=2), full]
+    )
+    assert len(calls) == 2  # selective recompute once, full once
+    assert piped.bill is flat.bill and other.bill is not flat.bill
+    assert piped.peak_bytes is None and flat.peak_bytes is not None
+    # a stage holds half the model state of the same trace: tp 2, pp 2
+    assert piped.kinds[0].traced_bytes == flat.kinds[0].traced_bytes / 2
+    (again,) = trace.trace_plans([spec(n_gpus=16, tp=2)], known=[flat])
+    assert again.bill is flat.bill and len(calls) == 2
+    with pytest.raises(ValueError, match="bill traced for"):
+        trace.trace_plan(full, flat.bill)

@@ -264,3 +264,75 @@ def test_plan_4_says_what_full_recompute_does_to_mfu():
     statement = " ".join(text[text.index("★★★ plan-4") :].split("```")[0].split())
     assert "gives an MFU 3/4 as large: 30 %" in statement
     assert "is 3/4 of the MFU" not in statement
+
+
+def _norm_gains_and_params(L, h, kv, d_ff, V):
+    """A Llama's norm gains, (2L + 1) h, and all its parameters (untied):
+    per layer Q and O (h x h), K and V (h x kv), gate, up and down (h x d_ff)
+    and two gains; the embedding and head (V x h) and the final gain."""
+    gains = (2 * L + 1) * h
+    return gains, L * (2 * h * h + 2 * h * kv + 3 * h * d_ff) + 2 * V * h + gains
+
+
+# the MFU chapter's cases at tp = 8, s = 8192, b = 1, selective recompute,
+# ZeRO-1 over dp = G / 8: (L, h, heads, kv width, d_ff, V, G)
+CASES = {
+    "8B": (32, 4096, 32, 1024, 14336, 128256, 1024),
+    "70B": (80, 8192, 64, 1024, 28672, 128256, 4096),
+    "405B": (126, 16384, 128, 1024, 53248, 128256, 16384),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_cases_traced_bills_are_the_planners_kind_by_kind(v, case):
+    """By hand: the planner splits all N parameters 8 ways (2N/8 bytes of bf16
+    weights and of gradients, 12N/(8 dp) of optimizer state); the trace holds
+    the norm gains g whole on every rank, 2(N - g)/8 + 2g bytes, a ratio of
+    1 + 7g/N for all three. Activations: L layers of (16 + 8 d_ff/h) sbh / 8
+    bytes (44 sbh for 8B and 70B, d_ff = 3.5h; 42 for 405B, 3.25h), which the
+    trace keeps to the byte."""
+    L, h, heads, kv, d_ff, V, G = CASES[case]
+    g, n = _norm_gains_and_params(L, h, kv, d_ff, V)
+    dp, s, gib = G // 8, 8192, 2**30
+    acts = L * (16 + 8 * d_ff / h) * s * h / 8
+    planned = 4 * n / 8 + 12 * n / (8 * dp) + acts
+    for kind in ("weights", "gradients", "optimizer"):
+        assert v[f"mem_{case}_{kind}"] == pytest.approx(1 + 7 * g / n, rel=1e-9)
+    assert v[f"mem_{case}_activations"] == 1
+    assert v[f"mem_{case}_planned_gib"] == pytest.approx(planned / gib, rel=1e-9)
+    assert v[f"mem_{case}_grads"] == pytest.approx(2 * n / 8 / gib, rel=1e-9)
+    assert v[f"mem_{case}_acts"] == pytest.approx(acts / gib, rel=1e-9)
+    # the peak: below the planner's sum, which counts every kind at its largest
+    peak = v[f"mem_{case}_peak_gib"]
+    assert peak < v[f"mem_{case}_planned_gib"]
+    assert v[f"mem_{case}_peak"] == pytest.approx(peak / v[f"mem_{case}_planned_gib"])
+    assert v[f"mem_{case}_gap"] == pytest.approx(v[f"mem_{case}_planned_gib"] - peak)
+    assert 0 < v[f"mem_{case}_grads_peak"] < v[f"mem_{case}_grads"]
+    assert 0 < v[f"mem_{case}_acts_peak"] < v[f"mem_{case}_acts"]
+    # the temporaries at the peak are one layer's rebuilt attention core: the
+    # bf16 scores, probabilities and their gradient, s x s for each of a GPU's
+    # heads/8 heads (4, 8 and 16 of them: 1.5, 3 and 6 GiB), and a little more
+    core = 3 * s * s * (heads // 8) * 2
+    assert core <= v[f"mem_{case}_temps_peak"] * gib < 1.02 * core
+
+
+def test_the_cases_peaks_fall_where_the_prose_says(v):
+    """8B and 70B: as the backward pass begins, nearly all the activations
+    live and few gradients; 405B: at its end, the gradients whole and the
+    activations gone. 405B's traced peak fits no H100 (81,559 MiB usable)."""
+    for case in ("8B", "70B"):
+        assert v[f"mem_{case}_acts_peak"] > 0.9 * v[f"mem_{case}_acts"]
+        assert v[f"mem_{case}_grads_peak"] < 0.1 * v[f"mem_{case}_grads"]
+    assert v["mem_405B_grads_peak"] > 0.9 * v["mem_405B_grads"]
+    assert v["mem_405B_acts_peak"] < 0.01 * v["mem_405B_acts"]
+    assert v["mem_405B_peak_gib"] > 81_559 / 1024
+    assert v["mem_8B_peak"] < 0.98  # the 8B difference is above 2 %, named
+
+
+def test_llama3s_setting_traced_with_a_pipeline(v):
+    """Llama 3 405B at tp 8, pp 16: the stage holds 1/16 of the traced model
+    state, whose ratio to the planner's is 1 + 7g/N as without the pipeline."""
+    L, h, _, kv, d_ff, V, _ = CASES["405B"]
+    g, n = _norm_gains_and_params(L, h, kv, d_ff, V)
+    assert n == 405_853_388_800  # the plan-2 exercise's 405.85 B
+    assert v["l3_tr_weights"] == pytest.approx(1 + 7 * g / n, rel=1e-9)

@@ -502,7 +502,7 @@ def test_fused_rmsnorm_matches_the_definition_and_its_gradient():
     want = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm.weight
     torch.testing.assert_close(norm(x), want)
     assert torch.autograd.gradcheck(
-        lambda x, w: recompute_demo._FusedRMSNormFn.apply(x, w, 1e-6), (x, norm.weight)
+        lambda x, w: recompute_demo.FusedRMSNormFn.apply(x, w, 1e-6), (x, norm.weight)
     )
 
 

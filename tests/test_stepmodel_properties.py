@@ -1,4 +1,4 @@
-"""Property tests for the step model (mlbook.capstone.stepmodel): for any
+"""Property tests for the step model (mlbook.common.stepmodel): for any
 operators and any machine the prediction is the sum of its operators' times,
 each no less than its roofline, and the comparisons add up."""
 
@@ -13,18 +13,18 @@ from hypothesis import strategies as st
 
 from conftest import examples
 from mlbook.capstone import formulas as cf
-from mlbook.capstone import stepmodel as sm
+from mlbook.common import stepmodel as sm
 
 PROPERTY_COVERS = {
-    "mlbook.capstone.stepmodel.operators_of",
-    "mlbook.capstone.stepmodel.machine_model_from_json",
-    "mlbook.capstone.stepmodel.operators_to_json",
-    "mlbook.capstone.stepmodel.operators_from_json",
-    "mlbook.capstone.stepmodel.operator_time_s",
-    "mlbook.capstone.stepmodel.predict_step",
-    "mlbook.capstone.stepmodel.compare",
-    "mlbook.capstone.stepmodel.largest_excess",
-    "mlbook.capstone.stepmodel.step_ratio",
+    "mlbook.common.stepmodel.operators_of",
+    "mlbook.common.stepmodel.machine_model_from_json",
+    "mlbook.common.stepmodel.operators_to_json",
+    "mlbook.common.stepmodel.operators_from_json",
+    "mlbook.common.stepmodel.operator_time_s",
+    "mlbook.common.stepmodel.predict_step",
+    "mlbook.common.stepmodel.compare",
+    "mlbook.common.stepmodel.largest_excess",
+    "mlbook.common.stepmodel.step_ratio",
 }
 
 FEW = examples(50)

@@ -39,7 +39,9 @@ of the process and of its children is kept in the machine file's
 
 from __future__ import annotations
 
+import ctypes
 import datetime
+import gc
 import os
 import statistics
 import tempfile
@@ -52,8 +54,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from mlbook.calibrate import formulas as cal
 from mlbook.calibrate import resources
-from mlbook.capstone import stepmodel
-from mlbook.common import validate
+from mlbook.common import stepmodel, validate
 from mlbook.common.accelerators import (
     cpu_model,
     match_cuda_name,
@@ -81,7 +82,7 @@ from mlbook.common_torch.reference_loop import (
     slow_loop,
     step_clock,
 )
-from mlbook.common_torch.timing import cpu_threads, sync, time_steps
+from mlbook.common_torch.timing import cpu_threads, time_steps
 from mlbook.input_pipeline import formulas as pipeline
 from mlbook.input_pipeline import shards as shard_files
 from mlbook.mfu import flops
@@ -269,17 +270,7 @@ def memory_bandwidth(device: str, repeats: int, min_bytes: int) -> cal.Measureme
     """A triad a = b + 2c over three fp32 arrays of ``triad_bytes`` each:
     12 bytes moved a value."""
     n_bytes = triad_bytes(device, min_bytes)
-    n = n_bytes // 4
-    a, b, c = (torch.ones(n, device=device) for _ in range(3))
-    rates = []
-    for i in range(repeats + 1):
-        sync(device)
-        t0 = time.perf_counter()
-        torch.add(b, c, alpha=2.0, out=a)
-        sync(device)
-        if i:  # the first pass faults the pages in
-            rates.append(12 * n / (time.perf_counter() - t0))
-    del a, b, c
+    rates = triad_bytes_per_s(n_bytes, repeats, device)
     bound = (
         ""
         if device == "cuda"
@@ -544,7 +535,9 @@ def calibrate(
         m, ref, sweeps = _hardware(device, cfg, sizes, sz, Path(tmp), log)
         data = TextData(sizes, seed)
         m |= _data(data, sizes, sz, Path(tmp), log)
+        _release_memory()
         m |= _steps(m, data, sizes, device, sz, Path(tmp), ref, seed, log, sweeps)
+        _release_memory()
         m["activation_bytes"], extras = activation_bytes(cfg, sizes, device, ref)
         ref["activation_extra_bytes"] = extras
     peak = watcher.peak
@@ -581,10 +574,29 @@ def calibrate(
     return machine
 
 
+def _release_memory() -> None:
+    """Hand freed memory back to the system between stages, so that what one
+    stage freed does not stand under the next stage's peak: collect cycles (a
+    model and its optimizer can hold each other), then glibc's malloc_trim,
+    which returns the free pages of every arena (each of torch's threads
+    allocates from its own). Nothing where the C library has no malloc_trim."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
-    """Matmul ceilings, memory bandwidth, all-reduce and storage; and each
+    """Memory bandwidth, matmul ceilings, all-reduce and storage; and each
     fast dtype's sweep (for the step model's rates at the step's shapes)."""
     m, ref, sweeps = {}, {}, {}
+    # the triad's three arrays are the run's largest allocation: first, before
+    # the sweeps, the data and the models have left anything in memory
+    _release_memory()
+    with cpu_threads(usable_cores(), device):  # memory is the whole machine's
+        bandwidth = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
+    log(f"memory bandwidth: {bandwidth.median / 1e9:,.2f} GB/s")
     clock = step_clock(device, sizes.cpu_threads)
     ref["clock"] = clock
     probe = matmul_probe(device, clock=clock)
@@ -601,9 +613,8 @@ def _hardware(device, cfg, sizes, sz: Sizes, folder: Path, log) -> tuple:
             continue
         m[f"mamf_{d}"], sweeps[d] = ceiling, sweep
         log(f"mamf_{d}: {ceiling.median / 1e9:,.1f} GFLOP/s")
-    with cpu_threads(usable_cores(), device):  # memory is the whole machine's
-        m["memory_bandwidth"] = memory_bandwidth(device, sz.repeats, sz.triad_min_bytes)
-    log(f"memory bandwidth: {m['memory_bandwidth'].median / 1e9:,.2f} GB/s")
+    m["memory_bandwidth"] = bandwidth
+    _release_memory()
     ar, ar_ref = allreduce(sz)
     m |= ar
     ref |= ar_ref
@@ -645,6 +656,10 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) ->
         loop.step()
     ops = stepmodel.operators_of(count_ops(loop.step))  # one more step, counted
     steps, rates = steps_and_rates(loop.step, ops, device, clock, sz)
+    path = folder / "reference.pt"
+    writes = [_save(path, loop.model, loop.opt) for _ in range(sz.repeats)]
+    del loop
+    _release_memory()  # before the next triad and the next loop
     out["reference_step"] = cal.Measurement.of(
         steps,
         "s",
@@ -660,8 +675,6 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) ->
         f"{out['step_bandwidth'].median / 1e9:,.2f} GB/s on the step's threads, "
         f"{out['op_cost'].median * 1e6:,.1f} us an operator"
     )
-    path = folder / "reference.pt"
-    writes = [_save(path, loop.model, loop.opt) for _ in range(sz.repeats)]
     ref["checkpoint_bytes"] = path.stat().st_size
     out["checkpoint_write"] = cal.Measurement.of(
         writes,
@@ -669,7 +682,6 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) ->
         f"torch.save of the reference model and AdamW state "
         f"({ref['checkpoint_bytes']:,} bytes) and fsync, {sz.repeats} times",
     )
-    del loop
     k = sz.accumulation_k
     micro = replace(config, micro_batch=sizes.batch // k)
     acc = Loop(micro, sizes, data, device, seed)
@@ -680,6 +692,7 @@ def _steps(m, data, sizes, device, sz: Sizes, folder, ref, seed, log, sweeps) ->
         f"{sz.steps} steps",
     )
     del acc
+    _release_memory()
     log(f"accumulated over k = {k}: {out['accumulated_step'].median * 1e3:,.1f} ms")
     out |= loader_waits(config, sizes, data, device, sz, ref)
     log(

@@ -46,12 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlbook.accumulation.formulas import StepCostModel
-from mlbook.capstone.stepmodel import (
+from mlbook.common.accelerators import ACCELERATORS, accelerator, match_cuda_name
+from mlbook.common.stepmodel import (
     machine_model_from_json,
     operators_from_json,
     predict_step,
 )
-from mlbook.common.accelerators import ACCELERATORS, accelerator, match_cuda_name
 from mlbook.input_pipeline import formulas as pipeline
 from mlbook.scaling.formulas import ring_allreduce_s
 

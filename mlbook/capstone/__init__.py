@@ -1,29 +1,30 @@
 """Finding lost MFU: one training step's timeline accounted for, and a ladder
 of fixes that wins the time back one measured rung at a time.
 
-- ``formulas``: torch-free: which bucket an operator's time belongs to, the
-  accounting of a step window into buckets and idle gaps, the GEMM shapes a
-  model runs, the ladder's sizes and fixes, the rates of a rung, and the
-  MFU-loss waterfall.
+- ``formulas``: torch-free: the accounting of a step window into buckets and
+  idle gaps, the GEMM shapes a model runs, the ladder's sizes and fixes, the
+  rates of a rung, and the MFU-loss waterfall.
 - ``experiments``: torch: the ladder with the MAMF ceiling re-probed between
   rungs; ``experiments_profile``: the profiler's account of a step and the
   timing of a rung; ``experiments_comm``: the two-process gloo run for
   exposed communication and stragglers. The deliberately slow loop with each
   defect switchable is ``mlbook.common_torch.reference_loop`` (its sizes and
-  fixes ``mlbook.common.reference_loop``), which ``mlbook.calibrate`` runs
-  too.
-- ``stepmodel``: torch-free: a step predicted before it runs, bucket by
-  bucket, from its operators (each at the longer of its FLOPs at the rate its
-  shape runs and its bytes at the bandwidth, plus a fixed cost) and a
-  machine's calibration; ``experiments_stepmodel`` counts a rung's operators
-  and calibrates the machine.
+  fixes, and which bucket an operator's time belongs to,
+  ``mlbook.common.reference_loop``), which ``mlbook.calibrate`` runs too.
+- the step model (``mlbook.common.stepmodel``, which ``mlbook.calibrate``
+  predicts with too; ``stepmodel`` here names it): torch-free: a step
+  predicted before it runs, bucket by bucket, from its operators (each at the
+  longer of its FLOPs at the rate its shape runs and its bytes at the
+  bandwidth, plus a fixed cost) and a machine's calibration;
+  ``experiments_stepmodel`` counts a rung's operators and calibrates the
+  machine.
 - ``cases``: torch-free: seeded generators of the diagnosis exercises'
   artifacts (a profile with a planted defect, a run's HFU and MFU).
 - ``figures``: matplotlib: the stacked bars, one step's timeline, a schematic
   step with its all-reduce overlapped or not, the per-rank times.
 - ``exercises``: the chapter's problem set (mlbook.exercises registers it).
 
-The torch-free calculators (``formulas``, ``stepmodel``, ``cases``) are
+The torch-free calculators (``formulas``, the step model, ``cases``) are
 named here too, so a page or a reader can write ``from mlbook import capstone`` and call
 ``capstone.step_bound(...)``; importing the package loads neither torch, numpy
 nor matplotlib (tests/test_layering.py), and the HTML book imports it in the
@@ -87,7 +88,7 @@ from mlbook.capstone.formulas import (
     waterfall,
     within_ceiling,
 )
-from mlbook.capstone.stepmodel import (
+from mlbook.common.stepmodel import (
     BucketComparison,
     BucketPrediction,
     MachineModel,

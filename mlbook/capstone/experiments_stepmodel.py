@@ -1,7 +1,7 @@
 """The step model's inputs, measured for the capstone's ladder: each rung's
 operators counted once (mlbook.common_torch.opcount), bucketed as the
 profiler's accounting buckets them, and a calibration of the machine
-(mlbook.capstone.stepmodel.MachineModel) from the ladder's own matmul
+(mlbook.common.stepmodel.MachineModel) from the ladder's own matmul
 sweeps, the fused attention kernel at the rungs' shapes, a triad and the
 small-operator benchmark (mlbook.common_torch.opbench)."""
 
@@ -11,7 +11,7 @@ import statistics
 
 import torch
 
-from mlbook.capstone import stepmodel
+from mlbook.common import stepmodel
 from mlbook.common_torch import opbench
 from mlbook.common_torch.bandwidth import triad_bytes_per_s
 from mlbook.common_torch.opcount import count_ops

@@ -28,134 +28,22 @@ from dataclasses import dataclass
 
 from mlbook.common import validate
 
-# The reference loop's sizes, fixes and scopes, and its model's matmul shapes,
-# live below the chapters (mlbook.calibrate runs the same loop); the chapter
+# The reference loop's sizes, fixes, scopes and buckets, and its model's matmul
+# shapes, live below the chapters (mlbook.calibrate runs the same loop); the chapter
 # names them too.
-from mlbook.common.reference_loop import FIX_NAMES, FIXES, SCOPES
+from mlbook.common.reference_loop import BUCKET_LABELS as BUCKET_LABELS
+from mlbook.common.reference_loop import BUCKETS as BUCKETS
+from mlbook.common.reference_loop import FIX_NAMES, FIXES
+from mlbook.common.reference_loop import SCOPE_BUCKETS as SCOPE_BUCKETS
 from mlbook.common.reference_loop import SCOPE_PREFIX as SCOPE_PREFIX
+from mlbook.common.reference_loop import SCOPES as SCOPES
 from mlbook.common.reference_loop import Fix as Fix
 from mlbook.common.reference_loop import LadderSizes as LadderSizes
+from mlbook.common.reference_loop import bucket_of as bucket_of
 from mlbook.common.reference_loop import ladder_fixes as ladder_fixes
 from mlbook.common.reference_loop import ladder_sizes as ladder_sizes
 from mlbook.common.reference_loop import padded_vocab as padded_vocab
 from mlbook.common.transformer import gemm_shapes as gemm_shapes
-
-BUCKETS = (
-    "matmul",
-    "attention",
-    "elementwise",
-    "optimizer",
-    "data",
-    "sync",
-    "comm",
-    "recompute",
-    "idle",
-)
-BUCKET_LABELS = {
-    "matmul": "matmuls (weights)",
-    "attention": "attention",
-    "elementwise": "elementwise & norms",
-    "optimizer": "optimizer",
-    "data": "data loading",
-    "sync": "sync & logging",
-    "comm": "communication",
-    "recompute": "recompute",
-    "idle": "idle gaps",
-}
-
-# Scopes whose whole duration is one bucket, whatever runs inside them: the
-# work there (tokenising in Python, printing, a Python loop over parameters)
-# is mostly not operators at all.
-SCOPE_BUCKETS = {
-    "data": "data",
-    "log": "sync",
-    "optimizer": "optimizer",
-    "recompute": "recompute",
-    "comm": "comm",
-}
-
-_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
-# Lower-case name fragments, checked in this order (first match wins).
-_NAME_RULES = (
-    (
-        "comm",
-        (
-            "nccl",
-            "gloo",
-            "c10d::",
-            "allreduce",
-            "all_reduce",
-            "allgather",
-            "all_gather",
-            "reduce_scatter",
-            "record_param_comms",
-        ),
-    ),
-    ("optimizer", ("optimizer.step", "adam", "multi_tensor_apply", "zero_grad")),
-    # the loss's log-softmax is not attention; it must be caught before "softmax"
-    ("elementwise", ("log_softmax", "logsoftmax", "nll_loss", "cross_entropy")),
-    (
-        "attention",
-        (
-            "scaled_dot_product",
-            "flash",
-            "fmha",
-            "attention",
-            "bmm",
-            "softmax",
-            "masked_fill",
-            "triu",
-            "aten::matmul",
-        ),
-    ),
-    (
-        "matmul",
-        (
-            "aten::linear",
-            "aten::mm",
-            "aten::addmm",
-            "mmbackward",
-            "addmmbackward",
-            "linearbackward",
-            "gemm",
-            "gemv",
-            "cutlass",
-            "cublas",
-            "xmma",
-            "wgmma",
-            "nvjet",
-            "_scaled_mm",
-        ),
-    ),
-    ("data", ("memcpy htod", "memcpyhtod", "pin_memory")),
-)
-
-
-def bucket_of(name: str, scope: str | None = None) -> str:
-    """The bucket an interval of a step belongs to, from the operator's (or
-    kernel's) name and the innermost ``ladder/`` scope it runs in.
-
-    The scope decides first for data, log (sync), optimizer, recompute and
-    comm: everything inside them is that bucket. Otherwise the name does. A
-    backward node ("autograd::engine::evaluate_function: MmBackward0") goes
-    where its forward op goes. A top-level ``aten::matmul`` is attention:
-    in this book's GPT the weight matmuls are ``aten::linear`` and the only
-    bare ``@`` are Q K^T and P V. Anything unrecognised is elementwise.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(
-            "name must be a non-empty string (an operator or kernel name), "
-            f"got {name!r}"
-        )
-    if scope is not None:
-        validate.one_of("scope", scope, SCOPES)
-        if scope in SCOPE_BUCKETS:
-            return SCOPE_BUCKETS[scope]
-    low = name.removeprefix(_BACKWARD_PREFIX).lower()
-    for bucket, fragments in _NAME_RULES:
-        if any(f in low for f in fragments):
-            return bucket
-    return "elementwise"
 
 
 def _real(name: str, value) -> float:

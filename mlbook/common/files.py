@@ -1,5 +1,6 @@
 """Files written whole or not at all: the one atomic write that the machine
-file, the checkpointer's ``latest`` pointer and the book's build all use."""
+file, the checkpointer's ``latest`` pointer, a shard directory's index and the
+book's build all use."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The reference training loop's torch-free half: its sizes, the defects it
 can switch off and the order the ladder fixes them in, the profiler scopes it
-records, and the padded vocabulary of its model.
+records and the buckets a step's time falls into, and the padded vocabulary
+of its model.
 
 The capstone's ladder and ``mlbook.calibrate``'s reference step both run this
 loop (``mlbook.common_torch.reference_loop``); the capstone's ``formulas``
@@ -26,6 +27,123 @@ SCOPES = (
     "recompute",
     "comm",
 )
+
+BUCKETS = (
+    "matmul",
+    "attention",
+    "elementwise",
+    "optimizer",
+    "data",
+    "sync",
+    "comm",
+    "recompute",
+    "idle",
+)
+BUCKET_LABELS = {
+    "matmul": "matmuls (weights)",
+    "attention": "attention",
+    "elementwise": "elementwise & norms",
+    "optimizer": "optimizer",
+    "data": "data loading",
+    "sync": "sync & logging",
+    "comm": "communication",
+    "recompute": "recompute",
+    "idle": "idle gaps",
+}
+
+# Scopes whose whole duration is one bucket, whatever runs inside them: the
+# work there (tokenising in Python, printing, a Python loop over parameters)
+# is mostly not operators at all.
+SCOPE_BUCKETS = {
+    "data": "data",
+    "log": "sync",
+    "optimizer": "optimizer",
+    "recompute": "recompute",
+    "comm": "comm",
+}
+
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+# Lower-case name fragments, checked in this order (first match wins).
+_NAME_RULES = (
+    (
+        "comm",
+        (
+            "nccl",
+            "gloo",
+            "c10d::",
+            "allreduce",
+            "all_reduce",
+            "allgather",
+            "all_gather",
+            "reduce_scatter",
+            "record_param_comms",
+        ),
+    ),
+    ("optimizer", ("optimizer.step", "adam", "multi_tensor_apply", "zero_grad")),
+    # the loss's log-softmax is not attention; it must be caught before "softmax"
+    ("elementwise", ("log_softmax", "logsoftmax", "nll_loss", "cross_entropy")),
+    (
+        "attention",
+        (
+            "scaled_dot_product",
+            "flash",
+            "fmha",
+            "attention",
+            "bmm",
+            "softmax",
+            "masked_fill",
+            "triu",
+            "aten::matmul",
+        ),
+    ),
+    (
+        "matmul",
+        (
+            "aten::linear",
+            "aten::mm",
+            "aten::addmm",
+            "mmbackward",
+            "addmmbackward",
+            "linearbackward",
+            "gemm",
+            "gemv",
+            "cutlass",
+            "cublas",
+            "xmma",
+            "wgmma",
+            "nvjet",
+            "_scaled_mm",
+        ),
+    ),
+    ("data", ("memcpy htod", "memcpyhtod", "pin_memory")),
+)
+
+
+def bucket_of(name: str, scope: str | None = None) -> str:
+    """The bucket an interval of a step belongs to, from the operator's (or
+    kernel's) name and the innermost ``ladder/`` scope it runs in.
+
+    The scope decides first for data, log (sync), optimizer, recompute and
+    comm: everything inside them is that bucket. Otherwise the name does. A
+    backward node ("autograd::engine::evaluate_function: MmBackward0") goes
+    where its forward op goes. A top-level ``aten::matmul`` is attention:
+    in this book's GPT the weight matmuls are ``aten::linear`` and the only
+    bare ``@`` are Q K^T and P V. Anything unrecognised is elementwise.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(
+            "name must be a non-empty string (an operator or kernel name), "
+            f"got {name!r}"
+        )
+    if scope is not None:
+        validate.one_of("scope", scope, SCOPES)
+        if scope in SCOPE_BUCKETS:
+            return SCOPE_BUCKETS[scope]
+    low = name.removeprefix(_BACKWARD_PREFIX).lower()
+    for bucket, fragments in _NAME_RULES:
+        if any(f in low for f in fragments):
+            return bucket
+    return "elementwise"
 
 
 def padded_vocab(vocab_size: int, multiple: int = 64) -> int:

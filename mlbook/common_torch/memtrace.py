@@ -158,13 +158,16 @@ def _column(x, linear: nn.Linear, tp: int):
 # --- the model ----------------------------------------------------------------------
 
 
-class _RMSNormFn(torch.autograd.Function):
-    """RMSNorm as a fused kernel: keeps its input and one fp32 inverse RMS
-    per token."""
+class FusedRMSNormFn(torch.autograd.Function):
+    """RMSNorm as one kernel computes it: forward and backward by hand, so
+    autograd keeps only the input and one inverse RMS per token (fp32), as a
+    fused kernel (Apex, Megatron-LM) does. torch.nn.RMSNorm on a CPU is
+    written out in elementwise ops and keeps an fp32 copy and the normalised
+    value as well."""
 
     @staticmethod
     def forward(ctx, x, weight, eps):
-        xf = x.to(torch.float32)
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))  # 16-bit inputs: fp32
         rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)  # (b, s, 1)
         ctx.save_for_backward(x, weight, rstd)
         return (xf * rstd).to(x.dtype) * weight
@@ -172,21 +175,23 @@ class _RMSNormFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         x, weight, rstd = ctx.saved_tensors
-        xhat = x.to(torch.float32) * rstd  # (b, s, h)
-        g = grad.to(torch.float32) * weight.to(torch.float32)
+        xhat = x.to(rstd.dtype) * rstd  # (b, s, h)
+        g = grad.to(rstd.dtype) * weight.to(rstd.dtype)
         dx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
-        dw = (grad.to(torch.float32) * xhat).sum(dim=tuple(range(grad.dim() - 1)))
+        dw = (grad.to(rstd.dtype) * xhat).sum(dim=tuple(range(grad.dim() - 1)))
         return dx.to(x.dtype), dw.to(weight.dtype), None
 
 
 class RMSNorm(nn.Module):
+    """RMSNorm with a fused-kernel memory footprint (input and rstd kept)."""
+
     def __init__(self, dim: int, eps: float = 1e-5):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
 
     def forward(self, x):
-        return _RMSNormFn.apply(x, self.weight, self.eps)
+        return FusedRMSNormFn.apply(x, self.weight, self.eps)
 
 
 def _attention_core(q, k, v, mask, scale):

@@ -15,7 +15,7 @@ one operator costs whatever it computes.
 
 An operator here is anything with the fields of opcount.CountedOp that
 matter (``gemm``, ``batch``, ``attention``, ``backward``, ``dtype``,
-``flops``): counted operators, or mlbook.capstone.stepmodel's Operators.
+``flops``): counted operators, or mlbook.common.stepmodel's Operators.
 Every timing runs on the current threads and on ``clock``: "wall", or
 "thread" (the calling thread's CPU time, for one CPU thread).
 """

@@ -27,7 +27,7 @@ each aten operator as it runs below autograd: the forward's, the backward's
   ``TorchFunctionMode`` beside the dispatch mode.
 
 Nothing here decides what a bucket is or how long an operator takes: that is
-mlbook.capstone.stepmodel's, torch-free.
+mlbook.common.stepmodel's, torch-free.
 """
 
 from __future__ import annotations

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from mlbook.common import validate
+from mlbook.common.files import write_atomic
 
 INDEX = "index.json"
 FORMAT = "mlbook-packed-rows-1"
@@ -125,9 +125,7 @@ def write_shards(
         "rows": int(len(arr)),
         "shards": shards,
     }
-    tmp = out / f".{INDEX}.tmp"
-    tmp.write_text(json.dumps(index, indent=1) + "\n")
-    os.replace(tmp, out / INDEX)
+    write_atomic(out / INDEX, json.dumps(index, indent=1) + "\n")
     return index
 
 

@@ -14,6 +14,7 @@ the verdict on it; book/_extra/vendor/exercises.js runs the same logic on the
 same data in the HTML book.
 """
 
+# ruff: noqa: F401 (every name imported here is in __all__)
 from mlbook.judge._check import Result, check, outcome
 from mlbook.judge._core import (
     EXERCISES,
@@ -40,32 +41,4 @@ from mlbook.judge._core import (
 )
 from mlbook.judge._page import MIME_TYPE, AnswerKey, answer_key
 
-__all__ = [
-    "EXERCISES",
-    "KINDS",
-    "MESSAGES",
-    "MIME_TYPE",
-    "STARS",
-    "UNITS",
-    "AnswerKey",
-    "Choice",
-    "Code",
-    "Exercise",
-    "Integer",
-    "Mistake",
-    "Real",
-    "Reason",
-    "Result",
-    "UnknownExercise",
-    "Verdict",
-    "WrongFunction",
-    "answer_key",
-    "check",
-    "exercise",
-    "get",
-    "judge",
-    "outcome",
-    "read_number",
-    "register",
-    "spec",
-]
+__all__ = sorted(n for n in dir() if not n.startswith("_"))  # what is imported above

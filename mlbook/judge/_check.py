@@ -1,12 +1,10 @@
 """``check``: the reader's answers (or function) against an exercise's key.
 
-``check`` is the one place in the package that prints: a reader who types
-``check("mfu-1", mfu=0.5, mfu_6n=0.49)`` in JupyterLab wants the hint on the
-screen, not a value to inspect. It also returns the verdicts as a ``Result``.
-
-A prediction is answered by the run: the cell that measures it calls
-``outcome(exercise_id, **values)``, and ``check`` shows the prediction next
-to those values, with the reason the record gives for them.
+``check`` is the one place in the package that prints (a reader in
+JupyterLab wants the hint on the screen), and returns a ``Result``. A
+prediction is answered by the run: the cell that measures it calls
+``outcome(exercise_id, **values)``, and ``check`` sets the prediction beside
+those values, with the record's reason for them.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from mlbook.judge._core import (
     Choice,
     Exercise,
     Integer,
-    Real,
     Verdict,
     close_matches,
     compare,
@@ -44,14 +41,11 @@ _SAID: dict[str, dict] = {}  # a prediction's id -> what the reader said
 
 @dataclass(frozen=True)
 class Result:
-    """What ``check`` found: ``correct`` only when every answer is right.
-    ``checked`` is False for an exercise without a key (a prediction, or a
-    measurement only the reader can explain) and for a call with no answers,
-    which says what the exercise takes.
-
-    ``check`` prints the report; in IPython (JupyterLab) a cell that ends in
-    ``check(...)`` shows it once, with no ``Out[n]`` line, and the result
-    shown on its own in a later cell prints its report again."""
+    """What ``check`` found: ``correct`` only when every answer is right;
+    ``checked`` False where there is no key to check against (a prediction,
+    an exercise on the reader's own machine, a call with no answers). In
+    IPython a cell ending in ``check(...)`` shows the report once; the result
+    shown in a later cell prints it again."""
 
     exercise_id: str
     verdicts: tuple[Verdict, ...]
@@ -77,12 +71,8 @@ class Result:
             lines += [f"  {v.name}: {v.hint}" for v in self.verdicts]
             return "\n".join([*lines, f"  {self.why}"])
         right = sum(v.correct for v in self.verdicts)
-        head = (
-            f"{self.exercise_id}: right."
-            if self.correct
-            else f"{self.exercise_id}: {right} of {len(self.verdicts)} right."
-        )
-        lines = [head]
+        of = "" if self.correct else f" {right} of {len(self.verdicts)}"
+        lines = [f"{self.exercise_id}:{of} right."]
         for v in self.verdicts:
             mark = "✓" if v.correct else "✗"
             value = "" if v.value is None else f" = {_show(v.value)}"
@@ -94,11 +84,7 @@ class Result:
             print(self.report())
 
     def __repr__(self) -> str:
-        state = (
-            "right"
-            if self.correct
-            else ("not checked" if not self.checked else "wrong")
-        )
+        state = "right" if self.correct else "wrong" if self.checked else "not checked"
         return f"<check {self.exercise_id}: {state}>"
 
 
@@ -147,13 +133,16 @@ def check(exercise_id, function=None, /, **answers) -> Result:
     return result
 
 
+def _note(ex: Exercise, text: str) -> Result:
+    """A result that checked nothing and says ``text``."""
+    return Result(ex.id, (Verdict("", None, False, text),), False, checked=False)
+
+
 def _what_it_takes(ex: Exercise) -> Result:
     """``check(id)`` with nothing: what the exercise takes, and the call."""
     if ex.code is not None and not ex.fields:
-        text = f"{ex.id} checks a function: {ex.usage()}"
-    else:
-        text = _expected(ex)
-    return Result(ex.id, (Verdict("", None, False, text),), False, checked=False)
+        return _note(ex, f"{ex.id} checks a function: {ex.usage()}")
+    return _note(ex, _expected(ex))
 
 
 def outcome(exercise_id, /, **values) -> None:
@@ -199,19 +188,17 @@ def _next_to_run(ex: Exercise) -> Result:
 
 
 def _not_run(ex: Exercise) -> Result:
-    hint = MESSAGES["not_run"].format(id=ex.id)
-    return Result(ex.id, (Verdict("", None, False, hint),), False, checked=False)
+    return _note(ex, MESSAGES["not_run"].format(id=ex.id))
 
 
 def _not_checked(ex: Exercise) -> Result:
     if ex.code is not None:
-        why = f"{ex.id} checks a function: {ex.usage()}"
-    else:
-        why = (
-            f"{ex.id} is a {ex.kind} exercise on your own machine: there is no key "
-            "to check. Compare your explanation with the solution."
-        )
-    return Result(ex.id, (Verdict("", None, False, why),), False, checked=False)
+        return _note(ex, f"{ex.id} checks a function: {ex.usage()}")
+    return _note(
+        ex,
+        f"{ex.id} is a {ex.kind} exercise on your own machine: there is no key "
+        "to check. Compare your explanation with the solution.",
+    )
 
 
 def _in_unit(f) -> str:
@@ -269,17 +256,10 @@ def _value(ex: Exercise, name: str, value):
     reads it ("55.9%" is 0.559 where a fraction is asked)."""
     f = ex.fields[name]
     where = f"{ex.id}: {name} ({f.label})"
-    if isinstance(value, str) and not isinstance(f, Choice):
-        try:
-            value = read_number(value, f.unit)
-        except ValueError as exc:
-            raise CheckValueError(f"{where}, got {value!r}: {exc}") from None
     if isinstance(f, Choice):
         options = ", ".join(repr(o) for o in f.options)
-        if isinstance(value, str):
-            value = [value]
         try:
-            picked = list(value)
+            picked = [value] if isinstance(value, str) else list(value)
         except TypeError:
             raise CheckTypeError(
                 f"{where} is a set of option names out of {options}, got {value!r}"
@@ -290,27 +270,28 @@ def _value(ex: Exercise, name: str, value):
                 f"{where}: {bad!r} are not among the options {options}"
             )
         return picked
+    if isinstance(value, str):
+        try:
+            value = read_number(value, f.unit)
+        except ValueError as exc:
+            raise CheckValueError(f"{where}, got {value!r}: {exc}") from None
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()  # a NumPy or torch scalar
     if isinstance(value, bool) or not isinstance(value, RealNumber):
-        if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-            value = value.item()  # a NumPy or torch scalar
-        if isinstance(value, bool) or not isinstance(value, RealNumber):
-            raise CheckTypeError(
-                f"{where} is a number in {f.unit}, got {type(value).__name__} {value!r}"
-            )
-    value = float(value) if not isinstance(value, Integral) else int(value)
+        raise CheckTypeError(
+            f"{where} is a number in {f.unit}, got {type(value).__name__} {value!r}"
+        )
+    value = int(value) if isinstance(value, Integral) else float(value)
     if not math.isfinite(value):
         raise CheckValueError(
             f"{where} must be a finite number in {f.unit}, got {value!r}"
         )
-    if isinstance(f, Integer):
-        if not float(value).is_integer():
-            raise CheckValueError(
-                f"{where} is a whole number of {f.unit}, got {value!r}: which whole "
-                "number does the question ask for?"
-            )
-        return int(value)
-    assert isinstance(f, Real)
-    return float(value)
+    if isinstance(f, Integer) and not float(value).is_integer():
+        raise CheckValueError(
+            f"{where} is a whole number of {f.unit}, got {value!r}: which whole "
+            "number does the question ask for?"
+        )
+    return int(value) if isinstance(f, Integer) else float(value)
 
 
 # --- change-the-code exercises -------------------------------------------------------
@@ -351,12 +332,8 @@ def _failure(code, function, args) -> Verdict | None:
     if wrong is not None:
         hint = f"{where} returned {got!r}. Looks like {wrong.name}: {wrong.hint}"
         return Verdict(code.name, None, False, hint, wrong.name)
-    return Verdict(
-        code.name,
-        None,
-        False,
-        f"{where} returned {got!r}; the reference returns {expected!r}.",
-    )
+    hint = f"{where} returned {got!r}; the reference returns {expected!r}."
+    return Verdict(code.name, None, False, hint)
 
 
 def _matching_mistake(code, function, args, got):
@@ -369,11 +346,8 @@ def _matching_mistake(code, function, args, got):
             agree.append(w)
 
     def everywhere(w):
-        for case in code.cases:
-            mine, theirs = _call(function, case), _call(w.function, case)
-            if not (mine[0] and theirs[0] and _same(code, theirs[1], mine[1])):
-                return False
-        return True
+        calls = ((_call(function, c), _call(w.function, c)) for c in code.cases)
+        return all(m[0] and t[0] and _same(code, t[1], m[1]) for m, t in calls)
 
     best = [w for w in agree if everywhere(w)]
     return (best or agree or [None])[0]
@@ -401,20 +375,15 @@ def _check_function(ex: Exercise, function, answers: dict) -> Result:
     failed = _property_failure(code, function)
     if failed is not None:
         return Result(ex.id, (known, failed), False)
-    props = Verdict(
-        "properties",
-        None,
-        True,
-        f"agrees with the reference on {code.max_examples} generated cases.",
-    )
-    return Result(ex.id, (known, props), True)
+    n = code.max_examples
+    props = f"agrees with the reference on {n} generated cases."
+    return Result(ex.id, (known, Verdict("properties", None, True, props)), True)
 
 
 def _property_failure(code, function) -> Verdict | None:
-    """Run hypothesis over ``code.arguments`` and return the verdict at the
-    smallest failing case it finds. Derandomized, with no example database
-    and no deadline: the same function gets the same verdict every time, and
-    no .hypothesis/ folder appears where the reader works."""
+    """The verdict at the smallest failing case hypothesis finds over
+    ``code.arguments``: derandomized, no database, no deadline, so the same
+    function gets the same verdict every time and no .hypothesis/ appears."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import strategies as st
 
@@ -448,9 +417,8 @@ def _property_failure(code, function) -> Verdict | None:
 
 @contextlib.contextmanager
 def _quiet_hypothesis_home():
-    """Hypothesis caches the constants it finds in local modules under
-    ./.hypothesis even without a database: point it at a temporary folder
-    for the check, and back where it was afterwards."""
+    """Hypothesis caches constants under ./.hypothesis even without a
+    database: point it at a temporary folder for the check."""
     import tempfile
 
     from hypothesis import configuration

@@ -1,18 +1,12 @@
 """Exercise records, their answer keys, and the verdict on a reader's answer.
 
-A record (``Exercise``) says what an exercise asks for: each answer's name,
-unit and tolerance (``Real``, ``Integer``, ``Choice``), the inputs its
-statement gives, a ``key`` function that computes the answers from those
-inputs with the package's own calculators, and the named ``Mistake``s, each
-a wrong way to compute an answer with the hint that goes with it.
-
-``spec(exercise_id)`` turns a record into plain data (numbers, strings,
-lists): the key, the tolerance, every mistake's value and hint, and the
-sentences a verdict is made of. ``judge(answer_spec, value)`` is the whole
-verdict logic, on that data only. The HTML book writes the same data into
-the page and book/_extra/vendor/exercises.js runs the same logic on it, so
-the page and ``check()`` cannot disagree (tests/test_exercises_js.py feeds
-both the same answers).
+A record (``Exercise``) names each answer's unit and tolerance (``Real``,
+``Integer``, ``Choice``), the statement's inputs, a ``key`` computing the
+answers from them with the package's calculators, and named ``Mistake``s.
+``spec(exercise_id)`` is a record as plain data and ``judge(answer, value)``
+the whole verdict logic on that data: book/_extra/vendor/exercises.js runs
+the same logic on the same data in the HTML book, so the page and ``check()``
+cannot disagree (tests/test_exercises_js.py feeds both the same answers).
 """
 
 from __future__ import annotations
@@ -83,23 +77,11 @@ UNIT_MISTAKES: dict[str, tuple[tuple[float, str, str], ...]] = {
         ),
     ),
 }
-UNITS = frozenset(UNIT_MISTAKES) | {
-    "bytes",
-    "tokens",
-    "tokens/s",
-    "FLOPs",
-    "FLOP/s",
-    "GPUs",
-    "ranks",
-    "micro-batches",
-    "workers",
-    "steps",
-    "layers",
-    "log2",  # an exponent: the k of a scale 2^k
-    "powers of two",
-    "count",
-    "choice",
-}
+# the other units (log2: an exponent, the k of a scale 2^k)
+UNITS = frozenset(UNIT_MISTAKES) | frozenset(
+    "bytes,tokens,tokens/s,FLOPs,FLOP/s,GPUs,ranks,micro-batches,workers,steps,"
+    "layers,log2,powers of two,count,choice".split(",")
+)
 
 # The sentences a verdict is made of, and the rough size of an error. The JS
 # reads them from the page, so both say the same thing.
@@ -138,13 +120,15 @@ PREDICTION_SIZES = (*SIZES[:-1], (None, " by more than a factor of 30"))
 MAX_REL_TOL = 0.1  # a looser tolerance would not tell a right answer from a guess
 
 
-def _check_unit(unit: str) -> str:
+def _check_unit(unit: str, answer: str) -> None:
+    """A number's unit (``answer`` names its kind): a known one, not "choice"."""
     if unit not in UNITS:
         raise ValueError(
             f"unit {unit!r} is not one of the known units {sorted(UNITS)}; add it to "
             "mlbook/judge/_core.py UNITS (with its unit mistakes if it has any)"
         )
-    return unit
+    if unit == "choice":
+        raise ValueError(f"{answer} answer cannot have the unit 'choice'")
 
 
 @dataclass(frozen=True)
@@ -156,9 +140,7 @@ class Real:
     rel_tol: float
 
     def __post_init__(self):
-        _check_unit(self.unit)
-        if self.unit == "choice":
-            raise ValueError("a Real answer cannot have the unit 'choice'")
+        _check_unit(self.unit, "a Real")
         if not (
             isinstance(self.rel_tol, float | int) and 0 < self.rel_tol <= MAX_REL_TOL
         ):
@@ -175,9 +157,7 @@ class Integer:
     label: str
 
     def __post_init__(self):
-        _check_unit(self.unit)
-        if self.unit == "choice":
-            raise ValueError("an Integer answer cannot have the unit 'choice'")
+        _check_unit(self.unit, "an Integer")
 
 
 @dataclass(frozen=True)
@@ -220,15 +200,11 @@ class Mistake:
 
 @dataclass(frozen=True)
 class Code:
-    """A change-the-code exercise: the reader writes ``name(*args)``.
-
-    ``check(exercise_id, function)`` calls the function positionally, in the
-    order of ``params``, on every ``cases`` entry (a tuple of arguments) and
-    on ``max_examples`` argument tuples drawn from ``arguments(st)`` (given
-    hypothesis's strategies module, it returns a strategy of tuples), and
-    compares each result with ``reference``'s by ``same(expected, got)``.
-    ``mistakes`` are plausible wrong functions with a hint each: when the
-    reader's function agrees with one where it fails, the hint is named."""
+    """A change-the-code exercise: the reader writes ``name(*params)``, called
+    on every ``cases`` tuple and on ``max_examples`` tuples from
+    ``arguments(st)`` (st: hypothesis's strategies) and compared with
+    ``reference`` by ``same(expected, got)``; ``mistakes`` are plausible
+    wrong functions whose hint is named where the reader's agrees with one."""
 
     name: str
     params: tuple[str, ...]
@@ -397,14 +373,11 @@ def _normal(f: Answer, value, where: str):
 
 
 def _require_measured(ex: Exercise, measured: dict) -> None:
-    missing = [n for n in ex.measured if n not in measured]
-    extra = [n for n in measured if n not in ex.measured]
-    if missing or extra:
-        what = []
-        if missing:
-            what.append(f"needs your measured {', '.join(missing)}")
-        if extra:
-            what.append(f"takes no measured input {', '.join(extra)}")
+    missing = ", ".join(n for n in ex.measured if n not in measured)
+    extra = ", ".join(n for n in measured if n not in ex.measured)
+    what = [f"needs your measured {missing}"] * bool(missing)
+    what += [f"takes no measured input {extra}"] * bool(extra)
+    if what:
         raise CheckTypeError(f"{ex.id} {' and '.join(what)}: {ex.usage()}")
 
 
@@ -534,7 +507,7 @@ def spec(exercise_id: str, **measured) -> dict:
         if key is not None:
             a.update(key=key[name], mistakes=mistakes[name])
         answers.append(a)
-    return {
+    out = {
         "id": ex.id,
         "kind": ex.kind,
         "level": ex.level,
@@ -546,17 +519,14 @@ def spec(exercise_id: str, **measured) -> dict:
         "usage": ex.usage(),
         "messages": dict(MESSAGES),
         "sizes": [list(s) for s in (PREDICTION_SIZES if predicts else SIZES)],
-    } | (
-        {
-            "reasons": [
-                {"sentence": r.sentence, "when": [list(c) for c in r.when]}
-                for r in ex.reasons
-            ],
-            "run": run_values(ex, measured) if measured else None,
-        }
-        if predicts
-        else {}
-    )
+    }
+    if predicts:
+        out["reasons"] = [
+            {"sentence": r.sentence, "when": [list(c) for c in r.when]}
+            for r in ex.reasons
+        ]
+        out["run"] = run_values(ex, measured) if measured else None
+    return out
 
 
 def run_values(ex: Exercise, values: dict) -> dict[str, float]:
@@ -575,14 +545,11 @@ _NUMBER = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?")
 
 
 def read_number(text: str, unit: str, whole: bool = False) -> float:
-    """A typed answer as a number, as the answer box reads it (exercises.js
-    ``readNumber``, rule for rule): digits with an optional sign, decimals
-    and exponent; digit grouping (spaces, underscores, commas between groups
-    of three: 16,384) is dropped, and a decimal comma (0,49) is refused, as
-    everywhere a number is typed (mlbook.common.validate.number_text); a
-    trailing "%" divides by 100 where a fraction is asked ("55.9%" is 0.559)
-    and is the unit itself where a percentage is. Anything else is a
-    ValueError whose message says what to type."""
+    """A typed answer as a number, rule for rule as exercises.js ``readNumber``
+    reads it: grouping (16,384) dropped and a decimal comma refused
+    (mlbook.common.validate.number_text); a trailing "%" divides by 100 where
+    a fraction is asked ("55.9%" is 0.559). Else a ValueError saying what to
+    type."""
     t = number_text(text)
     if not t:
         raise ValueError(MESSAGES["empty"].format(unit=unit))
@@ -643,25 +610,29 @@ def judge(answer: dict, value, messages=MESSAGES, sizes=SIZES) -> Verdict:
         v = m["value"]
         hit = abs(value - v) <= tol * abs(v) if kind == "real" else value == v
         if hit:
-            hint = messages["mistake"].format(name=m["name"], hint=m["hint"])
-            return Verdict(name, value, False, hint, m["name"])
+            return _looks_like(name, value, m, messages)
     if kind == "real":
         n = rounded_to(value, key)
         if n is not None:
             figures = "figure" if n == 1 else "figures"
             hint = messages["rounding"].format(n=n, figures=figures)
             return Verdict(name, value, False, hint)
+    return Verdict(name, value, False, _off(value, key, messages, sizes))
+
+
+def _looks_like(name: str, value, mistake: dict, messages) -> Verdict:
+    hint = messages["mistake"].format(name=mistake["name"], hint=mistake["hint"])
+    return Verdict(name, value, False, hint, mistake["name"])
+
+
+def _off(value: float, key: float, messages, sizes) -> str:
+    """Which way and how far ``value`` is off ``key``: the sign, or too
+    high or low by a size (none where the key is 0)."""
     if (key > 0 and value <= 0) or (key < 0 and value >= 0):
-        return Verdict(name, value, False, messages["sign"])
-    high = value > key
-    if key == 0:
-        size = ""
-    else:
-        q = value / key  # positive: the same sign as the key
-        size = _size(q if q >= 1 else 1 / q, sizes)
-    return Verdict(
-        name, value, False, messages["high" if high else "low"].format(size=size)
-    )
+        return messages["sign"]
+    q = value / key if key else 1.0  # positive: the same sign as the key
+    size = _size(max(q, 1 / q), sizes) if key else ""
+    return messages["high" if value > key else "low"].format(size=size)
 
 
 def rounded_to(value: float, key: float) -> int | None:
@@ -688,8 +659,7 @@ def _judge_choice(answer: dict, picked: list, messages) -> Verdict:
         return Verdict(name, picked, True, messages["correct"])
     for m in answer["mistakes"]:
         if picked == m["value"]:
-            hint = messages["mistake"].format(name=m["name"], hint=m["hint"])
-            return Verdict(name, picked, False, hint, m["name"])
+            return _looks_like(name, picked, m, messages)
     parts = []
     if len(picked) != len(key):
         parts.append(messages["choice_count"].format(n=len(key), m=len(picked)))
@@ -727,14 +697,7 @@ def compare(
     how far off and which way (exercises.js ``compare``)."""
     name, unit, measured = answer["name"], answer["unit"], run[answer["name"]]
     close = abs(said - measured) <= answer["rel_tol"] * abs(measured)
-    if close:
-        how = messages["close"]
-    elif (measured > 0 and said <= 0) or (measured < 0 and said >= 0):
-        how = messages["sign"]
-    else:
-        q = said / measured if measured else 1.0
-        size = _size(max(q, 1 / q), sizes) if measured else ""
-        how = messages["high" if said > measured else "low"].format(size=size)
+    how = messages["close"] if close else _off(said, measured, messages, sizes)
     text = messages["predicted"].format(
         said=shown(said, unit), measured=shown(measured, unit), how=how
     )
@@ -771,10 +734,9 @@ def register(*records: Exercise) -> tuple[Exercise, ...]:
 
 
 class _ShortTraceback:
-    """An error in how a reader called ``check``: IPython (and so JupyterLab)
-    shows its message alone, through IPython's ``_render_traceback_`` hook,
-    instead of a traceback through the package whose useful line is the
-    last. Python outside IPython raises and prints it as usual."""
+    """An error in how a reader called ``check``: IPython shows its message
+    alone (its ``_render_traceback_`` hook), not a traceback through the
+    package."""
 
     shown_as = "Error"
 
@@ -784,15 +746,13 @@ class _ShortTraceback:
 
 
 class CheckTypeError(_ShortTraceback, TypeError):
-    """A TypeError in a call to ``check`` (answers missing, misnamed, or of
-    the wrong type), shown in IPython as its message alone."""
+    """Answers missing, misnamed, or of the wrong type."""
 
     shown_as = "TypeError"
 
 
 class CheckValueError(_ShortTraceback, ValueError):
-    """A ValueError in a call to ``check`` (an answer that is not a finite
-    number, a whole one, or an option), shown in IPython as its message."""
+    """An answer that is not a finite number, a whole one, or an option."""
 
     shown_as = "ValueError"
 

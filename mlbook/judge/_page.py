@@ -27,9 +27,10 @@ class AnswerKey:
     """The key of one exercise, displayed as a table (see ``answer_key``)."""
 
     def __init__(self, exercise_id: str, **measured):
-        self.exercise = get(exercise_id)
+        self.exercise = ex = get(exercise_id)
+        if not ex.checked:
+            raise ValueError(f"{exercise_id} is a {ex.kind} exercise: it has no key")
         self.spec = spec(exercise_id, **measured)
-        ex = self.exercise
         self.values = {a["name"]: a["key"] for a in self.spec["answers"]}
         self.rows = [
             {
@@ -41,13 +42,10 @@ class AnswerKey:
             for name, f in ex.fields.items()
         ]
 
-    def _table(self):
+    def _repr_mimebundle_(self, include=None, exclude=None):
         from mlbook.show import table
 
-        return table(self.rows, caption=f"{self.exercise.id}: the key")
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        html = self._table().to_html()
+        html = table(self.rows, caption=f"{self.exercise.id}: the key").to_html()
         text = "\n".join(f"{r['answer']} = {r['key']} {r['unit']}" for r in self.rows)
         return {
             "text/plain": f"{self.exercise.id}: the key\n{text}",
@@ -63,7 +61,4 @@ def answer_key(exercise_id: str, **measured) -> AnswerKey:
     """The key of ``exercise_id`` as a table, for the end of its solution
     cell. An exercise on the reader's own measurement takes this run's
     measured inputs (the same names ``check`` takes)."""
-    ex = get(exercise_id)
-    if not ex.checked:
-        raise ValueError(f"{exercise_id} is a {ex.kind} exercise: it has no key")
     return AnswerKey(exercise_id, **measured)
