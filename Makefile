@@ -27,9 +27,10 @@ book: $(STAMP)
 # Timed from make's start (MAKE_START is read when make parses this file), so
 # the venv set-up a fresh clone does first is included. First the test book
 # (every page at test sizes, two at a time, and the HTML); then pytest with two
-# xdist workers, a test file to a worker (tests/conftest.py), the slowest tests
-# listed, each test capped at 60 s (pytest-timeout); last, on their own, the
-# tests marked `alone`, which measure what another test's load would change.
+# xdist workers, a test file to a worker, the slowest files first (their
+# order in tests/conftest.py, which xdist keeps), the slowest tests listed,
+# each test capped at 60 s (pytest-timeout); last, on their own, the tests
+# marked `alone`, which measure what another test's load would change.
 MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
 PYTEST := MLBOOK_TEST_REUSE=1 $(PY) -m pytest tests -p no:cacheprovider --durations=10
@@ -38,7 +39,7 @@ test: $(STAMP)
 	@ready=$$(date +%s); \
 	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
 	booked=$$(date +%s); \
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m "not alone"; rc=$$?; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not alone"; rc=$$?; \
 	$(PYTEST) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
 	[ $$rc -eq 0 ] && rc=$$alone; [ $$rc -eq 0 ] && rc=$$built; \
 	end=$$(date +%s); \

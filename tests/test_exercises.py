@@ -768,9 +768,16 @@ def test_the_statement_gives_every_input_the_key_reads(record):
         assert found, f"{record.id}: the statement does not give {name} = {value!r}"
 
 
+@functools.cache  # read by a test per exercise (80): each page parsed once
+def page_cells(page: Path) -> list:
+    """A page's cells as jupytext reads them (not to be changed)."""
+    return jupytext.read(page).cells
+
+
+@functools.cache
 def solutions(page: Path) -> dict:
     """label -> the code cells between its solution-start and solution-end."""
-    cells = jupytext.read(page).cells
+    cells = page_cells(page)
     out, current = {}, None
     for cell in cells:
         if cell.cell_type == "markdown":
@@ -803,7 +810,7 @@ def test_a_checked_exercise_has_an_executed_solution(record):
 
 @pytest.mark.parametrize("record", [r for r in RECORDS if r.kind == "predict"], ids=ids)
 def test_a_prediction_sits_just_before_the_result_it_predicts(record):
-    cells = jupytext.read(PAGES[record.chapter]).cells
+    cells = page_cells(PAGES[record.chapter])
     at = next(
         i
         for i, c in enumerate(cells)
@@ -889,7 +896,7 @@ def test_a_diagnosis_asks_for_the_cause_and_a_number_with_a_named_mistake(record
 def test_a_diagnosis_shows_its_artifact_just_before_the_exercise(record):
     """The cell right before the {exercise} draws or tables the artifact,
     visibly, with no glue or formats in it, and no heading between."""
-    cells = jupytext.read(PAGES[record.chapter]).cells
+    cells = page_cells(PAGES[record.chapter])
     at = next(
         i
         for i, c in enumerate(cells)

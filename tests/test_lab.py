@@ -1,11 +1,13 @@
 """A page of the book read in JupyterLab, as `make lab` serves it.
 
-The test starts its own JupyterLab server (a free port on 127.0.0.1, a token,
-settings, runtime and config in a temporary folder, no browser, no news, no
-update check, no extension-manager queries, `--allow-root` only when root),
-opens the "Plan a run" page in headless Chromium with every request off that
-server blocked, runs all cells and waits for the kernel to go idle, then
-checks:
+The tests share one JupyterLab server of their own (a free port on
+127.0.0.1, a token, settings, runtime and config in a temporary folder, no
+browser, no news, no update check, no extension-manager queries,
+`--allow-root` only when root) and one JupyterLab tab in headless Chromium
+with every request off that server blocked: starting JupyterLab in a browser
+took 8-30 s here, each time, so it starts once and opens each notebook in
+turn, as a reader does. The "Plan a run" page is opened as `make lab` opens
+it (book/plan.md itself, through jupytext), run all, and the tests check:
 
 - every code cell ran and none has an error output; widget outputs render;
 - every markdown cell is rendered by jupyterlab-myst, with no raw MyST left in
@@ -22,28 +24,28 @@ checks:
   (the first live figure's first dropdown) draws a different chart.
 
 The page has what JupyterLab must render (live figures with dropdowns, a
-form, exercises, math, MyST directives and roles) and runs in 3 s at test
-sizes, where the MFU chapter, used before, took 14 s of the same checks;
-what each chapter computes is the test build's to check.
+form, exercises, math, MyST directives and roles) and runs in seconds (the
+planner has nothing to shrink: its reader sizes are its test sizes), where
+the MFU chapter, used before, took 14 s of the same checks; what each
+chapter computes is the test build's to check. The same run also answers for
+the solutions folded until opened, the glued names before Run All, and an
+autosave that leaves the page's bytes as written.
 
-A second test runs two chapters (the MFU chapter and checkpoint cadence) the
-same way and reads their prose against the test build's HTML: the book's
-JupyterLab extension (tools/labext/prose.js, with mlbook.prose in the kernel)
-must show every glued number, citation and cross-page reference as the HTML
-shows it, with no glue name, format spec or citation key left.
-
-The page is the MyST text notebook that JupyterLab opens through jupytext;
-the test converts it with jupytext to .ipynb in the temporary folder (the
-same cells jupytext gives JupyterLab) with SMALL = True in its parameters cell,
-beside links to the repository's other folders so relative paths resolve as
-in the repository.
+Then two chapters (the MFU chapter and checkpoint cadence) run the same way
+in the same JupyterLab and their prose is read against the test build's
+HTML: the book's JupyterLab extension (tools/labext/prose.js, with
+mlbook.prose in the kernel) must show every glued number, citation and
+cross-page reference as the HTML shows it, with no glue name, format spec or
+citation key left. They are MyST text notebooks converted with jupytext to
+.ipynb in the temporary folder (the same cells jupytext gives JupyterLab)
+with SMALL = True in their parameters cell, beside links to the repository's
+other folders so relative paths resolve as in the repository.
 """
 
 import json
 import re
 import shutil
 import time
-from contextlib import contextmanager
 from html import unescape
 from pathlib import Path
 
@@ -56,8 +58,8 @@ from helpers.browser import Allowed, chromium_or_skip, watch
 from helpers.lab import SERVER_START_S, jupyter_server, server_config, user_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTER = ROOT / "book" / "plan.md"  # 3 s at test sizes
-RUN_ALL_S = 120  # the page takes about 3 s at test sizes
+CHAPTER = ROOT / "book" / "plan.md"  # runs in seconds
+RUN_ALL_S = 120  # the page takes about 3 s, the prose chapters 15-40 s here
 
 # Console errors and page errors from JupyterLab that are harmless, each with
 # why. None: JupyterLab 4.6 with jupyterlab-myst 2.7, jupytext and the book's
@@ -83,12 +85,6 @@ def test_myst_names():
         "see {cite}`k` and {glue:text}`v:.1f`\n:::\n"
     )
     assert myst_names(source) == ({"exercise", "note"}, {"cite", "glue:text"})
-
-
-def notebook_copy(chapter: Path, root: Path) -> Path:
-    """The chapter as .ipynb under ``root`` at the same relative path, with
-    SMALL = True, and the repository's other folders linked beside it."""
-    return notebook_copies([chapter], root)[0]
 
 
 def notebook_copies(chapters: list[Path], root: Path) -> list[Path]:
@@ -121,34 +117,22 @@ def notebook_copies(chapters: list[Path], root: Path) -> list[Path]:
     return out
 
 
-@contextmanager
-def lab_server(tmp: Path, chapters: list[Path]):
-    """A JupyterLab server on 127.0.0.1 serving a temporary folder that holds
-    the chapters, with the book's extension installed from tools/labext (as
-    `make install` installs it) and the values the pages glue kept in the
-    folder; yields (base URL, token, notebook paths under the root)."""
-    root, home = tmp / "root", tmp / "jupyter"
-    notebooks = notebook_copies(chapters, root)
-    install_extension(home / "data" / "labextensions")
-    server_config(home)
-    # JupyterLab renders only the cells in view unless told otherwise;
-    # the test reads every cell
-    user_settings(
-        home, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"}
-    )
-    lab_values = str(tmp / "lab-values")
-    with jupyter_server(root, home, MLBOOK_LAB_VALUES_DIR=lab_values) as (base, token):
-        yield base, token, [nb.relative_to(root).as_posix() for nb in notebooks]
-
-
-@pytest.fixture
-def lab(tmp_path):
-    """A JupyterLab server serving the chapter; yields (base URL, token,
-    notebook path under the root)."""
-    # no server for nothing: skip (or, under CI, fail) before starting one
-    chromium_or_skip()
-    with lab_server(tmp_path, [CHAPTER]) as (base, token, paths):
-        yield base, token, paths[0]
+def lab_root(root: Path) -> list[str]:
+    """The server's folder: book/plan.md copied as written (with
+    jupytext.toml, as in the repository), the prose chapters as .ipynb
+    copies (notebook_copies), the rest linked; the notebooks' paths under
+    ``root``, the page's first."""
+    notebooks = notebook_copies(PROSE_CHAPTERS, root)
+    rel = PAGE.relative_to(ROOT)
+    folder = root / rel.parent
+    folder.unlink()  # notebook_copies linked the whole folder
+    folder.mkdir()
+    shutil.copy2(PAGE, folder / PAGE.name)
+    for entry in (ROOT / rel.parent).iterdir():
+        if entry.name != PAGE.name:
+            (folder / entry.name).symlink_to(entry)
+    shutil.copy2(ROOT / "jupytext.toml", root / "jupytext.toml")
+    return [rel.as_posix()] + [nb.relative_to(root).as_posix() for nb in notebooks]
 
 
 NOTEBOOK_READY = """(path) => {
@@ -292,38 +276,227 @@ def open_in_lab(browser, base: str, token: str, path: str):
     return context, page, w
 
 
-def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
-    base, token, path = lab
+# Bring an open notebook to the front (JupyterLab's current widget)
+FRONT = """(path) => {
+  const app = window.jupyterapp;
+  for (const w of app.shell.widgets("main")) {
+    if (w.context && w.context.path === path) { app.shell.activateById(w.id); }
+  }
+}"""
+
+
+def front(page, path: str) -> None:
+    """The notebook at ``path``, open in the session's JupyterLab, in front
+    (opened as a reader opens a file, if it is not open yet) and ready."""
+    page.evaluate(FRONT, path)
+    if not page.evaluate(NOTEBOOK_READY, path):
+        page.evaluate(
+            "(path) => { window.jupyterapp.commands.execute("
+            '"docmanager:open", {path: path}); }',
+            path,
+        )
+    page.wait_for_function(
+        NOTEBOOK_READY, arg=path, timeout=SERVER_START_S * 1000, polling=250
+    )
+
+
+@pytest.fixture(scope="module")
+def lab_session(tmp_path_factory, chromium_browser):
+    """One JupyterLab server serving lab_root's folder, with the book's
+    extension installed from tools/labext (as `make install` installs it),
+    the server config and settings `make lab` uses (the .md opens as a
+    notebook through jupytext), autosaving every AUTOSAVE_S seconds, and the
+    values the pages glue kept in the temporary folder; and one tab on it,
+    opened at book/plan.md. Every test of this file reads this tab."""
+    # no server for nothing: skip (or, under CI, fail) before starting one
+    chromium_or_skip()
+    tmp = tmp_path_factory.mktemp("lab")
+    root, home = tmp / "root", tmp / "jupyter"
+    paths = lab_root(root)
+    install_extension(home / "data" / "labextensions")
+    server_config(home)
+    # JupyterLab renders only the cells in view unless told otherwise;
+    # the tests read every cell
+    user_settings(
+        home, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"}
+    )
+    user_settings(
+        home,
+        "@jupyterlab/docmanager-extension:plugin",
+        {
+            "defaultViewers": {"markdown": "Jupytext Notebook"},
+            "autosave": True,
+            "autosaveInterval": AUTOSAVE_S,
+        },
+    )
+    lab_values = tmp / "lab-values"
+    with jupyter_server(root, home, MLBOOK_LAB_VALUES_DIR=str(lab_values)) as (
+        base,
+        token,
+    ):
+        context, page, w = open_in_lab(chromium_browser, base, token, paths[0])
+        try:
+            yield {
+                "page": page,
+                "watch": w,
+                "root": root,
+                "lab_values": lab_values,
+                "paths": dict(
+                    zip(
+                        [PAGE.stem] + [c.stem for c in PROSE_CHAPTERS],
+                        paths,
+                        strict=True,
+                    )
+                ),
+            }
+        finally:
+            context.close()
+
+
+PAGE = CHAPTER  # solutions with code cells
+AUTOSAVE_S = 5  # JupyterLab's autosave interval for the test (120 s by default)
+AUTOSAVE_WAIT_S = 60
+
+# Each cell of a solution: its exercise, whether it is the solution's first
+# cell (whose dropdown folds its own prose), whether it shows, and its output
+SOLUTIONS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.widgets.map((c, i) => ({
+    i, type: c.model.type, id: c.node.dataset.mlbookSolution,
+    first: c.node.dataset.mlbookSolution !== undefined
+      && c.model.sharedModel.getSource().includes("{solution-start}"),
+    shown: c.node.getClientRects().length > 0,
+    output: c.model.type === "code"
+      ? (c.node.querySelector(".jp-OutputArea") || {}).innerText || "" : "",
+  })).filter(c => c.id !== undefined);
+}"""
+
+# Open or close one exercise's solution as a reader does: its dropdown's title
+TOGGLE = """(id) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const first = panel.content.widgets.find(c => c.node.dataset.mlbookSolution === id
+    && c.model.sharedModel.getSource().includes("{solution-start}"));
+  const all = [...first.node.querySelectorAll(".myst details")];
+  all[all.length - 1].querySelector("summary").click();
+}"""
+
+NOTE = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const note = panel.node.querySelector(".mlbook-prose-note");
+  return {unresolved: Number(panel.content.node.dataset.mlbookProseUnresolved || -1),
+          state: panel.content.node.dataset.mlbookProse || "",
+          note: note && note.getClientRects().length ? note.textContent : ""};
+}"""
+
+
+# Each exercise box's title as JupyterLab shows it, in the notebook in front
+EXERCISE_TITLES = """() => [...window.jupyterapp.shell.currentWidget.node
+  .querySelectorAll(".jp-Notebook .myst-exercise, .jp-Notebook aside.exercise")]
+  .map(e => (e.querySelector(".admonition-title, header, [class*=title]")
+             || e).textContent.trim().split("\\n")[0])"""
+
+REFUSAL = 'from mlbook.exercises import check\ncheck("plan-1")'
+
+
+@pytest.fixture(scope="module")
+def page_in_lab(lab_session):
+    """book/plan.md opened in JupyterLab as `make lab` opens it (the .md,
+    through jupytext, with the contents manager and settings make install
+    writes), autosaving every AUTOSAVE_S seconds: what the reader sees
+    before and after Run All, the saves JupyterLab made and the page's bytes
+    after the first save that followed the run; then, in the run page, the
+    first live figure's dropdown moved (its chart redrawn), the exercise
+    titles, and two cells a reader adds: a check() with answers and one with
+    none."""
+    page, w = lab_session["page"], lab_session["watch"]
+    rel = lab_session["paths"][PAGE.stem]
+    file = lab_session["root"] / rel
+    saves = []
+    page.on(
+        "response",
+        lambda r: (
+            saves.append((time.monotonic(), r.status))
+            if r.request.method == "PUT" and r.url.split("?")[0].endswith(rel)
+            else None
+        ),
+    )
+    started = time.monotonic()
+    front(page, rel)
+    page.wait_for_function(
+        "() => window.jupyterapp.shell.currentWidget.content.node"
+        ".dataset.mlbookProse === 'done'",
+        timeout=30_000,
+        polling=250,
+    )
+    before = {
+        "opened": page.evaluate(
+            "() => { const p = window.jupyterapp.shell.currentWidget;"
+            " return [p.context.path, p.content.widgets.length]; }"
+        ),
+        "note": page.evaluate(NOTE),
+        "solutions": page.evaluate(SOLUTIONS),
+    }
+    page.evaluate(RUN_ALL)
+    page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
+    ran = time.monotonic()
+    run = page.evaluate("() => window.__mlbookRun")
+    page.wait_for_function(
+        f"() => ({NOTE})().unresolved === 0", timeout=30_000, polling=250
+    )
+    after = {"note": page.evaluate(NOTE), "cells": page.evaluate(CELLS)}
+    # the save after the run, before anything else changes the notebook
+    deadline = time.monotonic() + AUTOSAVE_WAIT_S
+    while not any(t > ran for t, _ in saves) and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    saved = file.read_bytes()
+    saves_after_run = [s for t, s in saves if t > ran]
+
+    live_cells = page.evaluate(LIVE_CELLS)
+    moved = None
+    if live_cells:
+        page.wait_for_function(LIVE_PIXELS, timeout=30_000, polling=250)
+        drawn = page.evaluate(LIVE_PIXELS)
+        moved = page.evaluate(MOVE_DROPDOWN)
+        page.wait_for_function(
+            "(old) => { const now = ("
+            + LIVE_PIXELS
+            + ")(); return now && now !== old; }",
+            arg=drawn,
+            timeout=60_000,
+            polling=250,
+        )
+    titles = page.evaluate(EXERCISE_TITLES)
+    page.evaluate(ADD_AND_RUN, CHECK_SOURCE)
+    page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
+    checked = page.evaluate(CELLS)  # the check cell is the last one now
+    page.evaluate(ADD_AND_RUN, REFUSAL)
+    page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
+    refused = page.evaluate(CELLS)[-1]["text"]
+    yield {
+        "page": page,
+        "path": rel,
+        "saves": saves,
+        "saves_after_run": saves_after_run,
+        "saved": saved,
+        "before": before,
+        "after": after,
+        "run": run,
+        "cells": checked,
+        "live_cells": live_cells,
+        "moved": moved,
+        "titles": titles,
+        "refused": refused,
+        "problems": w.problems(),
+        "seconds": time.monotonic() - started,
+    }
+
+
+def test_chapter_runs_in_jupyterlab(page_in_lab):
     source = CHAPTER.read_text()
     directives, roles = myst_names(source)
-    started = time.monotonic()
-    context, page, w = open_in_lab(chromium_browser, base, token, path)
-    try:
-        page.evaluate(RUN_ALL)
-        page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
-        run = page.evaluate("() => window.__mlbookRun")
-        cells = page.evaluate(CELLS)
-        live_cells = page.evaluate(LIVE_CELLS)
-        moved = None
-        if live_cells:
-            page.wait_for_function(LIVE_PIXELS, timeout=30_000, polling=250)
-            before = page.evaluate(LIVE_PIXELS)
-            moved = page.evaluate(MOVE_DROPDOWN)
-            page.wait_for_function(
-                "(old) => { const now = ("
-                + LIVE_PIXELS
-                + ")(); return now && now !== old; }",
-                arg=before,
-                timeout=60_000,
-                polling=250,
-            )
-        page.evaluate(ADD_AND_RUN, CHECK_SOURCE)
-        page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
-        cells = page.evaluate(CELLS)  # again: the check cell is the last one now
-        problems = w.problems()
-    finally:
-        context.close()
-    seconds = time.monotonic() - started
+    run, cells = page_in_lab["run"], page_in_lab["cells"]
+    live_cells, moved = page_in_lab["live_cells"], page_in_lab["moved"]
+    problems, seconds = page_in_lab["problems"], page_in_lab["seconds"]
 
     code = [c for c in cells if c["type"] == "code"]
     markdown = [c for c in cells if c["type"] == "markdown"]
@@ -378,6 +551,107 @@ def test_chapter_runs_in_jupyterlab(lab, chromium_browser):
 
 # The prose against the HTML book ------------------------------------------
 
+
+def test_exercises_show_their_ids_and_check_refuses_in_a_few_lines(page_in_lab):
+    """The exercise boxes show the id check() takes (not a number of
+    jupyterlab-myst's own), and check() with no answers prints what it takes
+    in a few lines, not an error or a traceback through the package."""
+    ids = re.findall(r"^:label: (plan-\d+)$", CHAPTER.read_text(), re.M)
+    titles, shown = page_in_lab["titles"], page_in_lab["refused"]
+    from mlbook.exercises import EXERCISES
+
+    # as the HTML book titles them (tests/test_exercises_html.py)
+    expected = [f"Exercise ({EXERCISES[i].stars} {i})" for i in ids]
+    assert [t for t in titles if t.startswith("Exercise")] == expected, titles
+    assert len(expected) >= 4
+    assert shown.startswith("plan-1 takes:") and 'check("plan-1", ' in shown, shown
+    assert "Error" not in shown and "_check.py" not in shown, shown
+    assert "<check" not in shown, f"check()'s result shows as its repr: {shown}"
+
+
+# What the notebook in front shows
+SHOWN_TEXT = "() => window.jupyterapp.shell.currentWidget.node.innerText"
+
+
+def test_solutions_stay_folded_until_opened(page_in_lab):
+    """Each solution (its prose, its code cell and the code's output) is
+    hidden in JupyterLab until the reader opens it, as in the HTML book."""
+    page = page_in_lab["page"]
+    front(page, page_in_lab["path"])
+    path, n_cells = page_in_lab["before"]["opened"]
+    assert path.endswith(".md") and n_cells > 10, "the .md did not open as a notebook"
+    errors = [e for c in page_in_lab["after"]["cells"] for e in c.get("errors", [])]
+    assert not errors, f"{PAGE.name} raised in JupyterLab: {errors}"
+    ids = re.findall(r"^```\{solution-start\} (\S+)", PAGE.read_text(), re.M)
+    assert len(ids) >= 3, ids
+    cells = page.evaluate(SOLUTIONS)
+    assert {c["id"] for c in cells} == set(ids), cells
+    body = page.evaluate(SHOWN_TEXT)
+    for sid in ids:
+        rest = [c for c in cells if c["id"] == sid and not c["first"]]
+        code = [c for c in rest if c["type"] == "code"]
+        assert code, f"{sid}: no code cell found in its solution"
+        # (a glue cell of the solution's shows nothing; the others print)
+        assert any(c["output"].strip() for c in code), f"{sid}: its code never ran"
+        shown = [c["i"] for c in rest if c["shown"]]
+        assert not shown, (
+            f"{sid}: cells {shown} of the solution show while it is closed"
+        )
+        for c in code:
+            if not c["output"].strip():
+                continue
+            line = c["output"].strip().splitlines()[0]
+            assert line not in body, f"{sid}: its output {line!r} shows while closed"
+
+    first = ids[0]
+    page.evaluate(TOGGLE, first)
+    page.wait_for_function(
+        f"() => ({SOLUTIONS})().filter(c => c.id === {json.dumps(first)})"
+        ".every(c => c.shown)",
+        timeout=10_000,
+        polling=100,
+    )
+    body = page.evaluate(SHOWN_TEXT)
+    opened = [c for c in page.evaluate(SOLUTIONS) if c["id"] == first]
+    for c in opened:
+        if c["type"] == "code" and c["output"].strip():
+            assert c["output"].strip().splitlines()[0] in body
+    others = [
+        c["i"]
+        for c in page.evaluate(SOLUTIONS)
+        if c["id"] != first and not c["first"] and c["shown"]
+    ]
+    assert not others, f"opening {first} showed other solutions' cells {others}"
+    page.evaluate(TOGGLE, first)
+    page.wait_for_function(
+        f"() => ({SOLUTIONS})().filter(c => c.id === {json.dumps(first)}"
+        " && !c.first).every(c => !c.shown)",
+        timeout=10_000,
+        polling=100,
+    )
+
+
+def test_glued_names_say_run_the_notebook(page_in_lab):
+    """Before Run All the prose shows glued values by name, and a line above
+    the notebook says so; once the page has run, the numbers show and the
+    line goes."""
+    before, after = page_in_lab["before"]["note"], page_in_lab["after"]["note"]
+    assert before["unresolved"] > 0, before
+    assert "until the notebook runs" in before["note"], before
+    assert after["unresolved"] == 0 and after["note"] == "", after
+
+
+def test_an_opened_run_and_autosaved_page_is_unchanged(page_in_lab):
+    """JupyterLab's autosave after Run All leaves the page's every byte."""
+    saves, after_run = page_in_lab["saves"], page_in_lab["saves_after_run"]
+    assert after_run, f"JupyterLab did not autosave within {AUTOSAVE_WAIT_S} s"
+    assert all(s == 200 for s in after_run), saves
+    assert page_in_lab["saved"] == PAGE.read_bytes(), (
+        f"{PAGE.name} changed when JupyterLab saved it"
+    )
+    assert not page_in_lab["problems"], page_in_lab["problems"]
+
+
 PROSE_CHAPTERS = [ROOT / "notebooks" / "mfu.md", ROOT / "notebooks" / "cadence.md"]
 PROSE_DONE_S = 60  # the extension's answers are drawn within a second or two here
 GLUE_ROLE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
@@ -426,43 +700,33 @@ def next_token(text: str, anchor: str) -> str | None:
     return m.group(1).rstrip(".,;:)") if m else None
 
 
-@pytest.fixture(scope="module")
-def prose_lab(tmp_path_factory):
-    chromium_or_skip()
-    tmp = tmp_path_factory.mktemp("prose-lab")
-    with lab_server(tmp, PROSE_CHAPTERS) as (base, token, paths):
-        stems = [c.stem for c in PROSE_CHAPTERS]
-        yield base, token, dict(zip(stems, paths, strict=True)), tmp / "lab-values"
-
-
 @pytest.fixture(scope="module", params=[c.stem for c in PROSE_CHAPTERS])
-def prose_run(request, prose_lab, chromium_browser, book):
-    """The chapter run all in JupyterLab (set-up: cadence takes about 40 s at
-    test sizes here), with what the prose shows once the extension is done,
-    beside the test build's HTML of the same chapter."""
+def prose_run(request, lab_session, book):
+    """The chapter opened in the session's JupyterLab and run all (set-up:
+    cadence takes about 30 s at test sizes here), with what the prose shows
+    once the extension is done, beside the test build's HTML of the same
+    chapter."""
     stem = request.param
     html = BOOK_DEST / "_build" / "html" / "notebooks" / f"{stem}.html"
     if not html.exists():
         pytest.skip(f"{stem} is not in the test build ({html})")
-    base, token, paths, lab_values = prose_lab
-    path = paths[stem]
-    context, page, w = open_in_lab(chromium_browser, base, token, path)
-    try:
-        page.evaluate(RUN_ALL)
-        page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
-        cells = page.evaluate(CELLS)
-        # done, and still done a second later: the last answer is drawn (no
-        # marker at all: the extension is missing, and the test says what shows)
-        deadline = time.monotonic() + PROSE_DONE_S
-        shown = page.evaluate(PROSE)
-        while time.monotonic() < deadline:
-            time.sleep(1.0)
-            first, shown = shown, page.evaluate(PROSE)
-            if shown["state"] == "done" and shown == first:
-                break
-        problems = w.problems()
-    finally:
-        context.close()
+    page, w = lab_session["page"], lab_session["watch"]
+    path, lab_values = lab_session["paths"][stem], lab_session["lab_values"]
+    earlier = set(w.problems())  # what the session's earlier notebooks did
+    front(page, path)
+    page.evaluate(RUN_ALL)
+    page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
+    cells = page.evaluate(CELLS)
+    # done, and still done a second later: the last answer is drawn (no
+    # marker at all: the extension is missing, and the test says what shows)
+    deadline = time.monotonic() + PROSE_DONE_S
+    shown = page.evaluate(PROSE)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        first, shown = shown, page.evaluate(PROSE)
+        if shown["state"] == "done" and shown == first:
+            break
+    problems = [p for p in w.problems() if p not in earlier]
     values_path = lab_values / f"{stem}.json"
     return {
         "stem": stem,
@@ -577,242 +841,3 @@ def test_equations_are_numbered_as_in_the_html_book(prose_run):
     assert lab == html, (
         f"{run['stem']}: equation numbers in JupyterLab {lab}, in the HTML {html}"
     )
-
-
-# Each exercise box's title as JupyterLab shows it
-EXERCISE_TITLES = """() => [...document.querySelectorAll(
-    ".jp-Notebook .myst-exercise, .jp-Notebook aside.exercise")]
-  .map(e => (e.querySelector(".admonition-title, header, [class*=title]")
-             || e).textContent.trim().split("\\n")[0])"""
-
-REFUSAL = 'from mlbook.exercises import check\ncheck("plan-1")'
-
-
-def test_exercises_show_their_ids_and_check_refuses_in_a_few_lines(
-    lab, chromium_browser
-):
-    """The exercise boxes show the id check() takes (not a number of
-    jupyterlab-myst's own), and check() with no answers prints what it takes
-    in a few lines, not an error or a traceback through the package."""
-    base, token, path = lab
-    ids = re.findall(r"^:label: (plan-\d+)$", CHAPTER.read_text(), re.M)
-    context, page, _ = open_in_lab(chromium_browser, base, token, path)
-    try:
-        page.wait_for_function(
-            f"() => ({EXERCISE_TITLES})().length >= {2 * len(ids)}",
-            timeout=30_000,
-            polling=250,
-        )
-        titles = page.evaluate(EXERCISE_TITLES)
-        page.evaluate(ADD_AND_RUN, REFUSAL)
-        page.wait_for_function(SETTLED, timeout=SERVER_START_S * 1000, polling=250)
-        shown = page.evaluate(CELLS)[-1]["text"]
-    finally:
-        context.close()
-    from mlbook.exercises import EXERCISES
-
-    # as the HTML book titles them (tests/test_exercises_html.py)
-    expected = [f"Exercise ({EXERCISES[i].stars} {i})" for i in ids]
-    assert [t for t in titles if t.startswith("Exercise")] == expected, titles
-    assert len(expected) >= 4
-    assert shown.startswith("plan-1 takes:") and 'check("plan-1", ' in shown, shown
-    assert "Error" not in shown and "_check.py" not in shown, shown
-    assert "<check" not in shown, f"check()'s result shows as its repr: {shown}"
-
-
-# The page as a reader opens it: the MyST text itself, through jupytext ------
-
-PAGE = ROOT / "book" / "plan.md"  # solutions with code cells; runs in about 15 s
-AUTOSAVE_S = 5  # JupyterLab's autosave interval for the test (120 s by default)
-AUTOSAVE_WAIT_S = 60
-
-# Each cell of a solution: its exercise, whether it is the solution's first
-# cell (whose dropdown folds its own prose), whether it shows, and its output
-SOLUTIONS = """() => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  return panel.content.widgets.map((c, i) => ({
-    i, type: c.model.type, id: c.node.dataset.mlbookSolution,
-    first: c.node.dataset.mlbookSolution !== undefined
-      && c.model.sharedModel.getSource().includes("{solution-start}"),
-    shown: c.node.getClientRects().length > 0,
-    output: c.model.type === "code"
-      ? (c.node.querySelector(".jp-OutputArea") || {}).innerText || "" : "",
-  })).filter(c => c.id !== undefined);
-}"""
-
-# Open or close one exercise's solution as a reader does: its dropdown's title
-TOGGLE = """(id) => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  const first = panel.content.widgets.find(c => c.node.dataset.mlbookSolution === id
-    && c.model.sharedModel.getSource().includes("{solution-start}"));
-  const all = [...first.node.querySelectorAll(".myst details")];
-  all[all.length - 1].querySelector("summary").click();
-}"""
-
-NOTE = """() => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  const note = panel.node.querySelector(".mlbook-prose-note");
-  return {unresolved: Number(panel.content.node.dataset.mlbookProseUnresolved || -1),
-          state: panel.content.node.dataset.mlbookProse || "",
-          note: note && note.getClientRects().length ? note.textContent : ""};
-}"""
-
-
-@pytest.fixture(scope="module")
-def page_in_lab(tmp_path_factory, chromium_browser):
-    """book/plan.md opened in JupyterLab as `make lab` opens it (the .md,
-    through jupytext, with the contents manager and settings make install
-    writes), autosaving every AUTOSAVE_S seconds; what the reader sees before
-    and after Run All, the open page, and the saves JupyterLab made."""
-    chromium_or_skip()
-    tmp = tmp_path_factory.mktemp("page-lab")
-    root, home = tmp / "root", tmp / "jupyter"
-    rel = PAGE.relative_to(ROOT)
-    (root / rel.parent).mkdir(parents=True)
-    shutil.copy2(PAGE, root / rel)
-    shutil.copy2(ROOT / "jupytext.toml", root / "jupytext.toml")
-    for entry in (ROOT / rel.parent).iterdir():
-        if entry.name != PAGE.name:
-            (root / rel.parent / entry.name).symlink_to(entry)
-    for top in ("mlbook", "notebooks"):
-        (root / top).symlink_to(ROOT / top)
-    install_extension(home / "data" / "labextensions")
-    server_config(home)
-    user_settings(
-        home, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"}
-    )
-    user_settings(
-        home,
-        "@jupyterlab/docmanager-extension:plugin",
-        {
-            "defaultViewers": {"markdown": "Jupytext Notebook"},
-            "autosave": True,
-            "autosaveInterval": AUTOSAVE_S,
-        },
-    )
-    with jupyter_server(root, home) as (base, token):
-        context, page, w = open_in_lab(chromium_browser, base, token, rel.as_posix())
-        saves = []
-        page.on(
-            "response",
-            lambda r: (
-                saves.append((time.monotonic(), r.status))
-                if r.request.method == "PUT"
-                and r.url.split("?")[0].endswith(rel.as_posix())
-                else None
-            ),
-        )
-        try:
-            page.wait_for_function(
-                "() => window.jupyterapp.shell.currentWidget.content.node"
-                ".dataset.mlbookProse === 'done'",
-                timeout=30_000,
-                polling=250,
-            )
-            before = {
-                "opened": page.evaluate(
-                    "() => { const p = window.jupyterapp.shell.currentWidget;"
-                    " return [p.context.path, p.content.widgets.length]; }"
-                ),
-                "note": page.evaluate(NOTE),
-                "solutions": page.evaluate(SOLUTIONS),
-            }
-            page.evaluate(RUN_ALL)
-            page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
-            ran = time.monotonic()
-            page.wait_for_function(
-                f"() => ({NOTE})().unresolved === 0", timeout=30_000, polling=250
-            )
-            yield {
-                "page": page,
-                "file": root / rel,
-                "ran": ran,
-                "saves": saves,
-                "before": before,
-                "after": {"note": page.evaluate(NOTE), "cells": page.evaluate(CELLS)},
-                "watch": w,
-            }
-        finally:
-            context.close()
-
-
-def test_solutions_stay_folded_until_opened(page_in_lab):
-    """Each solution (its prose, its code cell and the code's output) is
-    hidden in JupyterLab until the reader opens it, as in the HTML book."""
-    page = page_in_lab["page"]
-    path, n_cells = page_in_lab["before"]["opened"]
-    assert path.endswith(".md") and n_cells > 10, "the .md did not open as a notebook"
-    errors = [e for c in page_in_lab["after"]["cells"] for e in c.get("errors", [])]
-    assert not errors, f"{PAGE.name} raised in JupyterLab: {errors}"
-    ids = re.findall(r"^```\{solution-start\} (\S+)", PAGE.read_text(), re.M)
-    assert len(ids) >= 3, ids
-    cells = page.evaluate(SOLUTIONS)
-    assert {c["id"] for c in cells} == set(ids), cells
-    body = page.evaluate("() => document.body.innerText")
-    for sid in ids:
-        rest = [c for c in cells if c["id"] == sid and not c["first"]]
-        code = [c for c in rest if c["type"] == "code"]
-        assert code, f"{sid}: no code cell found in its solution"
-        # (a glue cell of the solution's shows nothing; the others print)
-        assert any(c["output"].strip() for c in code), f"{sid}: its code never ran"
-        shown = [c["i"] for c in rest if c["shown"]]
-        assert not shown, (
-            f"{sid}: cells {shown} of the solution show while it is closed"
-        )
-        for c in code:
-            if not c["output"].strip():
-                continue
-            line = c["output"].strip().splitlines()[0]
-            assert line not in body, f"{sid}: its output {line!r} shows while closed"
-
-    first = ids[0]
-    page.evaluate(TOGGLE, first)
-    page.wait_for_function(
-        f"() => ({SOLUTIONS})().filter(c => c.id === {json.dumps(first)})"
-        ".every(c => c.shown)",
-        timeout=10_000,
-        polling=100,
-    )
-    body = page.evaluate("() => document.body.innerText")
-    opened = [c for c in page.evaluate(SOLUTIONS) if c["id"] == first]
-    for c in opened:
-        if c["type"] == "code" and c["output"].strip():
-            assert c["output"].strip().splitlines()[0] in body
-    others = [
-        c["i"]
-        for c in page.evaluate(SOLUTIONS)
-        if c["id"] != first and not c["first"] and c["shown"]
-    ]
-    assert not others, f"opening {first} showed other solutions' cells {others}"
-    page.evaluate(TOGGLE, first)
-    page.wait_for_function(
-        f"() => ({SOLUTIONS})().filter(c => c.id === {json.dumps(first)}"
-        " && !c.first).every(c => !c.shown)",
-        timeout=10_000,
-        polling=100,
-    )
-
-
-def test_glued_names_say_run_the_notebook(page_in_lab):
-    """Before Run All the prose shows glued values by name, and a line above
-    the notebook says so; once the page has run, the numbers show and the
-    line goes."""
-    before, after = page_in_lab["before"]["note"], page_in_lab["after"]["note"]
-    assert before["unresolved"] > 0, before
-    assert "until the notebook runs" in before["note"], before
-    assert after["unresolved"] == 0 and after["note"] == "", after
-
-
-def test_an_opened_run_and_autosaved_page_is_unchanged(page_in_lab):
-    """JupyterLab's autosave after Run All leaves the page's every byte."""
-    saves, ran = page_in_lab["saves"], page_in_lab["ran"]
-    deadline = time.monotonic() + AUTOSAVE_WAIT_S
-    while not any(t > ran for t, _ in saves) and time.monotonic() < deadline:
-        page_in_lab["page"].wait_for_timeout(500)
-    after_run = [s for t, s in saves if t > ran]
-    assert after_run, f"JupyterLab did not autosave within {AUTOSAVE_WAIT_S} s"
-    assert all(s == 200 for s in after_run), saves
-    assert page_in_lab["file"].read_bytes() == PAGE.read_bytes(), (
-        f"{PAGE.name} changed when JupyterLab saved it"
-    )
-    assert not page_in_lab["watch"].problems(), page_in_lab["watch"].problems()

@@ -296,9 +296,12 @@ class Pages:
         self._tabs: dict[str, Tab] = {}
         self._changed: dict[str, set[str]] = {}  # url -> changed since its load
 
-    def get(self, url: str, changes: tuple[str, ...] = ()):
+    def get(self, url: str, changes: tuple[str, ...] = (), sets: tuple[str, ...] = ()):
         """(page, its Watch) with ``url`` loaded, as it is now if no earlier
-        test changed any of ``changes`` since its load, else loaded again."""
+        test changed any of ``changes`` since its load, else loaded again.
+        ``sets`` are those of ``changes`` the test does not need as drawn
+        (it fills every box of an exercise's block before it reads a
+        verdict): an earlier change there needs no fresh load."""
         if url not in self._tabs:
             self._tabs[url] = Tab(
                 *self._args, context=self.context, levels=self._levels
@@ -307,7 +310,7 @@ class Pages:
         # the tab in front: a tab behind another draws no animation frames,
         # and every Playwright action waits for two (1-6 s a test here)
         tab.page.bring_to_front()
-        if tab.opened == 0 or self._changed[url] & set(changes):
+        if tab.opened == 0 or self._changed[url] & (set(changes) - set(sets)):
             tab.open(url)
             self._changed[url] = set()
         self._changed[url].update(changes)
