@@ -588,3 +588,21 @@ def test_the_lab_host_puts_the_message_under_its_field(monkeypatch):
     bundle = view.bundle()
     assert bundle[live.VEGALITE_MIME_TYPE] == view.payload["display"]["spec"]
     assert "expected days" in bundle["text/plain"]
+
+
+def test_a_run_that_never_ends_with_instant_restarts_loses_no_days_to_them():
+    """An interval of 2.2e-311 minutes (a subnormal, inside the form's range)
+    makes the run infinite; with 0-minute restarts their cost is 0 days, not
+    infinity times zero (NaN), so the form's plan equals itself."""
+    values = FORM.values() | {
+        "interval_min": 2.2e-311,
+        "restart_min": 0,
+        "failures_per_gpu_hour": 1e-9,
+        "storage_gb_per_s": 0.1,
+        "tokens": 1,
+        "gpus": 8,
+    }
+    got = plan_live.planner_form(**values)
+    assert got["expected_days"] == float("inf")
+    assert got["lost_days"]["restarts"] == 0.0
+    assert got == plan_live.planner_form(**values)

@@ -422,7 +422,8 @@ def plan(spec: RunSpec) -> Plan:
         interval_s=interval,
         checkpoint_days=writes_s / DAY_S,
         rework_days=failures * (interval + write_s) / 2 / DAY_S,
-        restart_days=failures * spec.restart_s / DAY_S,
+        # instant restarts cost nothing, even over a run that never ends
+        restart_days=failures * spec.restart_s / DAY_S if spec.restart_s else 0.0,
         expected_days=wall_s / DAY_S,
         expected_failures=failures,
         goodput=useful_s / wall_s,
