@@ -131,10 +131,11 @@ def record_first_touch(book):
         record_live({"first_touch": RESULTS})
 
 
-# Three pages, not every live page: each costs about 14 s on its own, after the
+# One page, not every live page: each costs about 17 s on its own, after the
 # rest of make test (measured on every live page, 48-216 ms cold, 34-159 ms from
-# the snapshot): the plan form and two chapters.
-FIRST_TOUCH_PAGES = ("book/plan.html", "notebooks/mfu.html", "notebooks/cadence.html")
+# the snapshot): the plan form, whose Python start imports the most (five
+# chapters' formulas), so the slowest first touch of the book.
+FIRST_TOUCH_PAGES = ("book/plan.html",)
 
 
 @pytest.mark.parametrize("name", [n for n in live_sources() if n in FIRST_TOUCH_PAGES])
