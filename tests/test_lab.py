@@ -127,9 +127,14 @@ def lab_root(root: Path) -> list[str]:
     folder = root / rel.parent
     folder.unlink()  # notebook_copies linked the whole folder
     folder.mkdir()
-    shutil.copy2(PAGE, folder / PAGE.name)
+    copied = {PAGE.name} | {p.name for p in FIRST_PAGES}  # files the lab may save
+    for name in copied:
+        shutil.copy2(ROOT / rel.parent / name, folder / name)
+    # its pictures copied too: the server refuses a file reached through a link
+    shutil.copytree(ROOT / rel.parent / "_static", folder / "_static")
+    copied.add("_static")
     for entry in (ROOT / rel.parent).iterdir():
-        if entry.name != PAGE.name:
+        if entry.name not in copied:
             (folder / entry.name).symlink_to(entry)
     shutil.copy2(ROOT / "jupytext.toml", root / "jupytext.toml")
     return [rel.as_posix()] + [nb.relative_to(root).as_posix() for nb in notebooks]
@@ -489,6 +494,33 @@ def page_in_lab(lab_session):
         "problems": w.problems(),
         "seconds": time.monotonic() - started,
     }
+
+
+# Pages that once read other pages' values: each opens first in a fresh
+# JupyterLab, before any other page has run there, and runs alone
+FIRST_PAGES = [ROOT / "book" / "interview.md", ROOT / "book" / "intro.md"]
+
+
+@pytest.mark.parametrize("page_md", FIRST_PAGES, ids=lambda p: p.stem)
+def test_a_page_runs_first_in_jupyterlab(lab_session, page_md):
+    """The interview and the introduction, opened in JupyterLab before any
+    other page has run there (no other page's values exist), run all with no
+    error and show their numbers."""
+    page, w = lab_session["page"], lab_session["watch"]
+    others = {p.stem for p in lab_session["lab_values"].glob("*.json")}
+    assert not others - {p.stem for p in FIRST_PAGES}, others
+    earlier = set(w.problems())
+    rel = page_md.relative_to(ROOT).as_posix()
+    front(page, rel)
+    page.evaluate(RUN_ALL)
+    page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
+    assert page.evaluate("() => window.__mlbookRun").get("ok") is True
+    code = [c for c in page.evaluate(CELLS) if c["type"] == "code"]
+    errors = [f"cell {c['i']}: {e}" for c in code for e in c["errors"]]
+    assert code and not errors, f"{rel} raised in JupyterLab:\n" + "\n".join(errors)
+    assert all(c["count"] is not None for c in code), f"{rel}: cells never ran"
+    assert any(re.search(r"\d", c["text"]) for c in code), f"{rel} showed no number"
+    assert not [p for p in w.problems() if p not in earlier]
 
 
 def test_chapter_runs_in_jupyterlab(page_in_lab):
