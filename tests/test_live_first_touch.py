@@ -3,7 +3,7 @@
 book/_extra/vendor/live.js starts Python in the background (in a worker, so
 the page stays live) once a live figure has been in view for half a second
 (not at page load, once a page), and says so in the figure's status line
-while it starts. Here, for each live page, as
+while it starts. Here, on the plan form (FIRST_TOUCH_PAGES), as
 a reader would: the page opens at its top, the first live figure is scrolled
 into view, stays there 5 s, and then its first control is moved; the time
 from the change to the redraw is measured in the page (a MutationObserver on
