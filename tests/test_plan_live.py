@@ -19,7 +19,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from conftest import examples
@@ -389,8 +389,17 @@ def _anywhere_in_range():
     return st.fixed_dictionaries({c.name: one(c) for c in FORM.controls})
 
 
+# an interval of the smallest float: the run would only write checkpoints
+TINY_INTERVAL = {
+    **{c.name: c.value for c in FORM.controls},
+    "restart_min": 0.0,
+    "interval_min": 5e-324,
+}
+
+
 @examples(100)
 @given(_anywhere_in_range())
+@example(TINY_INTERVAL)
 def test_every_setting_in_the_declared_ranges_plans_or_names_a_joint_rule(values):
     """The form's ranges are the planner's domain: whatever they hold is a plan,
     or a FieldError for a rule over several fields, at that field, never a
@@ -462,6 +471,10 @@ def test_wall_clock_by_hand():
     assert restart_for_goodput(0.9, 600, 30, 10_800) == pytest.approx(279)
     with pytest.raises(ValueError, match="cannot make progress"):
         wall_clock_s(1.0, 600, 30, 10_800, 10_800)
+    # a checkpoint every 3e-322 s (5e-324 min, the smallest float the form
+    # takes): 1e322 writes of 30 s overflow a float, so no wall clock exists
+    with pytest.raises(ValueError, match="cannot make progress.*overflows"):
+        wall_clock_s(1.0, 5e-324 * 60, 30, 0, 10_800)
     with pytest.raises(ValueError, match="out of reach"):
         restart_for_goodput(0.99, 600, 30, 10_800)
     with pytest.raises(ValueError, match="goodput must lie in"):
@@ -590,10 +603,11 @@ def test_the_lab_host_puts_the_message_under_its_field(monkeypatch):
     assert "expected days" in bundle["text/plain"]
 
 
-def test_a_run_that_never_ends_with_instant_restarts_loses_no_days_to_them():
+def test_a_run_that_would_only_write_checkpoints_is_refused():
     """An interval of 2.2e-311 minutes (a subnormal, inside the form's range)
-    makes the run infinite; with 0-minute restarts their cost is 0 days, not
-    infinity times zero (NaN), so the form's plan equals itself."""
+    leaves no time to train: the wall clock overflows, and the form refuses
+    the run as the command does, rather than drawing infinite days (or NaN,
+    infinity times 0-minute restarts)."""
     values = FORM.values() | {
         "interval_min": 2.2e-311,
         "restart_min": 0,
@@ -602,7 +616,6 @@ def test_a_run_that_never_ends_with_instant_restarts_loses_no_days_to_them():
         "tokens": 1,
         "gpus": 8,
     }
-    got = plan_live.planner_form(**values)
-    assert got["expected_days"] == float("inf")
-    assert got["lost_days"]["restarts"] == 0.0
-    assert got == plan_live.planner_form(**values)
+    with pytest.raises(live.FieldError, match="cannot make progress") as refused:
+        FORM.draw({n: str(v) for n, v in values.items()})
+    assert refused.value.field is None

@@ -31,6 +31,7 @@ No torch here: everything is numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from mlbook.cadence import formulas as cadence
@@ -355,7 +356,14 @@ def wall_clock_s(
             "shorten the checkpoint interval, speed up restarts or checkpoint "
             "writes"
         )
-    return useful_s * (1 + write_s / interval_s) / (1 - per_failure_s / mtbf_s)
+    wall_s = useful_s * (1 + write_s / interval_s) / (1 - per_failure_s / mtbf_s)
+    if not math.isfinite(wall_s):
+        raise ValueError(
+            f"the run cannot make progress: a checkpoint of {write_s:,.3g} s every "
+            f"{interval_s:.3g} s leaves no time to train (the wall clock "
+            "overflows); lengthen the checkpoint interval"
+        )
+    return wall_s
 
 
 def restart_for_goodput(
