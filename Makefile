@@ -30,13 +30,16 @@ book: $(STAMP)
 # tests that read no built page (not marked `book`; their log is printed when
 # both are done): the build leaves cores idle while pages start and while the
 # HTML is written, and these 3,900 tests took 176 s on their own. Then the
-# tests of the built book. Each pytest runs two xdist workers, a test file to a
-# worker, the slowest files first (their order in tests/conftest.py, which
-# xdist keeps), lists the slowest tests, and caps each test at 60 s
-# (pytest-timeout); last, on their own, the tests marked `alone`, which
-# measure what another test's load would change.
+# tests of the built book, on three workers: they wait on Chromium and
+# JupyterLab, and on two cores took 269 s with three workers where they took
+# 302 s with two. Each pytest sends a test file to a worker, the slowest files
+# first (their order in tests/conftest.py, which xdist keeps), lists the
+# slowest tests, and caps each test at 60 s (pytest-timeout); last, on their
+# own, the tests marked `alone`, which measure what another test's load would
+# change.
 MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
+BOOK_TEST_WORKERS ?= 3
 PYTEST := MLBOOK_TEST_REUSE=1 $(PY) -m pytest tests -p no:cacheprovider --durations=10
 
 test: $(STAMP)
@@ -47,7 +50,7 @@ test: $(STAMP)
 	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
 	booked=$$(date +%s); \
 	wait $$units; urc=$$?; cat _build/unit-tests.log; \
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "book and not alone"; rc=$$?; \
+	$(PYTEST) -n $(BOOK_TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "book and not alone"; rc=$$?; \
 	$(PYTEST) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
 	[ $$rc -eq 0 ] && rc=$$urc; [ $$rc -eq 0 ] && rc=$$alone; [ $$rc -eq 0 ] && rc=$$built; \
 	end=$$(date +%s); \
