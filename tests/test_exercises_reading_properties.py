@@ -3,7 +3,7 @@ reads (as exercises.js reads it), a rounding named by its figures, and the
 closest names for a misspelling."""
 
 import pytest
-from hypothesis import assume, example, given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from conftest import examples
@@ -46,16 +46,16 @@ def test_what_is_not_a_number_is_refused(text):
 @FEW
 @given(st.floats(1e-6, 1e9, allow_nan=False), st.sampled_from([1, 2]))
 @example(2.5, 1)  # a tie: 2 and 3 are both 2.5 to one figure
+@example(145.0, 1)  # 100 to one figure, 150 (a tie) to two
 def test_a_key_rounded_to_n_figures_is_named_as_such(key, n):
-    text = f"{key:.{n - 1}e}"
-    value, unit = float(text), 10.0 ** (int(text.partition("e")[2]) - n + 1)
+    value = float(f"{key:.{n - 1}e}")
     got = rounded_to(value, key)
     # a value that is also the key's rounding to fewer figures is named by those
     assert got is not None and got <= n
-    # a key on (or within rounding error of) a tie rounds either way: 2.5 is 2
-    # and 3 to one figure, and 3 is 2 x 1.5
-    assume(abs(abs(key - value) - unit / 2) > 1e-6 * unit)
-    assert rounded_to(value * 1.5, key) is None  # a third off: no rounding of it
+    # three times the key is no rounding of it (half a unit of a figure is at
+    # most half the value); 1.5 times a rounding can be one: 145 is 100 to one
+    # figure and 150 to two, and a tie (2.5) is 2 and 3
+    assert rounded_to(3 * key, key) is None
 
 
 @FEW

@@ -141,6 +141,7 @@ def test_what_is_not_a_number_comes_back_for_the_caller(text):
 def test_did_you_mean_finds_a_name_whatever_its_case(names, data):
     name = data.draw(st.sampled_from(names))
     found = did_you_mean(name.swapcase(), names)
-    assert found and found[0].lower() == name.lower()
+    # a name typed with spaces around it is that name ("0 " is "0")
+    assert found and found[0].strip().lower() == name.strip().lower()
     assert len(did_you_mean(name + "x", names)) <= 3
     assert set(did_you_mean(name, names)) <= set(names)
