@@ -152,6 +152,11 @@ NUMERIC = [
 ]
 
 
+FIRST_NUMERIC = {}
+for _r in NUMERIC:
+    FIRST_NUMERIC.setdefault(_r.chapter, _r)
+
+
 def enter(block, record, answers: dict) -> None:
     """Type each number in its box and tick each choice's options."""
     for name, value in answers.items():
@@ -193,10 +198,12 @@ def test_the_key_is_right_and_a_wrong_value_gets_its_hint(chapter_pages, record)
     assert verdict_of(block, first["name"]) == "✗ " + expected.hint
     result = check(record.id, **{**key, first["name"]: wrong})
     assert result[first["name"]].hint == expected.hint
-    # not a number: says what to type
-    block.locator(f'input[name="{first["name"]}"]').fill("twelve")
-    block.locator("button.mlbook-check").click()
-    assert "Enter a number" in verdict_of(block, first["name"])
+    # not a number: says what to type (the shared script's reading, tried on
+    # each chapter's first exercise)
+    if record is FIRST_NUMERIC[record.chapter]:
+        block.locator(f'input[name="{first["name"]}"]').fill("twelve")
+        block.locator("button.mlbook-check").click()
+        assert "Enter a number" in verdict_of(block, first["name"])
     w.assert_clean()
 
 
@@ -261,8 +268,15 @@ SPLIT_NOTES = """[...document.querySelectorAll('.mlbook-fold-note')]
   .map(n => n.textContent)"""
 
 
-@pytest.mark.parametrize("record", PREDICTIONS, ids=lambda r: r.id)
-@pytest.mark.parametrize("how", ["predict", "open"])
+# every prediction unfolds its result; the note's own button (the shared
+# script's, the same on every page) is pressed on the first page only, as each
+# unfolding needs the page loaded afresh
+FOLDS = [("predict", r) for r in PREDICTIONS] + [("open", r) for r in PREDICTIONS[:1]]
+
+
+@pytest.mark.parametrize(
+    ("how", "record"), FOLDS, ids=[f"{h}-{r.id}" for h, r in FOLDS]
+)
 def test_the_result_stays_folded_until_a_prediction(chapter_pages, record, how):
     url = page_of(record.chapter).as_uri()
     page, w = chapter_pages.get(url, changes=("folds", f"answers {record.id}"))
