@@ -385,6 +385,19 @@ TOGGLE = """(id) => {
   all[all.length - 1].querySelector("summary").click();
 }"""
 
+
+def toggle(page, solution_id: str, until: str) -> None:
+    """Open or close a solution as a reader does, then wait until ``until``
+    (a JavaScript test of one cell of SOLUTIONS) holds for each of its cells."""
+    page.evaluate(TOGGLE, solution_id)
+    page.wait_for_function(
+        f"() => ({SOLUTIONS})().filter(c => c.id === {json.dumps(solution_id)})"
+        f".every({until})",
+        timeout=10_000,
+        polling=100,
+    )
+
+
 NOTE = """() => {
   const panel = window.jupyterapp.shell.currentWidget;
   const note = panel.node.querySelector(".mlbook-prose-note");
@@ -636,13 +649,7 @@ def test_solutions_stay_folded_until_opened(page_in_lab):
             assert line not in body, f"{sid}: its output {line!r} shows while closed"
 
     first = ids[0]
-    page.evaluate(TOGGLE, first)
-    page.wait_for_function(
-        f"() => ({SOLUTIONS})().filter(c => c.id === {json.dumps(first)})"
-        ".every(c => c.shown)",
-        timeout=10_000,
-        polling=100,
-    )
+    toggle(page, first, until="c => c.shown")
     body = page.evaluate(SHOWN_TEXT)
     opened = [c for c in page.evaluate(SOLUTIONS) if c["id"] == first]
     for c in opened:
@@ -654,13 +661,7 @@ def test_solutions_stay_folded_until_opened(page_in_lab):
         if c["id"] != first and not c["first"] and c["shown"]
     ]
     assert not others, f"opening {first} showed other solutions' cells {others}"
-    page.evaluate(TOGGLE, first)
-    page.wait_for_function(
-        f"() => ({SOLUTIONS})().filter(c => c.id === {json.dumps(first)}"
-        " && !c.first).every(c => !c.shown)",
-        timeout=10_000,
-        polling=100,
-    )
+    toggle(page, first, until="c => c.first || !c.shown")  # closed: its title shows
 
 
 def test_glued_names_say_run_the_notebook(page_in_lab):

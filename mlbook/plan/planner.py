@@ -430,7 +430,8 @@ def plan(spec: RunSpec) -> Plan:
         interval_s=interval,
         checkpoint_days=writes_s / DAY_S,
         rework_days=failures * (interval + write_s) / 2 / DAY_S,
-        # instant restarts cost nothing, even over a run that never ends
+        # instant restarts cost nothing: 0 days, not 0 x the count of
+        # failures (which, were it ever to overflow, would give NaN)
         restart_days=failures * spec.restart_s / DAY_S if spec.restart_s else 0.0,
         expected_days=wall_s / DAY_S,
         expected_failures=failures,
