@@ -25,43 +25,50 @@ book: $(STAMP)
 	$(PY) tools/build.py
 
 # Timed from make's start (MAKE_START is read when make parses this file), so
-# the venv set-up a fresh clone does first is included. First the test book
-# (every page at test sizes, two at a time, and the HTML) and, beside it, the
-# tests that read no built page (not marked `book`; their log is printed when
-# both are done): the build leaves cores idle while pages start and while the
-# HTML is written, and these 3,900 tests took 176 s on their own. Then the
-# tests of the built book, on three workers: they wait on Chromium and
-# JupyterLab, and on two cores took 269 s with three workers where they took
-# 302 s with two. Each pytest sends a test file to a worker, the slowest files
-# first (their order in tests/conftest.py, which xdist keeps), lists the
-# slowest tests, and caps each test at 60 s (pytest-timeout); last, on their
-# own, the tests marked `alone`, which measure what another test's load would
-# change.
+# the venv set-up a fresh clone does first is included. Two chains share the
+# cores. The first is the critical path: the test book (every page at test
+# sizes, two at a time, and the HTML), then the tests of the built book in one
+# pytest process. The second is the tests that read no built page (not marked
+# `book`, their log printed at the end), on TEST_WORKERS workers at nice 10:
+# they take the cores the first chain leaves idle (it waits on pages starting,
+# on the HTML, on Chromium and JupyterLab) and little of the rest. Last, on
+# their own, the tests marked `alone`, which measure what another test's load
+# would change. Each pytest sends the slowest files first (their order in
+# tests/conftest.py, which xdist keeps), lists the slowest tests, and caps each
+# test at 60 s (pytest-timeout).
 #
-# The two parallel pytest runs give torch one thread a process
-# (OMP_NUM_THREADS=1): with two workers and two pages on two cores, a second
-# thread only waits for a core. Five torch-heavy test files took 100.6 s of
-# CPU (87.8 s wall) on torch's default two threads, 80.0 s (72.5 s) on one.
-# The pages set their own threads; the tests marked `alone` keep the default.
+# Measured on 2 cores: the book's tests took 253 s in one process and 313 s
+# of CPU; on three workers they took 436 s of CPU (each worker starts its own
+# Chromium and JupyterLab and collects every test) for 242 s of wall time,
+# which took that CPU from the unit tests beside them.
+#
+# The unit tests give torch one thread a process (OMP_NUM_THREADS=1): two
+# workers beside two pages on two cores leave a second thread only waiting for
+# a core. Five torch-heavy test files took 100.6 s of CPU (87.8 s wall) on
+# torch's default two threads, 80.0 s (72.5 s) on one. The pages set their
+# own threads; the tests marked `alone` keep the default.
 MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
-BOOK_TEST_WORKERS ?= 3
-PYTEST := MLBOOK_TEST_REUSE=1 $(PY) -m pytest tests -p no:cacheprovider --durations=10
+PYTEST_ARGS := -m pytest tests -p no:cacheprovider --durations=10
+PYTEST := MLBOOK_TEST_REUSE=1 $(PY) $(PYTEST_ARGS)
 PYTEST_SHARED := OMP_NUM_THREADS=1 $(PYTEST)
 
 test: $(STAMP)
 	@ready=$$(date +%s); mkdir -p _build; \
-	MLBOOK_TEST_DEST=_build/no-book $(PYTEST_SHARED) -n $(TEST_WORKERS) --dist loadgroup \
-		--no-loadscope-reorder -m "not book and not alone" > _build/unit-tests.log 2>&1 & \
+	MLBOOK_TEST_DEST=_build/no-book MLBOOK_TEST_REUSE=1 OMP_NUM_THREADS=1 \
+		nice -n 10 $(PY) $(PYTEST_ARGS) -n $(TEST_WORKERS) \
+		--dist loadgroup --no-loadscope-reorder -m "not book and not alone" \
+		> _build/unit-tests.log 2>&1 & \
 	units=$$!; \
 	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
 	booked=$$(date +%s); \
+	$(PYTEST_SHARED) -m "book and not alone"; rc=$$?; \
+	checked=$$(date +%s); \
 	wait $$units; urc=$$?; cat _build/unit-tests.log; \
-	$(PYTEST_SHARED) -n $(BOOK_TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "book and not alone"; rc=$$?; \
 	$(PYTEST) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
 	[ $$rc -eq 0 ] && rc=$$urc; [ $$rc -eq 0 ] && rc=$$alone; [ $$rc -eq 0 ] && rc=$$built; \
 	end=$$(date +%s); \
-	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((booked - ready)) s test book beside the unit tests, $$((end - booked)) s after it), exit status $$rc"; \
+	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((booked - ready)) s test book, $$((checked - booked)) s its tests, unit tests beside both; $$((end - checked)) s after), exit status $$rc"; \
 	exit $$rc
 
 # The built HTML book on 127.0.0.1 only (PORT=0 picks a free port); it prints the
