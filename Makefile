@@ -49,6 +49,7 @@ book: $(STAMP)
 # own threads; the tests marked `alone` keep the default.
 MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
+BOOK_TEST_WORKERS ?= 2
 PYTEST_ARGS := -m pytest tests -p no:cacheprovider --durations=10
 PYTEST := MLBOOK_TEST_REUSE=1 $(PY) $(PYTEST_ARGS)
 PYTEST_SHARED := OMP_NUM_THREADS=1 $(PYTEST)
@@ -62,7 +63,8 @@ test: $(STAMP)
 	units=$$!; \
 	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
 	booked=$$(date +%s); \
-	$(PYTEST_SHARED) -m "book and not alone"; rc=$$?; \
+	$(PYTEST_SHARED) -n $(BOOK_TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		-m "book and not alone"; rc=$$?; \
 	checked=$$(date +%s); \
 	wait $$units; urc=$$?; cat _build/unit-tests.log; \
 	$(PYTEST) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
