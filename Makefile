@@ -50,24 +50,26 @@ book: $(STAMP)
 MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
 BOOK_TEST_WORKERS ?= 2
-PYTEST_ARGS := -m pytest tests -p no:cacheprovider --durations=10
+PYTEST_ARGS := -m pytest -p no:cacheprovider --durations=10
 PYTEST := MLBOOK_TEST_REUSE=1 $(PY) $(PYTEST_ARGS)
+# the files that hold tests marked `alone`: their run collects only these
+ALONE_FILES := $(shell grep -l 'mark\.alone' tests/test_*.py)
 PYTEST_SHARED := OMP_NUM_THREADS=1 $(PYTEST)
 
 test: $(STAMP)
 	@ready=$$(date +%s); mkdir -p _build; \
 	MLBOOK_TEST_DEST=_build/no-book MLBOOK_TEST_REUSE=1 OMP_NUM_THREADS=1 \
-		nice -n 10 $(PY) $(PYTEST_ARGS) -n $(TEST_WORKERS) \
+		nice -n 10 $(PY) $(PYTEST_ARGS) tests -n $(TEST_WORKERS) \
 		--dist loadgroup --no-loadscope-reorder -m "not book and not alone" \
 		> _build/unit-tests.log 2>&1 & \
 	units=$$!; \
 	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
 	booked=$$(date +%s); \
-	$(PYTEST_SHARED) -n $(BOOK_TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	$(PYTEST_SHARED) tests -n $(BOOK_TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
 		-m "book and not alone"; rc=$$?; \
 	checked=$$(date +%s); \
 	wait $$units; urc=$$?; cat _build/unit-tests.log; \
-	$(PYTEST) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
+	$(PYTEST) $(ALONE_FILES) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
 	[ $$rc -eq 0 ] && rc=$$urc; [ $$rc -eq 0 ] && rc=$$alone; [ $$rc -eq 0 ] && rc=$$built; \
 	end=$$(date +%s); \
 	echo "make test: $$((end - $(MAKE_START))) s wall ($$((ready - $(MAKE_START))) s set-up, $$((booked - ready)) s test book, $$((checked - booked)) s its tests, unit tests beside both; $$((end - checked)) s after), exit status $$rc"; \
