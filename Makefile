@@ -58,12 +58,10 @@ PYTEST_SHARED := OMP_NUM_THREADS=1 $(PYTEST)
 
 test: $(STAMP)
 	@ready=$$(date +%s); mkdir -p _build; \
-	MLBOOK_TEST_DEST=_build/no-book MLBOOK_TEST_REUSE=1 OMP_NUM_THREADS=1 \
-		setsid sh -c 'echo 19 > /proc/self/autogroup 2>/dev/null; exec nice -n 19 "$$@"' \
-		units $(PY) $(PYTEST_ARGS) tests -n $(TEST_WORKERS) \
+	MLBOOK_TEST_DEST=_build/no-book $(PYTEST_SHARED) tests -n $(TEST_WORKERS) \
 		--dist loadgroup --no-loadscope-reorder -m "not book and not alone" \
 		> _build/unit-tests.log 2>&1 & \
-	units=$$!; trap 'kill -- -'$$units' 2>/dev/null' EXIT INT TERM; \
+	units=$$!; \
 	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
 	booked=$$(date +%s); \
 	$(PYTEST_SHARED) tests -n $(BOOK_TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
