@@ -26,24 +26,28 @@ book: $(STAMP)
 
 # Timed from make's start (MAKE_START is read when make parses this file), so
 # the venv set-up a fresh clone does first is included. Two chains share the
-# cores. The first is the critical path: the test book (every page at test
-# sizes, two at a time, and the HTML), then the tests of the built book in one
-# pytest process. The second is the tests that read no built page (not marked
-# `book`, their log printed at the end), on TEST_WORKERS workers at nice 10:
-# they take the cores the first chain leaves idle (it waits on pages starting,
-# on the HTML, on Chromium and JupyterLab) and little of the rest. Last, on
-# their own, the tests marked `alone`, which measure what another test's load
-# would change. Each pytest sends the slowest files first (their order in
-# tests/conftest.py, which xdist keeps), lists the slowest tests, and caps each
-# test at 60 s (pytest-timeout).
+# two cores. One is the test book (every page at test sizes, two at a time,
+# and the HTML), then the tests of the built book on BOOK_TEST_WORKERS
+# workers. Beside it, from the start, the tests that read no built page (not
+# marked `book`; their log is printed at the end) on TEST_WORKERS workers.
+# Last, on their own, the tests marked `alone`, which measure what another
+# test's load would change (collected from the files that hold them). Each
+# pytest sends the slowest units first (their order in tests/conftest.py,
+# which xdist keeps), lists the slowest tests, and caps each test at 60 s
+# (pytest-timeout).
 #
-# Measured on 2 cores: the book's tests took 253 s in one process and 313 s
-# of CPU; on three workers they took 436 s of CPU (each worker starts its own
-# Chromium and JupyterLab and collects every test) for 242 s of wall time,
-# which took that CPU from the unit tests beside them.
+# make test is bound by CPU from start to end (both cores busy in every
+# phase), so the order saves only what waits. The unit tests used to wait for
+# the test book, and the book's tests for the unit tests: 543-574 s from a
+# fresh clone. Started together, each chain fills the cores the other leaves
+# idle: 470 s on the same machine; 611 s in a run where the host lent it less
+# (a single-thread probe 1.4x slower than at best; make's CPU time 757 s).
+# The book's tests took 253 s in one process on a quiet machine, and on three
+# workers 436 s of CPU (each worker starts its own Chromium and collects
+# every test), CPU the unit tests beside them would lack: two workers here.
 #
-# The unit tests give torch one thread a process (OMP_NUM_THREADS=1): two
-# workers beside two pages on two cores leave a second thread only waiting for
+# Both parallel runs give torch one thread a process (OMP_NUM_THREADS=1):
+# with two workers and two pages on two cores, a second thread only waits for
 # a core. Five torch-heavy test files took 100.6 s of CPU (87.8 s wall) on
 # torch's default two threads, 80.0 s (72.5 s) on one. The pages set their
 # own threads; the tests marked `alone` keep the default.
