@@ -40,8 +40,9 @@ book: $(STAMP)
 # phase), so the order saves only what waits. The unit tests used to wait for
 # the test book, and the book's tests for the unit tests: 543-574 s from a
 # fresh clone. Started together, each chain fills the cores the other leaves
-# idle: 470 s on the same machine; 611 s in a run where the host lent it less
-# (a single-thread probe 1.4x slower than at best; make's CPU time 757 s).
+# idle: 447-497 s on the same machine; 611 s in a run where the host lent it
+# less (a single-thread probe 1.4x slower than at best; make's CPU time 757 s
+# against 554-626 s).
 # The book's tests took 253 s in one process on a quiet machine, and on three
 # workers 436 s of CPU (each worker starts its own Chromium and collects
 # every test), CPU the unit tests beside them would lack: two workers here.
@@ -54,8 +55,7 @@ book: $(STAMP)
 MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
 BOOK_TEST_WORKERS ?= 2
-PYTEST_ARGS := -m pytest -p no:cacheprovider --durations=10
-PYTEST := MLBOOK_TEST_REUSE=1 $(PY) $(PYTEST_ARGS)
+PYTEST := MLBOOK_TEST_REUSE=1 $(PY) -m pytest -p no:cacheprovider --durations=10
 # the files that hold tests marked `alone`: their run collects only these
 ALONE_FILES := $(shell grep -l 'mark\.alone' tests/test_*.py)
 PYTEST_SHARED := OMP_NUM_THREADS=1 $(PYTEST)
