@@ -1,20 +1,43 @@
 """measure_until: measuring again until a number settles, bounded in count and
 in seconds, with synthetic measurements whose outcome is known by hand."""
 
-import time
+import types
 
 import pytest
 
+from mlbook.common_torch import timing
 from mlbook.common_torch.timing import measure_until
 
 
-def sequence(*values, pause_s=0.0):
+class Clock:
+    """A perf_counter that moves only when a synthetic measurement takes
+    time: a sleep on a loaded machine can overrun by more than the margins
+    these tests check (a 50 ms sleep measured over 80 ms once)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(
+        timing, "time", types.SimpleNamespace(perf_counter=c.perf_counter)
+    )
+    return c
+
+
+def sequence(*values, pause_s=0.0, clock=None):
     """A measure() that returns each of ``values`` in turn (lists, so that
-    pooling is concatenation)."""
+    pooling is concatenation), taking ``pause_s`` on ``clock``."""
     it = iter(values)
 
     def measure():
-        time.sleep(pause_s)
+        if clock is not None:
+            clock.now += pause_s
         return [next(it)]
 
     return measure
@@ -51,14 +74,14 @@ def test_stops_at_the_count_and_says_so():
     assert lines[-1].startswith("kept after 2 measurements")
 
 
-def test_stops_when_the_seconds_would_not_cover_one_more():
+def test_stops_when_the_seconds_would_not_cover_one_more(clock):
     # each measurement takes 50 ms; 80 ms of budget covers one more, not two
-    got = measure_until(
-        sequence(5.0, 4.0, 3.0, pause_s=0.05), settled_below(2), list.__add__, 10, 0.08
-    )
+    measure = sequence(5.0, 4.0, 3.0, pause_s=0.05, clock=clock)
+    got = measure_until(measure, settled_below(2), list.__add__, 10, 0.08)
     assert got.value == [5.0, 4.0] and got.attempts == 2
-    assert 0.05 <= got.again_s < 0.08 + 0.05
-    none = measure_until(sequence(5.0), settled_below(2), list.__add__, 10, 0.0)
+    assert got.again_s == pytest.approx(0.05)
+    once = sequence(5.0, pause_s=0.05, clock=clock)
+    none = measure_until(once, settled_below(2), list.__add__, 10, 0.0)
     assert none.attempts == 1 and none.again_s == 0.0
 
 
