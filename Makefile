@@ -56,7 +56,10 @@ MAKE_START := $(shell date +%s)
 TEST_WORKERS ?= 2
 BOOK_TEST_WORKERS ?= 2
 PYTEST := MLBOOK_TEST_REUSE=1 $(PY) -m pytest -p no:cacheprovider --durations=10
-# the files that hold tests marked `alone`: their run collects only these
+# The files that hold tests marked `book` and `alone`: their runs collect
+# only these. Collecting every file imports torch and every chapter: 6.3 s a
+# worker here, against 1.9 s for the files with tests marked `book`.
+BOOK_FILES := $(shell grep -l 'mark\.book' tests/test_*.py)
 ALONE_FILES := $(shell grep -l 'mark\.alone' tests/test_*.py)
 PYTEST_SHARED := OMP_NUM_THREADS=1 $(PYTEST)
 
@@ -68,8 +71,8 @@ test: $(STAMP)
 	units=$$!; \
 	$(PY) tools/build.py --small --no-cache --jobs 2; built=$$?; \
 	booked=$$(date +%s); \
-	$(PYTEST_SHARED) tests -n $(BOOK_TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
-		-m "book and not alone"; rc=$$?; \
+	$(PYTEST_SHARED) $(BOOK_FILES) -n $(BOOK_TEST_WORKERS) --dist loadgroup \
+		--no-loadscope-reorder -m "book and not alone"; rc=$$?; \
 	checked=$$(date +%s); \
 	wait $$units; urc=$$?; cat _build/unit-tests.log; \
 	$(PYTEST) $(ALONE_FILES) -m alone; alone=$$?; [ $$alone -eq 5 ] && alone=0; \
