@@ -127,9 +127,15 @@ def _module_references(
 
 def _page_code(page: Path) -> str:
     """The code cells of a page, IPython magics and shell lines made `pass`."""
+    return _code_of(page.read_text(), page.suffix[1:])
+
+
+@functools.cache
+def _code_of(text: str, fmt: str) -> str:
+    """_page_code of a page's text (the key and the data files both ask)."""
     import jupytext
 
-    nb = jupytext.read(page)
+    nb = jupytext.reads(text, fmt=fmt)
     cells = []
     for cell in nb.cells:
         if cell.cell_type != "code":
