@@ -61,12 +61,15 @@ _FILE_STRING = re.compile(r"([A-Za-z_]\w*\.py)\b")
 _IMPORT_CALLS = {"import_module", "__import__"}
 
 
+@functools.cache
 def _references(
     code: str, module: str | None, is_package: bool
-) -> tuple[set[str], set[str], set[str]]:
+) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """What ``code`` (module ``module``, or a page when None) refers to:
     modules it imports (must resolve), names that may be submodules, and
-    "x.py" file names in its strings."""
+    "x.py" file names in its strings. Parsed once a process for the same
+    text: the pages share most of the package, and parsing it again for each
+    of the 13 took 7.6 s of the build's start here (2.4 s so)."""
     tree = ast.parse(code)
     must, maybe, files = set(), set(), set()
     inert = {
@@ -112,17 +115,7 @@ def _references(
         ):
             maybe.update(_MODULE_STRING.findall(node.value))
             files.update(_FILE_STRING.findall(node.value))
-    return must, maybe, files
-
-
-@functools.cache
-def _module_references(
-    code: str, module: str, is_package: bool
-) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """_references of a package module, parsed once a process for the same
-    text: the pages share most of the package, and parsing it again for each
-    of the 13 took 7.6 s of the build's start here (2.4 s so)."""
-    return tuple(frozenset(found) for found in _references(code, module, is_package))
+    return frozenset(must), frozenset(maybe), frozenset(files)
 
 
 def _page_code(page: Path) -> str:
@@ -176,11 +169,7 @@ def package_dependencies(page: Path) -> tuple[list[Path], str | None]:
 
     def scan(code: str, module: str | None, is_package: bool) -> None:
         try:
-            must, maybe, files = (
-                _references(code, module, is_package)
-                if module is None
-                else _module_references(code, module, is_package)
-            )
+            must, maybe, files = _references(code, module, is_package)
         except SyntaxError as exc:
             raise _Unresolved(f"cannot parse {module or page.name}: {exc.msg}") from exc
         file_names.update(files)
