@@ -44,8 +44,8 @@ book: $(STAMP)
 # less (a single-thread probe 1.4x slower than at best; make's CPU time 757 s
 # against 554-626 s).
 # The book's tests took 253 s in one process on a quiet machine, and on three
-# workers 436 s of CPU (each worker starts its own Chromium and collects
-# every test), CPU the unit tests beside them would lack: two workers here.
+# workers 436 s of CPU (each worker starts its own Chromium), CPU the unit
+# tests beside them would lack: two workers here.
 #
 # Both parallel runs give torch one thread a process (OMP_NUM_THREADS=1):
 # with two workers and two pages on two cores, a second thread only waits for
