@@ -462,12 +462,17 @@ def settle(page, html: str, w: Watch):
     """Wait for what the page draws after load: MathJax and the live
     figures' default drawings, then for its requests to end (``w`` saw
     them start). A page that only redirects (index.html) is followed to the
-    page it names, which is then settled in its place."""
+    page it names, which is then settled in its place (the tab may be there
+    already: the redirect runs on its own, and a tab kept open is settled
+    again by a later test)."""
     redirect = REFRESH.match(html)
     if redirect is not None:
-        target = (Path(unquote(urlparse(page.url).path)).parent / redirect[1]).resolve()
-        page.wait_for_url(target.as_uri(), wait_until="load", timeout=15_000)
-        html = target.read_text()
+        page.wait_for_url(
+            lambda url: url.endswith("/" + redirect[1]),
+            wait_until="load",
+            timeout=15_000,
+        )
+        html = Path(unquote(urlparse(page.url).path)).read_text()
     if "math notranslate" in html:
         page.wait_for_selector("mjx-container", timeout=15_000)
         page.evaluate(

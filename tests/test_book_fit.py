@@ -4,7 +4,10 @@
   wider than the window (a code block, a wide table or display math may
   scroll inside its own box), and every live chart is drawn inside its
   column and fills most of it (book/_extra/vendor/live.js fits each spec to
-  its column; concatenated panels stack).
+  its column; concatenated panels stack). Each page is checked in its tab of
+  `chapter_pages` (opened at 1300 px), narrowed to 400 px once its live
+  charts have drawn, then widened back; `test_charts_follow_the_window`
+  loads a page at 400 px and widens it.
 - At 1300 px no code block (literalinclude blocks and those in solutions
   included) and no live chart is wider than its box: tests/test_book.py
   checks what shows when a page loads, this file what shows with every
@@ -19,11 +22,10 @@ Pages are opened from file://, where live figures draw their default.
 
 import pytest
 from test_book import (
-    ALLOWED_CONSOLE,
     CHAPTERS,
     HTML,
     LIVE_DRAWN,
-    in_build,
+    WINDOW,
     page_of,
     pages,
     settle,
@@ -32,7 +34,7 @@ from test_book import (
 pytestmark = pytest.mark.book
 
 PHONE = {"width": 400, "height": 900}
-DESKTOP = {"width": 1300, "height": 900}
+DESKTOP = WINDOW  # chapter_pages' window
 FILLS = 0.9  # a live chart is at least this share of its column's width
 
 # What sticks out of a page at its window's width: the document's width, and
@@ -53,25 +55,57 @@ FIT = """() => {
 }"""
 
 # Every solution and hidden cell opened, then each code block and live chart
-# whose content is wider than its box
+# whose content is wider than its box; then folded again as they were (the
+# page stays as drawn for the tests that read it after)
 OPEN_AND_MEASURE = """() => {
-  document.querySelectorAll(".toggle-hidden")
-    .forEach(e => e.classList.remove("toggle-hidden"));
-  document.querySelectorAll("details").forEach(d => { d.open = true; });
-  return [...document.querySelectorAll(".bd-article pre, .mlbook-live-chart")]
+  const hidden = [...document.querySelectorAll(".toggle-hidden")];
+  const closed = [...document.querySelectorAll("details")].filter(d => !d.open);
+  hidden.forEach(e => e.classList.remove("toggle-hidden"));
+  closed.forEach(d => { d.open = true; });
+  const wide = [...document.querySelectorAll(".bd-article pre, .mlbook-live-chart")]
     .filter(e => e.scrollWidth > e.clientWidth + 1)
     .map(e => `${e.scrollWidth} > ${e.clientWidth} px: `
               + (e.textContent.trim().slice(0, 70) || e.className));
+  closed.forEach(d => { d.open = false; });
+  hidden.forEach(e => e.classList.add("toggle-hidden"));
+  return wide;
 }"""
 
+# Each live chart's drawing marked, before the window changes: live.js draws a
+# chart again (a new canvas) when its column's width changes
+MARK = """() => document.querySelectorAll(".mlbook-live-chart")
+  .forEach(box => { const c = box.querySelector("canvas, svg");
+    if (c) c.dataset.mlbookBefore = "1"; })"""
 
-# every live chart drawn again for the wider column: wider than the phone's
-# window, and its box no longer scrolls (a resize seen mid-way can leave it
+# The live charts not yet drawn again since MARK for the new column (a new
+# drawing whose box does not scroll: a resize seen mid-way can leave a chart
 # drawn for a width in between)
-WIDENED = """(narrow) => [...document.querySelectorAll(".mlbook-live-chart")]
-  .every(box => { const c = box.querySelector("canvas, svg");
-    return c && c.getBoundingClientRect().width > narrow
-      && box.scrollWidth <= box.clientWidth + 1; })"""
+STALE = """() => [...document.querySelectorAll(".mlbook-live-chart")]
+  .map((box, i) => { const c = box.querySelector("canvas, svg");
+    return !c || c.dataset.mlbookBefore || box.scrollWidth > box.clientWidth + 1
+      ? `live chart ${i}: ${c ? c.getBoundingClientRect().width.toFixed(0) : "no"}`
+        + ` px drawing in a ${box.clientWidth} px box` : null; })
+  .filter(s => s)"""
+REDRAWN = f"() => ({STALE})().length === 0"
+REDRAW_MS = 15_000
+
+
+def resize(page, size: dict) -> list[str]:
+    """Set the page's window to ``size`` and wait until every live chart is
+    drawn again for its new column: the charts that were not within
+    REDRAW_MS (none when all were)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.evaluate(MARK)
+    page.set_viewport_size(size)
+    try:
+        page.wait_for_function(REDRAWN, timeout=REDRAW_MS, polling=100)
+    except PlaywrightTimeout:
+        return [
+            f"at {size['width']} px, not drawn again within {REDRAW_MS // 1000} s: " + s
+            for s in page.evaluate(STALE)
+        ]
+    return []
 
 
 def other_pages():
@@ -79,15 +113,6 @@ def other_pages():
     search, index)."""
     executed = {page_of(n) for n in CHAPTERS}
     return [p for p in pages() if p not in executed]
-
-
-@pytest.fixture(scope="module")
-def phone(book, chromium_browser):
-    from helpers.browser import Pages
-
-    tabs = Pages(chromium_browser, in_build, ALLOWED_CONSOLE, viewport=PHONE)
-    yield tabs
-    tabs.close()
 
 
 def misfits(page) -> list[str]:
@@ -112,42 +137,43 @@ def misfits(page) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("name", CHAPTERS)
-def test_chapter_fits_a_phone(phone, name):
-    path = page_of(name)
-    page, w = phone.get(path.as_uri())
+def at_phone(chapter_pages, path) -> list[str]:
+    """What does not fit ``path`` (a built page) at 400 px, and what its
+    page did wrong: its tab of ``chapter_pages`` narrowed to 400 px, checked,
+    and set back to 1300 px with its charts drawn for that column (the other
+    tests of the group read the page there)."""
+    page, w = chapter_pages.get(path.as_uri())
     settle(page, path.read_text(), w)
-    problems = misfits(page)
+    try:
+        problems = resize(page, PHONE) or misfits(page)
+    finally:
+        problems_back = resize(page, DESKTOP)
+    return problems + problems_back + w.problems()
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_fits_a_phone(chapter_pages, name):
+    problems = at_phone(chapter_pages, page_of(name))
     assert not problems, f"{name} at {PHONE['width']} px:\n" + "\n".join(problems)
-    w.assert_clean()
 
 
-def test_other_pages_fit_a_phone(phone):
+def test_other_pages_fit_a_phone(chapter_pages):
     problems = []
     for path in other_pages():
-        page, w = phone.get(path.as_uri())
-        settle(page, path.read_text(), w)
-        problems += [f"{path.relative_to(HTML)}: {p}" for p in misfits(page)]
-        problems += [f"{path.relative_to(HTML)}: {p}" for p in w.problems()]
+        problems += [
+            f"{path.relative_to(HTML)}: {p}" for p in at_phone(chapter_pages, path)
+        ]
     assert not problems, "\n".join(problems)
 
 
-def test_open_code_fits_at_1300(phone):
+def test_open_code_fits_at_1300(chapter_pages):
     """Solutions hold functions included from the package, in a narrower box.
-    Each chapter's tab from the phone checks, widened to 1300 px (a load of
-    every chapter again took 25 s here)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
+    Each chapter's tab, every fold opened for the measure and closed again."""
     wide = []
     for name in CHAPTERS:
         path = page_of(name)
-        page, w = phone.get(path.as_uri(), changes=("window", "solutions", "folds"))
-        page.set_viewport_size(DESKTOP)
-        try:  # the live charts drawn again for the wider column
-            page.wait_for_function(WIDENED, arg=PHONE["width"], timeout=15_000)
-        except PlaywrightTimeout:  # not redrawn: the page loaded afresh at 1300 px
-            page.reload(wait_until="load")
-            page.wait_for_function(LIVE_DRAWN, timeout=60_000)
+        page, w = chapter_pages.get(path.as_uri())
+        settle(page, path.read_text(), w)
         wide += [f"{name}: {line}" for line in page.evaluate(OPEN_AND_MEASURE)]
         w.assert_clean()
     assert not wide, "code or charts wider than their box at 1300 px:\n" + "\n".join(
@@ -230,42 +256,42 @@ def test_dark_theme(book, chromium_browser):
 
 
 def test_charts_follow_the_window(book, chromium_browser):
-    """A reader who narrows the window (or turns a tablet) gets the charts
-    drawn again for the new column; side-by-side panels stack."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
+    """A page loaded on a phone fits it, and a reader who widens the window
+    (or turns a tablet) gets the charts drawn again for the wider column;
+    stacked panels go side by side. (Narrowing is checked on every page
+    above.)"""
     path = page_of("input_pipeline")  # two panels side by side at 1300 px
-    context = chromium_browser.new_context(viewport=DESKTOP)
+    context = chromium_browser.new_context(viewport=PHONE)
     page = context.new_page()
+    height = (
+        "() => document.querySelector('.mlbook-live-chart canvas')"
+        ".getBoundingClientRect().height"
+    )
     try:
         page.goto(path.as_uri())
         page.wait_for_load_state("load")
-        page.wait_for_function(
-            "() => document.querySelector('.mlbook-live-chart canvas')", timeout=30_000
-        )
-        wide = page.evaluate(FIT)["charts"][0]
-        page.set_viewport_size(PHONE)
-        try:
-            page.wait_for_function(
-                "(w) => document.querySelector('.mlbook-live-chart canvas')"
-                ".getBoundingClientRect().width < w",
-                arg=PHONE["width"],
-                timeout=10_000,
-            )
-        except PlaywrightTimeout:
-            pass  # not redrawn: the assertions below say how it stands
-        page.wait_for_timeout(300)  # a refit that came late would show here
-        problems = misfits(page)
+        page.wait_for_function(LIVE_DRAWN, timeout=30_000, polling=100)
+        at_load = misfits(page)
         narrow = page.evaluate(FIT)["charts"][0]
-        tall = page.evaluate(
-            "() => document.querySelector('.mlbook-live-chart canvas')"
-            ".getBoundingClientRect().height"
-        )
+        tall = page.evaluate(height)
+        stale = resize(page, DESKTOP)
+        page.wait_for_timeout(300)  # a refit that came late would show here
+        widened = misfits(page)
+        wide = page.evaluate(FIT)["charts"][0]
+        short = page.evaluate(height)
     finally:
         context.close()
-    assert wide["width"] > PHONE["width"], f"at 1300 px the chart is narrow: {wide}"
-    assert not problems, "after narrowing the window:\n" + "\n".join(problems)
-    assert narrow["width"] < wide["width"] and tall > 500, (
-        f"the two panels did not stack at {PHONE['width']} px "
+    assert not at_load, f"loaded at {PHONE['width']} px:\n" + "\n".join(at_load)
+    assert narrow["width"] <= PHONE["width"] and tall > 500, (
+        f"the two panels are not stacked at {PHONE['width']} px "
         f"({narrow['width']:.0f} px wide, {tall:.0f} px tall)"
+    )
+    assert not stale + widened, "after widening the window:\n" + "\n".join(
+        stale + widened
+    )
+    assert wide["width"] > narrow["width"] and wide["width"] > PHONE["width"], (
+        f"at 1300 px the chart is narrow: {wide}"
+    )
+    assert short < 500, (
+        f"the two panels are still stacked at 1300 px ({short:.0f} px tall)"
     )
