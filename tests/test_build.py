@@ -42,29 +42,53 @@ SMALL = False
 ```
 """
 
+# Each page of the module's book glues the wall-clock span of its cell and
+# the CPUs it ran on, read inside the kernel (the runs_alone test's evidence).
+SPAN = """\
+import os
+import time
+from myst_nb import glue
+start = time.time()
+{code}
+glue("{n}_start", start, display=False)
+glue("{n}_end", time.time(), display=False)
+glue("{n}_on", ",".join(map(str, sorted(os.sched_getaffinity(0)))), display=False)"""
+SPAN_KEYS = ("start", "end", "on")
+
 PAGES = {
     # a reaches mlbook/common/units.py only through a relative import in
     # mlbook/alpha/core.py
     "a": (
         "",
         "Page a's prose.",
-        """\
-from myst_nb import glue
+        SPAN.format(
+            n="a",
+            code="""\
 from mlbook.alpha import core
 glue("a_x", core.f(), display=False)
 glue("a_label", "fast", display=False)
 glue("a_flag", True, display=False)""",
+        ),
     ),
     "b": (
         "",
         "Page b's prose.",
-        """\
-import os
-from myst_nb import glue
+        SPAN.format(
+            n="b",
+            code="""\
 from mlbook.beta.calc import g
 glue("b_n", g(), display=False)
 glue("b_cpus", len(os.sched_getaffinity(0)), display=False)
 glue("b_threads", os.environ.get("OMP_NUM_THREADS", "unset"), display=False)""",
+        ),
+    ),
+    # runs alone, and long enough that a page started beside it would start
+    # before it ends; imports nothing of the package, so no package edit
+    # below executes it again
+    "q": (
+        "mlbook:\n  runs_alone: true\n",
+        "Page q.",
+        SPAN.format(n="q", code="time.sleep(1.5)"),
     ),
 }
 
@@ -139,7 +163,10 @@ class Project:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     """The synthetic book, built once without the cache (as `make test`
-    builds), which fills the cache. Tests that edit it settle it first."""
+    builds) on JOBS jobs, which fills the cache. Tests that edit it settle it
+    first. The one parallel build here: both the runs_alone test and the
+    tests of values and jobs read it (a parallel build's job processes and
+    kernels took about 4 s CPU here)."""
     root = tmp_path_factory.mktemp("book")
     make_project(root)
     mp = pytest.MonkeyPatch()
@@ -147,6 +174,8 @@ def project(tmp_path_factory):
     mp.setenv("PYTHONPATH", str(root))  # the kernels import the stand-in mlbook
     p = Project(root)
     p.first = run.build(p.dest, small=True, html=False, jobs=JOBS)
+    # as the first build wrote them (later builds execute a and b again)
+    p.first_values = {n: values.read_values(p.dest, n) for n in PAGES}
     yield p
     mp.undo()
 
@@ -156,12 +185,14 @@ def project(tmp_path_factory):
 
 def test_first_build_executes_everything_and_writes_values(project):
     r = project.first
-    assert project.executed(r) == ["a", "b"] and not any(
+    assert project.executed(r) == ["a", "b", "q"] and not any(
         c["error"] for c in r["chapters"].values()
     )
-    a = values.read_values(project.dest, "a")
+    a = dict(project.first_values["a"])
+    span = {k: a.pop(f"a_{k}") for k in SPAN_KEYS}
     assert a == {"a_x": 0.25, "a_label": "fast", "a_flag": True}
     assert type(a["a_x"]) is float
+    assert type(span["start"]) is float and type(span["on"]) is str
     b = json.loads((project.dest / "values" / "b.json").read_text())
     assert b["b_n"] == 7 and type(b["b_n"]) is int
 
@@ -173,7 +204,7 @@ def test_parallel_jobs_get_their_own_cores(project):
         pytest.skip("one core: no parallel jobs here")
     cpus = [set(j["cpus"]) for j in r["job_resources"]]
     assert not cpus[0] & cpus[1]
-    b = values.read_values(project.dest, "b")
+    b = project.first_values["b"]
     assert (
         b["b_cpus"] == len(cpus[0])
         and b["b_threads"] == r["job_resources"][0]["threads"]
@@ -279,6 +310,7 @@ def test_unchanged_build_executes_nothing(project):
     assert {n: c["cached"] for n, c in timings["chapters"].items()} == {
         "a": True,
         "b": True,
+        "q": True,
     }
     assert all(
         c["this_run_s"] == 0 and c["seconds"] > 0 for c in timings["chapters"].values()
@@ -288,13 +320,14 @@ def test_unchanged_build_executes_nothing(project):
 
 
 def test_prose_edit_reexecutes_that_page_alone(project):
+    # a's prose only: b's, edited next, held the same rule again for one
+    # kernel more (it once showed that pages reading a's values ran again;
+    # pages read no other page's values now)
     project.build()
     project.edit("notebooks/a.md", "Page a's prose.", "Page a's prose, edited.")
     r = project.build()
     assert project.executed(r) == ["a"]
     assert "edited" in (project.dest / "src" / "notebooks" / "a.ipynb").read_text()
-    project.edit("notebooks/b.md", "Page b's prose.", "Page b's prose, edited.")
-    assert project.executed(project.build()) == ["b"]
 
 
 def test_package_edit_reexecutes_the_pages_whose_key_includes_it(project):
@@ -333,7 +366,8 @@ def test_default_build_executes_every_page(project):
     every page; the command line reads the cache unless --no-cache."""
     assert inspect.signature(run.build).parameters["cache"].default is False
     project.build()
-    r = run.build(project.dest, small=True, html=False, jobs=JOBS, only=["b"])
+    # one job: whether the cache is read is decided before any job runs
+    r = run.build(project.dest, small=True, html=False, jobs=1, only=["b"])
     assert project.executed(r) == ["b"] and r["cache"] is False
 
 
@@ -498,61 +532,27 @@ def test_every_page_has_a_typical_time(monkeypatch):
     assert not missing, f"page_seconds.json names no time for {sorted(missing)}"
 
 
-def test_a_page_that_runs_alone_shares_the_machine_with_no_other(tmp_path):
-    """Three pages on two jobs, the middle one marked runs_alone: its kernel's
-    time span (the wall clock, read inside each page) overlaps no other
-    page's, while the other two may overlap each other. It starts first, and
-    each page runs on the CPUs of its job."""
+def test_a_page_that_runs_alone_shares_the_machine_with_no_other(project):
+    """The first build's three pages on two jobs, q marked runs_alone (and
+    last in the book's order): its kernel's time span (the wall clock, read
+    inside each page) overlaps no other page's, while the other two may
+    overlap each other. It starts first, and each page runs on the CPUs of
+    its job."""
     if JOBS == 1:
         pytest.skip("one core: pages run one at a time anyway")
-    code = """\
-import os
-import time
-from myst_nb import glue
-start = time.time()
-time.sleep(1.5)
-glue("{n}_start", start, display=False)
-glue("{n}_end", time.time(), display=False)
-glue("{n}_cpus", ",".join(map(str, sorted(os.sched_getaffinity(0)))), display=False)"""
-    specs = {
-        "p": ("", "Page p.", code.format(n="p")),
-        "q": ("mlbook:\n  runs_alone: true\n", "Page q.", code.format(n="q")),
-        "r": ("", "Page r.", code.format(n="r")),
-    }
-    write_tree(
-        tmp_path, {f"notebooks/{n}.md": page_text(n, *s) for n, s in specs.items()}
-    )
-    write_tree(
-        tmp_path,
-        {
-            "mlbook/__init__.py": "",
-            "requirements.txt": "x\n",
-            "_config.yml": "title: t\n",
-            "_toc.yml": "format: jb-book\nroot: notebooks/p\n",
-            "book/notation.md": "# Notation\n",
-        },
-    )
-    (tmp_path / "_vendor").mkdir()
-    mp = pytest.MonkeyPatch()
-    mp.setattr(paths, "ROOT", tmp_path)
-    mp.setenv("PYTHONPATH", str(tmp_path))
-    try:
-        assert pages.runs_alone(tmp_path / "notebooks" / "q.md")
-        assert not pages.runs_alone(tmp_path / "notebooks" / "p.md")
-        dest = tmp_path / "_build"
-        r = run.build(dest, small=True, html=False, cache=False, jobs=JOBS)
-        assert not any(c["error"] for c in r["chapters"].values()), r["chapters"]
-        span, cpus = {}, {}
-        for n in specs:
-            v = values.read_values(dest, n)
-            span[n] = (v[f"{n}_start"], v[f"{n}_end"])
-            cpus[n] = {int(c) for c in v[f"{n}_cpus"].split(",")}
-    finally:
-        mp.undo()
+    assert pages.runs_alone(project.root / "notebooks" / "q.md")
+    assert not pages.runs_alone(project.root / "notebooks" / "a.md")
+    r = project.first
+    assert not any(c["error"] for c in r["chapters"].values()), r["chapters"]
+    span, cpus = {}, {}
+    for n in PAGES:
+        v = project.first_values[n]
+        span[n] = (v[f"{n}_start"], v[f"{n}_end"])
+        cpus[n] = {int(c) for c in v[f"{n}_on"].split(",")}
     q0, q1 = span["q"]
-    for n in ("p", "r"):
+    for n in ("a", "b"):
         a, b = span[n]
         assert b <= q0 or a >= q1, f"{n} ran {a:.2f}-{b:.2f}, q {q0:.2f}-{q1:.2f}"
         assert a >= q1, f"{n} started before the page that runs alone"
     jobs = [set(j["cpus"]) for j in r["job_resources"]]
-    assert all(cpus[n] in jobs for n in specs), (cpus, jobs)
+    assert all(cpus[n] in jobs for n in PAGES), (cpus, jobs)

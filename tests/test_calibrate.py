@@ -382,7 +382,7 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("case", BAD_FILES, ids=str)
-def test_a_bad_machine_file_is_named_with_its_rule(tmp_path, case):
+def test_a_bad_machine_file_is_named_with_its_rule(tmp_path, capsys, case):
     data, rule = BAD_FILES[case]
     path = tmp_path / "m.json"
     if data is not None:
@@ -390,7 +390,7 @@ def test_a_bad_machine_file_is_named_with_its_rule(tmp_path, case):
     with pytest.raises(cal.MachineFileError) as got:
         cal.load(path)
     assert str(path) in str(got.value) and rule in str(got.value)
-    plan = run_plan("--machine", str(path))
+    plan = plan_in_process(capsys, "--machine", str(path))
     assert plan.returncode == 2
     line = one_line(plan.stderr)
     assert str(path) in line and rule in line
@@ -450,26 +450,32 @@ def test_a_memory_prediction_holds_only_within_its_named_bytes():
 # --- plan --machine -------------------------------------------------------------------
 
 
+PLAN = ["plan", "--model", "Llama-3-8B", "--tokens", "15e12", "--gpus", "1024",
+        "--gpu", "H100"]  # fmt: skip
+
+
 def run_plan(*args):
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlbook",
-            "plan",
-            "--model",
-            "Llama-3-8B",
-            "--tokens",
-            "15e12",
-            "--gpus",
-            "1024",
-            "--gpu",
-            "H100",
-            *args,
-        ],  # fmt: skip
+        [sys.executable, "-m", "mlbook", *PLAN, *args],
         capture_output=True,
         text=True,
     )
+
+
+def plan_in_process(capsys, *args) -> subprocess.CompletedProcess:
+    """``python -m mlbook plan`` as its main() runs it, in this process: each
+    command started took 0.16 s CPU here. The bad files all take one path
+    through it, and each test below runs the command itself once (a refusal
+    among them), its other plans in-process."""
+    from mlbook.__main__ import main
+
+    capsys.readouterr()
+    try:
+        code = main([*PLAN, *args])
+    except SystemExit as exc:  # argparse's exit
+        code = exc.code
+    got = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, got.out, got.err)
 
 
 def test_plan_refuses_an_mfu_above_the_calibrated_mamf_share(tmp_path):
@@ -482,22 +488,23 @@ def test_plan_refuses_an_mfu_above_the_calibrated_mamf_share(tmp_path):
     assert "700" in line and "989" in line
 
 
-def test_plan_accepts_an_mfu_below_it_and_says_what_it_used(tmp_path):
+def test_plan_accepts_an_mfu_below_it_and_says_what_it_used(tmp_path, capsys):
     path = write(tmp_path / "h100.json", gpu_file(700e12))
     got = run_plan("--mfu", "0.5", "--machine", str(path))
     assert got.returncode == 0, got.stderr
     assert f"machine file {path}" in got.stdout
     assert "used: bf16 MAMF 700.0 TFLOP/s, 70.8%" in got.stdout
-    js = json.loads(run_plan("--mfu", "0.5", "--machine", str(path), "--json").stdout)
+    js = plan_in_process(capsys, "--mfu", "0.5", "--machine", str(path), "--json")
+    js = json.loads(js.stdout)
     assert js["machine"]["applies"] and js["machine"]["mamf_share"] == pytest.approx(
         700 / 989
     )
     # the plan itself is the plan without the file: nothing mixed in silently
-    plain = json.loads(run_plan("--mfu", "0.5", "--json").stdout)
+    plain = json.loads(plan_in_process(capsys, "--mfu", "0.5", "--json").stdout)
     assert {k: v for k, v in js.items() if k != "machine"} == plain
 
 
-def test_plan_with_a_file_of_another_device_uses_nothing(tmp_path):
+def test_plan_with_a_file_of_another_device_uses_nothing(tmp_path, capsys):
     cpu = write(tmp_path / "cpu.json", synthetic())
     got = run_plan("--mfu", "0.9", "--machine", str(cpu))
     assert got.returncode == 0, got.stderr
@@ -505,9 +512,9 @@ def test_plan_with_a_file_of_another_device_uses_nothing(tmp_path):
     a100 = gpu_file(200e12)
     a100["device"] |= {"model": "NVIDIA A100-SXM4-80GB", "accelerator": "A100 SXM"}
     path = write(tmp_path / "a100.json", a100)
-    got = run_plan("--mfu", "0.9", "--machine", str(path))
+    got = plan_in_process(capsys, "--mfu", "0.9", "--machine", str(path))
     assert got.returncode == 0 and "used nothing" in got.stdout
-    plain = run_plan("--mfu", "0.9")
+    plain = plan_in_process(capsys, "--mfu", "0.9")
     assert got.stdout.startswith(plain.stdout.rstrip("\n"))
 
 

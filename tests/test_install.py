@@ -35,10 +35,22 @@ def test_no_configuration_means_no_options():
     assert install.pip_sources("global.timeout='60'\nnot a setting\n") == []
 
 
-def test_a_venv_without_pip_is_served_by_the_base_interpreters_pip(tmp_path):
+def test_a_venv_without_pip_is_served_by_the_base_interpreters_pip(
+    tmp_path, monkeypatch
+):
     import subprocess
     import sys
 
+    # a_pip asks each candidate pip for its version, as this test does first:
+    # each answer is kept (a pip run took 0.6 s CPU here)
+    answers, works = {}, install._works
+
+    def kept(pip: list[str]) -> bool:
+        if tuple(pip) not in answers:
+            answers[tuple(pip)] = works(pip)
+        return answers[tuple(pip)]
+
+    monkeypatch.setattr(install, "_works", kept)
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(tmp_path)], check=True)
     python = str(tmp_path / "bin" / "python")

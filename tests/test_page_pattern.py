@@ -26,6 +26,7 @@ guide), checked on the sources and on the test build:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import statistics
 from html.parser import HTMLParser
@@ -34,7 +35,8 @@ from pathlib import Path
 import pytest
 
 from bookbuild import pages
-from page_metrics import metrics, prose_sentences, sized_cells
+from page_metrics import metrics as page_metrics
+from page_metrics import prose_sentences, sized_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = pages.chapters()
@@ -48,10 +50,18 @@ CHAPTERS = [p for p in PAGES if p.parent.name == "notebooks"]
 GLUE_HELPER = "glue_values"  # mlbook/show.py: the one function that glues
 
 
+# A page's cells and metrics, read once a run: nine tests ask for each page's
+# code cells or metrics, and each jupytext read of a page took 0.05-0.2 s
+# here (metrics reads the page with jupytext twice). The pages are not
+# written while the tests run.
+@functools.cache
 def code_cells(page: Path):
     import jupytext
 
     return [c for c in jupytext.read(page).cells if c.cell_type == "code"]
+
+
+metrics = functools.cache(page_metrics)
 
 
 def calls(source: str, name: str) -> list[ast.Call]:
@@ -239,33 +249,45 @@ def test_bookkeeping_is_a_small_share_of_the_code():
 MAY_PRINT = ("plan/cli.py", "calibrate/cli.py", "__main__.py", "judge/_check.py")
 
 
+def gluers_and_prints(tree: ast.AST) -> tuple[set[str], bool]:
+    """The functions of ``tree`` that call ``glue`` (each one around the call,
+    nested or not), and whether it calls ``print`` to the page, in one walk
+    (walking each function's tree again took 0.6 of this test's 1.4 s here,
+    and unparsing and parsing each function and module 2 s more)."""
+    gluers, prints = set(), False
+    todo = [(tree, ())]
+    while todo:
+        node, around = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            around = (*around, node.name)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if "glue" in (getattr(func, "id", None), getattr(func, "attr", None)):
+                gluers.update(around)
+            # print(..., file=sink) writes to a stream the caller owns (the
+            # capstone's slow loop logs every step on purpose, into a
+            # StringIO): not to the page
+            prints |= (
+                isinstance(func, ast.Name)
+                and func.id == "print"
+                and not any(k.arg == "file" for k in node.keywords)
+            )
+        todo.extend((child, around) for child in ast.iter_child_nodes(node))
+    return gluers, prints
+
+
 def test_the_package_glues_only_in_the_page_helper_and_never_prints():
     glues, prints = [], []
     for path in (ROOT / "mlbook").rglob("*.py"):
         src, rel = path.read_text(), path.relative_to(ROOT / "mlbook").as_posix()
-        tree = ast.parse(src)
-        for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                continue
-            body_calls = calls(ast.unparse(fn), "glue")
-            if body_calls and not (
-                rel == "show.py" and getattr(fn, "name", "") == GLUE_HELPER
-            ):
-                if isinstance(fn, ast.Module):
-                    continue  # counted in the function that holds the call
-                glues.append(f"{rel}:{fn.name}")
+        gluers, to_page = gluers_and_prints(ast.parse(src))
+        glues += [
+            f"{rel}:{name}"
+            for name in sorted(gluers)
+            if not (rel == "show.py" and name == GLUE_HELPER)
+        ]
         if re.search(r"^\s*import myst_nb", src, flags=re.M):
             glues.append(rel)
-        # print(..., file=sink) writes to a stream the caller owns (the capstone's
-        # slow loop logs every step on purpose, into a StringIO): not to the page
-        to_page = [
-            node
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "print"
-            and not any(k.arg == "file" for k in node.keywords)
-        ]
         if to_page and not (rel in MAY_PRINT or rel.endswith("_script.py")):
             prints.append(rel)
     assert not glues, f"the package glues outside show.{GLUE_HELPER}: {glues}"
