@@ -431,18 +431,32 @@ def test_the_mystery_has_two_defects_back():
     }
 
 
-def test_a_tiny_ladder_reports_every_rung(data):
-    sizes = tiny_sizes()
-    ceilings = ex.probe_ceilings(sizes, "cpu", budget_s=0.02, min_run_time_s=0.005)
-    ladder = ex.run_ladder(
-        sizes,
+@pytest.fixture(scope="module")
+def probed():
+    """The fp32 and bf16 ceilings at test sizes (what each ladder starts from)."""
+    return ex.probe_ceilings(tiny_sizes(), "cpu", budget_s=0.02, min_run_time_s=0.005)
+
+
+@pytest.fixture(scope="module")
+def tiny_ladder(data, probed):
+    """The whole ladder at test sizes with no seconds for measuring again:
+    every rung is over the residual bar (1e-12) and may be measured 3 times,
+    and each is measured once. Three tests read it (a ladder of every rung
+    is about 3 core-s)."""
+    return ex.run_ladder(
+        tiny_sizes(again_budget_s=0.0),
         "cpu",
         data,
-        ceilings,
+        probed,
         cf.ladder_fixes(False, False),
         min_run_time_s=0.005,
-        max_attempts=1,
+        residual_tol=1e-12,
+        max_attempts=3,
     )
+
+
+def test_a_tiny_ladder_reports_every_rung(tiny_ladder, probed):
+    sizes, ladder, ceilings = tiny_sizes(), tiny_ladder, probed
     assert [r.fix for r in ladder.rungs] == ["slow loop"] + [
         f.name for f in cf.ladder_fixes(False, False)
     ]
@@ -456,28 +470,26 @@ def test_a_tiny_ladder_reports_every_rung(data):
     assert ladder.ceilings["fp32"].flops_per_s >= ceilings["fp32"].flops_per_s
 
 
-def test_measuring_again_stops_when_its_seconds_run_out(data):
+def test_measuring_again_stops_when_its_seconds_run_out(data, probed, tiny_ladder):
     """A rung over the residual bar (here every rung: a bar of 1e-12) is
     measured again up to max_attempts times while the ladder's seconds for
     measuring again last; with none, each rung keeps its first measurement."""
-    ceilings = ex.probe_ceilings(
-        tiny_sizes(), "cpu", budget_s=0.02, min_run_time_s=0.005
-    )
 
     def ladder(again_budget_s):
         return ex.run_ladder(
             tiny_sizes(again_budget_s=again_budget_s),
             "cpu",
             data,
-            ceilings,
+            probed,
             cf.ladder_fixes(False, False)[:1],
             min_run_time_s=0.005,
             residual_tol=1e-12,
             max_attempts=3,
         )
 
-    none = ladder(0.0)
-    assert [r.attempts for r in none.rungs] == [1, 1] and none.again_s == 0
+    none = tiny_ladder  # that bar and 3 attempts, with no seconds to measure again
+    assert [r.attempts for r in none.rungs] == [1] * len(none.rungs)
+    assert none.again_s == 0
     plenty = ladder(60.0)
     assert [r.attempts for r in plenty.rungs] == [3, 3]
     assert [r.times.attempts for r in plenty.rungs] == [3, 3]  # pooled
@@ -486,27 +498,17 @@ def test_measuring_again_stops_when_its_seconds_run_out(data):
         ladder(-1.0)
 
 
-def test_every_rung_s_mfu_divides_by_the_final_dtype_s_peak(data):
+def test_every_rung_s_mfu_divides_by_the_final_dtype_s_peak(tiny_ladder):
     """One denominator for the whole ladder: the nominal peak of the final
     rung's dtype, so MFU is tokens/s times a constant along the ladder, and
     the faster rung always has the higher MFU whatever dtypes the rungs use."""
-    sizes = tiny_sizes(again_budget_s=0.0)
-    ceilings = ex.probe_ceilings(sizes, "cpu", budget_s=0.02, min_run_time_s=0.005)
-    ladder = ex.run_ladder(
-        sizes,
-        "cpu",
-        data,
-        ceilings,
-        cf.ladder_fixes(False, False)[:2],
-        min_run_time_s=0.005,
-        residual_tol=1.0,
-    )
+    ladder = tiny_ladder
     assert ladder.mfu_dtype == ladder.rungs[-1].dtype
     peak = ladder.peaks[ladder.mfu_dtype]
     for r in ladder.rungs:
         by_hand = r.tokens_per_step / r.step_s * r.flops_per_token / peak.flops_per_s
         assert r.rates.mfu == pytest.approx(by_hand, rel=1e-12)
-    assert [r.attempts for r in ladder.rungs] == [1, 1, 1]  # no bar to chase
+    assert all(r.attempts == 1 for r in ladder.rungs)  # nothing pooled
 
 
 def test_a_beaten_ceiling_is_swept_again_and_never_lowered():

@@ -4,6 +4,7 @@ written out by hand from the models' shapes."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
@@ -35,10 +36,36 @@ def llama_params(L, h, kv, d_ff, V):
     return L * (2 * h * h + 2 * h * kv + 3 * h * d_ff + 2 * h) + 2 * V * h + h
 
 
+@pytest.fixture(scope="module")
+def _traces() -> dict:
+    return {}
+
+
+@pytest.fixture
+def shared_traces(_traces, monkeypatch) -> dict:
+    """mt.trace_steps remembered by its arguments across the module's tests
+    that ask for it: a trace is a pure function of them (seeded), and a fake
+    one costs about 0.4 core-s a layer, so the tests that trace one shape
+    (the tiny model's 2 layers, the plans' 1 and 2) trace it once."""
+    real = mt.trace_steps
+    signature = inspect.signature(real)
+
+    def remembered(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        key = tuple(bound.arguments.values())
+        if key not in _traces:
+            _traces[key] = real(*args, **kwargs)
+        return list(_traces[key])
+
+    monkeypatch.setattr(mt, "trace_steps", remembered)
+    return _traces
+
+
 @pytest.mark.parametrize(
     "strategy, tp", [(s, 1) for s in mt.STRATEGIES] + [("selective", 2), ("full", 2)]
 )
-def test_fake_tensors_account_a_step_as_a_real_one_does(strategy, tp):
+def test_fake_tensors_account_a_step_as_a_real_one_does(strategy, tp, shared_traces):
     fake = mt.trace_steps(TINY, 32, 2, tp, strategy, n_layers=2, fake=True)
     real = mt.trace_steps(TINY, 32, 2, tp, strategy, n_layers=2, fake=False)
     assert fake == real  # every kind at every moment, to the byte
@@ -62,15 +89,17 @@ def test_the_master_copy_optimizer_updates_as_adamw_does():
     assert all(t.dtype == torch.float32 for t in state.values())
 
 
-def test_llama3_8b_state_is_the_planners_to_the_byte():
+def test_llama3_8b_state_is_the_planners_to_the_byte(shared_traces):
     cfg = transformer.LLAMA3_8B
     n = llama_params(32, 4096, 1024, 14336, 128256)  # 8,030,261,248
-    bill = mt.traced_bill(cfg, 4096)
+    # the shape the command's plan traces (s = 8192, b = 1, selective
+    # recompute, the plan's layers), so this test and that one share a trace
+    bill = mt.traced_bill(cfg, 8192, 1, 1, "selective", trace.LAYERS)
     assert bill.parameters_bytes == 2 * n  # bf16 weights
     assert bill.gradients_bytes == 2 * n  # bf16 gradients
     assert bill.optimizer_bytes == 12 * n  # fp32 master, m and v
     # RoPE's two tables (s x head_dim, bf16) and the causal mask (s x s, bool)
-    assert bill.at("after step")["buffers"] == 2 * 4096 * 128 * 2 + 4096 * 4096
+    assert bill.at("after step")["buffers"] == 2 * 8192 * 128 * 2 + 8192 * 8192
 
 
 def test_a_layers_activations_by_strategy_are_the_chapters_count():
@@ -105,7 +134,7 @@ def test_tensor_parallelism_with_sequence_parallelism_splits_a_layer_tp_ways():
     assert eight == one / 8
 
 
-def test_a_plan_traced_kind_by_kind():
+def test_a_plan_traced_kind_by_kind(shared_traces):
     spec = RunSpec(model="Llama-3-70B", tokens=15e12, gpu="H100 SXM", n_gpus=4096, tp=8)
     t = trace.trace_plan(spec)
     weights, grads, opt, acts = t.kinds
@@ -122,9 +151,11 @@ def test_a_plan_traced_kind_by_kind():
     assert t.peak_bytes is not None and t.peak_phase in mt.PHASES
 
 
-def test_a_pipeline_plan_is_traced_without_a_peak():
+def test_a_pipeline_plan_is_traced_without_a_peak(shared_traces):
+    # the shape of test_a_plan_traced_kind_by_kind's (one trace for both), in
+    # 3 stages, which do not divide the 80 layers: each stage holds 27
     spec = RunSpec(
-        model="Llama-3-405B", tokens=15.6e12, gpu="H100 SXM", n_gpus=16384, tp=8, pp=16
+        model="Llama-3-70B", tokens=15e12, gpu="H100 SXM", n_gpus=3072, tp=8, pp=3
     )
     t = trace.trace_plan(spec)
     assert t.peak_bytes is None
@@ -154,7 +185,9 @@ def test_the_planners_errors_come_before_any_trace(capsys, monkeypatch):
     assert "--tokens" in capsys.readouterr().err
 
 
-def test_the_command_prints_the_traced_bill_beside_the_planned_one(capsys):
+def test_the_command_prints_the_traced_bill_beside_the_planned_one(
+    capsys, shared_traces
+):
     argv = ["--model", "Llama-3-8B", "--tokens", "15e12", "--gpu", "H100 SXM"]
     assert cli.main([*argv, "--gpus", "1024", "--trace-memory"]) == 0
     out = capsys.readouterr().out
@@ -166,7 +199,7 @@ def test_the_command_prints_the_traced_bill_beside_the_planned_one(capsys):
     assert math.isfinite(planned)
 
 
-def test_one_and_two_layers_compose_what_two_and_three_do():
+def test_one_and_two_layers_compose_what_two_and_three_do(shared_traces):
     """The plan traces one and two layers (experiments.LAYERS): every kind
     at every moment of the composed bill is the same as from two and three."""
     assert trace.LAYERS == (1, 2)
@@ -176,7 +209,7 @@ def test_one_and_two_layers_compose_what_two_and_three_do():
         assert all(a.at(m) == b.at(m) for m in mt.MOMENTS), (strategy, tp)
 
 
-def test_plans_of_one_shape_share_a_trace(monkeypatch):
+def test_plans_of_one_shape_share_a_trace(monkeypatch, shared_traces):
     """Plans that differ only in pp, dp or the GPU count are traced once;
     a bill of another shape (here another recompute) is refused."""
     calls = []
@@ -185,8 +218,10 @@ def test_plans_of_one_shape_share_a_trace(monkeypatch):
         mt, "traced_bill", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
 
-    def spec(**kw):
-        return RunSpec(model=TINY, tokens=1e9, gpu="H100 SXM", seq_len=32, **kw)
+    def spec(**kw):  # the shapes the composing test traces (b = 2)
+        return RunSpec(
+            model=TINY, tokens=1e9, gpu="H100 SXM", seq_len=32, micro_batch=2, **kw
+        )
 
     full = spec(n_gpus=8, tp=2, recompute="full")
     flat, piped, other = trace.trace_plans(

@@ -166,9 +166,11 @@ def test_interleaved_order_follows_megatron():
 
 @pytest.mark.parametrize("schedule", pipeline.SCHEDULES)
 def test_simulated_bubble_equals_the_formula_exactly(schedule):
+    # m up to twice the deepest p: fewer, as many and more micro-batches than
+    # stages at every depth (m up to 32 took 1.7 core-s, four times as long)
     for p in range(1, 9):
         for v in (1, 2, 3, 4) if schedule == "interleaved" else (1,):
-            for m in range(1, 33):
+            for m in range(1, 17):
                 if schedule == "interleaved" and m % p:
                     continue
                 t = pipeline.simulate(schedule, p, m, v)
