@@ -96,22 +96,20 @@ SHARED_FIXTURES = ("chapter_pages", "served_tab")
 # --no-loadscope-reorder so xdist keeps this order.
 SLOW_UNITS = {
     "served_tab": 140,
-    "chapter_pages": 130,
+    "chapter_pages": 150,
     "test_lab.py": 95,
-    "test_book_fit.py": 50,
-    "test_build.py": 47,
-    "test_memtrace.py": 46,
-    "test_calibrate.py": 41,
-    "test_capstone.py": 41,
-    "test_faults_demos.py": 38,
+    "test_calibrate.py": 37,
+    "test_capstone.py": 37,
+    "test_build.py": 35,
+    "test_faults_demos.py": 35,
+    "test_memtrace.py": 31,
     "test_input_pipeline.py": 31,
     "test_exercises.py": 30,
-    "test_lab_roundtrip.py": 27,
-    "test_scaling.py": 27,
+    "test_scaling.py": 25,
     "test_kill_anywhere.py": 23,
-    "test_page_pattern.py": 23,
     "test_repeat.py": 23,
     "test_accumulation.py": 22,
+    "test_lab_roundtrip.py": 20,
 }
 
 
