@@ -414,6 +414,8 @@ EXERCISE_TITLES = """() => [...window.jupyterapp.shell.currentWidget.node
              || e).textContent.trim().split("\\n")[0])"""
 
 REFUSAL = 'from mlbook.exercises import check\ncheck("plan-1")'
+# the notebook in front has changes its last save does not hold
+DIRTY = "() => window.jupyterapp.shell.currentWidget.context.model.dirty"
 
 
 @pytest.fixture(scope="module")
@@ -454,20 +456,25 @@ def page_in_lab(lab_session):
         "note": page.evaluate(NOTE),
         "solutions": page.evaluate(SOLUTIONS),
     }
+    run_started = time.monotonic()
     page.evaluate(RUN_ALL)
     page.wait_for_function(SETTLED, timeout=RUN_ALL_S * 1000, polling=250)
-    ran = time.monotonic()
     run = page.evaluate("() => window.__mlbookRun")
     page.wait_for_function(
         f"() => ({NOTE})().unresolved === 0", timeout=30_000, polling=250
     )
     after = {"note": page.evaluate(NOTE), "cells": page.evaluate(CELLS)}
-    # the save after the run, before anything else changes the notebook
+    # the save that holds the run, before anything else changes the notebook:
+    # a save since the run began, and nothing changed since the last save (an
+    # autosave can land in the moment between the run's end and this check,
+    # and a notebook with nothing new is not saved again)
     deadline = time.monotonic() + AUTOSAVE_WAIT_S
-    while not any(t > ran for t, _ in saves) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (
+        any(t > run_started for t, _ in saves) and not page.evaluate(DIRTY)
+    ):
         page.wait_for_timeout(250)
     saved = file.read_bytes()
-    saves_after_run = [s for t, s in saves if t > ran]
+    saves_after_run = [s for t, s in saves if t > run_started]
 
     live_cells = page.evaluate(LIVE_CELLS)
     moved = None
