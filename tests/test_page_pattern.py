@@ -64,17 +64,21 @@ def code_cells(page: Path):
 metrics = functools.cache(page_metrics)
 
 
+def calls_to(node: ast.AST, name: str) -> bool:
+    """``node`` is a call of ``name``, plain (``name(...)``) or an attribute
+    (``x.name(...)``)."""
+    return isinstance(node, ast.Call) and name in (
+        getattr(node.func, "id", None),
+        getattr(node.func, "attr", None),
+    )
+
+
 def calls(source: str, name: str) -> list[ast.Call]:
     try:
         tree = ast.parse(source)
     except SyntaxError:  # an IPython magic: no Python to read
         return []
-    return [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and (getattr(n.func, "id", None) == name or getattr(n.func, "attr", "") == name)
-    ]
+    return [n for n in ast.walk(tree) if calls_to(n, name)]
 
 
 def shows_something(source: str) -> bool:
@@ -262,7 +266,7 @@ def gluers_and_prints(tree: ast.AST) -> tuple[set[str], bool]:
             around = (*around, node.name)
         elif isinstance(node, ast.Call):
             func = node.func
-            if "glue" in (getattr(func, "id", None), getattr(func, "attr", None)):
+            if calls_to(node, "glue"):
                 gluers.update(around)
             # print(..., file=sink) writes to a stream the caller owns (the
             # capstone's slow loop logs every step on purpose, into a
